@@ -1,0 +1,79 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Condition types of a TrainingJob. State is derived from them by StateFromConditions.
+const (
+	// ConditionQueued is true while the job waits for Kueue admission.
+	ConditionQueued = "Queued"
+	// ConditionAdmitted is true once Kueue admitted the job (or at once for a job without a queue).
+	ConditionAdmitted = "Admitted"
+	// ConditionInitializing is true while the gang's pods exist but are not all running.
+	ConditionInitializing = "Initializing"
+	// ConditionRunning is true while every pod of the gang runs.
+	ConditionRunning = "Running"
+	// ConditionRestarting is true while the gang is being deleted to be recreated.
+	ConditionRestarting = "Restarting"
+	// ConditionSuspended is true while spec.suspend is set by the user.
+	ConditionSuspended = "Suspended"
+	// ConditionPreempted is true after Kueue or the scheduler preempted the gang; it says by whom.
+	ConditionPreempted = "Preempted"
+	// ConditionCompleted is true once the job succeeded.
+	ConditionCompleted = "Completed"
+	// ConditionFailed is true once the job failed for good.
+	ConditionFailed = "Failed"
+)
+
+// Condition reasons. They are part of the API: tools match on them.
+const (
+	ReasonCreated              = "Created"
+	ReasonWaitingForAdmission  = "WaitingForAdmission"
+	ReasonAdmitted             = "Admitted"
+	ReasonNoQueue              = "NoQueue"
+	ReasonPodsCreated          = "PodsCreated"
+	ReasonPodsRunning          = "PodsRunning"
+	ReasonPodFailed            = "PodFailed"
+	ReasonNodeLost             = "NodeLost"
+	ReasonBackoff              = "Backoff"
+	ReasonBackoffLimitExceeded = "BackoffLimitExceeded"
+	ReasonNonRetryableExitCode = "NonRetryableExitCode"
+	ReasonDeadlineExceeded     = "DeadlineExceeded"
+	ReasonUserSuspended        = "UserSuspended"
+	ReasonResumed              = "Resumed"
+	ReasonPreempted            = "Preempted"
+	ReasonAllWorkersSucceeded  = "AllWorkersSucceeded"
+	ReasonTargetAccuracy       = "TargetAccuracyReached"
+	ReasonEarlyStopping        = "EarlyStopping"
+	ReasonInvalidSpec          = "InvalidSpec"
+)
+
+// StateFromConditions is the one place the State summary is derived. Terminal conditions win, then
+// what the user asked for (suspend), then the gang's progress, from the most advanced down.
+func StateFromConditions(conds []metav1.Condition) TrainingJobState {
+	for _, c := range []struct {
+		condition string
+		state     TrainingJobState
+	}{
+		{ConditionFailed, StateFailed},
+		{ConditionCompleted, StateCompleted},
+		{ConditionSuspended, StateSuspended},
+		{ConditionRestarting, StateRestarting},
+		{ConditionQueued, StateQueued},
+		{ConditionRunning, StateRunning},
+		{ConditionInitializing, StateInitializing},
+	} {
+		if meta.IsStatusConditionTrue(conds, c.condition) {
+			return c.state
+		}
+	}
+	return StatePending
+}
+
+// IsFinished reports whether the job completed or failed.
+func (s *TrainingJobStatus) IsFinished() bool {
+	return meta.IsStatusConditionTrue(s.Conditions, ConditionCompleted) ||
+		meta.IsStatusConditionTrue(s.Conditions, ConditionFailed)
+}

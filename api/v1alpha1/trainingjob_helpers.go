@@ -1,0 +1,63 @@
+package v1alpha1
+
+// DefaultSchedulerName is the scheduler profile of Convoy's kube-scheduler.
+const DefaultSchedulerName = "convoy-scheduler"
+
+// QueueNameLabel is Kueue's standard queue label. When a TrainingJob has both the label and
+// spec.scheduling.queue they must agree; where only one is set, it names the queue.
+const QueueNameLabel = "kueue.x-k8s.io/queue-name"
+
+// GPUsPerWorker returns spec.gpusPerWorker with its default.
+func (j *TrainingJob) GPUsPerWorker() int32 {
+	if j.Spec.GPUsPerWorker == nil {
+		return 1
+	}
+	return *j.Spec.GPUsPerWorker
+}
+
+// TotalGPUs is the number of GPUs the whole gang requests.
+func (j *TrainingJob) TotalGPUs() int32 {
+	return j.Spec.NumWorkers * j.GPUsPerWorker()
+}
+
+// PriorityClassName returns the PriorityClass named by scheduling.priorityClassName or its alias
+// scheduling.priority.
+func (j *TrainingJob) PriorityClassName() string {
+	if s := j.Spec.Scheduling; s != nil {
+		if s.PriorityClassName != "" {
+			return s.PriorityClassName
+		}
+		return s.Priority
+	}
+	return ""
+}
+
+// QueueName returns the Kueue LocalQueue of the job: spec.scheduling.queue, else the
+// kueue.x-k8s.io/queue-name label.
+func (j *TrainingJob) QueueName() string {
+	if s := j.Spec.Scheduling; s != nil && s.Queue != "" {
+		return s.Queue
+	}
+	return j.Labels[QueueNameLabel]
+}
+
+// SchedulerName returns the pods' scheduler.
+func (j *TrainingJob) SchedulerName() string {
+	if s := j.Spec.Scheduling; s != nil && s.SchedulerName != "" {
+		return s.SchedulerName
+	}
+	return DefaultSchedulerName
+}
+
+// IsSuspended reports whether spec.suspend is true.
+func (j *TrainingJob) IsSuspended() bool {
+	return j.Spec.Suspend != nil && *j.Spec.Suspend
+}
+
+// MasterPort returns networking.masterPort with its default.
+func (j *TrainingJob) MasterPort() int32 {
+	if n := j.Spec.Networking; n != nil && n.MasterPort != 0 {
+		return n.MasterPort
+	}
+	return 29500
+}

@@ -1,0 +1,716 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Framework is the distributed-training framework whose environment the operator wires into pods.
+// +kubebuilder:validation:Enum=pytorch;tensorflow;jax;mpi;mxnet;generic
+type Framework string
+
+const (
+	FrameworkPyTorch    Framework = "pytorch"
+	FrameworkTensorFlow Framework = "tensorflow"
+	FrameworkJAX        Framework = "jax"
+	FrameworkMPI        Framework = "mpi"
+	FrameworkMXNet      Framework = "mxnet"
+	FrameworkGeneric    Framework = "generic"
+)
+
+// TrainingJobSpec is what a data scientist asks for: a model trained on a dataset by a gang of workers.
+// +kubebuilder:validation:XValidation:rule="self.numParameterServers == 0 || self.framework in ['tensorflow', 'mxnet']",message="spec.numParameterServers is only used by framework tensorflow or mxnet: set it to 0 or change spec.framework",fieldPath=".numParameterServers"
+// +kubebuilder:validation:XValidation:rule="self.framework != 'mxnet' || self.numParameterServers >= 1",message="spec.numParameterServers must be at least 1 for framework mxnet: MXNet's dist kvstore needs a server",fieldPath=".numParameterServers"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('nvidia.com/gpu' in self.resources.limits)",message="spec.resources.limits must not set nvidia.com/gpu: set spec.gpusPerWorker instead",fieldPath=".resources.limits"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !('nvidia.com/gpu' in self.resources.requests)",message="spec.resources.requests must not set nvidia.com/gpu: set spec.gpusPerWorker instead",fieldPath=".resources.requests"
+// +kubebuilder:validation:XValidation:rule="!has(self.monitoring) || !has(self.networking) || self.monitoring.metricsPort != self.networking.masterPort",message="spec.monitoring.metricsPort must differ from spec.networking.masterPort: pick another port for one of them",fieldPath=".monitoring.metricsPort"
+// +kubebuilder:validation:XValidation:rule="self.numWorkers == oldSelf.numWorkers || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.numWorkers is immutable unless the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".numWorkers"
+// +kubebuilder:validation:XValidation:rule="self.gpusPerWorker == oldSelf.gpusPerWorker || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.gpusPerWorker is immutable unless the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".gpusPerWorker"
+// +kubebuilder:validation:XValidation:rule="self.numParameterServers == oldSelf.numParameterServers || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.numParameterServers is immutable unless the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".numParameterServers"
+// +kubebuilder:validation:XValidation:rule="self.framework == oldSelf.framework",message="spec.framework is immutable: create a new TrainingJob to change it",fieldPath=".framework"
+type TrainingJobSpec struct {
+	// model names the model to train, for example "llama-3-8b" or a path or URI the training code
+	// understands. It reaches every pod as the MODEL environment variable.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Model string `json:"model"`
+
+	// dataset names the training data, for example "s3://corpus/en" or a path on a mounted volume. It
+	// reaches every pod as the DATASET environment variable.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Dataset string `json:"dataset"`
+
+	// framework selects the distributed-training environment wired into the pods: pytorch (torchrun
+	// variables), tensorflow (TF_CONFIG), jax (JAX_* coordinator variables), mpi (hostfile and SSH keys,
+	// launcher on rank 0), mxnet (DMLC_* variables and a scheduler pod) or generic (rank and world size
+	// only). Defaults to pytorch.
+	// +optional
+	// +kubebuilder:default=pytorch
+	Framework Framework `json:"framework,omitempty"`
+
+	// numWorkers is the number of worker pods in the gang. All of them are scheduled together or not at
+	// all. Immutable unless the job is suspended.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	NumWorkers int32 `json:"numWorkers"`
+
+	// gpusPerWorker is the number of nvidia.com/gpu each worker requests; 0 runs workers without GPUs.
+	// Defaults to 1. Immutable unless the job is suspended.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=16
+	GPUsPerWorker *int32 `json:"gpusPerWorker,omitempty"`
+
+	// numParameterServers is the number of parameter-server pods for tensorflow's
+	// ParameterServerStrategy and mxnet's servers (mxnet needs at least 1). Defaults to 0.
+	// +optional
+	// +kubebuilder:default=0
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=128
+	NumParameterServers int32 `json:"numParameterServers,omitempty"`
+
+	// image is the container image every pod runs. Defaults to the framework's reference image chosen by
+	// the operator.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Image string `json:"image,omitempty"`
+
+	// command overrides the image's entrypoint.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=256
+	Command []string `json:"command,omitempty"`
+
+	// args are the arguments to the command.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1024
+	Args []string `json:"args,omitempty"`
+
+	// env adds environment variables to every pod. Variables the operator sets (RANK, WORLD_SIZE, ...)
+	// take precedence over these.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	Env []corev1.EnvVar `json:"env,omitempty"`
+
+	// resources are the cpu, memory and other non-GPU requests and limits of each worker. GPUs are set
+	// with gpusPerWorker.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// hyperparameters are passed to the training code through the <job>-config ConfigMap (as JSON and as
+	// one environment variable each).
+	// +optional
+	Hyperparameters *Hyperparameters `json:"hyperparameters,omitempty"`
+
+	// checkpoint configures where checkpoints are written and what a restarted gang resumes from.
+	// +optional
+	Checkpoint *CheckpointSpec `json:"checkpoint,omitempty"`
+
+	// scheduling says where and when the gang may run: priority, Kueue queue, node constraints and
+	// topology.
+	// +optional
+	Scheduling *SchedulingSpec `json:"scheduling,omitempty"`
+
+	// monitoring configures the metrics endpoint and experiment trackers.
+	// +optional
+	Monitoring *MonitoringSpec `json:"monitoring,omitempty"`
+
+	// networking configures the collective-communication backend and rendezvous port.
+	// +optional
+	Networking *NetworkingSpec `json:"networking,omitempty"`
+
+	// failurePolicy says what happens when a worker fails.
+	// +optional
+	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// successPolicy lets the job finish early once it reaches a target accuracy or stops improving.
+	// +optional
+	SuccessPolicy *SuccessPolicy `json:"successPolicy,omitempty"`
+
+	// suspend stops the gang (deleting its pods) while true and starts it again, from the latest
+	// checkpoint, when set back to false. Kueue also sets it while the job waits for admission.
+	// +optional
+	// +kubebuilder:default=false
+	Suspend *bool `json:"suspend,omitempty"`
+
+	// ttlSecondsAfterFinished deletes the TrainingJob (and everything it owns) this many seconds after it
+	// completes or fails. Unset keeps it forever.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// MixedPrecision is the floating-point mode of training, named as Hugging Face Accelerate names it.
+// +kubebuilder:validation:Enum=no;fp16;bf16;fp8
+type MixedPrecision string
+
+// Hyperparameters are the usual knobs of a training run. Numbers are plain YAML numbers.
+type Hyperparameters struct {
+	// learningRate is the optimizer's initial learning rate, for example 0.00005 or 3e-4.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self > 0.0",message="spec.hyperparameters.learningRate must be greater than 0, for example 0.0001"
+	LearningRate *float64 `json:"learningRate,omitempty"`
+
+	// batchSize is the global batch size.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	BatchSize *int32 `json:"batchSize,omitempty"`
+
+	// epochs is the number of passes over the dataset; progress is reported against it.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100000
+	Epochs *int32 `json:"epochs,omitempty"`
+
+	// optimizer names the optimizer, for example adamw or sgd.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Optimizer string `json:"optimizer,omitempty"`
+
+	// warmupSteps is the number of learning-rate warm-up steps.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	WarmupSteps *int32 `json:"warmupSteps,omitempty"`
+
+	// gradientAccumulationSteps is the number of micro-batches accumulated per optimizer step.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	GradientAccumulationSteps *int32 `json:"gradientAccumulationSteps,omitempty"`
+
+	// mixedPrecision is the training precision mode: no, fp16, bf16 or fp8.
+	// +optional
+	MixedPrecision MixedPrecision `json:"mixedPrecision,omitempty"`
+
+	// additionalParams are further hyperparameters passed through unchanged, as strings.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	AdditionalParams map[string]string `json:"additionalParams,omitempty"`
+}
+
+// CheckpointSpec configures checkpointing.
+// +kubebuilder:validation:XValidation:rule="!self.enabled || has(self.storage)",message="spec.checkpoint.storage is required when spec.checkpoint.enabled is true",fieldPath=".storage"
+type CheckpointSpec struct {
+	// enabled turns checkpointing on: storage is wired into the pods and CONVOY_CHECKPOINT_URI is set.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// frequency is how often, in epochs, the training code should write a checkpoint (CONVOY_CHECKPOINT_FREQUENCY).
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	Frequency int32 `json:"frequency,omitempty"`
+
+	// storage is where checkpoints live.
+	// +optional
+	Storage *CheckpointStorage `json:"storage,omitempty"`
+
+	// resumeFrom is a checkpoint path or URI the first run starts from (CONVOY_RESUME_FROM). After a
+	// restart the latest reported checkpoint takes its place.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	ResumeFrom string `json:"resumeFrom,omitempty"`
+
+	// retention is how many of the latest checkpoints the training code should keep (CONVOY_CHECKPOINT_RETENTION).
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	Retention *int32 `json:"retention,omitempty"`
+}
+
+// StorageType is the kind of checkpoint storage.
+// +kubebuilder:validation:Enum=pvc;s3;gcs;azure;nfs
+type StorageType string
+
+const (
+	StoragePVC   StorageType = "pvc"
+	StorageS3    StorageType = "s3"
+	StorageGCS   StorageType = "gcs"
+	StorageAzure StorageType = "azure"
+	StorageNFS   StorageType = "nfs"
+)
+
+// CheckpointStorage says where checkpoints are written. Each type needs its own field.
+// +kubebuilder:validation:XValidation:rule="self.type != 'pvc' || has(self.claimName)",message="spec.checkpoint.storage.claimName is required when spec.checkpoint.storage.type is pvc"
+// +kubebuilder:validation:XValidation:rule="self.type != 's3' || has(self.s3Bucket)",message="spec.checkpoint.storage.s3Bucket is required when spec.checkpoint.storage.type is s3"
+// +kubebuilder:validation:XValidation:rule="self.type != 'gcs' || has(self.gcsBucket)",message="spec.checkpoint.storage.gcsBucket is required when spec.checkpoint.storage.type is gcs"
+// +kubebuilder:validation:XValidation:rule="self.type != 'azure' || has(self.azureContainer)",message="spec.checkpoint.storage.azureContainer is required when spec.checkpoint.storage.type is azure"
+// +kubebuilder:validation:XValidation:rule="self.type != 'nfs' || has(self.nfs)",message="spec.checkpoint.storage.nfs (server and path) is required when spec.checkpoint.storage.type is nfs"
+// +kubebuilder:validation:XValidation:rule="!has(self.credentialsSecretRef) || self.type in ['s3', 'gcs', 'azure']",message="spec.checkpoint.storage.credentialsSecretRef is only used with type s3, gcs or azure: remove it or change the type"
+type CheckpointStorage struct {
+	// type is the storage kind: pvc, s3, gcs, azure or nfs.
+	// +required
+	Type StorageType `json:"type"`
+
+	// claimName is the PersistentVolumeClaim mounted at /checkpoints when type is pvc.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	ClaimName string `json:"claimName,omitempty"`
+
+	// s3Bucket is the bucket when type is s3.
+	// +optional
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	S3Bucket string `json:"s3Bucket,omitempty"`
+
+	// s3Endpoint is an S3-compatible endpoint URL (MinIO, Ceph), when not AWS.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	S3Endpoint string `json:"s3Endpoint,omitempty"`
+
+	// s3Region is the bucket's region.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	S3Region string `json:"s3Region,omitempty"`
+
+	// gcsBucket is the bucket when type is gcs.
+	// +optional
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=222
+	GCSBucket string `json:"gcsBucket,omitempty"`
+
+	// azureContainer is the blob container when type is azure.
+	// +optional
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	AzureContainer string `json:"azureContainer,omitempty"`
+
+	// azureStorageAccount is the storage account holding azureContainer.
+	// +optional
+	// +kubebuilder:validation:MaxLength=24
+	AzureStorageAccount string `json:"azureStorageAccount,omitempty"`
+
+	// nfs is the NFS export mounted at /checkpoints when type is nfs.
+	// +optional
+	NFS *NFSStorage `json:"nfs,omitempty"`
+
+	// prefix is the path inside the bucket or volume under which this job's checkpoints are written.
+	// Defaults to <namespace>/<job name>.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Prefix string `json:"prefix,omitempty"`
+
+	// credentialsSecretRef names a Secret in the job's namespace whose keys become environment variables
+	// of every pod (for example AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY).
+	// +optional
+	CredentialsSecretRef *corev1.LocalObjectReference `json:"credentialsSecretRef,omitempty"`
+}
+
+// NFSStorage is an NFS export.
+type NFSStorage struct {
+	// server is the NFS server's host name or address.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Server string `json:"server"`
+
+	// path is the exported path.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('/')",message="spec.checkpoint.storage.nfs.path must be an absolute path starting with /"
+	Path string `json:"path"`
+}
+
+// TopologyLevel is a level of the GPU fabric, from the tightest to the widest.
+// +kubebuilder:validation:Enum=nvlink;node;rack;block;zone
+type TopologyLevel string
+
+const (
+	TopologyNVLink TopologyLevel = "nvlink"
+	TopologyNode   TopologyLevel = "node"
+	TopologyRack   TopologyLevel = "rack"
+	TopologyBlock  TopologyLevel = "block"
+	TopologyZone   TopologyLevel = "zone"
+)
+
+// TopologyMode says whether a topology level is a hard constraint or a preference.
+// +kubebuilder:validation:Enum=required;preferred
+type TopologyMode string
+
+const (
+	TopologyRequired  TopologyMode = "required"
+	TopologyPreferred TopologyMode = "preferred"
+)
+
+// TopologySpec asks for the whole gang inside one domain of a topology level.
+type TopologySpec struct {
+	// level is the topology level the whole gang should fit in: nvlink (one NVLink domain), node, rack,
+	// block or zone.
+	// +required
+	Level TopologyLevel `json:"level"`
+
+	// mode is required (the gang waits until one domain can hold it) or preferred (the scheduler packs
+	// the gang into as few domains as it can). Defaults to required.
+	// +optional
+	// +kubebuilder:default=required
+	Mode TopologyMode `json:"mode,omitempty"`
+}
+
+// SchedulingSpec says where and when the gang may run.
+// +kubebuilder:validation:XValidation:rule="!has(self.priority) || !has(self.priorityClassName) || self.priority == self.priorityClassName",message="spec.scheduling.priority and spec.scheduling.priorityClassName name the same PriorityClass: set only one, or set both to the same name"
+type SchedulingSpec struct {
+	// priorityClassName is the PriorityClass of the pods and, with Kueue, of the Workload (low, normal,
+	// high in Convoy's defaults).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="spec.scheduling.priorityClassName must be a PriorityClass name: lowercase letters, digits, '-' and '.'"
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// priority is another spelling of priorityClassName, kept for manifests written for the seed design.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="spec.scheduling.priority must be a PriorityClass name: lowercase letters, digits, '-' and '.'"
+	Priority string `json:"priority,omitempty"`
+
+	// queue is the Kueue LocalQueue in the job's namespace. A job with a queue waits, suspended, until
+	// Kueue admits it. The label kueue.x-k8s.io/queue-name, if also set, must name the same queue.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="spec.scheduling.queue must be a LocalQueue name: lowercase letters, digits and '-'"
+	Queue string `json:"queue,omitempty"`
+
+	// nodeSelector restricts the pods to nodes with these labels.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// affinity is the pods' affinity.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+
+	// tolerations are the pods' tolerations.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// topology keeps the gang inside one domain of a topology level.
+	// +optional
+	Topology *TopologySpec `json:"topology,omitempty"`
+
+	// schedulerName is the scheduler of the pods. Defaults to convoy-scheduler.
+	// +optional
+	// +kubebuilder:default=convoy-scheduler
+	// +kubebuilder:validation:MaxLength=253
+	SchedulerName string `json:"schedulerName,omitempty"`
+}
+
+// MonitoringSpec configures metrics and experiment tracking.
+type MonitoringSpec struct {
+	// enabled exposes rank 0's metrics port through the <job>-metrics Service.
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// metricsPort is the port the training code serves Prometheus metrics on. Defaults to 9090.
+	// +optional
+	// +kubebuilder:default=9090
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	MetricsPort int32 `json:"metricsPort,omitempty"`
+
+	// tensorboardEnabled sets TENSORBOARD_LOG_DIR under the checkpoint location.
+	// +optional
+	TensorboardEnabled bool `json:"tensorboardEnabled,omitempty"`
+
+	// mlflowTrackingUri is passed as MLFLOW_TRACKING_URI.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	MLflowTrackingURI string `json:"mlflowTrackingUri,omitempty"`
+
+	// wandbProject is passed as WANDB_PROJECT.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	WandbProject string `json:"wandbProject,omitempty"`
+}
+
+// NetworkBackend is the collective-communication backend.
+// +kubebuilder:validation:Enum=nccl;gloo;mpi
+type NetworkBackend string
+
+// NetworkingSpec configures the collective-communication backend and rendezvous.
+type NetworkingSpec struct {
+	// backend is the collective backend: nccl (GPUs), gloo (CPU) or mpi. Defaults to nccl.
+	// +optional
+	// +kubebuilder:default=nccl
+	Backend NetworkBackend `json:"backend,omitempty"`
+
+	// masterPort is rank 0's rendezvous port. Defaults to 29500.
+	// +optional
+	// +kubebuilder:default=29500
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=65535
+	MasterPort int32 `json:"masterPort,omitempty"`
+
+	// rdmaEnabled lets NCCL use InfiniBand/RoCE (NCCL_IB_DISABLE=0); otherwise NCCL uses sockets.
+	// +optional
+	RDMAEnabled bool `json:"rdmaEnabled,omitempty"`
+}
+
+// RestartPolicy says what a worker failure does to the gang.
+// +kubebuilder:validation:Enum=Never;OnFailure;ExitCode
+type RestartPolicy string
+
+const (
+	// RestartNever fails the job on the first failed worker.
+	RestartNever RestartPolicy = "Never"
+	// RestartOnFailure restarts the whole gang after any worker failure, up to backoffLimit times.
+	RestartOnFailure RestartPolicy = "OnFailure"
+	// RestartExitCode restarts the gang only for retryable exit codes (see the operator's documentation)
+	// and fails the job for the others.
+	RestartExitCode RestartPolicy = "ExitCode"
+)
+
+// FailurePolicy says what happens when a worker fails.
+type FailurePolicy struct {
+	// restartPolicy is Never (fail the job), OnFailure (restart the whole gang) or ExitCode (restart
+	// only for retryable exit codes: 130, 137, 143 and 128+ signals other than those of a program bug;
+	// exit codes 1-127 fail the job). Defaults to OnFailure.
+	// +optional
+	// +kubebuilder:default=OnFailure
+	RestartPolicy RestartPolicy `json:"restartPolicy,omitempty"`
+
+	// backoffLimit is how many gang restarts caused by worker failures are allowed before the job
+	// fails. Restarts caused by a lost node or preemption do not count. Defaults to 3.
+	// +optional
+	// +kubebuilder:default=3
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
+
+	// activeDeadlineSeconds fails the job with reason DeadlineExceeded once it has been running (not
+	// queued) this long.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ActiveDeadlineSeconds *int64 `json:"activeDeadlineSeconds,omitempty"`
+}
+
+// SuccessPolicy lets a job finish before every worker exits.
+type SuccessPolicy struct {
+	// targetAccuracy completes the job as soon as a reported accuracy reaches it (0 to 1).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 0.0 && self <= 1.0",message="spec.successPolicy.targetAccuracy must be between 0 and 1, for example 0.95"
+	TargetAccuracy *float64 `json:"targetAccuracy,omitempty"`
+
+	// earlyStoppingPatience completes the job when the reported accuracy (or, without accuracy, the
+	// loss) has not improved for this many epochs.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	EarlyStoppingPatience *int32 `json:"earlyStoppingPatience,omitempty"`
+}
+
+// TrainingJobState is the one-word summary of a job, derived from its conditions by StateFromConditions.
+// +kubebuilder:validation:Enum=Pending;Queued;Initializing;Running;Restarting;Completed;Failed;Suspended
+type TrainingJobState string
+
+const (
+	StatePending      TrainingJobState = "Pending"
+	StateQueued       TrainingJobState = "Queued"
+	StateInitializing TrainingJobState = "Initializing"
+	StateRunning      TrainingJobState = "Running"
+	StateRestarting   TrainingJobState = "Restarting"
+	StateCompleted    TrainingJobState = "Completed"
+	StateFailed       TrainingJobState = "Failed"
+	StateSuspended    TrainingJobState = "Suspended"
+)
+
+// TrainingJobStatus is what the operator observed.
+type TrainingJobStatus struct {
+	// state summarises the conditions in one word: Pending, Queued, Initializing, Running, Restarting,
+	// Completed, Failed or Suspended.
+	// +optional
+	State TrainingJobState `json:"state,omitempty"`
+
+	// conditions are the job's observed conditions: Queued, Admitted, Initializing, Running, Restarting,
+	// Suspended, Preempted, Completed and Failed.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// progress is the share of epochs done, for example "45%".
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	Progress string `json:"progress,omitempty"`
+
+	// currentEpoch is the latest epoch the training code reported.
+	// +optional
+	CurrentEpoch int32 `json:"currentEpoch,omitempty"`
+
+	// totalEpochs is the number of epochs the training code reported it will run (or hyperparameters.epochs).
+	// +optional
+	TotalEpochs int32 `json:"totalEpochs,omitempty"`
+
+	// metrics are the latest reported training metrics.
+	// +optional
+	Metrics *TrainingMetrics `json:"metrics,omitempty"`
+
+	// workers counts the gang's pods by phase.
+	// +optional
+	Workers WorkerCounts `json:"workers,omitempty"`
+
+	// checkpoint is the latest checkpoint the training code reported.
+	// +optional
+	Checkpoint *CheckpointStatus `json:"checkpoint,omitempty"`
+
+	// resources are the GPUs and nodes of the gang and where it was placed.
+	// +optional
+	Resources *ResourcesStatus `json:"resources,omitempty"`
+
+	// admission is Kueue's admission of the job: the ClusterQueue and the flavors assigned.
+	// +optional
+	Admission *AdmissionStatus `json:"admission,omitempty"`
+
+	// startTime is when the gang was first started after admission.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// completionTime is when the job completed or failed.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// duration is completionTime (or now) minus startTime, for example "1h2m3s".
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Duration string `json:"duration,omitempty"`
+
+	// failureReason is the machine-readable reason the job failed, for example BackoffLimitExceeded.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	FailureReason string `json:"failureReason,omitempty"`
+
+	// restartCount is the number of times the whole gang was restarted, for any cause.
+	// +optional
+	RestartCount int32 `json:"restartCount,omitempty"`
+
+	// failureRestarts is the number of restarts caused by worker failures, counted against backoffLimit.
+	// +optional
+	FailureRestarts int32 `json:"failureRestarts,omitempty"`
+
+	// observedGeneration is the spec generation this status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// TrainingMetrics are the latest metrics reported by the training code.
+type TrainingMetrics struct {
+	// loss is the latest training loss.
+	// +optional
+	Loss *float64 `json:"loss,omitempty"`
+
+	// accuracy is the latest accuracy, from 0 to 1.
+	// +optional
+	Accuracy *float64 `json:"accuracy,omitempty"`
+
+	// step is the latest global step.
+	// +optional
+	Step int64 `json:"step,omitempty"`
+
+	// additional are further reported metrics, by name.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	Additional map[string]string `json:"additional,omitempty"`
+}
+
+// WorkerCounts counts pods by phase.
+type WorkerCounts struct {
+	// pending pods are created but not running yet.
+	// +optional
+	Pending int32 `json:"pending,omitempty"`
+	// active pods are running.
+	// +optional
+	Active int32 `json:"active,omitempty"`
+	// succeeded pods exited 0.
+	// +optional
+	Succeeded int32 `json:"succeeded,omitempty"`
+	// failed pods exited non-zero or were lost.
+	// +optional
+	Failed int32 `json:"failed,omitempty"`
+}
+
+// CheckpointStatus is the latest reported checkpoint.
+type CheckpointStatus struct {
+	// latest is the checkpoint's path or URI; a restarted gang gets it as CONVOY_RESUME_FROM.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Latest string `json:"latest,omitempty"`
+	// epoch is the epoch the checkpoint was taken at.
+	// +optional
+	Epoch int32 `json:"epoch,omitempty"`
+	// time is when the checkpoint was reported.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+}
+
+// ResourcesStatus describes the gang's resources and placement.
+type ResourcesStatus struct {
+	// gpus is the number of GPUs the gang requests (numWorkers × gpusPerWorker).
+	// +optional
+	GPUs int32 `json:"gpus,omitempty"`
+	// nodes is the number of distinct nodes the gang's pods are bound to.
+	// +optional
+	Nodes int32 `json:"nodes,omitempty"`
+	// placement summarises where the gang runs, for example "4 nodes in 1 rack (rack-a1)".
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Placement string `json:"placement,omitempty"`
+}
+
+// AdmissionStatus is Kueue's admission of the job.
+type AdmissionStatus struct {
+	// clusterQueue is the ClusterQueue that admitted the job.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ClusterQueue string `json:"clusterQueue,omitempty"`
+	// flavors maps each resource (nvidia.com/gpu, cpu, ...) to the ResourceFlavor assigned to it.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	Flavors map[string]string `json:"flavors,omitempty"`
+}
+
+// TrainingJob is a distributed training run: a gang of workers that is queued, admitted, placed and
+// restarted as one.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=tj;tjs,categories=convoy
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`
+// +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.status.currentEpoch`
+// +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.spec.numWorkers`
+// +kubebuilder:printcolumn:name="GPUs",type=integer,JSONPath=`.status.resources.gpus`
+// +kubebuilder:printcolumn:name="Queue",type=string,JSONPath=`.spec.scheduling.queue`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type TrainingJob struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired training run.
+	// +required
+	Spec TrainingJobSpec `json:"spec"`
+
+	// status is the observed state of the run.
+	// +optional
+	Status TrainingJobStatus `json:"status,omitempty"`
+}
+
+// TrainingJobList is a list of TrainingJobs.
+// +kubebuilder:object:root=true
+type TrainingJobList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TrainingJob `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TrainingJob{}, &TrainingJobList{})
+}

@@ -1,0 +1,246 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// KubernetesVersion is the version of the Kubernetes binaries Build produces; it matches the
+// k8s.io/kubernetes version pinned in go.mod.
+const KubernetesVersion = "v1.34.4"
+
+// VersionLDFlags stamp KubernetesVersion into a binary. Without them kubectl and Kueue refuse the
+// server's unstamped version ("could not parse pre-release").
+var VersionLDFlags = strings.Join([]string{
+	"-X k8s.io/component-base/version.gitVersion=" + KubernetesVersion,
+	"-X k8s.io/component-base/version.gitMajor=1",
+	"-X k8s.io/component-base/version.gitMinor=34",
+	"-X k8s.io/client-go/pkg/version.gitVersion=" + KubernetesVersion,
+	"-X k8s.io/client-go/pkg/version.gitMajor=1",
+	"-X k8s.io/client-go/pkg/version.gitMinor=34",
+}, " ")
+
+// Binary is one executable that Build puts in the bin directory.
+type Binary struct {
+	// Name is the executable's file name in the bin directory.
+	Name string
+	// Package is the main package to build: an import path, or a path starting with "./" relative to
+	// the module root (this repository's, or Module's when Module is set).
+	Package string
+	// Module, when set, is "path@version" of a module with its own go.mod (kwok, the Kueue manager)
+	// that cannot share this repository's build list. It is built inside its directory in the module
+	// cache, which `go mod download -json` reports.
+	Module string
+	// LDFlags are passed to go build as -ldflags.
+	LDFlags string
+	// Project marks a binary built from this repository's own code. Project binaries are built on
+	// every Build, which the Go build cache keeps cheap; the others are rebuilt only when go.mod,
+	// go.sum, the Go version or their spec changes.
+	Project bool
+}
+
+// Binaries is everything Build builds: the local control plane and, as they are added, Convoy's
+// own commands (Project: true) and more external components (Module: "path@version").
+var Binaries = []Binary{
+	{Name: "etcd", Package: "./test/cmd/etcd"},
+	{Name: "kube-apiserver", Package: "k8s.io/kubernetes/cmd/kube-apiserver", LDFlags: VersionLDFlags},
+	{Name: "kube-controller-manager", Package: "k8s.io/kubernetes/cmd/kube-controller-manager", LDFlags: VersionLDFlags},
+	{Name: "kubectl", Package: "k8s.io/kubernetes/cmd/kubectl", LDFlags: VersionLDFlags},
+	{Name: "kwok", Module: "sigs.k8s.io/kwok@v0.7.0", Package: "./cmd/kwok"},
+}
+
+// stampFile records what the non-project binaries in the bin directory were built from.
+const stampFile = ".build-stamp"
+
+// Build builds Binaries into <root>/bin, where root is the repository root. See BuildBinaries.
+func Build(ctx context.Context, root string, log io.Writer) error {
+	return BuildBinaries(ctx, root, Binaries, log)
+}
+
+// BuildBinaries builds bins into <root>/bin and writes the go commands it runs and their output to
+// log. Binaries that are not Project binaries are skipped when all of them exist and the stamp
+// file in bin/ matches go.mod, go.sum, the Go version and their specs.
+func BuildBinaries(ctx context.Context, root string, bins []Binary, log io.Writer) error {
+	if log == nil {
+		log = io.Discard
+	}
+	root, err := filepath.Abs(root)
+	if err != nil {
+		return err
+	}
+	binDir := filepath.Join(root, "bin")
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return err
+	}
+
+	var pinned, project []Binary
+	for _, b := range bins {
+		if b.Name == "" || b.Package == "" {
+			return fmt.Errorf("binary %+v needs a Name and a Package", b)
+		}
+		if b.Project {
+			project = append(project, b)
+		} else {
+			pinned = append(pinned, b)
+		}
+	}
+
+	stamp, err := buildStamp(ctx, root, pinned)
+	if err != nil {
+		return err
+	}
+	stampPath := filepath.Join(binDir, stampFile)
+	if old, err := os.ReadFile(stampPath); err == nil && string(old) == stamp && allExist(binDir, pinned) {
+		fmt.Fprintf(log, "Binaries in %s are up to date with go.mod and go.sum\n", binDir)
+	} else {
+		// A half-built set must not look up to date.
+		_ = os.Remove(stampPath)
+		if err := buildGroup(ctx, root, binDir, pinned, log); err != nil {
+			return err
+		}
+		if err := os.WriteFile(stampPath, []byte(stamp), 0o644); err != nil {
+			return err
+		}
+	}
+	return buildGroup(ctx, root, binDir, project, log)
+}
+
+// buildGroup builds bins: this module's packages with one go build per set of ldflags (go links
+// them in parallel), each external module in its own directory.
+func buildGroup(ctx context.Context, root, binDir string, bins []Binary, log io.Writer) error {
+	type batch struct {
+		ldflags string
+		pkgs    []string
+	}
+	var batches []*batch
+	byFlags := map[string]*batch{}
+	for _, b := range bins {
+		switch {
+		case b.Module != "":
+			if err := buildExternal(ctx, root, binDir, b, log); err != nil {
+				return err
+			}
+		case path.Base(b.Package) != b.Name:
+			// go build -o dir/ names executables after the package; other names need their own -o.
+			if err := goBuild(ctx, root, nil, b.LDFlags, filepath.Join(binDir, b.Name), []string{b.Package}, log); err != nil {
+				return err
+			}
+		default:
+			bt := byFlags[b.LDFlags]
+			if bt == nil {
+				bt = &batch{ldflags: b.LDFlags}
+				byFlags[b.LDFlags] = bt
+				batches = append(batches, bt)
+			}
+			bt.pkgs = append(bt.pkgs, b.Package)
+		}
+	}
+	for _, bt := range batches {
+		if err := goBuild(ctx, root, nil, bt.ldflags, binDir+string(filepath.Separator), bt.pkgs, log); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// buildExternal builds b inside its module's directory in the module cache, so it uses that
+// module's own go.mod and go.sum. The directory is read-only, which go build does not mind.
+func buildExternal(ctx context.Context, root, binDir string, b Binary, log io.Writer) error {
+	dl := exec.CommandContext(ctx, "go", "mod", "download", "-json", b.Module)
+	dl.Dir = root
+	dl.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
+	var stderr bytes.Buffer
+	dl.Stderr = &stderr
+	out, err := dl.Output()
+	if err != nil {
+		return fmt.Errorf("go mod download %s: %w: %s%s", b.Module, err, stderr.String(), out)
+	}
+	var mod struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &mod); err != nil {
+		return fmt.Errorf("go mod download %s: %w", b.Module, err)
+	}
+	if mod.Error != "" || mod.Dir == "" {
+		return fmt.Errorf("go mod download %s: %s", b.Module, mod.Error)
+	}
+	// The module's own go.mod decides everything: no workspace, and none of this repository's
+	// GOFLAGS (a -modfile or -mod=vendor would point at the wrong module).
+	env := []string{"GOWORK=off", "GOFLAGS=-buildvcs=false -mod=readonly"}
+	return goBuild(ctx, mod.Dir, env, b.LDFlags, filepath.Join(binDir, b.Name), []string{b.Package}, log)
+}
+
+func goBuild(ctx context.Context, dir string, env []string, ldflags, out string, pkgs []string, log io.Writer) error {
+	args := []string{"build"}
+	if ldflags != "" {
+		args = append(args, "-ldflags", ldflags)
+	}
+	args = append(args, "-o", out)
+	args = append(args, pkgs...)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout = log
+	cmd.Stderr = log
+	fmt.Fprintf(log, "(cd %s && go %s)\n", dir, strings.Join(args, " "))
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("go build %s in %s: %w", strings.Join(pkgs, " "), dir, err)
+	}
+	return nil
+}
+
+// buildStamp hashes everything the pinned binaries depend on besides this repository's code.
+func buildStamp(ctx context.Context, root string, bins []Binary) (string, error) {
+	h := sha256.New()
+	for _, name := range []string{"go.mod", "go.sum"} {
+		data, err := os.ReadFile(filepath.Join(root, name))
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %d\n", name, len(data))
+		h.Write(data)
+	}
+	goVersion, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOVERSION: %w", err)
+	}
+	fmt.Fprintf(h, "go %s\n", bytes.TrimSpace(goVersion))
+	for _, b := range bins {
+		fmt.Fprintf(h, "%q %q %q %q\n", b.Name, b.Package, b.Module, b.LDFlags)
+	}
+	return hex.EncodeToString(h.Sum(nil)) + "\n", nil
+}
+
+func allExist(dir string, bins []Binary) bool {
+	for _, b := range bins {
+		if _, err := os.Stat(filepath.Join(dir, b.Name)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckBinaries returns an error telling the reader to run `make bin` when one of names is not an
+// executable file in dir.
+func CheckBinaries(dir string, names ...string) error {
+	var missing []string
+	for _, name := range names {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("missing %s in %s: run `make bin` first (or set %s to a directory holding them)",
+			strings.Join(missing, ", "), dir, EnvBinDir)
+	}
+	return nil
+}

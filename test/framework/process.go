@@ -1,0 +1,272 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Process is a component the cluster started and owns.
+type Process struct {
+	// Name identifies the process and names its log file.
+	Name string
+	// Binary is the executable's absolute path.
+	Binary string
+	// Pid is the process's id, which is also its process group's id.
+	Pid int
+	// LogFile receives the process's stdout and stderr.
+	LogFile string
+}
+
+// proc is a running Process and what its waiter goroutine learned.
+type proc struct {
+	Process
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the process has exited and been reaped
+	err  error         // the exit status; read only after done is closed
+}
+
+// stopGrace is how long Stop lets a process shut down after SIGTERM before it kills the group.
+const stopGrace = 10 * time.Second
+
+// StartProcess runs binary with args as a component of the cluster: in its own process group,
+// killed when the test process dies (Pdeathsig), with stdout and stderr in
+// <StateDir>/logs/<name>.log, stopped by Stop. A binary without a slash is looked up in BinDir,
+// then in PATH. env is added to the test process's environment. StartProcess does not wait for
+// the process to be ready; see WaitHealthy.
+func (c *Cluster) StartProcess(name, binary string, args []string, env []string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped {
+		return errors.New("cluster is stopped")
+	}
+	if _, ok := c.procs[name]; ok {
+		return fmt.Errorf("a process named %q already runs", name)
+	}
+	path, err := c.lookBinary(binary)
+	if err != nil {
+		return err
+	}
+	logFile := filepath.Join(c.StateDir, "logs", name+".log")
+	if err := os.MkdirAll(filepath.Dir(logFile), 0o755); err != nil {
+		return err
+	}
+	out, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer out.Close() // the child has its own copy
+
+	cmd := exec.Command(path, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = c.StateDir
+	cmd.Stdout = out
+	cmd.Stderr = out
+	// Setpgid lets Stop kill whatever the process forks. Pdeathsig kills it when the thread that
+	// started it dies with the test binary, so a crashed or timed-out test leaves nothing behind.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	fmt.Fprintf(out, "+ %s %s\n", path, strings.Join(args, " "))
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &proc{
+		Process: Process{Name: name, Binary: path, Pid: cmd.Process.Pid, LogFile: logFile},
+		cmd:     cmd,
+		done:    make(chan struct{}),
+	}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	c.procs[name] = p
+	c.order = append(c.order, p)
+	return c.writePidsLocked()
+}
+
+func (c *Cluster) lookBinary(binary string) (string, error) {
+	if !strings.Contains(binary, "/") {
+		candidate := filepath.Join(c.BinDir, binary)
+		if _, err := os.Stat(candidate); err == nil {
+			return candidate, nil
+		}
+		return exec.LookPath(binary)
+	}
+	return filepath.Abs(binary)
+}
+
+// PidsFile is the file in the state directory that lists the running processes, one
+// "<pid> <name> <binary>" line each, for tools that clean up after a cluster whose owner died.
+const PidsFile = "pids"
+
+func (c *Cluster) writePidsLocked() error {
+	var b strings.Builder
+	for _, p := range c.order {
+		select {
+		case <-p.done:
+			continue
+		default:
+		}
+		fmt.Fprintf(&b, "%d %s %s\n", p.Pid, p.Name, p.Binary)
+	}
+	return os.WriteFile(filepath.Join(c.StateDir, PidsFile), []byte(b.String()), 0o644)
+}
+
+// Processes returns the processes the cluster started, in start order.
+func (c *Cluster) Processes() []Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ps := make([]Process, 0, len(c.order))
+	for _, p := range c.order {
+		ps = append(ps, p.Process)
+	}
+	return ps
+}
+
+func (c *Cluster) logFile(name string) string {
+	return filepath.Join(c.StateDir, "logs", name+".log")
+}
+
+// exited returns a non-nil error, with the end of the process's log, when the process has exited.
+func (c *Cluster) exited(name string) error {
+	c.mu.Lock()
+	p := c.procs[name]
+	c.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("no process named %q", name)
+	}
+	select {
+	case <-p.done:
+		return fmt.Errorf("%s exited (%v); end of %s:\n%s", name, p.err, p.LogFile, LogTail(p.LogFile, logTailLines))
+	default:
+		return nil
+	}
+}
+
+// stop ends p's process group: SIGTERM, then SIGKILL after the grace period, then waits.
+func (p *proc) stop(grace time.Duration) {
+	select {
+	case <-p.done:
+	default:
+		_ = syscall.Kill(-p.Pid, syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(grace):
+			_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	// Sweep up anything the leader forked that ignored SIGTERM.
+	_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+}
+
+// logTailLines is how much of a component's log start errors quote.
+const logTailLines = 40
+
+// LogTail returns the last n lines of the file at path, or a note saying why it cannot.
+func LogTail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	defer f.Close()
+	const maxRead = 64 << 10
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Sprintf("(no log: %v)", err)
+	}
+	off := max(fi.Size()-maxRead, 0)
+	buf := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(buf, off); err != nil {
+		return fmt.Sprintf("(reading log: %v)", err)
+	}
+	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// WaitHealthy polls url until it answers 200 OK, failing early with the end of the log when the
+// process called name exits. HTTPS endpoints are polled without verifying their certificate:
+// components serve self-signed ones.
+func (c *Cluster) WaitHealthy(ctx context.Context, name, url string) error {
+	client := &http.Client{
+		Timeout: 2 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback health probe of a self-signed endpoint
+			DisableKeepAlives: true,
+		},
+	}
+	var last string
+	err := c.poll(ctx, name, func() (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		body := make([]byte, 512)
+		n, _ := resp.Body.Read(body)
+		resp.Body.Close()
+		last = fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(body[:n]))
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %s at %s (last answer: %s): %w", name, url, last, err)
+	}
+	return nil
+}
+
+// poll calls cond every pollInterval until it returns true or an error, ctx ends, or the process
+// called name exits.
+func (c *Cluster) poll(ctx context.Context, name string, cond func() (bool, error)) error {
+	t := time.NewTicker(pollInterval)
+	defer t.Stop()
+	for {
+		if err := c.exited(name); err != nil {
+			return err
+		}
+		ok, err := cond()
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w; end of the %s log:\n%s", ctx.Err(), name, LogTail(c.logFile(name), logTailLines))
+		case <-t.C:
+		}
+	}
+}
+
+const pollInterval = 100 * time.Millisecond
+
+// freePorts reserves n distinct free loopback TCP ports. They are released before they are used,
+// so another process may take one in between; that rare race shows up as a bind error in a log.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

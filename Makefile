@@ -1,0 +1,77 @@
+# Convoy's one entry point. `make demo` and `make test` are the two commands a newcomer needs; both
+# build what they use from the Go modules pinned in go.mod (Go, gcc and make are all a machine needs).
+
+SHELL        := /usr/bin/env bash
+.SHELLFLAGS  := -eu -o pipefail -c
+GO           ?= go
+ROOT         := $(CURDIR)
+BIN          := $(ROOT)/bin
+STATE        ?= $(ROOT)/.convoy
+export KUBEBUILDER_ASSETS := $(BIN)
+
+# Packages whose tests need no control plane.
+UNIT_PKGS     = $(shell $(GO) list ./... | grep -v '/test/')
+# Packages whose tests start the real control plane from test/framework.
+INTEG_PKGS    = $(shell $(GO) list ./test/... | grep -v '/test/cmd/')
+TEST_FLAGS   ?= -count=1 -timeout=30m
+
+.PHONY: all
+all: build
+
+##@ Build
+
+.PHONY: bin
+bin: ## Build the control plane (etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, ...) into bin/; rebuilt only when go.mod changes.
+	$(GO) run ./test/cmd/localcluster build
+
+.PHONY: build
+build: ## Compile every package and Convoy's own binaries into bin/.
+	$(GO) build ./...
+
+##@ Code generation
+
+.PHONY: generate
+generate: ## Regenerate deepcopy, CRDs and RBAC with controller-gen.
+	$(GO) tool controller-gen object paths=./api/...
+	$(GO) tool controller-gen crd:allowDangerousTypes=true paths=./api/... output:crd:artifacts:config=deploy/crd/bases
+
+.PHONY: verify
+verify: ## Fail when generated files are stale or gofmt/go vet complain.
+	@before=$$(find api deploy -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/rbac/role.yaml' \) -print0 | sort -z | xargs -0 sha256sum); \
+	$(MAKE) --no-print-directory generate >/dev/null; \
+	after=$$(find api deploy -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/rbac/role.yaml' \) -print0 | sort -z | xargs -0 sha256sum); \
+	if [ "$$before" != "$$after" ]; then echo "Generated files were stale; 'make generate' has updated them: review and commit."; \
+		diff <(echo "$$before") <(echo "$$after") || true; exit 1; fi
+	@$(MAKE) --no-print-directory lint
+
+.PHONY: lint
+lint: ## gofmt and go vet.
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+##@ Test
+
+.PHONY: test
+test: verify test-unit test-integration ## Every test tier: what CI runs.
+
+.PHONY: test-unit
+test-unit: ## Unit tests: pure logic, no control plane.
+	$(GO) test $(TEST_FLAGS) $(UNIT_PKGS)
+
+.PHONY: test-integration
+test-integration: bin ## Integration tests against the real kube-apiserver, etcd and kwok built into bin/.
+	$(GO) test $(TEST_FLAGS) -p 1 $(INTEG_PKGS)
+
+##@ Demo
+
+.PHONY: demo
+demo: bin build ## Start a local simulated GPU cluster (no Docker) and run the sample TrainingJob on it.
+	@hack/demo.sh up
+
+.PHONY: demo-down
+demo-down: ## Stop every process the demo started.
+	@hack/demo.sh down
+
+.PHONY: help
+help:
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-18s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)

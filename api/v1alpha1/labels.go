@@ -23,3 +23,17 @@ const (
 	LabelReplicaRole = "convoy.dev/role"
 	LabelReplicaRank = "convoy.dev/rank"
 )
+
+// Annotations the operator puts on a TrainingJob's pods and PodGroup for the scheduler.
+const (
+	// AnnotationTopologyLevel carries spec.scheduling.topology.level.
+	AnnotationTopologyLevel = "convoy.dev/topology-level"
+	// AnnotationTopologyMode carries spec.scheduling.topology.mode.
+	AnnotationTopologyMode = "convoy.dev/topology-mode"
+	// AnnotationLastCheckpointTime is the RFC 3339 time of the latest reported checkpoint, on the
+	// PodGroup: the scheduler prefers preempting gangs that lose the least work.
+	AnnotationLastCheckpointTime = "convoy.dev/last-checkpoint-time"
+	// LabelRestartAttempt is status.restartCount when the pod was created: it tells a restarted
+	// gang's pods from the terminating pods of the gang before, which have the same names.
+	LabelRestartAttempt = "convoy.dev/restart-attempt"
+)

@@ -555,6 +555,11 @@ type TrainingJobStatus struct {
 	// +optional
 	Metrics *TrainingMetrics `json:"metrics,omitempty"`
 
+	// best is the best reported accuracy (or, while none is reported, the lowest loss) and the epoch
+	// it was reported at; successPolicy.earlyStoppingPatience counts epochs from it.
+	// +optional
+	Best *BestMetric `json:"best,omitempty"`
+
 	// workers counts the gang's pods by phase.
 	// +optional
 	Workers WorkerCounts `json:"workers,omitempty"`
@@ -620,6 +625,20 @@ type TrainingMetrics struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
 	Additional map[string]string `json:"additional,omitempty"`
+}
+
+// BestMetric is the best value of one reported metric.
+type BestMetric struct {
+	// name is the metric: accuracy (higher is better) or loss (lower is better).
+	// +required
+	// +kubebuilder:validation:Enum=accuracy;loss
+	Name string `json:"name"`
+	// value is the best value reported.
+	// +required
+	Value float64 `json:"value"`
+	// epoch is the epoch it was reported at.
+	// +optional
+	Epoch int32 `json:"epoch,omitempty"`
 }
 
 // WorkerCounts counts pods by phase.
@@ -690,6 +709,8 @@ type AdmissionStatus struct {
 // +kubebuilder:printcolumn:name="GPUs",type=integer,JSONPath=`.status.resources.gpus`
 // +kubebuilder:printcolumn:name="Queue",type=string,JSONPath=`.spec.scheduling.queue`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 48",message="metadata.name must be at most 48 characters: pod names <name>-worker-<rank> must fit a 63-character DNS label"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must start with a letter and contain only lowercase letters, digits and '-': it names the job's Service"
 type TrainingJob struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -1,0 +1,93 @@
+package framework
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+)
+
+func init() { Register(convoy.FrameworkMPI, mpi{}) }
+
+// mpi runs an Open MPI job as mpi-operator v2 does with runLauncherAsWorker: worker 0 is the
+// launcher and runs the job's command (mpirun ...), the other workers run sshd, and every worker
+// is a host of the hostfile with gpusPerWorker slots. The job succeeds when the launcher does.
+type mpi struct{ Workers }
+
+// Where the MPI files are mounted, as in mpi-operator.
+const (
+	MPIHostfileDir  = "/etc/mpi"
+	MPIHostfileKey  = "hostfile"
+	SSHAuthMountDir = "/root/.ssh"
+	// SSHPrivateKey and SSHPublicKey are the keys of the kubernetes.io/ssh-auth Secret <job>-ssh.
+	SSHPrivateKey = corev1.SSHAuthPrivateKey
+	SSHPublicKey  = "ssh-publickey"
+)
+
+// sshdCommand is what the non-launcher workers run: an SSH daemon in the foreground, logging to stderr.
+var sshdCommand = []string{"/usr/sbin/sshd", "-De"}
+
+func (mpi) DefaultImage() string { return "mpioperator/openmpi:v0.6.0" }
+
+func (mpi) NeedsSSHKeys() bool { return true }
+
+func (mpi) MustSucceed(r Replica) bool { return r == Master }
+
+func (mpi) ConfigFiles(job *convoy.TrainingJob) map[string]string {
+	var b strings.Builder
+	for _, r := range replicas(RoleWorker, job.Spec.NumWorkers) {
+		fmt.Fprintf(&b, "%s slots=%d\n", Host(job, r), slots(job))
+	}
+	return map[string]string{MPIHostfileKey: b.String()}
+}
+
+func slots(job *convoy.TrainingJob) int32 { return max(job.GPUsPerWorker(), 1) }
+
+func (mpi) Configure(job *convoy.TrainingJob, r Replica, pod *corev1.Pod) {
+	hostfile := MPIHostfileDir + "/" + MPIHostfileKey
+	pod.Spec.Volumes = append(pod.Spec.Volumes,
+		corev1.Volume{Name: "mpi-hostfile", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: ConfigMapName(job)},
+			Items:                []corev1.KeyToPath{{Key: MPIHostfileKey, Path: MPIHostfileKey}},
+		}}},
+		corev1.Volume{Name: "ssh-auth", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName:  SSHSecretName(job),
+			DefaultMode: ptr.To[int32](0o600),
+			Items: []corev1.KeyToPath{
+				{Key: SSHPrivateKey, Path: "id_rsa"},
+				{Key: SSHPublicKey, Path: "id_rsa.pub"},
+				{Key: SSHPublicKey, Path: "authorized_keys"},
+			},
+		}}},
+	)
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts,
+		corev1.VolumeMount{Name: "mpi-hostfile", MountPath: MPIHostfileDir, ReadOnly: true},
+		corev1.VolumeMount{Name: "ssh-auth", MountPath: SSHAuthMountDir, ReadOnly: true},
+	)
+	// sshd switches users and chroots for privilege separation: the only capabilities given back
+	// after the pod's default of dropping all.
+	if c.SecurityContext == nil {
+		c.SecurityContext = &corev1.SecurityContext{}
+	}
+	if c.SecurityContext.Capabilities == nil {
+		c.SecurityContext.Capabilities = &corev1.Capabilities{}
+	}
+	c.SecurityContext.Capabilities.Add = []corev1.Capability{"SETUID", "SETGID", "SYS_CHROOT", "NET_BIND_SERVICE"}
+	AddPort(pod, "ssh", 22)
+	if r != Master {
+		c.Command, c.Args = sshdCommand, nil
+		return
+	}
+	SetEnv(pod,
+		"OMPI_MCA_orte_default_hostfile", hostfile,
+		"OMPI_MCA_orte_keep_fqdn_hostnames", "true",
+		"OMPI_MCA_orte_set_default_slots", itoa(slots(job)),
+		"OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10",
+		"I_MPI_HYDRA_HOST_FILE", hostfile,
+		"I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", "-o ConnectionAttempts=10",
+	)
+}

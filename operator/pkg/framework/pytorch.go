@@ -1,0 +1,41 @@
+package framework
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+)
+
+func init() { Register(convoy.FrameworkPyTorch, pytorch{}) }
+
+// pytorch wires torchrun's static rendezvous as Kubeflow's PyTorchJob does: one node per worker
+// pod, gpusPerWorker processes per node, rank 0 as master. The PET_ variables are torchrun's
+// arguments; MASTER_ADDR, RANK and WORLD_SIZE (in nodes) serve scripts that call
+// init_process_group without torchrun.
+type pytorch struct{ Workers }
+
+func (pytorch) DefaultImage() string { return "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime" }
+
+func (pytorch) Configure(job *convoy.TrainingJob, r Replica, pod *corev1.Pod) {
+	master := Host(job, Master)
+	port := itoa(job.MasterPort())
+	nodes := itoa(job.Spec.NumWorkers)
+	rank := itoa(r.Rank)
+	SetEnv(pod,
+		"MASTER_ADDR", master,
+		"MASTER_PORT", port,
+		"WORLD_SIZE", nodes,
+		"RANK", rank,
+		"NODE_RANK", rank,
+		"PET_MASTER_ADDR", master,
+		"PET_MASTER_PORT", port,
+		"PET_NNODES", nodes,
+		"PET_NPROC_PER_NODE", strconv.Itoa(int(max(job.GPUsPerWorker(), 1))),
+		"PET_NODE_RANK", rank,
+	)
+	if r == Master {
+		AddPort(pod, "rendezvous", job.MasterPort())
+	}
+}

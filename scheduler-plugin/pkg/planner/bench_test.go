@@ -1,0 +1,111 @@
+package planner_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner/synth"
+)
+
+// half fills about half of a fleet with the mixed gang mix, the state a busy cluster is in.
+func half(nodes int) *planner.Cluster {
+	f := synth.DefaultFleet(nodes)
+	c := f.Cluster()
+	target := nodes * f.GPUsPerNode / 2
+	used := 0
+	for _, g := range synth.Gangs(1, 100000, synth.MixedWorkers) {
+		if used+g.GPUs() > target {
+			break
+		}
+		p, err := c.Place(planner.Gang{Key: g.Name, Pods: g.Workers, GPUsPerPod: g.GPUsPerWorker})
+		if err != nil {
+			continue
+		}
+		c.Apply(p, -1)
+		used += g.GPUs()
+	}
+	return c
+}
+
+// BenchmarkPlace measures one whole-gang plan on a half-full fleet: the work PreFilter does for
+// the first pod of a gang.
+func BenchmarkPlace(b *testing.B) {
+	for _, nodes := range []int{1000, 5000} {
+		c := half(nodes)
+		for _, g := range []planner.Gang{
+			{Key: "1x1", Pods: 1, GPUsPerPod: 1},
+			{Key: "8x4", Pods: 8, GPUsPerPod: 4},
+			{Key: "32x8-rack", Pods: 32, GPUsPerPod: 8, Level: planner.LevelRack},
+			{Key: "64x8", Pods: 64, GPUsPerPod: 8},
+		} {
+			b.Run(fmt.Sprintf("nodes=%d/gang=%s", nodes, g.Key), func(b *testing.B) {
+				for b.Loop() {
+					if _, err := c.Place(g); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkPlaceMix places a seed-fixed mix of 1,000 gangs of 1–64 workers one after another on
+// an empty fleet and reports the quality of the result: gangs left unplaced, racks per placed gang
+// and free GPUs stranded on partly used nodes.
+func BenchmarkPlaceMix(b *testing.B) {
+	for _, nodes := range []int{1000, 5000} {
+		for _, mix := range []synth.Mix{synth.MixedWorkers, synth.WholeNodeWorkers} {
+			gangs := synth.Gangs(42, 1000, mix)
+			b.Run(fmt.Sprintf("nodes=%d/mix=%s", nodes, mix.Name), func(b *testing.B) {
+				var unplaced, racks, placed, stranded int
+				for b.Loop() {
+					c := synth.DefaultFleet(nodes).Cluster()
+					unplaced, racks, placed = 0, 0, 0
+					for _, g := range gangs {
+						p, err := c.Place(planner.Gang{Key: g.Name, Pods: g.Workers, GPUsPerPod: g.GPUsPerWorker})
+						if err != nil {
+							unplaced++
+							continue
+						}
+						c.Apply(p, -1)
+						placed++
+						racks += p.Racks()
+					}
+					stranded = c.Stranded()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(gangs)), "ns/gang")
+				b.ReportMetric(float64(unplaced), "unplaced")
+				b.ReportMetric(float64(racks)/float64(max(placed, 1)), "racks/gang")
+				b.ReportMetric(float64(stranded), "stranded-GPUs")
+			})
+		}
+	}
+}
+
+// BenchmarkPreempt measures victim selection for a high-priority 8×8 gang on a fleet that
+// lower-priority gangs fill.
+func BenchmarkPreempt(b *testing.B) {
+	for _, nodes := range []int{1000, 5000} {
+		c := synth.DefaultFleet(nodes).Cluster()
+		for i, g := range synth.Gangs(7, 100000, synth.MixedWorkers) {
+			p, err := c.Place(planner.Gang{Key: g.Name, Pods: g.Workers, GPUsPerPod: g.GPUsPerWorker})
+			if err != nil {
+				if c.Stranded() == 0 || i > 5000 {
+					break
+				}
+				continue
+			}
+			c.Victims = append(c.Victims, planner.Victim{Key: g.Name, Priority: int32(i % 3), GPUs: g.GPUs()})
+			c.Apply(p, len(c.Victims)-1)
+		}
+		gang := planner.Gang{Key: "urgent", Pods: 8, GPUsPerPod: 8, Level: planner.LevelRack, Required: true, Priority: 10}
+		b.Run(fmt.Sprintf("nodes=%d/victims=%d", nodes, len(c.Victims)), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.Preempt(gang); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,18 @@
+// Package planner places a whole gang of GPU pods at once. It is pure: it reads a snapshot of the
+// cluster (nodes, their free GPUs and GPU links, their zone, block and rack) and returns where every
+// pod of the gang goes, or why none can, or which whole lower-priority gangs to evict so that it
+// can. The Convoy scheduler plugins call it from PreFilter and PostFilter; a simulator or a
+// benchmark can drive the same code without a cluster.
+//
+// The objective, in order:
+//
+//  1. every pod of the gang fits (free, healthy GPUs and the node's other resources);
+//  2. the whole gang lies inside one domain of the gang's required topology level;
+//  3. the gang spans the fewest domains at the lowest level: it goes into the smallest single
+//     domain (NVLink domain, node, rack, block, zone) that can hold it and, inside that domain,
+//     into the fewest children, level by level;
+//  4. inside a node, each pod gets GPUs that form a well-connected NVLink set and leave the
+//     node's remaining free GPUs well connected;
+//  5. best fit: among equal choices the fullest domain is used, so that large free blocks survive
+//     and few GPUs are stranded on partly used nodes.
+package planner

@@ -1,0 +1,131 @@
+package planner
+
+import (
+	"fmt"
+	"time"
+)
+
+// clusterWrapper builds synthetic clusters for tests and benchmarks.
+type clusterWrapper struct{ Cluster }
+
+func makeCluster() *clusterWrapper { return &clusterWrapper{} }
+
+// Rack adds n nodes of gpus GPUs named <rack>-<i> in zone/block/rack.
+func (w *clusterWrapper) Rack(zone, block, rack string, n, gpus int) *clusterWrapper {
+	for i := range n {
+		w.Nodes = append(w.Nodes, Node{Name: fmt.Sprintf("%s-%d", rack, i), Zone: zone, Block: block, Rack: rack,
+			GPUs: gpus, Free: FirstGPUs(gpus), Indexed: true})
+	}
+	return w
+}
+
+// Node adds one unlabelled node.
+func (w *clusterWrapper) Node(name string, gpus int) *clusterWrapper {
+	w.Nodes = append(w.Nodes, Node{Name: name, GPUs: gpus, Free: FirstGPUs(gpus), Indexed: true})
+	return w
+}
+
+func (w *clusterWrapper) node(name string) *Node {
+	for i := range w.Nodes {
+		if w.Nodes[i].Name == name {
+			return &w.Nodes[i]
+		}
+	}
+	panic("no node " + name)
+}
+
+// Used marks GPUs of a node held by a pod that may not be evicted.
+func (w *clusterWrapper) Used(node string, gpus ...int) *clusterWrapper {
+	nd := w.node(node)
+	nd.Free &^= NewGPUSet(gpus...)
+	nd.Holders = append(nd.Holders, Holder{Victim: -1, GPUs: NewGPUSet(gpus...)})
+	return w
+}
+
+// Unhealthy marks GPUs of a node unhealthy.
+func (w *clusterWrapper) Unhealthy(node string, gpus ...int) *clusterWrapper {
+	nd := w.node(node)
+	nd.Free &^= NewGPUSet(gpus...)
+	nd.Unhealthy += len(gpus)
+	return w
+}
+
+// CountOnly makes a node known by count only (no GPUNode).
+func (w *clusterWrapper) CountOnly(node string) *clusterWrapper {
+	w.node(node).Indexed = false
+	return w
+}
+
+// Exclude excludes a node; MaxPods limits it.
+func (w *clusterWrapper) Exclude(node string) *clusterWrapper {
+	w.node(node).Excluded = true
+	return w
+}
+
+func (w *clusterWrapper) MaxPods(node string, n int) *clusterWrapper {
+	w.node(node).MaxPods = n
+	return w
+}
+
+// Islands gives a node NVLink islands: all pairs inside an island are NVLink with one link,
+// pairs across islands SYS. Each island is an NVLink domain named <node>/<i>, or domain[i] when
+// given.
+func (w *clusterWrapper) Islands(node string, islands [][]int, domain ...string) *clusterWrapper {
+	nd := w.node(node)
+	t := NewGPUTopology(nd.GPUs)
+	for a := range nd.GPUs {
+		for b := a + 1; b < nd.GPUs; b++ {
+			t.SetLink(a, b, SYSScore)
+		}
+	}
+	for k, isl := range islands {
+		key := fmt.Sprintf("%s/%d", node, k)
+		if k < len(domain) {
+			key = domain[k]
+		}
+		for i, a := range isl {
+			t.SetDomain(a, key)
+			for _, b := range isl[i+1:] {
+				t.SetLink(a, b, NVLinkScore+1)
+			}
+		}
+	}
+	nd.Topology = t
+	return w
+}
+
+// Link sets one pair's score on a node that already has a topology.
+func (w *clusterWrapper) Link(node string, a, b, score int) *clusterWrapper {
+	w.node(node).Topology.SetLink(a, b, score)
+	return w
+}
+
+// Victim adds a victim holding GPUs on nodes: holds maps a node to the GPU sets of its pods there.
+func (w *clusterWrapper) Victim(key string, priority int32, workLost time.Duration, holds map[string][][]int) *clusterWrapper {
+	v := len(w.Victims)
+	gpus := 0
+	for node, pods := range holds {
+		nd := w.node(node)
+		for _, p := range pods {
+			set := NewGPUSet(p...)
+			nd.Free &^= set
+			nd.Holders = append(nd.Holders, Holder{Victim: v, GPUs: set})
+			gpus += len(p)
+		}
+	}
+	w.Victims = append(w.Victims, Victim{Key: key, Priority: priority, WorkLost: workLost, GPUs: gpus})
+	return w
+}
+
+func (w *clusterWrapper) Obj() *Cluster { c := w.Cluster; return &c }
+
+var all8 = []int{0, 1, 2, 3, 4, 5, 6, 7}
+
+// placed summarises a plan as "node:gpus" per pod.
+func placed(p *Plan) []string {
+	var out []string
+	for _, a := range p.Assignments {
+		out = append(out, fmt.Sprintf("%s:%v", a.Node, a.GPUs))
+	}
+	return out
+}

@@ -1,0 +1,452 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Cluster is the planner's view of the cluster: its nodes and the victims preemption may choose
+// from. Place and Preempt do not change it; Apply does.
+type Cluster struct {
+	Nodes   []Node
+	Victims []Victim
+
+	idx *index
+}
+
+// index maps every node to its rack, block and zone, and each domain to its parent, children and
+// nodes. Level LevelNode's domains are the nodes themselves; LevelCluster has one domain.
+type index struct {
+	count    [numLevels]int
+	names    [numLevels][]string
+	of       [numLevels][]int32   // of[L][node]: the node's domain at level L
+	parent   [numLevels][]int32   // parent[L][d]: the level L+1 domain holding domain d
+	children [numLevels][][]int32 // children[L][d]: the level L-1 domains inside domain d
+	nodes    [numLevels][][]int32 // nodes[L][d]: the nodes inside domain d
+}
+
+func (c *Cluster) index() *index {
+	if c.idx != nil && len(c.idx.of[LevelNode]) == len(c.Nodes) {
+		return c.idx
+	}
+	ix := &index{}
+	n := len(c.Nodes)
+	ids := map[string]int32{}
+	intern := func(l Level, key string) int32 {
+		k := levelNames[l] + "\x00" + key
+		if id, ok := ids[k]; ok {
+			return id
+		}
+		id := int32(ix.count[l])
+		ids[k] = id
+		ix.count[l]++
+		ix.names[l] = append(ix.names[l], key)
+		return id
+	}
+	for l := LevelNode; l <= LevelCluster; l++ {
+		ix.of[l] = make([]int32, n)
+	}
+	part := func(value, node string) string {
+		if value == "" {
+			return "(" + node + ")"
+		}
+		return value
+	}
+	intern(LevelCluster, "cluster")
+	for i := range c.Nodes {
+		nd := &c.Nodes[i]
+		zone := part(nd.Zone, nd.Name)
+		block := zone + "/" + part(nd.Block, nd.Name)
+		rack := block + "/" + part(nd.Rack, nd.Name)
+		ix.of[LevelNode][i] = int32(i)
+		ix.of[LevelRack][i] = intern(LevelRack, rack)
+		ix.of[LevelBlock][i] = intern(LevelBlock, block)
+		ix.of[LevelZone][i] = intern(LevelZone, zone)
+		ix.of[LevelCluster][i] = 0
+	}
+	ix.count[LevelNode] = n
+	ix.names[LevelNode] = make([]string, n)
+	for i := range c.Nodes {
+		ix.names[LevelNode][i] = c.Nodes[i].Name
+	}
+	for l := LevelNode; l <= LevelCluster; l++ {
+		ix.parent[l] = make([]int32, ix.count[l])
+		ix.children[l] = make([][]int32, ix.count[l])
+		ix.nodes[l] = make([][]int32, ix.count[l])
+	}
+	for i := 0; i < n; i++ {
+		for l := LevelNode; l <= LevelCluster; l++ {
+			d := ix.of[l][i]
+			ix.nodes[l][d] = append(ix.nodes[l][d], int32(i))
+			if l < LevelCluster {
+				ix.parent[l][d] = ix.of[l+1][i]
+			}
+		}
+	}
+	for l := LevelRack; l <= LevelCluster; l++ {
+		for d := 0; d < ix.count[l-1]; d++ {
+			p := ix.parent[l-1][d]
+			ix.children[l][p] = append(ix.children[l][p], int32(d))
+		}
+	}
+	c.idx = ix
+	return ix
+}
+
+// normalize checks g and returns it with LevelNone as LevelCluster.
+func (g Gang) normalize() (Gang, error) {
+	if g.Level == LevelNone {
+		g.Level = LevelCluster
+	}
+	if g.Pods < 1 || g.GPUsPerPod < 1 || g.GPUsPerPod > MaxGPUsPerNode {
+		return g, fmt.Errorf("gang %s: needs at least one pod and 1 to %d GPUs per pod, got %s", g.Key, MaxGPUsPerNode, g)
+	}
+	if g.Level < LevelNVLink || g.Level > LevelCluster {
+		return g, fmt.Errorf("gang %s: unknown topology level %d", g.Key, g.Level)
+	}
+	return g, nil
+}
+
+// Place returns a placement of every pod of g on the cluster's free GPUs, or an *Unplaceable error
+// that says what the gang needs and how close the cluster comes.
+func (c *Cluster) Place(g Gang) (*Plan, error) {
+	g, err := g.normalize()
+	if err != nil {
+		return nil, err
+	}
+	free := make([]GPUSet, len(c.Nodes))
+	for i := range c.Nodes {
+		free[i] = c.Nodes[i].Free
+	}
+	return c.place(g, free)
+}
+
+// nodeCap is how many pods of gpus GPUs node i admits on the GPUs of mask.
+func (c *Cluster) nodeCap(i int, mask GPUSet, gpus int) int {
+	nd := &c.Nodes[i]
+	if nd.Excluded {
+		return 0
+	}
+	k := mask.Len() / gpus
+	if nd.MaxPods > 0 && k > nd.MaxPods {
+		k = nd.MaxPods
+	}
+	return k
+}
+
+// unit is a part of a node a pod may use: the whole node, or its GPUs of one NVLink domain.
+type unit struct {
+	node int
+	mask GPUSet
+}
+
+// take is a number of pods to put on one unit.
+type take struct {
+	unit
+	pods int
+}
+
+func (c *Cluster) place(g Gang, free []GPUSet) (*Plan, error) {
+	if g.Level == LevelNVLink {
+		takes, key, msg := c.placeNVLink(g, free)
+		if takes != nil {
+			return c.plan(g, takes, free, LevelNVLink, key), nil
+		}
+		if g.Required {
+			return nil, &Unplaceable{Message: msg}
+		}
+	}
+	ix := c.index()
+	var caps, frees [numLevels][]int32
+	for l := LevelNode; l <= LevelCluster; l++ {
+		caps[l] = make([]int32, ix.count[l])
+		frees[l] = make([]int32, ix.count[l])
+	}
+	for i := range c.Nodes {
+		caps[LevelNode][i] = int32(c.nodeCap(i, free[i], g.GPUsPerPod))
+		if !c.Nodes[i].Excluded {
+			frees[LevelNode][i] = int32(free[i].Len())
+		}
+	}
+	for l := LevelRack; l <= LevelCluster; l++ {
+		for d := 0; d < ix.count[l-1]; d++ {
+			p := ix.parent[l-1][d]
+			caps[l][p] += caps[l-1][d]
+			frees[l][p] += frees[l-1][d]
+		}
+	}
+	// better orders domains of one level for best fit: least room, fewest free GPUs, fullest
+	// parent, then name.
+	better := func(l Level, a, b int32) bool {
+		if caps[l][a] != caps[l][b] {
+			return caps[l][a] < caps[l][b]
+		}
+		if frees[l][a] != frees[l][b] {
+			return frees[l][a] < frees[l][b]
+		}
+		if l < LevelCluster {
+			pa, pb := ix.parent[l][a], ix.parent[l][b]
+			if frees[l+1][pa] != frees[l+1][pb] {
+				return frees[l+1][pa] < frees[l+1][pb]
+			}
+		}
+		return ix.names[l][a] < ix.names[l][b]
+	}
+	need := int32(g.Pods)
+	top := LevelCluster
+	if g.Required {
+		top = max(g.Level, LevelNode)
+	}
+	for l := LevelNode; l <= top; l++ {
+		best := int32(-1)
+		for d := int32(0); d < int32(ix.count[l]); d++ {
+			if caps[l][d] >= need && (best < 0 || better(l, d, best)) {
+				best = d
+			}
+		}
+		if best < 0 {
+			continue
+		}
+		var takes []take
+		var distribute func(l Level, d int32, need int32)
+		distribute = func(l Level, d int32, need int32) {
+			if l == LevelNode {
+				takes = append(takes, take{unit{int(d), free[d]}, int(need)})
+				return
+			}
+			kids := make([]int32, 0, len(ix.children[l][d]))
+			for _, k := range ix.children[l][d] {
+				if caps[l-1][k] > 0 {
+					kids = append(kids, k)
+				}
+			}
+			slices.SortFunc(kids, func(a, b int32) int {
+				if caps[l-1][a] != caps[l-1][b] {
+					return cmp.Compare(caps[l-1][b], caps[l-1][a])
+				}
+				if better(l-1, a, b) {
+					return -1
+				}
+				return 1
+			})
+			for need > 0 && len(kids) > 0 {
+				fit := -1
+				for j, k := range kids {
+					if caps[l-1][k] >= need && (fit < 0 || better(l-1, k, kids[fit])) {
+						fit = j
+					}
+				}
+				if fit >= 0 {
+					distribute(l-1, kids[fit], need)
+					return
+				}
+				distribute(l-1, kids[0], caps[l-1][kids[0]])
+				need -= caps[l-1][kids[0]]
+				kids = kids[1:]
+			}
+		}
+		distribute(l, best, need)
+		return c.plan(g, takes, free, l, ix.names[l][best]), nil
+	}
+	return nil, &Unplaceable{Message: c.explain(g, caps, frees)}
+}
+
+// placeNVLink places g inside one NVLink domain. It returns nil and a message when none can hold
+// the gang.
+func (c *Cluster) placeNVLink(g Gang, free []GPUSet) ([]take, string, string) {
+	type domain struct {
+		key        string
+		cap, freeN int
+		units      []take
+	}
+	domains := map[string]*domain{}
+	for i := range c.Nodes {
+		t := c.Nodes[i].Topology
+		if t == nil || c.Nodes[i].Excluded {
+			continue
+		}
+		var seen []string
+		for _, key := range t.Domains {
+			if key == "" || slices.Contains(seen, key) {
+				continue
+			}
+			seen = append(seen, key)
+			mask := free[i] & t.DomainMask(key)
+			d := domains[key]
+			if d == nil {
+				d = &domain{key: key}
+				domains[key] = d
+			}
+			k := c.nodeCap(i, mask, g.GPUsPerPod)
+			d.cap += k
+			d.freeN += mask.Len()
+			if k > 0 {
+				d.units = append(d.units, take{unit{i, mask}, k})
+			}
+		}
+	}
+	var best *domain
+	var roomiest *domain
+	for _, d := range domains {
+		if d.cap >= g.Pods && (best == nil || d.cap < best.cap || d.cap == best.cap && (d.freeN < best.freeN || d.freeN == best.freeN && d.key < best.key)) {
+			best = d
+		}
+		if roomiest == nil || d.cap > roomiest.cap || d.cap == roomiest.cap && (d.freeN > roomiest.freeN || d.freeN == roomiest.freeN && d.key < roomiest.key) {
+			roomiest = d
+		}
+	}
+	if best == nil {
+		need := fmt.Sprintf("%s needs %s in one NVLink domain", g.Key, g)
+		if roomiest == nil {
+			return nil, "", need + "; no eligible node publishes NVLink domains (GPUNode status.gpus[].nvlinkDomain)"
+		}
+		return nil, "", fmt.Sprintf("%s; the best NVLink domain (%s) has room for %s (%s)", need, roomiest.key,
+			plural(roomiest.cap, "pod"), plural(roomiest.freeN, "free GPU"))
+	}
+	// Fewest nodes: the roomiest units first, the last one by best fit.
+	units := best.units
+	slices.SortFunc(units, func(a, b take) int {
+		return cmp.Or(cmp.Compare(b.pods, a.pods), cmp.Compare(a.mask.Len(), b.mask.Len()), cmp.Compare(c.Nodes[a.node].Name, c.Nodes[b.node].Name))
+	})
+	var takes []take
+	need := g.Pods
+	for need > 0 {
+		fit := -1
+		for j, u := range units {
+			if u.pods >= need && (fit < 0 || u.pods < units[fit].pods) {
+				fit = j
+			}
+		}
+		if fit >= 0 {
+			takes = append(takes, take{units[fit].unit, need})
+			break
+		}
+		takes = append(takes, units[0])
+		need -= units[0].pods
+		units = units[1:]
+	}
+	return takes, best.key, ""
+}
+
+// plan turns the pods per unit into a Plan: it orders the nodes by rack and name and chooses the
+// GPUs of each pod.
+func (c *Cluster) plan(g Gang, takes []take, free []GPUSet, l Level, domain string) *Plan {
+	ix := c.index()
+	slices.SortFunc(takes, func(a, b take) int {
+		ra, rb := ix.of[LevelRack][a.node], ix.of[LevelRack][b.node]
+		return cmp.Or(strings.Compare(ix.names[LevelRack][ra], ix.names[LevelRack][rb]), strings.Compare(c.Nodes[a.node].Name, c.Nodes[b.node].Name))
+	})
+	p := &Plan{Level: l, Domain: domain, Assignments: make([]Assignment, 0, g.Pods)}
+	var seen [numLevels]map[int32]bool
+	nvlink := map[string]bool{}
+	for l := LevelNode; l <= LevelCluster; l++ {
+		seen[l] = map[int32]bool{}
+	}
+	for _, t := range takes {
+		nd := &c.Nodes[t.node]
+		avail := free[t.node] & t.mask
+		for k := 0; k < t.pods; k++ {
+			set := chooseGPUs(avail, g.GPUsPerPod, nd.Topology)
+			avail &^= set
+			a := Assignment{Node: nd.Name, node: t.node, set: set}
+			if nd.Indexed {
+				a.GPUs = set.Indices()
+			}
+			if nd.Topology != nil {
+				for _, i := range set.Indices() {
+					if key := nd.Topology.Domains[i]; key != "" {
+						nvlink[key] = true
+					}
+				}
+			}
+			p.Assignments = append(p.Assignments, a)
+		}
+		for l := LevelNode; l <= LevelCluster; l++ {
+			seen[l][ix.of[l][t.node]] = true
+		}
+	}
+	for l := LevelNode; l <= LevelCluster; l++ {
+		p.Spread[l] = len(seen[l])
+	}
+	p.Spread[LevelNVLink] = len(nvlink)
+	return p
+}
+
+// explain says why g does not fit: what it needs, and the room of the best domain at its required
+// level (or of the whole cluster).
+func (c *Cluster) explain(g Gang, caps, frees [numLevels][]int32) string {
+	ix := c.index()
+	l := LevelCluster
+	if g.Required {
+		l = max(g.Level, LevelNode)
+	}
+	var b strings.Builder
+	if l == LevelCluster {
+		fmt.Fprintf(&b, "%s needs %s; the cluster has room for %s (%s", g.Key, g, plural(int(caps[l][0]), "pod"), plural(int(frees[l][0]), "free GPU"))
+		nodes := 0
+		for i := range c.Nodes {
+			if !c.Nodes[i].Excluded && c.Nodes[i].Free != 0 {
+				nodes++
+			}
+		}
+		fmt.Fprintf(&b, " on %s)", plural(nodes, "node"))
+	} else {
+		best := int32(-1)
+		for d := int32(0); d < int32(ix.count[l]); d++ {
+			if best < 0 || caps[l][d] > caps[l][best] || caps[l][d] == caps[l][best] && frees[l][d] > frees[l][best] {
+				best = d
+			}
+		}
+		fmt.Fprintf(&b, "%s needs %s in one %s", g.Key, g, l.noun())
+		if best >= 0 {
+			fmt.Fprintf(&b, "; the best %s (%s) has room for %s (%s)", l.noun(), ix.names[l][best],
+				plural(int(caps[l][best]), "pod"), plural(int(frees[l][best]), "free GPU"))
+		}
+	}
+	unhealthy, excluded := 0, 0
+	for i := range c.Nodes {
+		unhealthy += c.Nodes[i].Unhealthy
+		if c.Nodes[i].Excluded {
+			excluded++
+		}
+	}
+	if unhealthy > 0 {
+		fmt.Fprintf(&b, "; %s excluded", plural(unhealthy, "unhealthy GPU"))
+	}
+	if excluded > 0 {
+		fmt.Fprintf(&b, "; %s excluded by the pods' node selector, affinity, tolerations or cordon", plural(excluded, "node"))
+	}
+	return b.String()
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// Apply takes the plan's GPUs from the free GPUs of their nodes and records them as held by
+// victim (an index in Victims, or -1), as binding the gang would. Simulators use it.
+func (c *Cluster) Apply(p *Plan, victim int) {
+	for _, a := range p.Assignments {
+		nd := &c.Nodes[a.node]
+		nd.Free &^= a.set
+		nd.Holders = append(nd.Holders, Holder{Victim: victim, GPUs: a.set})
+	}
+}
+
+// Stranded is the number of free, healthy GPUs on nodes that are partly used: capacity that
+// whole-node pods cannot use.
+func (c *Cluster) Stranded() int {
+	n := 0
+	for i := range c.Nodes {
+		nd := &c.Nodes[i]
+		if f := nd.Free.Len(); f > 0 && f < nd.GPUs-nd.Unhealthy {
+			n += f
+		}
+	}
+	return n
+}

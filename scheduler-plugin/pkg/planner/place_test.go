@@ -1,0 +1,299 @@
+package planner
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestPlace(t *testing.T) {
+	cases := map[string]struct {
+		cluster    *Cluster
+		gang       Gang
+		want       []string
+		wantLevel  Level
+		wantRacks  int
+		wantErr    string
+		wantDomain string
+	}{
+		"a 4×8 gang lands in the one rack that can hold it": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 4, 8).Rack("z1", "b1", "r2", 4, 8).
+				Used("r1-0", 0).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 4, GPUsPerPod: 8, Level: LevelRack, Required: true},
+			want:       []string{"r2-0:[0 1 2 3 4 5 6 7]", "r2-1:[0 1 2 3 4 5 6 7]", "r2-2:[0 1 2 3 4 5 6 7]", "r2-3:[0 1 2 3 4 5 6 7]"},
+			wantLevel:  LevelRack,
+			wantDomain: "z1/b1/r2",
+			wantRacks:  1,
+		},
+		"best fit: the fuller rack that still holds the gang": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 4, 8).Rack("z1", "b1", "r2", 4, 8).
+				Used("r1-0", 0).Used("r1-1", 3).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 8},
+			want:       []string{"r1-2:[0 1 2 3 4 5 6 7]", "r1-3:[0 1 2 3 4 5 6 7]"},
+			wantLevel:  LevelRack,
+			wantDomain: "z1/b1/r1",
+			wantRacks:  1,
+		},
+		"fragmentation trap: a 4-GPU pod takes the half-used node, not a free one": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Used("r1-1", 0, 1, 2, 3).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 4},
+			want:    []string{"r1-1:[4 5 6 7]"},
+			// one node
+			wantLevel:  LevelNode,
+			wantDomain: "r1-1",
+			wantRacks:  1,
+		},
+		"fragmentation trap: two 4-GPU pods share one node rather than split two half nodes' worth": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 3, 8).Used("r1-1", 0, 1, 2, 3).Used("r1-2", 4, 5, 6, 7).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 4},
+			want:    []string{"r1-0:[0 1 2 3]", "r1-0:[4 5 6 7]"},
+			// the gang needs one node; the half nodes stay for smaller pods
+			wantLevel:  LevelNode,
+			wantDomain: "r1-0",
+			wantRacks:  1,
+		},
+		"required rack: too big for any rack, with a message a person can act on": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Rack("z1", "b1", "r2", 2, 8).Used("r2-0", 7).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 3, GPUsPerPod: 8, Level: LevelRack, Required: true},
+			wantErr: "ns/job needs 3 pod(s) × 8 GPU(s) in one rack; the best rack (z1/b1/r1) has room for 2 pods (16 free GPUs)",
+		},
+		"preferred rack: too big for one rack, spread over the fewest racks of one block": {
+			cluster: makeCluster().
+				Rack("z1", "b1", "r1", 2, 8).Rack("z1", "b1", "r2", 3, 8).Rack("z1", "b1", "r3", 1, 8).
+				Rack("z1", "b2", "r4", 3, 8).Obj(),
+			gang: Gang{Key: "ns/job", Pods: 4, GPUsPerPod: 8, Level: LevelRack},
+			// b1 (room 6) is the best fit over the cluster (room 9); in b1 the roomiest rack r2, then
+			// the rack that fits the one pod left most tightly, r3.
+			want: []string{"r2-0:[0 1 2 3 4 5 6 7]", "r2-1:[0 1 2 3 4 5 6 7]", "r2-2:[0 1 2 3 4 5 6 7]",
+				"r3-0:[0 1 2 3 4 5 6 7]"},
+			wantLevel:  LevelBlock,
+			wantDomain: "z1/b1",
+			wantRacks:  2,
+		},
+		"no topology asked: still the tightest domain": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).Rack("z2", "b2", "r2", 2, 8).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 8},
+			want:    []string{"r2-0:[0 1 2 3 4 5 6 7]", "r2-1:[0 1 2 3 4 5 6 7]"},
+			// one rack in zone z2 rather than both zones
+			wantLevel:  LevelRack,
+			wantDomain: "z2/b2/r2",
+			wantRacks:  1,
+		},
+		"across zones when nothing smaller holds the gang": {
+			cluster:    makeCluster().Rack("z1", "b1", "r1", 1, 8).Rack("z2", "b2", "r2", 1, 8).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 8},
+			want:       []string{"r1-0:[0 1 2 3 4 5 6 7]", "r2-0:[0 1 2 3 4 5 6 7]"},
+			wantLevel:  LevelCluster,
+			wantDomain: "cluster",
+			wantRacks:  2,
+		},
+		"required zone: no zone holds it": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).Rack("z2", "b2", "r2", 1, 8).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 8, Level: LevelZone, Required: true},
+			wantErr: "ns/job needs 2 pod(s) × 8 GPU(s) in one zone; the best zone (z1) has room for 1 pod (8 free GPUs)",
+		},
+		"an unhealthy GPU is not free": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Unhealthy("r1-0", 3).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8},
+			want:    []string{"r1-1:[0 1 2 3 4 5 6 7]"},
+			// the node with a bad GPU cannot hold an 8-GPU pod
+			wantLevel:  LevelNode,
+			wantDomain: "r1-1",
+			wantRacks:  1,
+		},
+		"an unhealthy GPU is avoided inside the node": {
+			cluster:    makeCluster().Rack("z1", "b1", "r1", 1, 8).Unhealthy("r1-0", 0, 1).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 4},
+			want:       []string{"r1-0:[2 3 4 5]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r1-0",
+			wantRacks:  1,
+		},
+		"unhealthy GPUs make a gang unplaceable and the message says so": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Unhealthy("r1-0", 3).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 8},
+			wantErr: "ns/job needs 2 pod(s) × 8 GPU(s); the cluster has room for 1 pod (15 free GPUs on 2 nodes); 1 unhealthy GPU excluded",
+		},
+		"excluded nodes and pod limits count against room": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 3, 8).Exclude("r1-0").MaxPods("r1-1", 1).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 4, GPUsPerPod: 2},
+			// r1-2 holds all four
+			want:       []string{"r1-2:[0 1]", "r1-2:[2 3]", "r1-2:[4 5]", "r1-2:[6 7]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r1-2",
+			wantRacks:  1,
+		},
+		"excluded nodes are named in the message": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Exclude("r1-0").Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 8},
+			wantErr: "ns/job needs 2 pod(s) × 8 GPU(s); the cluster has room for 1 pod (8 free GPUs on 1 node); 1 node excluded by the pods' node selector, affinity, tolerations or cordon",
+		},
+		"NVLink: a 2-GPU pod stays inside one island and keeps the other island whole": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).Islands("r1-0", [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}}).
+				Used("r1-0", 0, 1).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 2},
+			want:       []string{"r1-0:[2 3]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r1-0",
+			wantRacks:  1,
+		},
+		"NVLink: a 4-GPU pod takes a whole island, not two halves": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).Islands("r1-0", [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}}).
+				Used("r1-0", 0, 1).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 4},
+			want:       []string{"r1-0:[4 5 6 7]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r1-0",
+			wantRacks:  1,
+		},
+		"NVLink: of equally good sets, the one that leaves the rest best connected": {
+			// 0-1 and 2-3 are strong pairs; 4 is linked well to 0 and 1 only. Taking 2-3 leaves
+			// {0,1,4} a connected triangle; taking 0-1 would strand 4.
+			cluster: makeCluster().Node("n", 5).Islands("n", [][]int{{0, 1}, {2, 3}}).
+				Link("n", 0, 4, NVLinkScore).Link("n", 1, 4, NVLinkScore).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 2},
+			want:       []string{"n:[2 3]"},
+			wantLevel:  LevelNode,
+			wantDomain: "n",
+			wantRacks:  1,
+		},
+		"required nvlink: a multi-node NVLink domain holds the gang": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 4, 4).
+				Islands("r1-0", [][]int{{0, 1, 2, 3}}, "clique-a").Islands("r1-1", [][]int{{0, 1, 2, 3}}, "clique-a").
+				Islands("r1-2", [][]int{{0, 1, 2, 3}}, "clique-b").Islands("r1-3", [][]int{{0, 1, 2, 3}}, "clique-b").
+				Used("r1-2", 0).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 3, Level: LevelNVLink, Required: true},
+			want:       []string{"r1-2:[1 2 3]", "r1-3:[0 1 2]"},
+			wantLevel:  LevelNVLink,
+			wantDomain: "clique-b",
+			wantRacks:  1,
+		},
+		"required nvlink: no domain big enough": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 4).
+				Islands("r1-0", [][]int{{0, 1, 2, 3}}, "clique-a").Islands("r1-1", [][]int{{0, 1, 2, 3}}, "clique-b").Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 4, Level: LevelNVLink, Required: true},
+			wantErr: "ns/job needs 2 pod(s) × 4 GPU(s) in one NVLink domain; the best NVLink domain (clique-a) has room for 1 pod (4 free GPUs)",
+		},
+		"required nvlink: nodes without GPUNode data never qualify": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).CountOnly("r1-0").Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 1, Level: LevelNVLink, Required: true},
+			wantErr: "ns/job needs 1 pod(s) × 1 GPU(s) in one NVLink domain; no eligible node publishes NVLink domains (GPUNode status.gpus[].nvlinkDomain)",
+		},
+		"preferred nvlink falls back to the tightest node": {
+			cluster:    makeCluster().Rack("z1", "b1", "r1", 2, 8).Used("r1-1", 0, 1, 2, 3, 4).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 2, Level: LevelNVLink},
+			want:       []string{"r1-1:[5 6]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r1-1",
+			wantRacks:  1,
+		},
+		"a node known by count only gets no GPU indices": {
+			cluster:    makeCluster().Rack("z1", "b1", "r1", 1, 8).CountOnly("r1-0").Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 4},
+			want:       []string{"r1-0:[]", "r1-0:[]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r1-0",
+			wantRacks:  1,
+		},
+		"consecutive ranks share racks": {
+			cluster: makeCluster().Rack("z1", "b1", "rb", 2, 8).Rack("z1", "b1", "ra", 1, 8).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 3, GPUsPerPod: 8},
+			want:    []string{"ra-0:[0 1 2 3 4 5 6 7]", "rb-0:[0 1 2 3 4 5 6 7]", "rb-1:[0 1 2 3 4 5 6 7]"},
+			// ordered by rack, then node
+			wantLevel:  LevelBlock,
+			wantDomain: "z1/b1",
+			wantRacks:  2,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, err := tc.cluster.Place(tc.gang)
+			if tc.wantErr != "" {
+				if err == nil {
+					t.Fatalf("Place() = %v, want error %q", placed(p), tc.wantErr)
+				}
+				if diff := cmp.Diff(tc.wantErr, err.Error()); diff != "" {
+					t.Errorf("Place() error (-want,+got):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Place() error: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, placed(p)); diff != "" {
+				t.Errorf("Place() (-want,+got):\n%s", diff)
+			}
+			if p.Level != tc.wantLevel || p.Domain != tc.wantDomain {
+				t.Errorf("Place() domain = %s %q, want %s %q", p.Level, p.Domain, tc.wantLevel, tc.wantDomain)
+			}
+			if p.Racks() != tc.wantRacks {
+				t.Errorf("Place() racks = %d, want %d", p.Racks(), tc.wantRacks)
+			}
+		})
+	}
+}
+
+func TestPlaceInvalidGang(t *testing.T) {
+	c := makeCluster().Rack("z1", "b1", "r1", 1, 8).Obj()
+	for name, g := range map[string]Gang{
+		"no pods":           {Key: "a", Pods: 0, GPUsPerPod: 1},
+		"no GPUs":           {Key: "a", Pods: 1, GPUsPerPod: 0},
+		"more GPUs than 64": {Key: "a", Pods: 1, GPUsPerPod: 65},
+		"unknown level":     {Key: "a", Pods: 1, GPUsPerPod: 1, Level: 9},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := c.Place(g); err == nil {
+				t.Error("Place() succeeded, want an error")
+			}
+		})
+	}
+}
+
+// TestPlaceSequence places gangs one after another, as the scheduler would, and checks that best
+// fit keeps whole nodes and racks free for the gangs that need them.
+func TestPlaceSequence(t *testing.T) {
+	cases := map[string]struct {
+		cluster      *Cluster
+		gangs        []Gang
+		wantStranded int
+		wantRacks    []int
+	}{
+		"small pods fill half-used nodes and leave whole nodes whole": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Obj(),
+			gangs: []Gang{{Key: "a", Pods: 1, GPUsPerPod: 4}, {Key: "b", Pods: 1, GPUsPerPod: 4},
+				{Key: "c", Pods: 1, GPUsPerPod: 8}},
+			wantRacks: []int{1, 1, 1},
+		},
+		"small gangs pack one rack and leave the other for a rack-sized gang": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 4, 8).Rack("z1", "b1", "r2", 4, 8).Obj(),
+			gangs: []Gang{{Key: "a", Pods: 2, GPUsPerPod: 8}, {Key: "b", Pods: 3, GPUsPerPod: 4},
+				{Key: "c", Pods: 2, GPUsPerPod: 2}, {Key: "d", Pods: 4, GPUsPerPod: 8, Level: LevelRack, Required: true}},
+			wantRacks: []int{1, 1, 1, 1},
+		},
+		"mixed 1/2/4/8 pods leave no stranded GPUs when they add up": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Obj(),
+			gangs: []Gang{{Key: "a", Pods: 1, GPUsPerPod: 1}, {Key: "b", Pods: 1, GPUsPerPod: 2},
+				{Key: "c", Pods: 1, GPUsPerPod: 4}, {Key: "d", Pods: 1, GPUsPerPod: 1}, {Key: "e", Pods: 1, GPUsPerPod: 8}},
+			wantRacks: []int{1, 1, 1, 1, 1},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var racks []int
+			for _, g := range tc.gangs {
+				p, err := tc.cluster.Place(g)
+				if err != nil {
+					t.Fatalf("Place(%s) error: %v", g.Key, err)
+				}
+				tc.cluster.Apply(p, -1)
+				racks = append(racks, p.Racks())
+			}
+			if diff := cmp.Diff(tc.wantRacks, racks); diff != "" {
+				t.Errorf("racks per gang (-want,+got):\n%s", diff)
+			}
+			if got := tc.cluster.Stranded(); got != tc.wantStranded {
+				t.Errorf("Stranded() = %d, want %d", got, tc.wantStranded)
+			}
+		})
+	}
+}

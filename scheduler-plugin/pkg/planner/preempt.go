@@ -1,0 +1,255 @@
+package planner
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Preemption is a set of whole victims whose eviction lets the gang be placed, and the placement
+// it then gets.
+type Preemption struct {
+	// Victims are indices in Cluster.Victims.
+	Victims []int
+	// Plan places the gang once the victims are gone.
+	Plan *Plan
+}
+
+// preemptionCost orders victim sets: fewest victims, then the lowest highest priority among them,
+// then the least work lost, then the fewest GPUs, then the tightest domain.
+type preemptionCost struct {
+	victims     int
+	maxPriority int32
+	workLost    time.Duration
+	gpus        int
+	level       Level
+}
+
+func (a preemptionCost) compare(b preemptionCost) int {
+	return cmp.Or(cmp.Compare(a.victims, b.victims), cmp.Compare(a.maxPriority, b.maxPriority),
+		cmp.Compare(a.workLost, b.workLost), cmp.Compare(a.gpus, b.gpus), cmp.Compare(a.level, b.level))
+}
+
+// compareVictims orders single victims, cheapest first.
+func (c *Cluster) compareVictims(a, b int) int {
+	va, vb := &c.Victims[a], &c.Victims[b]
+	return cmp.Or(cmp.Compare(va.Priority, vb.Priority), cmp.Compare(va.WorkLost, vb.WorkLost),
+		cmp.Compare(va.GPUs, vb.GPUs), cmp.Compare(va.Key, vb.Key))
+}
+
+// Preempt finds the cheapest set of whole victims of strictly lower priority than g whose eviction
+// lets g be placed (respecting its required level), and the plan g then gets. It evicts victims
+// whole: every GPU any of their pods holds anywhere is freed. When g fits without preemption, the
+// set is empty. It returns an *Unplaceable error when even evicting every lower-priority victim
+// would not do.
+func (c *Cluster) Preempt(g Gang) (*Preemption, error) {
+	g, err := g.normalize()
+	if err != nil {
+		return nil, err
+	}
+	if p, err := c.Place(g); err == nil {
+		return &Preemption{Plan: p}, nil
+	}
+	evictable := func(v int) bool { return v >= 0 && v < len(c.Victims) && c.Victims[v].Priority < g.Priority }
+	allFree := make([]GPUSet, len(c.Nodes))
+	for i := range c.Nodes {
+		allFree[i] = c.Nodes[i].Free
+		for _, h := range c.Nodes[i].Holders {
+			if evictable(h.Victim) {
+				allFree[i] |= h.GPUs
+			}
+		}
+	}
+
+	var best []int
+	var bestCost preemptionCost
+	try := func(l Level, units []unit) {
+		room := 0
+		for _, u := range units {
+			room += c.nodeCap(u.node, allFree[u.node]&u.mask, g.GPUsPerPod)
+		}
+		if room < g.Pods {
+			return
+		}
+		victims := c.chooseVictims(g, units, evictable)
+		if victims == nil {
+			return
+		}
+		cost := preemptionCost{victims: len(victims), maxPriority: -1 << 31, level: l}
+		for _, v := range victims {
+			cost.maxPriority = max(cost.maxPriority, c.Victims[v].Priority)
+			cost.workLost += c.Victims[v].WorkLost
+			cost.gpus += c.Victims[v].GPUs
+		}
+		if best == nil || cost.compare(bestCost) < 0 {
+			best, bestCost = victims, cost
+		}
+	}
+
+	if g.Level == LevelNVLink {
+		for _, key := range c.nvlinkDomains() {
+			var units []unit
+			for i := range c.Nodes {
+				if t := c.Nodes[i].Topology; t != nil {
+					if m := t.DomainMask(key); m != 0 {
+						units = append(units, unit{i, m})
+					}
+				}
+			}
+			try(LevelNVLink, units)
+		}
+	}
+	if g.Level != LevelNVLink || !g.Required {
+		ix := c.index()
+		top := LevelCluster
+		if g.Required {
+			top = g.Level
+		}
+		for l := LevelNode; l <= top; l++ {
+			for d := range ix.count[l] {
+				nodes := ix.nodes[l][d]
+				units := make([]unit, len(nodes))
+				for j, i := range nodes {
+					units[j] = unit{int(i), ^GPUSet(0)}
+				}
+				try(l, units)
+			}
+		}
+	}
+	if best == nil {
+		p, err := c.Place(g)
+		if err == nil { // unreachable: Place failed above
+			return &Preemption{Plan: p}, nil
+		}
+		return nil, &Unplaceable{Message: fmt.Sprintf("%s, and preempting every lower-priority gang would not make room", err)}
+	}
+
+	free := make([]GPUSet, len(c.Nodes))
+	chosen := make(map[int]bool, len(best))
+	for _, v := range best {
+		chosen[v] = true
+	}
+	for i := range c.Nodes {
+		free[i] = c.Nodes[i].Free
+		for _, h := range c.Nodes[i].Holders {
+			if h.Victim >= 0 && chosen[h.Victim] {
+				free[i] |= h.GPUs
+			}
+		}
+	}
+	p, err := c.place(g, free)
+	if err != nil {
+		return nil, fmt.Errorf("gang %s: evicting %d victims should make room, but: %w", g.Key, len(best), err)
+	}
+	slices.SortFunc(best, c.compareVictims)
+	return &Preemption{Victims: best, Plan: p}, nil
+}
+
+func (c *Cluster) nvlinkDomains() []string {
+	var keys []string
+	seen := map[string]bool{}
+	for i := range c.Nodes {
+		if t := c.Nodes[i].Topology; t != nil {
+			for _, k := range t.Domains {
+				if k != "" && !seen[k] {
+					seen[k] = true
+					keys = append(keys, k)
+				}
+			}
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// chooseVictims picks victims with pods on units until the units hold g: at each step the victim
+// that adds the most room (then frees the most GPUs, then costs the least), then it drops every
+// victim the rest do not need, the most expensive first. It returns nil when the evictable victims
+// cannot make room.
+func (c *Cluster) chooseVictims(g Gang, units []unit, evictable func(int) bool) []int {
+	type hold struct {
+		unit int
+		gpus GPUSet
+	}
+	holds := map[int][]hold{}
+	cur := make([]GPUSet, len(units))
+	room := 0
+	for j, u := range units {
+		nd := &c.Nodes[u.node]
+		cur[j] = nd.Free & u.mask
+		room += c.nodeCap(u.node, cur[j], g.GPUsPerPod)
+		for _, h := range nd.Holders {
+			if evictable(h.Victim) && h.GPUs&u.mask != 0 {
+				holds[h.Victim] = append(holds[h.Victim], hold{j, h.GPUs & u.mask})
+			}
+		}
+	}
+	candidates := make([]int, 0, len(holds))
+	for v := range holds {
+		candidates = append(candidates, v)
+	}
+	slices.SortFunc(candidates, c.compareVictims)
+
+	gain := func(v int, sign int) (int, int) {
+		dRoom, dFree := 0, 0
+		for _, h := range holds[v] {
+			u := units[h.unit]
+			before := c.nodeCap(u.node, cur[h.unit], g.GPUsPerPod)
+			var after GPUSet
+			if sign > 0 {
+				after = cur[h.unit] | h.gpus
+			} else {
+				after = cur[h.unit] &^ h.gpus
+			}
+			dRoom += c.nodeCap(u.node, after, g.GPUsPerPod) - before
+			dFree += (h.gpus &^ cur[h.unit]).Len()
+		}
+		return dRoom, dFree
+	}
+	apply := func(v int, sign int) {
+		for _, h := range holds[v] {
+			if sign > 0 {
+				cur[h.unit] |= h.gpus
+			} else {
+				cur[h.unit] &^= h.gpus
+			}
+		}
+	}
+
+	var chosen []int
+	taken := map[int]bool{}
+	for room < g.Pods {
+		pick, pickRoom, pickFree := -1, 0, 0
+		for _, v := range candidates {
+			if taken[v] {
+				continue
+			}
+			dRoom, dFree := gain(v, 1)
+			if dRoom > pickRoom || dRoom == pickRoom && dFree > pickFree {
+				pick, pickRoom, pickFree = v, dRoom, dFree
+			}
+		}
+		if pick < 0 {
+			return nil
+		}
+		taken[pick] = true
+		chosen = append(chosen, pick)
+		apply(pick, 1)
+		room += pickRoom
+	}
+	// Drop what the others make unnecessary, the most expensive first. A victim's GPUs are its own,
+	// so removing one victim's GPUs never takes another's.
+	slices.SortFunc(chosen, func(a, b int) int { return c.compareVictims(b, a) })
+	kept := chosen[:0]
+	for _, v := range chosen {
+		dRoom, _ := gain(v, -1)
+		if room+dRoom >= g.Pods {
+			apply(v, -1)
+			room += dRoom
+			continue
+		}
+		kept = append(kept, v)
+	}
+	return kept
+}

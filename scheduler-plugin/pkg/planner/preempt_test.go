@@ -1,0 +1,135 @@
+package planner
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestPreempt(t *testing.T) {
+	const low, mid, high = 1, 5, 10
+	cases := map[string]struct {
+		cluster     *Cluster
+		gang        Gang
+		wantVictims []string
+		wantNodes   []string
+		wantErr     string
+	}{
+		"no preemption when the gang fits": {
+			cluster:   makeCluster().Rack("z1", "b1", "r1", 2, 8).Victim("ns/low", low, 0, map[string][][]int{"r1-0": {all8}}).Obj(),
+			gang:      Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8, Priority: high},
+			wantNodes: []string{"r1-1"},
+		},
+		"one whole gang rather than two smaller ones": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Rack("z1", "b1", "r2", 2, 8).
+				Victim("ns/big", low, time.Hour, map[string][][]int{"r1-0": {all8}, "r1-1": {all8}}).
+				Victim("ns/small-a", low, time.Minute, map[string][][]int{"r2-0": {all8}}).
+				Victim("ns/small-b", low, time.Minute, map[string][][]int{"r2-1": {all8}}).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 8, Priority: high},
+			wantVictims: []string{"ns/big"},
+			wantNodes:   []string{"r1-0", "r1-1"},
+		},
+		"never equal or higher priority": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).
+				Victim("ns/same", high, 0, map[string][][]int{"r1-0": {all8}}).
+				Victim("ns/higher", high+1, 0, map[string][][]int{"r1-1": {all8}}).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8, Priority: high},
+			wantErr: "ns/job needs 1 pod(s) × 8 GPU(s); the cluster has room for 0 pods (0 free GPUs on 0 nodes), and preempting every lower-priority gang would not make room",
+		},
+		"the lowest priority first": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).
+				Victim("ns/mid", mid, time.Minute, map[string][][]int{"r1-0": {all8}}).
+				Victim("ns/low", low, time.Hour, map[string][][]int{"r1-1": {all8}}).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8, Priority: high},
+			wantVictims: []string{"ns/low"},
+			wantNodes:   []string{"r1-1"},
+		},
+		"the victim that loses the least work": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).
+				Victim("ns/checkpointed-long-ago", low, 3*time.Hour, map[string][][]int{"r1-0": {all8}}).
+				Victim("ns/checkpointed-recently", low, 5*time.Minute, map[string][][]int{"r1-1": {all8}}).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8, Priority: high},
+			wantVictims: []string{"ns/checkpointed-recently"},
+			wantNodes:   []string{"r1-1"},
+		},
+		"the victim with the fewest GPUs when work lost ties": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 3, 8).
+				Victim("ns/two-nodes", low, time.Hour, map[string][][]int{"r1-0": {all8}, "r1-1": {{0, 1}}}).
+				Victim("ns/one-node", low, time.Hour, map[string][][]int{"r1-2": {all8}}).
+				Used("r1-1", 2, 3, 4, 5, 6, 7).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8, Priority: high},
+			wantVictims: []string{"ns/one-node"},
+			wantNodes:   []string{"r1-2"},
+		},
+		"two lone pods that share a node, when one would not do": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).
+				Victim("ns/pod-a", low, 0, map[string][][]int{"r1-0": {{0, 1, 2, 3}}}).
+				Victim("ns/pod-b", low, 0, map[string][][]int{"r1-0": {{4, 5, 6, 7}}}).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8, Priority: high},
+			wantVictims: []string{"ns/pod-a", "ns/pod-b"},
+			wantNodes:   []string{"r1-0"},
+		},
+		"required rack: victims inside one rack, even if more of them": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Rack("z1", "b1", "r2", 2, 8).
+				Victim("ns/spans-racks", low, 0, map[string][][]int{"r1-0": {all8}, "r2-0": {all8}}).
+				Victim("ns/r1-a", mid, 0, map[string][][]int{"r1-1": {all8}}).
+				Used("r2-1", 0).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 8, Level: LevelRack, Required: true, Priority: high},
+			wantVictims: []string{"ns/spans-racks", "ns/r1-a"},
+			wantNodes:   []string{"r1-0", "r1-1"},
+		},
+		"a gang that spans racks frees all of its GPUs": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).Rack("z1", "b1", "r2", 1, 8).
+				Victim("ns/spans-racks", low, 0, map[string][][]int{"r1-0": {all8}, "r2-0": {all8}}).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 8, Priority: high},
+			wantVictims: []string{"ns/spans-racks"},
+			wantNodes:   []string{"r1-0", "r2-0"},
+		},
+		"not even evicting every lower-priority gang makes room in one rack": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Rack("z1", "b1", "r2", 2, 8).
+				Victim("ns/low", low, 0, map[string][][]int{"r1-0": {all8}, "r2-0": {all8}}).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 3, GPUsPerPod: 8, Level: LevelRack, Required: true, Priority: high},
+			wantErr: "ns/job needs 3 pod(s) × 8 GPU(s) in one rack; the best rack (z1/b1/r1) has room for 1 pod (8 free GPUs), and preempting every lower-priority gang would not make room",
+		},
+		"an unhealthy GPU is not made free by preemption": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Unhealthy("r1-0", 7).
+				Victim("ns/on-bad-node", low, 0, map[string][][]int{"r1-0": {{0, 1, 2, 3, 4, 5, 6}}}).
+				Victim("ns/on-good-node", low, time.Hour, map[string][][]int{"r1-1": {all8}}).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8, Priority: high},
+			wantVictims: []string{"ns/on-good-node"},
+			wantNodes:   []string{"r1-1"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := tc.cluster
+			got, err := c.Preempt(tc.gang)
+			if tc.wantErr != "" {
+				if err == nil {
+					t.Fatalf("Preempt() = %+v, want error %q", got, tc.wantErr)
+				}
+				if diff := cmp.Diff(tc.wantErr, err.Error()); diff != "" {
+					t.Errorf("Preempt() error (-want,+got):\n%s", diff)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Preempt() error: %v", err)
+			}
+			var victims, nodes []string
+			for _, v := range got.Victims {
+				victims = append(victims, c.Victims[v].Key)
+			}
+			for _, a := range got.Plan.Assignments {
+				nodes = append(nodes, a.Node)
+			}
+			if diff := cmp.Diff(tc.wantVictims, victims); diff != "" {
+				t.Errorf("Preempt() victims (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantNodes, nodes); diff != "" {
+				t.Errorf("Preempt() nodes (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

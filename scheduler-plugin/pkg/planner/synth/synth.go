@@ -1,0 +1,98 @@
+// Package synth makes synthetic GPU fleets and seed-fixed gang mixes, for the planner's benchmarks
+// and the scheduler benchmark command.
+package synth
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
+)
+
+// Fleet is a fleet of identical GPU nodes in zones, blocks and racks.
+type Fleet struct {
+	Nodes         int
+	GPUsPerNode   int
+	Zones         int
+	BlocksPerZone int
+	NodesPerRack  int
+}
+
+// DefaultFleet is the benchmark's fleet: 2 zones, 4 blocks per zone, 16-node racks, 8 GPUs a node.
+func DefaultFleet(nodes int) Fleet {
+	return Fleet{Nodes: nodes, GPUsPerNode: 8, Zones: 2, BlocksPerZone: 4, NodesPerRack: 16}
+}
+
+// Where is one node's name and topology labels.
+type Where struct {
+	Name, Zone, Block, Rack string
+}
+
+// Node returns the name and labels of node i: racks are filled in order and spread evenly over
+// the blocks, blocks over the zones.
+func (f Fleet) Node(i int) Where {
+	racks := (f.Nodes + f.NodesPerRack - 1) / f.NodesPerRack
+	blocks := f.Zones * f.BlocksPerZone
+	rack := i / f.NodesPerRack
+	block := rack * blocks / racks
+	zone := block / f.BlocksPerZone
+	return Where{
+		Name:  fmt.Sprintf("gpu-%05d", i),
+		Zone:  fmt.Sprintf("zone-%d", zone),
+		Block: fmt.Sprintf("block-%d", block),
+		Rack:  fmt.Sprintf("rack-%03d", rack),
+	}
+}
+
+// Cluster returns the fleet, every GPU free, as the planner sees it.
+func (f Fleet) Cluster() *planner.Cluster {
+	c := &planner.Cluster{Nodes: make([]planner.Node, f.Nodes)}
+	for i := range c.Nodes {
+		w := f.Node(i)
+		c.Nodes[i] = planner.Node{Name: w.Name, Zone: w.Zone, Block: w.Block, Rack: w.Rack,
+			GPUs: f.GPUsPerNode, Free: planner.FirstGPUs(f.GPUsPerNode), Indexed: true}
+	}
+	return c
+}
+
+// Mix is a distribution of gangs.
+type Mix struct {
+	// Name names the mix in reports.
+	Name string
+	// MinWorkers and MaxWorkers bound the workers of a gang; the count is log-uniform between them,
+	// so small gangs are common and large ones rare, as in real clusters.
+	MinWorkers, MaxWorkers int
+	// GPUsPerWorker are the per-worker GPU counts, drawn uniformly per gang.
+	GPUsPerWorker []int
+}
+
+var (
+	// MixedWorkers has 1, 2, 4 or 8 GPUs per worker.
+	MixedWorkers = Mix{Name: "mixed", MinWorkers: 1, MaxWorkers: 64, GPUsPerWorker: []int{1, 2, 4, 8}}
+	// WholeNodeWorkers has 8 GPUs per worker.
+	WholeNodeWorkers = Mix{Name: "whole-node", MinWorkers: 1, MaxWorkers: 64, GPUsPerWorker: []int{8}}
+)
+
+// Gang is one gang of a mix.
+type Gang struct {
+	Name          string
+	Workers       int
+	GPUsPerWorker int
+}
+
+// GPUs is the gang's total.
+func (g Gang) GPUs() int { return g.Workers * g.GPUsPerWorker }
+
+// Gangs draws n gangs of mix from seed.
+func Gangs(seed uint64, n int, mix Mix) []Gang {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	out := make([]Gang, n)
+	lo, hi := math.Log(float64(mix.MinWorkers)), math.Log(float64(mix.MaxWorkers)+1)
+	for i := range out {
+		w := int(math.Exp(lo + r.Float64()*(hi-lo)))
+		w = min(max(w, mix.MinWorkers), mix.MaxWorkers)
+		out[i] = Gang{Name: fmt.Sprintf("gang-%04d", i), Workers: w, GPUsPerWorker: mix.GPUsPerWorker[r.IntN(len(mix.GPUsPerWorker))]}
+	}
+	return out
+}

@@ -1,0 +1,220 @@
+package planner
+
+import (
+	"fmt"
+	"math/bits"
+	"strings"
+	"time"
+)
+
+// Level is a level of the GPU fabric, from the tightest to the widest.
+type Level int8
+
+const (
+	// LevelNone is the zero value: the gang asks for no level, as LevelCluster.
+	LevelNone Level = iota
+	// LevelNVLink is one NVLink domain: an NVSwitch island inside a node, or a multi-node NVLink
+	// fabric clique.
+	LevelNVLink
+	LevelNode
+	LevelRack
+	LevelBlock
+	LevelZone
+	// LevelCluster is the whole cluster: no topology constraint.
+	LevelCluster
+
+	numLevels = int(LevelCluster) + 1
+)
+
+var levelNames = [numLevels]string{"", "nvlink", "node", "rack", "block", "zone", "cluster"}
+
+// String returns the level's name as the convoy.dev/topology-level annotation spells it.
+func (l Level) String() string {
+	if l < 0 || int(l) >= numLevels {
+		return fmt.Sprintf("Level(%d)", l)
+	}
+	return levelNames[l]
+}
+
+// noun is how messages name one domain of the level.
+func (l Level) noun() string {
+	if l == LevelNVLink {
+		return "NVLink domain"
+	}
+	return l.String()
+}
+
+// ParseLevel parses a level name (nvlink, node, rack, block, zone, cluster).
+func ParseLevel(s string) (Level, bool) {
+	for i, n := range levelNames {
+		if n != "" && strings.EqualFold(s, n) {
+			return Level(i), true
+		}
+	}
+	return LevelCluster, false
+}
+
+// MaxGPUsPerNode is the most GPUs a node may have: a GPUSet is a 64-bit mask.
+const MaxGPUsPerNode = 64
+
+// GPUSet is a set of GPU indices of one node.
+type GPUSet uint64
+
+// NewGPUSet returns the set of the given indices.
+func NewGPUSet(indices ...int) GPUSet {
+	var s GPUSet
+	for _, i := range indices {
+		s |= 1 << uint(i)
+	}
+	return s
+}
+
+// FirstGPUs returns the set {0, ..., n-1}.
+func FirstGPUs(n int) GPUSet {
+	if n >= MaxGPUsPerNode {
+		return ^GPUSet(0)
+	}
+	return GPUSet(1)<<uint(n) - 1
+}
+
+// Len is the number of GPUs in the set.
+func (s GPUSet) Len() int { return bits.OnesCount64(uint64(s)) }
+
+// Has reports whether GPU i is in the set.
+func (s GPUSet) Has(i int) bool { return s&(1<<uint(i)) != 0 }
+
+// Indices returns the set's GPU indices in increasing order.
+func (s GPUSet) Indices() []int {
+	out := make([]int, 0, s.Len())
+	for s != 0 {
+		i := bits.TrailingZeros64(uint64(s))
+		out = append(out, i)
+		s &^= 1 << uint(i)
+	}
+	return out
+}
+
+// lowest returns the n lowest GPUs of s.
+func (s GPUSet) lowest(n int) GPUSet {
+	var out GPUSet
+	for ; n > 0 && s != 0; n-- {
+		b := s & -s
+		out |= b
+		s &^= b
+	}
+	return out
+}
+
+// Node is one node as the planner sees it.
+type Node struct {
+	// Name is the node's name.
+	Name string
+	// Zone, Block and Rack are the node's topology label values. A node without a label is a
+	// domain of its own at that level and every level below it.
+	Zone, Block, Rack string
+
+	// GPUs is the number of GPUs of the node, healthy or not.
+	GPUs int
+	// Free are the node's free, healthy GPUs.
+	Free GPUSet
+	// Indexed reports whether GPU indices are real (the node publishes a GPUNode). When false the
+	// node is known by count only: Free and Holder.GPUs are stand-in indices, and plans carry no
+	// indices for it.
+	Indexed bool
+	// Unhealthy is the number of GPUs excluded for their health, for messages.
+	Unhealthy int
+	// Topology is how the node's GPUs are linked; nil when unknown (all pairs alike, no NVLink
+	// domain).
+	Topology *GPUTopology
+
+	// Excluded removes the node from the plan: the gang's pods may not run on it (node selector,
+	// affinity, taints, cordon).
+	Excluded bool
+	// MaxPods is how many of the gang's pods the node's other resources (CPU, memory, pod slots)
+	// admit; zero means no limit beyond GPUs.
+	MaxPods int
+
+	// Holders are the pods holding GPUs of the node, for preemption.
+	Holders []Holder
+}
+
+// Holder is one pod's hold on GPUs of a node.
+type Holder struct {
+	// Victim is the index in Cluster.Victims of the gang (or lone pod) the pod belongs to, or -1
+	// when the pod may not be evicted.
+	Victim int
+	// GPUs are the GPUs the pod holds.
+	GPUs GPUSet
+}
+
+// Victim is a gang, or a pod that belongs to no gang, that preemption may evict as a whole.
+type Victim struct {
+	// Key names the victim, e.g. "team-a/job-3" or "team-a/pod-x".
+	Key string
+	// Priority is the highest priority among its pods.
+	Priority int32
+	// WorkLost is how much work evicting it throws away: the time since its last checkpoint (or
+	// since it started, when it never checkpointed).
+	WorkLost time.Duration
+	// GPUs is the number of GPUs its pods hold in the whole cluster.
+	GPUs int
+}
+
+// Gang is what the planner places: Pods pods of GPUsPerPod GPUs each.
+type Gang struct {
+	// Key names the gang in messages, e.g. "team-a/job-1".
+	Key string
+	// Pods is the number of pods to place.
+	Pods int
+	// GPUsPerPod is the number of GPUs each pod requests (at least one).
+	GPUsPerPod int
+	// Level is the topology level the gang asks to fit in; LevelNone or LevelCluster when it asks
+	// none.
+	Level Level
+	// Required makes Level a hard constraint; otherwise the gang is packed as tightly as it can be.
+	Required bool
+	// Priority is the gang's priority; preemption evicts only strictly lower priorities.
+	Priority int32
+}
+
+func (g Gang) String() string {
+	return fmt.Sprintf("%d pod(s) × %d GPU(s)", g.Pods, g.GPUsPerPod)
+}
+
+// Assignment is where one pod of the gang goes.
+type Assignment struct {
+	// Node is the node's name.
+	Node string
+	// GPUs are the GPU indices chosen on the node; nil when the node is known by count only.
+	GPUs []int
+	// node is the index in Cluster.Nodes; set is the chosen GPUs.
+	node int
+	set  GPUSet
+}
+
+// Plan is a placement of every pod of a gang.
+type Plan struct {
+	// Assignments has one entry per pod, grouped by zone, block, rack and node so that
+	// consecutive ranks sit close together.
+	Assignments []Assignment
+	// Level is the level of the smallest single domain that holds the whole gang, and Domain its
+	// name.
+	Level  Level
+	Domain string
+	// Spread is the number of domains the gang uses at each level, e.g. Spread[LevelRack] racks.
+	Spread [numLevels]int
+}
+
+// Racks is the number of racks the plan uses.
+func (p *Plan) Racks() int { return p.Spread[LevelRack] }
+
+// Nodes is the number of nodes the plan uses.
+func (p *Plan) Nodes() int { return p.Spread[LevelNode] }
+
+// Unplaceable is the error for a gang that cannot be placed. Its message says what the gang
+// needs and how close the cluster comes.
+type Unplaceable struct {
+	Message string
+}
+
+func (e *Unplaceable) Error() string { return e.Message }

@@ -27,6 +27,7 @@ bin: ## Build the control plane (etcd, kube-apiserver, kube-controller-manager, 
 .PHONY: build
 build: ## Compile every package and Convoy's own binaries into bin/.
 	$(GO) build ./...
+	$(GO) build -o $(BIN)/ ./test/cmd/localcluster
 
 ##@ Code generation
 

@@ -1,0 +1,299 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+func namespace(t *testing.T, c *framework.Cluster, name string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := c.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// fromYAML parses a manifest as the API server receives it from kubectl, so plain YAML numbers
+// (learningRate: 0.00005) reach the schema unchanged.
+func fromYAML(t *testing.T, manifest string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(manifest), &u.Object); err != nil {
+		t.Fatalf("bad test manifest: %v\n%s", err, manifest)
+	}
+	return u
+}
+
+func TestSampleIsAcceptedAndDefaulted(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	root, _ := framework.RepoRoot()
+	data, err := os.ReadFile(filepath.Join(root, "deploy", "samples", "pytorch-llama.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := fromYAML(t, string(data))
+	u.SetNamespace(namespace(t, c, "api-sample"))
+	if err := c.Client.Create(ctx, u); err != nil {
+		t.Fatalf("the sample TrainingJob was rejected: %v", err)
+	}
+	var job v1alpha1.TrainingJob
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(u), &job); err != nil {
+		t.Fatal(err)
+	}
+	if got := *job.Spec.Hyperparameters.LearningRate; got != 0.00005 {
+		t.Errorf("learningRate = %v, want 0.00005 kept exactly", got)
+	}
+	if job.Spec.Scheduling.SchedulerName != "convoy-scheduler" || job.Spec.Scheduling.Topology.Mode != v1alpha1.TopologyRequired {
+		t.Errorf("scheduling defaults: schedulerName %q topology.mode %q, want convoy-scheduler and required",
+			job.Spec.Scheduling.SchedulerName, job.Spec.Scheduling.Topology.Mode)
+	}
+	if job.Spec.Networking.MasterPort != 29500 || job.Spec.Monitoring.MetricsPort != 9090 {
+		t.Errorf("ports: masterPort %d metricsPort %d, want 29500 and 9090", job.Spec.Networking.MasterPort, job.Spec.Monitoring.MetricsPort)
+	}
+	if job.Spec.NumParameterServers != 0 || job.IsSuspended() {
+		t.Errorf("numParameterServers %d suspend %v, want 0 and false", job.Spec.NumParameterServers, job.IsSuspended())
+	}
+
+	minimal, err := os.ReadFile(filepath.Join(root, "deploy", "samples", "pytorch-minimal.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := fromYAML(t, string(minimal))
+	m.SetNamespace("api-sample")
+	if err := c.Client.Create(ctx, m); err != nil {
+		t.Fatalf("the minimal TrainingJob was rejected: %v", err)
+	}
+	var mj v1alpha1.TrainingJob
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(m), &mj); err != nil {
+		t.Fatal(err)
+	}
+	if mj.Spec.Framework != v1alpha1.FrameworkPyTorch || mj.Spec.GPUsPerWorker == nil || *mj.Spec.GPUsPerWorker != 1 {
+		t.Errorf("minimal job defaults: framework %q gpusPerWorker %v, want pytorch and 1", mj.Spec.Framework, mj.Spec.GPUsPerWorker)
+	}
+}
+
+const validSpec = `
+apiVersion: convoy.dev/v1alpha1
+kind: TrainingJob
+metadata:
+  name: NAME
+  namespace: api-invalid
+spec:
+  model: bert-base
+  dataset: s3://corpus/wiki
+  numWorkers: 2
+`
+
+func TestInvalidSpecsAreRejectedNamingTheField(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	namespace(t, c, "api-invalid")
+	cases := map[string]struct {
+		spec string // YAML merged over the valid spec's spec
+		want string // what the user must read in the error
+	}{
+		"model missing":                  {spec: `{"model": null}`, want: "spec.model: Required value"},
+		"model empty":                    {spec: `{"model": ""}`, want: "spec.model"},
+		"dataset missing":                {spec: `{"dataset": null}`, want: "spec.dataset: Required value"},
+		"numWorkers missing":             {spec: `{"numWorkers": null}`, want: "spec.numWorkers: Required value"},
+		"numWorkers zero":                {spec: `{"numWorkers": 0}`, want: "spec.numWorkers"},
+		"numWorkers too many":            {spec: `{"numWorkers": 2048}`, want: "spec.numWorkers"},
+		"unknown framework":              {spec: `{"framework": "caffe"}`, want: `spec.framework: Unsupported value: "caffe"`},
+		"negative gpus":                  {spec: `{"gpusPerWorker": -1}`, want: "spec.gpusPerWorker"},
+		"too many gpus per worker":       {spec: `{"gpusPerWorker": 17}`, want: "spec.gpusPerWorker"},
+		"parameter servers for pytorch":  {spec: `{"numParameterServers": 2}`, want: "spec.numParameterServers is only used by framework tensorflow or mxnet"},
+		"mxnet without servers":          {spec: `{"framework": "mxnet"}`, want: "spec.numParameterServers must be at least 1 for framework mxnet"},
+		"gpus in resources":              {spec: `{"resources": {"limits": {"nvidia.com/gpu": "8"}}}`, want: "spec.resources.limits must not set nvidia.com/gpu: set spec.gpusPerWorker instead"},
+		"zero learning rate":             {spec: `{"hyperparameters": {"learningRate": 0}}`, want: "spec.hyperparameters.learningRate must be greater than 0"},
+		"learning rate as a word":        {spec: `{"hyperparameters": {"learningRate": "fast"}}`, want: "spec.hyperparameters.learningRate"},
+		"unknown precision":              {spec: `{"hyperparameters": {"mixedPrecision": "fp64"}}`, want: "spec.hyperparameters.mixedPrecision: Unsupported value"},
+		"zero epochs":                    {spec: `{"hyperparameters": {"epochs": 0}}`, want: "spec.hyperparameters.epochs"},
+		"checkpoint without storage":     {spec: `{"checkpoint": {"enabled": true}}`, want: "spec.checkpoint.storage is required when spec.checkpoint.enabled is true"},
+		"s3 without bucket":              {spec: `{"checkpoint": {"enabled": true, "storage": {"type": "s3"}}}`, want: "spec.checkpoint.storage.s3Bucket is required when spec.checkpoint.storage.type is s3"},
+		"pvc without claim":              {spec: `{"checkpoint": {"storage": {"type": "pvc"}}}`, want: "spec.checkpoint.storage.claimName is required when spec.checkpoint.storage.type is pvc"},
+		"gcs without bucket":             {spec: `{"checkpoint": {"storage": {"type": "gcs"}}}`, want: "spec.checkpoint.storage.gcsBucket is required when spec.checkpoint.storage.type is gcs"},
+		"azure without container":        {spec: `{"checkpoint": {"storage": {"type": "azure"}}}`, want: "spec.checkpoint.storage.azureContainer is required when spec.checkpoint.storage.type is azure"},
+		"nfs without export":             {spec: `{"checkpoint": {"storage": {"type": "nfs"}}}`, want: "spec.checkpoint.storage.nfs (server and path) is required"},
+		"nfs relative path":              {spec: `{"checkpoint": {"storage": {"type": "nfs", "nfs": {"server": "nas", "path": "ckpt"}}}}`, want: "spec.checkpoint.storage.nfs.path must be an absolute path"},
+		"unknown storage":                {spec: `{"checkpoint": {"storage": {"type": "hdfs"}}}`, want: `spec.checkpoint.storage.type: Unsupported value: "hdfs"`},
+		"credentials for a pvc":          {spec: `{"checkpoint": {"storage": {"type": "pvc", "claimName": "c", "credentialsSecretRef": {"name": "s"}}}}`, want: "spec.checkpoint.storage.credentialsSecretRef is only used with type s3, gcs or azure"},
+		"priority and class disagree":    {spec: `{"scheduling": {"priority": "high", "priorityClassName": "low"}}`, want: "spec.scheduling.priority and spec.scheduling.priorityClassName name the same PriorityClass"},
+		"queue not a name":               {spec: `{"scheduling": {"queue": "Team_A"}}`, want: "spec.scheduling.queue must be a LocalQueue name"},
+		"unknown topology level":         {spec: `{"scheduling": {"topology": {"level": "pod"}}}`, want: `spec.scheduling.topology.level: Unsupported value: "pod"`},
+		"unknown topology mode":          {spec: `{"scheduling": {"topology": {"level": "rack", "mode": "always"}}}`, want: `spec.scheduling.topology.mode: Unsupported value: "always"`},
+		"metrics port is the master's":   {spec: `{"monitoring": {"metricsPort": 29500}, "networking": {"masterPort": 29500}}`, want: "spec.monitoring.metricsPort must differ from spec.networking.masterPort"},
+		"unknown backend":                {spec: `{"networking": {"backend": "tcp"}}`, want: `spec.networking.backend: Unsupported value: "tcp"`},
+		"privileged master port":         {spec: `{"networking": {"masterPort": 80}}`, want: "spec.networking.masterPort"},
+		"unknown restart policy":         {spec: `{"failurePolicy": {"restartPolicy": "Always"}}`, want: `spec.failurePolicy.restartPolicy: Unsupported value: "Always"`},
+		"negative backoff":               {spec: `{"failurePolicy": {"backoffLimit": -1}}`, want: "spec.failurePolicy.backoffLimit"},
+		"zero deadline":                  {spec: `{"failurePolicy": {"activeDeadlineSeconds": 0}}`, want: "spec.failurePolicy.activeDeadlineSeconds"},
+		"accuracy above one":             {spec: `{"successPolicy": {"targetAccuracy": 1.5}}`, want: "spec.successPolicy.targetAccuracy must be between 0 and 1"},
+		"zero patience":                  {spec: `{"successPolicy": {"earlyStoppingPatience": 0}}`, want: "spec.successPolicy.earlyStoppingPatience"},
+		"negative ttl":                   {spec: `{"ttlSecondsAfterFinished": -5}`, want: "spec.ttlSecondsAfterFinished"},
+		"additional params not a string": {spec: `{"hyperparameters": {"additionalParams": {"dropout": 0.1}}}`, want: "spec.hyperparameters.additionalParams.dropout"},
+	}
+	i := 0
+	for name, tc := range cases {
+		i++
+		t.Run(name, func(t *testing.T) {
+			u := fromYAML(t, strings.Replace(validSpec, "NAME", fmt.Sprintf("invalid-%d", i), 1))
+			var patch map[string]any
+			if err := yaml.Unmarshal([]byte(tc.spec), &patch); err != nil {
+				t.Fatal(err)
+			}
+			spec := u.Object["spec"].(map[string]any)
+			for k, v := range patch {
+				if v == nil {
+					delete(spec, k)
+				} else {
+					spec[k] = v
+				}
+			}
+			err := c.Client.Create(ctx, u)
+			if err == nil {
+				t.Fatalf("the API server accepted an invalid spec; want an error containing %q", tc.want)
+			}
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v\nwant an Invalid error containing %q", err, tc.want)
+			}
+			// Rejected means nothing was stored.
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(u), &v1alpha1.TrainingJob{}); !apierrors.IsNotFound(err) {
+				t.Errorf("after the rejection Get returned %v, want NotFound", err)
+			}
+		})
+	}
+	if len(cases) < 20 {
+		t.Fatalf("only %d invalid specs covered", len(cases))
+	}
+}
+
+func TestShapeIsImmutableUnlessSuspended(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	ns := namespace(t, c, "api-immutable")
+	job := &v1alpha1.TrainingJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "shape", Namespace: ns},
+		Spec:       v1alpha1.TrainingJobSpec{Model: "m", Dataset: "d", NumWorkers: 2, GPUsPerWorker: ptr.To[int32](4)},
+	}
+	if err := c.Client.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	mutate := func(f func(*v1alpha1.TrainingJob)) error {
+		var cur v1alpha1.TrainingJob
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(job), &cur); err != nil {
+			t.Fatal(err)
+		}
+		f(&cur)
+		return c.Client.Update(ctx, &cur)
+	}
+	for name, tc := range map[string]struct {
+		change func(*v1alpha1.TrainingJob)
+		want   string
+	}{
+		"numWorkers":    {func(j *v1alpha1.TrainingJob) { j.Spec.NumWorkers = 8 }, "spec.numWorkers is immutable unless the job is suspended"},
+		"gpusPerWorker": {func(j *v1alpha1.TrainingJob) { j.Spec.GPUsPerWorker = ptr.To[int32](8) }, "spec.gpusPerWorker is immutable unless the job is suspended"},
+		"framework":     {func(j *v1alpha1.TrainingJob) { j.Spec.Framework = v1alpha1.FrameworkJAX }, "spec.framework is immutable"},
+	} {
+		if err := mutate(tc.change); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("changing %s of a running job: error = %v, want %q", name, err, tc.want)
+		}
+	}
+	// A suspended job may be resized: suspend first, then change the shape.
+	if err := mutate(func(j *v1alpha1.TrainingJob) { j.Spec.Suspend = ptr.To(true) }); err != nil {
+		t.Fatalf("suspending: %v", err)
+	}
+	if err := mutate(func(j *v1alpha1.TrainingJob) { j.Spec.NumWorkers = 8 }); err != nil {
+		t.Errorf("resizing a suspended job: %v", err)
+	}
+	// Scheduling constraints stay mutable: Kueue injects its flavor's node selector on admission.
+	if err := mutate(func(j *v1alpha1.TrainingJob) {
+		j.Spec.Scheduling = &v1alpha1.SchedulingSpec{NodeSelector: map[string]string{"nvidia.com/gpu.product": "H100"}}
+	}); err != nil {
+		t.Errorf("setting a node selector: %v", err)
+	}
+}
+
+// kubectl runs the kubectl built into bin/ against the cluster and returns its output.
+func kubectl(t *testing.T, c *framework.Cluster, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(c.BinDir, "kubectl"), append([]string{"--kubeconfig", c.KubeconfigPath}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func TestKubectlPrintsTheColumns(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	ns := namespace(t, c, "api-columns")
+	job := &v1alpha1.TrainingJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "llama", Namespace: ns},
+		Spec: v1alpha1.TrainingJobSpec{Model: "m", Dataset: "d", NumWorkers: 4, GPUsPerWorker: ptr.To[int32](8),
+			Scheduling: &v1alpha1.SchedulingSpec{Queue: "team-a"}},
+	}
+	if err := c.Client.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	job.Status = v1alpha1.TrainingJobStatus{State: v1alpha1.StateRunning, Progress: "45%", CurrentEpoch: 3, TotalEpochs: 10,
+		Resources: &v1alpha1.ResourcesStatus{GPUs: 32}}
+	if err := c.Client.Status().Update(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	out := kubectl(t, c, "get", "trainingjobs", "-n", ns)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if got, want := strings.Fields(lines[0]), []string{"NAME", "STATE", "PROGRESS", "EPOCH", "WORKERS", "GPUS", "QUEUE", "AGE"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("kubectl get trainingjobs header = %v, want %v", got, want)
+	}
+	if got, want := strings.Fields(lines[1])[:7], []string{"llama", "Running", "45%", "3", "4", "32", "team-a"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("kubectl get trainingjobs row = %v, want %v", got, want)
+	}
+	if short := kubectl(t, c, "get", "tj", "-n", ns, "-o", "name"); strings.TrimSpace(short) != "trainingjob.convoy.dev/llama" {
+		t.Errorf("kubectl get tj = %q, want the short name to work", short)
+	}
+	if doc := kubectl(t, c, "explain", "trainingjob.spec.numWorkers"); !strings.Contains(doc, "number of worker pods in the gang") {
+		t.Errorf("kubectl explain trainingjob.spec.numWorkers does not show the field's documentation:\n%s", doc)
+	}
+
+	gn := &v1alpha1.GPUNode{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-columns"}}
+	if err := c.Client.Create(ctx, gn); err != nil {
+		t.Fatal(err)
+	}
+	gn.Status.GPUs = []v1alpha1.GPUDevice{
+		{Index: 0, Product: "NVIDIA-H100-80GB-HBM3", Health: v1alpha1.GPUHealthy},
+		{Index: 1, Product: "NVIDIA-H100-80GB-HBM3", Health: v1alpha1.GPUHealthy, AllocatedTo: "ns/pod"},
+		{Index: 2, Product: "NVIDIA-H100-80GB-HBM3", Health: v1alpha1.GPUUnhealthy, HealthReason: "XID 79"},
+	}
+	gn.Status.Links = []v1alpha1.GPULink{{A: 0, B: 1, Type: v1alpha1.LinkNVLink, NVLinks: 18}}
+	gn.Status.Summarize()
+	if err := c.Client.Status().Update(ctx, gn); err != nil {
+		t.Fatal(err)
+	}
+	out = kubectl(t, c, "get", "gpunodes", "gpu-node-columns")
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	if got, want := strings.Fields(lines[0]), []string{"NAME", "GPUS", "PRODUCT", "HEALTHY", "FREE", "AGE"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("kubectl get gpunodes header = %v, want %v", got, want)
+	}
+	if got, want := strings.Fields(lines[1])[:5], []string{"gpu-node-columns", "3", "NVIDIA-H100-80GB-HBM3", "2", "1"}; strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("kubectl get gpunodes row = %v, want %v", got, want)
+	}
+}

@@ -1,0 +1,239 @@
+package builder
+
+import (
+	"cmp"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/progress"
+)
+
+// Pod returns the pod of replica r: one container running the job's image with the framework's
+// environment, secure defaults, and the gang's scheduling constraints. Restarts are the operator's,
+// for the whole gang, so the pod's restartPolicy is Never.
+func Pod(job *convoy.TrainingJob, r framework.Replica, p framework.Plugin, opts Options) *corev1.Pod {
+	name := framework.PodName(job, r)
+	pod := &corev1.Pod{
+		ObjectMeta: objectMeta(job, name, PodLabels(job, r)),
+		Spec: corev1.PodSpec{
+			Hostname:      name,
+			Subdomain:     job.Name,
+			RestartPolicy: corev1.RestartPolicyNever,
+			SchedulerName: job.SchedulerName(),
+			// A namespace with many jobs would hand every pod thousands of service variables.
+			EnableServiceLinks: ptr.To(false),
+			// Training code needs no API access; its progress token is projected separately.
+			AutomountServiceAccountToken: ptr.To(false),
+			PriorityClassName:            job.PriorityClassName(),
+			SecurityContext: &corev1.PodSecurityContext{
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name:      ContainerName,
+				Image:     cmp.Or(job.Spec.Image, p.DefaultImage()),
+				Command:   job.Spec.Command,
+				Args:      job.Spec.Args,
+				Env:       append([]corev1.EnvVar(nil), job.Spec.Env...),
+				Resources: resources(job, r),
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr.To(false),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+		},
+	}
+	if a := topologyAnnotations(job); a != nil {
+		pod.Annotations = a
+	}
+	if s := job.Spec.Scheduling; s != nil {
+		pod.Spec.NodeSelector = s.NodeSelector
+		pod.Spec.Affinity = s.Affinity
+		pod.Spec.Tolerations = s.Tolerations
+	}
+
+	setHyperparameterEnv(job, pod)
+	framework.SetEnv(pod, "MODEL", job.Spec.Model, "DATASET", job.Spec.Dataset)
+	p.Configure(job, r, pod)
+	setConfigVolume(job, pod)
+	setNetworkEnv(job, pod)
+	setCheckpoint(job, pod)
+	setMonitoring(job, r, pod)
+	setProgress(job, pod, opts)
+	return pod
+}
+
+// resources are spec.resources, plus gpusPerWorker GPUs for workers.
+func resources(job *convoy.TrainingJob, r framework.Replica) corev1.ResourceRequirements {
+	var res corev1.ResourceRequirements
+	if job.Spec.Resources != nil {
+		res = *job.Spec.Resources.DeepCopy()
+	}
+	if gpus := job.GPUsPerWorker(); r.Role == framework.RoleWorker && gpus > 0 {
+		q := *resource.NewQuantity(int64(gpus), resource.DecimalSI)
+		if res.Requests == nil {
+			res.Requests = corev1.ResourceList{}
+		}
+		if res.Limits == nil {
+			res.Limits = corev1.ResourceList{}
+		}
+		res.Requests[convoy.ResourceGPU] = q
+		res.Limits[convoy.ResourceGPU] = q
+	}
+	return res
+}
+
+func setConfigVolume(job *convoy.TrainingJob, pod *corev1.Pod) {
+	addVolume(pod, corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: framework.ConfigMapName(job)},
+	}}}, ConfigDir)
+	framework.SetEnv(pod, "CONVOY_HYPERPARAMETERS_FILE", ConfigDir+"/"+HyperparametersFile)
+}
+
+func addVolume(pod *corev1.Pod, v corev1.Volume, mountPath string) {
+	pod.Spec.Volumes = append(pod.Spec.Volumes, v)
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: mountPath, ReadOnly: v.PersistentVolumeClaim == nil && v.NFS == nil})
+}
+
+// setHyperparameterEnv gives every hyperparameter its own variable, read from the ConfigMap that
+// also holds them as JSON.
+func setHyperparameterEnv(job *convoy.TrainingJob, pod *corev1.Pod) {
+	for _, kv := range hyperparameterEnv(job) {
+		framework.SetEnvVar(pod, corev1.EnvVar{Name: kv.name, ValueFrom: &corev1.EnvVarSource{
+			ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: framework.ConfigMapName(job)},
+				Key:                  kv.name,
+			},
+		}})
+	}
+}
+
+func setNetworkEnv(job *convoy.TrainingJob, pod *corev1.Pod) {
+	backend := convoy.NetworkBackend("nccl")
+	rdma := false
+	if n := job.Spec.Networking; n != nil {
+		backend = cmp.Or(n.Backend, backend)
+		rdma = n.RDMAEnabled
+	}
+	framework.SetEnv(pod, "CONVOY_DIST_BACKEND", string(backend))
+	if backend == "nccl" {
+		// Without RDMA NCCL must not probe InfiniBand devices that are not there.
+		framework.SetEnv(pod, "NCCL_IB_DISABLE", map[bool]string{true: "0", false: "1"}[rdma])
+	}
+}
+
+// setCheckpoint wires checkpoint storage and tells the code where to resume: the latest checkpoint
+// it reported, or spec.checkpoint.resumeFrom before it reported any.
+func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
+	cp := job.Spec.Checkpoint
+	resume := ""
+	if cp != nil {
+		resume = cp.ResumeFrom
+	}
+	if s := job.Status.Checkpoint; s != nil && s.Latest != "" {
+		resume = s.Latest
+	}
+	if resume != "" {
+		framework.SetEnv(pod, "CONVOY_RESUME_FROM", resume)
+	}
+	if cp == nil || !cp.Enabled || cp.Storage == nil {
+		return
+	}
+	s := cp.Storage
+	prefix := cmp.Or(s.Prefix, job.Namespace+"/"+job.Name)
+	var uri string
+	switch s.Type {
+	case convoy.StoragePVC:
+		addVolume(pod, corev1.Volume{Name: "checkpoints", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.ClaimName},
+		}}, CheckpointDir)
+		uri = CheckpointDir + "/" + prefix
+	case convoy.StorageNFS:
+		addVolume(pod, corev1.Volume{Name: "checkpoints", VolumeSource: corev1.VolumeSource{
+			NFS: &corev1.NFSVolumeSource{Server: s.NFS.Server, Path: s.NFS.Path},
+		}}, CheckpointDir)
+		uri = CheckpointDir + "/" + prefix
+	case convoy.StorageS3:
+		uri = "s3://" + s.S3Bucket + "/" + prefix
+		if s.S3Endpoint != "" {
+			framework.SetEnv(pod, "AWS_ENDPOINT_URL", s.S3Endpoint)
+		}
+		if s.S3Region != "" {
+			framework.SetEnv(pod, "AWS_REGION", s.S3Region, "AWS_DEFAULT_REGION", s.S3Region)
+		}
+	case convoy.StorageGCS:
+		uri = "gs://" + s.GCSBucket + "/" + prefix
+	case convoy.StorageAzure:
+		uri = "az://" + s.AzureContainer + "/" + prefix
+		if s.AzureStorageAccount != "" {
+			framework.SetEnv(pod, "AZURE_STORAGE_ACCOUNT", s.AzureStorageAccount)
+		}
+	}
+	if s.CredentialsSecretRef != nil {
+		c := &pod.Spec.Containers[0]
+		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *s.CredentialsSecretRef}})
+	}
+	framework.SetEnv(pod,
+		"CONVOY_CHECKPOINT_URI", uri,
+		"CONVOY_CHECKPOINT_FREQUENCY", strconv.Itoa(int(max(cp.Frequency, 1))),
+	)
+	if cp.Retention != nil {
+		framework.SetEnv(pod, "CONVOY_CHECKPOINT_RETENTION", itoa(*cp.Retention))
+	}
+	if m := job.Spec.Monitoring; m != nil && m.TensorboardEnabled {
+		framework.SetEnv(pod, "TENSORBOARD_LOG_DIR", uri+"/tensorboard")
+	}
+}
+
+func setMonitoring(job *convoy.TrainingJob, r framework.Replica, pod *corev1.Pod) {
+	m := job.Spec.Monitoring
+	if m == nil {
+		return
+	}
+	if m.Enabled && r == framework.Master {
+		framework.AddPort(pod, "metrics", metricsPort(job))
+	}
+	if m.MLflowTrackingURI != "" {
+		framework.SetEnv(pod, "MLFLOW_TRACKING_URI", m.MLflowTrackingURI)
+	}
+	if m.WandbProject != "" {
+		framework.SetEnv(pod, "WANDB_PROJECT", m.WandbProject)
+	}
+}
+
+func metricsPort(job *convoy.TrainingJob) int32 {
+	if m := job.Spec.Monitoring; m != nil && m.MetricsPort != 0 {
+		return m.MetricsPort
+	}
+	return 9090
+}
+
+// setProgress mounts a token for progress.Audience, bound to the pod, and the endpoint's CA.
+func setProgress(job *convoy.TrainingJob, pod *corev1.Pod, opts Options) {
+	if opts.ProgressURL == "" {
+		return
+	}
+	addVolume(pod, corev1.Volume{Name: "convoy-progress", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+				Audience: progress.Audience, ExpirationSeconds: ptr.To[int64](ProgressTokenSeconds), Path: "token",
+			}},
+			{ConfigMap: &corev1.ConfigMapProjection{
+				LocalObjectReference: corev1.LocalObjectReference{Name: framework.ConfigMapName(job)},
+				Items:                []corev1.KeyToPath{{Key: ProgressCAKey, Path: "ca.crt"}},
+			}},
+		},
+	}}}, ProgressDir)
+	framework.SetEnv(pod,
+		"CONVOY_PROGRESS_URL", opts.ProgressURL+progress.JobPath(job.Namespace, job.Name),
+		"CONVOY_PROGRESS_TOKEN_FILE", ProgressDir+"/token",
+		"CONVOY_PROGRESS_CA_FILE", ProgressDir+"/ca.crt",
+	)
+}
+
+func itoa(n int32) string { return strconv.Itoa(int(n)) }

@@ -1,0 +1,88 @@
+// Package progress is the operator's HTTPS endpoint that training code calls with its progress and
+// checkpoints. Pods authenticate with a projected ServiceAccount token for Audience, which the
+// server checks with a TokenReview; reports are accepted only from the job's own pods and folded
+// into the TrainingJob's status. See operator/README.md for the protocol.
+package progress
+
+import (
+	"fmt"
+	"math"
+)
+
+// Audience is the audience of the projected ServiceAccount token pods present; a token for the
+// API server (or any other audience) is refused.
+const Audience = "convoy.dev/progress"
+
+// JobPath is the path of a job's endpoints; pods get the server's URL joined with it as
+// CONVOY_PROGRESS_URL and post to CONVOY_PROGRESS_URL/progress and CONVOY_PROGRESS_URL/checkpoint.
+func JobPath(namespace, name string) string {
+	return "/v1/namespaces/" + namespace + "/trainingjobs/" + name
+}
+
+// Report is the body of POST .../progress.
+type Report struct {
+	// Epoch is the epoch the training code is in or has finished.
+	Epoch *int32 `json:"epoch,omitempty"`
+	// TotalEpochs is how many epochs the run will have; hyperparameters.epochs when omitted.
+	TotalEpochs *int32 `json:"totalEpochs,omitempty"`
+	// Step is the global step.
+	Step *int64 `json:"step,omitempty"`
+	// Metrics are the latest values by name; "loss" and "accuracy" have their own status fields and
+	// drive the success policy.
+	Metrics map[string]float64 `json:"metrics,omitempty"`
+}
+
+// Checkpoint is the body of POST .../checkpoint.
+type Checkpoint struct {
+	// Path is the checkpoint's path or URI, as CONVOY_RESUME_FROM will give it back.
+	Path string `json:"path"`
+	// Epoch is the epoch the checkpoint was taken at.
+	Epoch int32 `json:"epoch"`
+}
+
+// Limits of a report; the status fields they land in have the same bounds.
+const (
+	MaxMetrics   = 32
+	MaxPathLen   = 2048
+	maxMetricKey = 63
+)
+
+// Validate returns an error a person can act on when the report cannot be recorded.
+func (r *Report) Validate() error {
+	if r.Epoch != nil && *r.Epoch < 0 {
+		return fmt.Errorf("epoch must not be negative, got %d", *r.Epoch)
+	}
+	if r.TotalEpochs != nil && *r.TotalEpochs < 1 {
+		return fmt.Errorf("totalEpochs must be at least 1, got %d", *r.TotalEpochs)
+	}
+	if r.Step != nil && *r.Step < 0 {
+		return fmt.Errorf("step must not be negative, got %d", *r.Step)
+	}
+	others := 0
+	for k, v := range r.Metrics {
+		if k == "" || len(k) > maxMetricKey {
+			return fmt.Errorf("metric names must be 1 to %d characters, got %q", maxMetricKey, k)
+		}
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("metric %q is %v: report finite numbers only", k, v)
+		}
+		if k != "loss" && k != "accuracy" {
+			others++
+		}
+	}
+	if others > MaxMetrics {
+		return fmt.Errorf("at most %d metrics besides loss and accuracy, got %d", MaxMetrics, others)
+	}
+	return nil
+}
+
+// Validate returns an error a person can act on when the checkpoint cannot be recorded.
+func (c *Checkpoint) Validate() error {
+	if c.Path == "" || len(c.Path) > MaxPathLen {
+		return fmt.Errorf("path must be 1 to %d characters", MaxPathLen)
+	}
+	if c.Epoch < 0 {
+		return fmt.Errorf("epoch must not be negative, got %d", c.Epoch)
+	}
+	return nil
+}

@@ -3,6 +3,9 @@ module github.com/convoy-dev/convoy
 go 1.25.0
 
 require (
+	github.com/NVIDIA/go-gpuallocator v0.6.0
+	github.com/NVIDIA/go-nvlib v0.8.1
+	github.com/NVIDIA/go-nvml v0.13.0-1
 	go.etcd.io/etcd/server/v3 v3.6.5
 	k8s.io/api v0.34.7
 	k8s.io/apimachinery v0.34.7

@@ -241,6 +241,18 @@ const (
 	GPUNodeNVMLAvailable = "NVMLAvailable"
 )
 
+// Reasons of the NVMLAvailable condition.
+const (
+	// GPUNodeReasonInitialized: NVML started and listed the GPUs.
+	GPUNodeReasonInitialized = "Initialized"
+	// GPUNodeReasonLibraryNotFound: libnvidia-ml.so.1 is missing (no driver, or not mounted).
+	GPUNodeReasonLibraryNotFound = "LibraryNotFound"
+	// GPUNodeReasonNoDevices: NVML started but lists no GPU.
+	GPUNodeReasonNoDevices = "NoDevices"
+	// GPUNodeReasonInitFailed: NVML failed to start or to count the GPUs.
+	GPUNodeReasonInitFailed = "InitFailed"
+)
+
 // Summarize sets product, capacity, healthy and free from the GPU list. It is the one place these
 // printer-column fields are derived.
 func (s *GPUNodeStatus) Summarize() {

@@ -15,6 +15,11 @@ const (
 
 	// ResourceGPU is the extended resource the NVIDIA device plugin advertises.
 	ResourceGPU = "nvidia.com/gpu"
+
+	// AnnotationGPUIndices on a pod lists the GPU indices Convoy's scheduler chose for it on its
+	// node, for example "0,1,2,3". On fake nodes the node agent gives the pod these GPUs when they
+	// are free and healthy.
+	AnnotationGPUIndices = "convoy.dev/gpu-indices"
 )
 
 // Labels and annotations the operator puts on a TrainingJob's pods.

@@ -1,0 +1,109 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/builder"
+	"github.com/convoy-dev/convoy/operator/pkg/framework"
+)
+
+// ensureChildren creates the job's ConfigMap, Services and PodGroup when the cache does not hold
+// them, and updates them when they drifted from what the builders return. A reconcile that finds
+// them in place makes no API call. The SSH Secret is only created, when pods are about to be.
+func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob, plugin framework.Plugin, creatingPods bool) error {
+	if err := ensure(ctx, r.Client, job, builder.ConfigMap(job, plugin, r.Options), &corev1.ConfigMap{},
+		func(want, have *corev1.ConfigMap) bool {
+			if maps.Equal(want.Data, have.Data) {
+				return false
+			}
+			have.Data = want.Data
+			return true
+		}); err != nil {
+		return err
+	}
+	services := []*corev1.Service{builder.HeadlessService(job)}
+	if s := builder.MetricsService(job); s != nil {
+		services = append(services, s)
+	}
+	for _, svc := range services {
+		if err := ensure(ctx, r.Client, job, svc, &corev1.Service{}, func(want, have *corev1.Service) bool {
+			if equality.Semantic.DeepEqual(want.Spec.Selector, have.Spec.Selector) &&
+				equality.Semantic.DeepEqual(want.Spec.Ports, have.Spec.Ports) &&
+				want.Spec.PublishNotReadyAddresses == have.Spec.PublishNotReadyAddresses {
+				return false
+			}
+			have.Spec.Selector, have.Spec.Ports = want.Spec.Selector, want.Spec.Ports
+			have.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
+			return true
+		}); err != nil {
+			return err
+		}
+	}
+	pg := builder.PodGroup(job, builder.Pods(job, plugin, r.Options), r.Options)
+	if err := ensure(ctx, r.Client, job, pg, &schedv1alpha1.PodGroup{}, func(want, have *schedv1alpha1.PodGroup) bool {
+		changed := false
+		if !equality.Semantic.DeepEqual(want.Spec, have.Spec) {
+			have.Spec = want.Spec
+			changed = true
+		}
+		for k, v := range want.Annotations {
+			if have.Annotations[k] != v {
+				if have.Annotations == nil {
+					have.Annotations = map[string]string{}
+				}
+				have.Annotations[k] = v
+				changed = true
+			}
+		}
+		return changed
+	}); err != nil {
+		return err
+	}
+	if creatingPods && plugin.NeedsSSHKeys() {
+		priv, pub, err := r.NewSSHKeyPair()
+		if err != nil {
+			return err
+		}
+		// Created once; a restarted gang keeps the keys its launcher's image may have cached.
+		if err := r.Client.Create(ctx, builder.SSHSecret(job, priv, pub)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating Secret %s: %w", framework.SSHSecretName(job), err)
+		}
+	}
+	return nil
+}
+
+// ensure creates want when the cache has no object of its name, or else updates the cached object
+// when sync copied a difference into it. An object of that name that the job does not control is
+// an error a person must resolve.
+func ensure[T client.Object](ctx context.Context, c client.Client, job *convoy.TrainingJob, want, have T, sync func(want, have T) bool) error {
+	kind := fmt.Sprintf("%T", want)[1:]
+	err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
+	if apierrors.IsNotFound(err) {
+		if err := c.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %s %s: %w", kind, want.GetName(), err)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !metav1.IsControlledBy(have, job) {
+		return fmt.Errorf("%s %s/%s exists and is not controlled by this TrainingJob: delete it or rename the job", kind, have.GetNamespace(), have.GetName())
+	}
+	if sync(want, have) {
+		if err := c.Update(ctx, have); err != nil {
+			return fmt.Errorf("updating %s %s: %w", kind, want.GetName(), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/builder"
+)
+
+// Backoff spaces the gang restarts caused by worker failures: Base after the first, doubling up to
+// Max. Restarts after a lost pod are not delayed.
+type Backoff struct {
+	Base time.Duration
+	Max  time.Duration
+}
+
+// DefaultBackoff is batch/v1 Job's pod-failure backoff.
+var DefaultBackoff = Backoff{Base: 10 * time.Second, Max: 6 * time.Minute}
+
+// delay is the wait before the gang starts again after its n-th failure restart.
+func (b Backoff) delay(n int32) time.Duration {
+	if n <= 0 {
+		return 0
+	}
+	d := b.Base
+	for i := int32(1); i < n && d < b.Max; i++ {
+		d *= 2
+	}
+	return min(d, b.Max)
+}
+
+func restartPolicy(job *convoy.TrainingJob) convoy.RestartPolicy {
+	if fp := job.Spec.FailurePolicy; fp != nil && fp.RestartPolicy != "" {
+		return fp.RestartPolicy
+	}
+	return convoy.RestartOnFailure
+}
+
+func backoffLimit(job *convoy.TrainingJob) int32 {
+	if fp := job.Spec.FailurePolicy; fp != nil && fp.BackoffLimit != nil {
+		return *fp.BackoffLimit
+	}
+	return 3
+}
+
+// RetryableExitCode reports whether a worker's exit code restarts the gang under restartPolicy
+// ExitCode. Codes 1-127 are the program's own verdict and fail the job. Codes above 128 are deaths
+// by signal 128+N and are retried (SIGINT 130, SIGKILL 137 as after an OOM kill, SIGTERM 143, ...)
+// except the signals of a program bug: SIGILL 132, SIGTRAP 133, SIGABRT 134, SIGBUS 135,
+// SIGFPE 136, SIGSEGV 139 and SIGSYS 159. A pod that failed without an exit code (rejected by its
+// node) is retried.
+func RetryableExitCode(code int32, known bool) bool {
+	if !known {
+		return true
+	}
+	if code <= 128 || code > 128+64 {
+		return false
+	}
+	switch code - 128 {
+	case 4, 5, 6, 7, 8, 11, 31:
+		return false
+	}
+	return true
+}
+
+// exitCode is the training container's exit code, when it terminated.
+func exitCode(pod *corev1.Pod) (int32, bool) {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != builder.ContainerName {
+			continue
+		}
+		if t := cs.State.Terminated; t != nil {
+			return t.ExitCode, true
+		}
+		if t := cs.LastTerminationState.Terminated; t != nil {
+			return t.ExitCode, true
+		}
+	}
+	return 0, false
+}
+
+// describeFailure says which pod failed and how, and where to look.
+func describeFailure(pod *corev1.Pod) string {
+	msg := "pod " + pod.Name + " failed"
+	if code, ok := exitCode(pod); ok {
+		msg += fmt.Sprintf(" with exit code %d", code)
+		for _, cs := range pod.Status.ContainerStatuses {
+			if t := cs.State.Terminated; cs.Name == builder.ContainerName && t != nil && t.Reason != "" && t.Reason != "Error" {
+				msg += " (" + t.Reason + ")"
+			}
+		}
+	} else if pod.Status.Reason != "" {
+		msg += " (" + pod.Status.Reason + ": " + pod.Status.Message + ")"
+	}
+	return msg + "; see `kubectl logs -n " + pod.Namespace + " " + pod.Name + "`"
+}
+
+// lostCause says why a pod was lost to something other than its own code: a disruption (preemption,
+// eviction, node drain), a deletion the operator did not make, or its node's disappearance. The
+// gang then restarts without spending backoffLimit.
+func lostCause(pod *corev1.Pod, goneNodes map[string]bool) (reason, message string, lost bool) {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return c.Reason, fmt.Sprintf("pod %s was disrupted (%s: %s)", pod.Name, c.Reason, c.Message), true
+		}
+	}
+	switch {
+	case pod.Status.Reason == "Evicted":
+		return "Evicted", fmt.Sprintf("pod %s was evicted: %s", pod.Name, pod.Status.Message), true
+	case pod.Spec.NodeName != "" && goneNodes[pod.Spec.NodeName]:
+		return "NodeGone", fmt.Sprintf("node %s of pod %s no longer exists", pod.Spec.NodeName, pod.Name), true
+	case pod.DeletionTimestamp != nil:
+		return "Deleted", fmt.Sprintf("pod %s was deleted", pod.Name), true
+	}
+	return "", "", false
+}
+
+func isFinished(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}

@@ -1,0 +1,354 @@
+// Package controller is the TrainingJob reconciler: it reads a job and its pods from the cache,
+// decides the job's state (state.go), writes the status once when it changed, and then creates
+// and deletes children to match.
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/builder"
+	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/metrics"
+)
+
+// Name is the controller's name in logs and metrics, and the events' source.
+const Name = "trainingjob"
+
+// Field indexes on the pod cache.
+const (
+	podOwnerKey = ".metadata.controller.trainingjob"
+	podNodeKey  = "spec.nodeName"
+)
+
+// writeConcurrency bounds the pod creations and deletions of one reconcile in flight together.
+const writeConcurrency = 16
+
+// Reconciler drives TrainingJobs through their lifecycle.
+type Reconciler struct {
+	// Client reads from the manager's cache and writes to the API server.
+	Client client.Client
+	// APIReader reads past the cache; it confirms that a node is gone before pods on it are lost.
+	APIReader client.Reader
+	Recorder  record.EventRecorder
+	Metrics   *metrics.Recorder
+	Options   builder.Options
+	// Queue reports on jobs that name a queue; nil until the queue integration is wired in.
+	Queue   Queue
+	Backoff Backoff
+	Clock   clock.PassiveClock
+	// NewSSHKeyPair makes the key pair of an SSH Secret; builder.NewSSHKeyPair when nil.
+	NewSSHKeyPair func() (privateKeyPEM, authorizedKey []byte, err error)
+}
+
+// CacheOptions limit the manager's cache to what the operator needs: of pods, Services,
+// ConfigMaps and PodGroups only those carrying the job-name label, so that a cluster's other
+// objects cost the operator no memory. Nodes are watched as metadata only.
+func CacheOptions() cache.Options {
+	req, err := labels.NewRequirement(convoy.LabelJobName, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant, valid label key
+	}
+	owned := cache.ByObject{Label: labels.NewSelector().Add(*req)}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}:             owned,
+		&corev1.Service{}:         owned,
+		&corev1.ConfigMap{}:       owned,
+		&schedv1alpha1.PodGroup{}: owned,
+	}}
+}
+
+// SetupWithManager registers the pod indexes and the controller with mgr.
+func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, concurrency int) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.Backoff == (Backoff{}) {
+		r.Backoff = DefaultBackoff
+	}
+	if r.NewSSHKeyPair == nil {
+		r.NewSSHKeyPair = builder.NewSSHKeyPair
+	}
+	if r.Metrics == nil {
+		r.Metrics = metrics.NewRecorder()
+	}
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &corev1.Pod{}, podOwnerKey, func(o client.Object) []string {
+		if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == "TrainingJob" && ref.APIVersion == convoy.GroupVersion.String() {
+			return []string{ref.Name}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := idx.IndexField(ctx, &corev1.Pod{}, podNodeKey, func(o client.Object) []string {
+		if n := o.(*corev1.Pod).Spec.NodeName; n != "" {
+			return []string{n}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	nodeDeleted := predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(Name).
+		For(&convoy.TrainingJob{}).
+		Owns(&corev1.Pod{}).
+		Owns(&corev1.Service{}).
+		Owns(&corev1.ConfigMap{}).
+		Owns(&schedv1alpha1.PodGroup{}).
+		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnNode), ctrlbuilder.WithPredicates(nodeDeleted)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(r)
+}
+
+// jobsOnNode maps a deleted node to the jobs that had pods on it.
+func (r *Reconciler) jobsOnNode(ctx context.Context, node client.Object) []reconcile.Request {
+	pods := &corev1.PodList{}
+	if err := r.Client.List(ctx, pods, client.MatchingFields{podNodeKey: node.GetName()}); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the pods of a deleted node", "node", node.GetName())
+		return nil
+	}
+	seen := map[types.NamespacedName]bool{}
+	var out []reconcile.Request
+	for i := range pods.Items {
+		name := pods.Items[i].Labels[convoy.LabelJobName]
+		key := types.NamespacedName{Namespace: pods.Items[i].Namespace, Name: name}
+		if name != "" && !seen[key] {
+			seen[key] = true
+			out = append(out, reconcile.Request{NamespacedName: key})
+		}
+	}
+	return out
+}
+
+// +kubebuilder:rbac:groups=convoy.dev,resources=trainingjobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=convoy.dev,resources=trainingjobs/status,verbs=get;update
+// +kubebuilder:rbac:groups=convoy.dev,resources=trainingjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create
+// +kubebuilder:rbac:groups=scheduling.x-k8s.io,resources=podgroups,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile moves one TrainingJob a step through its lifecycle.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.Result, err error) {
+	began := time.Now()
+	defer func() { r.Metrics.ObserveReconcile(req.NamespacedName, time.Since(began), err) }()
+
+	job := &convoy.TrainingJob{}
+	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Metrics.Forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	if !job.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // the garbage collector takes the children
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("trainingJob", klog.KObj(job))
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	plugin, err := framework.For(job.Spec.Framework)
+	if err != nil {
+		return ctrl.Result{}, r.writeStatus(ctx, job, invalidSpec(job, err, r.Clock.Now()))
+	}
+	pods, err := r.pods(ctx, job)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	nodes, gone, err := r.nodes(ctx, pods)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var qs QueueStatus
+	if r.Queue != nil && job.QueueName() != "" {
+		if qs, err = r.Queue.Status(ctx, job); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	p := decide(observation{
+		job: job, plugin: plugin, pods: pods, nodes: nodes, goneNodes: gone, queue: qs,
+		now: r.Clock.Now(), backoff: r.Backoff,
+	})
+
+	if err := r.writeStatus(ctx, job, p.status); err != nil {
+		return ctrl.Result{}, err
+	}
+	// job now carries the new status: restart attempt and latest checkpoint for the pods.
+	if p.ensureChildren {
+		if err := r.ensureChildren(ctx, job, plugin, len(p.create) > 0); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	if err := r.deletePods(ctx, p.delete); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.createPods(ctx, job, plugin, p.create); err != nil {
+		return ctrl.Result{}, err
+	}
+	if p.deleteJob {
+		log.V(2).Info("Deleting finished TrainingJob after its TTL")
+		err := r.Client.Delete(ctx, job, client.Preconditions{UID: &job.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
+}
+
+// writeStatus writes st, with its state derived, when it differs from the job's status, and
+// then emits an event for each transition. job is left holding the status written.
+func (r *Reconciler) writeStatus(ctx context.Context, job *convoy.TrainingJob, st convoy.TrainingJobStatus) error {
+	st.State = convoy.StateFromConditions(st.Conditions)
+	old := job.Status.DeepCopy()
+	if equality.Semantic.DeepEqual(*old, st) {
+		r.Metrics.ObserveJob(job, old)
+		return nil
+	}
+	st.Duration = runTime(&st, r.Clock.Now())
+	job.Status = st
+	if err := r.Client.Status().Update(ctx, job); err != nil {
+		job.Status = *old
+		return err
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("Updated TrainingJob status", "state", st.State, "previousState", old.State)
+	r.emitEvents(job, old)
+	r.Metrics.ObserveJob(job, old)
+	return nil
+}
+
+// runTime is status.duration: completion (or now) minus start, to the second.
+func runTime(st *convoy.TrainingJobStatus, now time.Time) string {
+	if st.StartTime == nil {
+		return st.Duration
+	}
+	end := now
+	if st.CompletionTime != nil {
+		end = st.CompletionTime.Time
+	}
+	return end.Sub(st.StartTime.Time).Round(time.Second).String()
+}
+
+// invalidSpec fails a job the operator cannot run.
+func invalidSpec(job *convoy.TrainingJob, err error, now time.Time) convoy.TrainingJobStatus {
+	st := *job.Status.DeepCopy()
+	st.FailureReason = convoy.ReasonInvalidSpec
+	if st.CompletionTime == nil {
+		t := metav1.NewTime(now)
+		st.CompletionTime = &t
+	}
+	setCondition(&st, job, convoy.ConditionFailed, convoy.ReasonInvalidSpec, err.Error(), now)
+	return st
+}
+
+func (r *Reconciler) pods(ctx context.Context, job *convoy.TrainingJob) ([]*corev1.Pod, error) {
+	list := &corev1.PodList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(job.Namespace), client.MatchingFields{podOwnerKey: job.Name}); err != nil {
+		return nil, err
+	}
+	pods := make([]*corev1.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		if metav1.IsControlledBy(&list.Items[i], job) {
+			pods = append(pods, &list.Items[i])
+		}
+	}
+	return pods, nil
+}
+
+// nodes returns the labels of the nodes the pods are bound to and the set of those that are gone.
+// A node missing from the cache is looked up on the API server before it is called gone: a cache
+// that has not seen a new node yet must not restart a gang.
+func (r *Reconciler) nodes(ctx context.Context, pods []*corev1.Pod) (map[string]map[string]string, map[string]bool, error) {
+	nodes := map[string]map[string]string{}
+	gone := map[string]bool{}
+	for _, pod := range pods {
+		name := pod.Spec.NodeName
+		if name == "" || nodes[name] != nil || gone[name] {
+			continue
+		}
+		node := &metav1.PartialObjectMetadata{}
+		node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+		err := r.Client.Get(ctx, client.ObjectKey{Name: name}, node)
+		if apierrors.IsNotFound(err) {
+			err = r.APIReader.Get(ctx, client.ObjectKey{Name: name}, node)
+			if apierrors.IsNotFound(err) {
+				gone[name] = true
+				continue
+			}
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("looking up node %s: %w", name, err)
+		}
+		nodes[name] = node.Labels
+		if nodes[name] == nil {
+			nodes[name] = map[string]string{}
+		}
+	}
+	return nodes, gone, nil
+}
+
+func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, plugin framework.Plugin, replicas []framework.Replica) error {
+	if len(replicas) == 0 {
+		return nil
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("Creating pods", "count", len(replicas), "restartAttempt", job.Status.RestartCount)
+	return parallel(len(replicas), func(i int) error {
+		pod := builder.Pod(job, replicas[i], plugin, r.Options)
+		if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating pod %s: %w", pod.Name, err)
+		}
+		return nil
+	})
+}
+
+func (r *Reconciler) deletePods(ctx context.Context, pods []*corev1.Pod) error {
+	if len(pods) == 0 {
+		return nil
+	}
+	ctrl.LoggerFrom(ctx).V(2).Info("Deleting pods", "count", len(pods))
+	return parallel(len(pods), func(i int) error {
+		err := r.Client.Delete(ctx, pods[i], client.Preconditions{UID: &pods[i].UID})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting pod %s: %w", pods[i].Name, err)
+		}
+		return nil
+	})
+}
+
+func parallel(n int, f func(i int) error) error {
+	var g errgroup.Group
+	g.SetLimit(writeConcurrency)
+	for i := range n {
+		g.Go(func() error { return f(i) })
+	}
+	return g.Wait()
+}

@@ -1,0 +1,407 @@
+package controller
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/builder"
+	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
+)
+
+var (
+	t0  = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	now = t0.Add(time.Hour)
+)
+
+// podWrapper builds a pod of the job as the operator would have created it.
+type podWrapper struct{ corev1.Pod }
+
+func makePod(job *convoy.TrainingJob, role framework.Role, rank int32) *podWrapper {
+	p, _ := framework.For(job.Spec.Framework)
+	pod := builder.Pod(job, framework.Replica{Role: role, Rank: rank}, p, builder.Options{})
+	pod.UID = types.UID("uid-" + pod.Name)
+	return &podWrapper{*pod}
+}
+
+func (w *podWrapper) phase(phase corev1.PodPhase) *podWrapper {
+	w.Status.Phase = phase
+	if w.Spec.NodeName == "" && phase != corev1.PodPending {
+		w.Spec.NodeName = "node-a"
+	}
+	return w
+}
+
+func (w *podWrapper) exit(code int32) *podWrapper {
+	w.phase(map[bool]corev1.PodPhase{true: corev1.PodSucceeded, false: corev1.PodFailed}[code == 0])
+	w.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "trainer",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}}}
+	return w
+}
+
+func (w *podWrapper) node(name string) *podWrapper {
+	w.Spec.NodeName = name
+	return w
+}
+
+func (w *podWrapper) attempt(n int) *podWrapper {
+	w.Labels[convoy.LabelRestartAttempt] = strconv.Itoa(n)
+	return w
+}
+
+func (w *podWrapper) disrupted(reason string) *podWrapper {
+	w.Status.Conditions = append(w.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget,
+		Status: corev1.ConditionTrue, Reason: reason, Message: "preempted"})
+	return w
+}
+
+func (w *podWrapper) deleting() *podWrapper {
+	w.DeletionTimestamp = &metav1.Time{Time: now}
+	return w
+}
+
+func (w *podWrapper) obj() *corev1.Pod { return &w.Pod }
+
+// gang returns the job's worker pods in phase.
+func gang(job *convoy.TrainingJob, phase corev1.PodPhase) []*corev1.Pod {
+	var pods []*corev1.Pod
+	for i := range job.Spec.NumWorkers {
+		pods = append(pods, makePod(job, framework.RoleWorker, i).phase(phase).obj())
+	}
+	return pods
+}
+
+func cond(condType string, status metav1.ConditionStatus, reason string, at time.Time) metav1.Condition {
+	return metav1.Condition{Type: condType, Status: status, Reason: reason, LastTransitionTime: metav1.NewTime(at)}
+}
+
+func running(at time.Time) []metav1.Condition {
+	return []metav1.Condition{
+		cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, at),
+		cond(convoy.ConditionRunning, metav1.ConditionTrue, convoy.ReasonPodsRunning, at),
+	}
+}
+
+func names(pods []*corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+// outcome is what a test compares of a plan: the summary a user sees and the writes.
+type outcome struct {
+	State           convoy.TrainingJobState
+	Reasons         map[string]string // condition type -> reason, of true conditions
+	RestartCount    int32
+	FailureRestarts int32
+	FailureReason   string
+	Workers         convoy.WorkerCounts
+	Create          []framework.Replica
+	Delete          []string
+	Children        bool
+	DeleteJob       bool
+	RequeueAfter    time.Duration
+	Started         bool
+	Finished        bool
+}
+
+func summarize(p plan) outcome {
+	o := outcome{
+		State: convoy.StateFromConditions(p.status.Conditions), Reasons: map[string]string{},
+		RestartCount: p.status.RestartCount, FailureRestarts: p.status.FailureRestarts, FailureReason: p.status.FailureReason,
+		Workers: p.status.Workers, Create: p.create, Delete: names(p.delete), Children: p.ensureChildren,
+		DeleteJob: p.deleteJob, RequeueAfter: p.requeueAfter,
+		Started: p.status.StartTime != nil, Finished: p.status.CompletionTime != nil,
+	}
+	for _, c := range p.status.Conditions {
+		if c.Status == metav1.ConditionTrue {
+			o.Reasons[c.Type] = c.Reason
+		}
+	}
+	return o
+}
+
+func TestDecide(t *testing.T) {
+	start := &metav1.Time{Time: t0}
+	job := utiltesting.MakeTrainingJob("llm", "ns").Workers(2)
+	runningJob := job.Clone().Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start})
+	w0, w1 := framework.Replica{Role: framework.RoleWorker, Rank: 0}, framework.Replica{Role: framework.RoleWorker, Rank: 1}
+	admitted := map[string]string{convoy.ConditionAdmitted: convoy.ReasonNoQueue}
+	with := func(m map[string]string, kv ...string) map[string]string {
+		out := map[string]string{}
+		for k, v := range m {
+			out[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i]] = kv[i+1]
+		}
+		return out
+	}
+
+	cases := map[string]struct {
+		job       *convoy.TrainingJob
+		pods      []*corev1.Pod
+		goneNodes map[string]bool
+		want      outcome
+	}{
+		"a new job without a queue is admitted at once and its gang created": {
+			job: job.Clone().Obj(),
+			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
+				Create: []framework.Replica{w0, w1}, Children: true, Started: true},
+		},
+		"pods placed but not all running: initializing": {
+			job:  job.Clone().Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).obj(), makePod(job.Obj(), "worker", 1).obj()},
+			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
+				Workers: convoy.WorkerCounts{Active: 1, Pending: 1}, Children: true, Started: true},
+		},
+		"every pod running: running": {
+			job:  job.Clone().Obj(),
+			pods: gang(job.Obj(), corev1.PodRunning),
+			want: outcome{State: convoy.StateRunning, Reasons: with(admitted, convoy.ConditionRunning, convoy.ReasonPodsRunning),
+				Workers: convoy.WorkerCounts{Active: 2}, Children: true, Started: true},
+		},
+		"every worker succeeded: completed, parameter servers stopped": {
+			job: job.Clone().Framework(convoy.FrameworkTensorFlow).ParameterServers(1).Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start}).Obj(),
+			pods: []*corev1.Pod{
+				makePod(job.Clone().Framework(convoy.FrameworkTensorFlow).Obj(), "worker", 0).exit(0).obj(),
+				makePod(job.Clone().Framework(convoy.FrameworkTensorFlow).Obj(), "worker", 1).exit(0).obj(),
+				makePod(job.Clone().Framework(convoy.FrameworkTensorFlow).Obj(), "ps", 0).phase(corev1.PodRunning).obj(),
+			},
+			want: outcome{State: convoy.StateCompleted, Reasons: with(admitted, convoy.ConditionCompleted, convoy.ReasonAllWorkersSucceeded),
+				Workers: convoy.WorkerCounts{Succeeded: 2, Active: 1}, Delete: []string{"llm-ps-0"}, Started: true, Finished: true},
+		},
+		"mpi: the launcher's success completes the job and stops the ssh workers": {
+			job:  job.Clone().Framework(convoy.FrameworkMPI).Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start}).Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).exit(0).obj(), makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).obj()},
+			want: outcome{State: convoy.StateCompleted, Reasons: with(admitted, convoy.ConditionCompleted, convoy.ReasonAllWorkersSucceeded),
+				Workers: convoy.WorkerCounts{Succeeded: 1, Active: 1}, Delete: []string{"llm-worker-1"}, Started: true, Finished: true},
+		},
+		"a failed worker under OnFailure restarts the whole gang after a backoff": {
+			job:  runningJob.Clone().Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).obj(), makePod(job.Obj(), "worker", 1).exit(1).obj()},
+			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonPodFailed),
+				RestartCount: 1, FailureRestarts: 1, Workers: convoy.WorkerCounts{Active: 1, Failed: 1},
+				Delete: []string{"llm-worker-0", "llm-worker-1"}, RequeueAfter: 10 * time.Second, Started: true},
+		},
+		"restarting: waits for the old gang's pods to go": {
+			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 1, FailureRestarts: 1, Conditions: []metav1.Condition{
+				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
+				cond(convoy.ConditionRestarting, metav1.ConditionTrue, convoy.ReasonPodFailed, now.Add(-time.Minute))}}).Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).deleting().obj(), makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).obj()},
+			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonPodFailed),
+				RestartCount: 1, FailureRestarts: 1, Delete: []string{"llm-worker-1"}, Started: true},
+		},
+		"restarting: the old pods are gone but the backoff has not passed": {
+			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 2, FailureRestarts: 2, Conditions: []metav1.Condition{
+				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
+				cond(convoy.ConditionRestarting, metav1.ConditionTrue, convoy.ReasonPodFailed, now.Add(-5*time.Second))}}).Obj(),
+			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonPodFailed),
+				RestartCount: 2, FailureRestarts: 2, RequeueAfter: 15 * time.Second, Started: true},
+		},
+		"restarting: backoff passed, the next attempt's pods are created": {
+			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 1, FailureRestarts: 1, Conditions: []metav1.Condition{
+				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
+				cond(convoy.ConditionRestarting, metav1.ConditionTrue, convoy.ReasonPodFailed, now.Add(-11*time.Second))}}).Obj(),
+			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
+				RestartCount: 1, FailureRestarts: 1, Create: []framework.Replica{w0, w1}, Children: true, Started: true},
+		},
+		"pods of an earlier attempt are deleted and not mistaken for the new gang": {
+			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 1, Conditions: running(t0)}).Obj(),
+			pods: []*corev1.Pod{
+				makePod(job.Obj(), "worker", 0).attempt(1).phase(corev1.PodRunning).obj(),
+				makePod(job.Obj(), "worker", 1).attempt(0).exit(1).obj(),
+			},
+			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
+				RestartCount: 1, Workers: convoy.WorkerCounts{Active: 1}, Delete: []string{"llm-worker-1"}, Children: true, Started: true},
+		},
+		"backoff limit exhausted: failed": {
+			job:  runningJob.Clone().FailurePolicy(convoy.RestartOnFailure, 2).Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start, RestartCount: 2, FailureRestarts: 2}).Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).attempt(2).phase(corev1.PodRunning).obj(), makePod(job.Obj(), "worker", 1).attempt(2).exit(1).obj()},
+			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonBackoffLimitExceeded),
+				RestartCount: 2, FailureRestarts: 2, FailureReason: convoy.ReasonBackoffLimitExceeded, Workers: convoy.WorkerCounts{Active: 1, Failed: 1},
+				Delete: []string{"llm-worker-0"}, Started: true, Finished: true},
+		},
+		"restartPolicy Never: the first failure fails the job": {
+			job:  runningJob.Clone().FailurePolicy(convoy.RestartNever, 3).Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).obj(), makePod(job.Obj(), "worker", 1).exit(137).obj()},
+			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonPodFailed),
+				FailureReason: convoy.ReasonPodFailed, Workers: convoy.WorkerCounts{Active: 1, Failed: 1},
+				Delete: []string{"llm-worker-0"}, Started: true, Finished: true},
+		},
+		"restartPolicy ExitCode: a program error fails the job": {
+			job:  runningJob.Clone().FailurePolicy(convoy.RestartExitCode, 3).Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).obj(), makePod(job.Obj(), "worker", 1).exit(2).obj()},
+			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonNonRetryableExitCode),
+				FailureReason: convoy.ReasonNonRetryableExitCode, Workers: convoy.WorkerCounts{Active: 1, Failed: 1},
+				Delete: []string{"llm-worker-0"}, Started: true, Finished: true},
+		},
+		"restartPolicy ExitCode: a kill restarts the gang": {
+			job:  runningJob.Clone().FailurePolicy(convoy.RestartExitCode, 3).Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).obj(), makePod(job.Obj(), "worker", 1).exit(137).obj()},
+			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonPodFailed),
+				RestartCount: 1, FailureRestarts: 1, Workers: convoy.WorkerCounts{Active: 1, Failed: 1},
+				Delete: []string{"llm-worker-0", "llm-worker-1"}, RequeueAfter: 10 * time.Second, Started: true},
+		},
+		"a pod preempted by the scheduler restarts the gang without spending the budget": {
+			job:  runningJob.Clone().Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).disrupted(corev1.PodReasonPreemptionByScheduler).deleting().obj(), makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).obj()},
+			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonNodeLost, convoy.ConditionPreempted, convoy.ReasonPreempted),
+				RestartCount: 1, Workers: convoy.WorkerCounts{Active: 1, Failed: 1}, Delete: []string{"llm-worker-1"}, Started: true},
+		},
+		"a pod whose node is gone restarts the gang without spending the budget": {
+			job:       runningJob.Clone().Obj(),
+			pods:      []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).node("gone").obj(), makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).obj()},
+			goneNodes: map[string]bool{"gone": true},
+			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonNodeLost),
+				RestartCount: 1, Workers: convoy.WorkerCounts{Active: 1, Failed: 1}, Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true},
+		},
+		"a lost pod's gang restarts at once": {
+			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 1, Conditions: []metav1.Condition{
+				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
+				cond(convoy.ConditionRestarting, metav1.ConditionTrue, convoy.ReasonNodeLost, now)}}).Obj(),
+			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
+				RestartCount: 1, Create: []framework.Replica{w0, w1}, Children: true, Started: true},
+		},
+		"activeDeadlineSeconds passed: failed with DeadlineExceeded": {
+			job:  runningJob.Clone().Deadline(3600).Obj(),
+			pods: gang(job.Obj(), corev1.PodRunning),
+			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonDeadlineExceeded),
+				FailureReason: convoy.ReasonDeadlineExceeded, Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true, Finished: true},
+		},
+		"activeDeadlineSeconds not yet passed: wake up at the deadline": {
+			job:  runningJob.Clone().Deadline(3700).Obj(),
+			pods: gang(job.Obj(), corev1.PodRunning),
+			want: outcome{State: convoy.StateRunning, Reasons: with(admitted, convoy.ConditionRunning, convoy.ReasonPodsRunning),
+				Workers: convoy.WorkerCounts{Active: 2}, Children: true, RequeueAfter: 100 * time.Second, Started: true},
+		},
+		"suspended by the user: pods deleted, deadline clock reset": {
+			job:  runningJob.Clone().Suspend(true).Obj(),
+			pods: gang(job.Obj(), corev1.PodRunning),
+			want: outcome{State: convoy.StateSuspended, Reasons: with(admitted, convoy.ConditionSuspended, convoy.ReasonUserSuspended),
+				Delete: []string{"llm-worker-0", "llm-worker-1"}},
+		},
+		"suspended with a queue: queued for admission": {
+			job: job.Clone().Queue("team-a").Suspend(true).Obj(),
+			want: outcome{State: convoy.StateQueued, Reasons: map[string]string{convoy.ConditionQueued: convoy.ReasonWaitingForAdmission}},
+		},
+		"resumed while the suspended gang still terminates: wait": {
+			job: job.Clone().Status(convoy.TrainingJobStatus{Conditions: []metav1.Condition{
+				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
+				cond(convoy.ConditionSuspended, metav1.ConditionTrue, convoy.ReasonUserSuspended, t0)}}).Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).deleting().obj()},
+			want: outcome{State: convoy.StateSuspended, Reasons: with(admitted, convoy.ConditionSuspended, convoy.ReasonUserSuspended)},
+		},
+		"resumed once the pods are gone: the gang starts again": {
+			job: job.Clone().Status(convoy.TrainingJobStatus{Conditions: []metav1.Condition{
+				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
+				cond(convoy.ConditionSuspended, metav1.ConditionTrue, convoy.ReasonUserSuspended, t0)}}).Obj(),
+			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
+				Create: []framework.Replica{w0, w1}, Children: true, Started: true},
+		},
+		"admitted by the queue: runs": {
+			job:  job.Clone().Queue("team-a").Suspend(false).Obj(),
+			want: outcome{State: convoy.StateInitializing, Reasons: map[string]string{convoy.ConditionAdmitted: convoy.ReasonAdmitted, convoy.ConditionInitializing: convoy.ReasonPodsCreated}, Create: []framework.Replica{w0, w1}, Children: true, Started: true},
+		},
+		"target accuracy reached: completed early, the gang stopped": {
+			job: runningJob.Clone().TargetAccuracy(0.9).Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start,
+				CurrentEpoch: 4, Metrics: &convoy.TrainingMetrics{Accuracy: ptr.To(0.91)}}).Obj(),
+			pods: gang(job.Obj(), corev1.PodRunning),
+			want: outcome{State: convoy.StateCompleted, Reasons: with(admitted, convoy.ConditionCompleted, convoy.ReasonTargetAccuracy),
+				Workers: convoy.WorkerCounts{Active: 2}, Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true, Finished: true},
+		},
+		"no improvement for the patience: completed by early stopping": {
+			job: runningJob.Clone().Patience(3).Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start,
+				CurrentEpoch: 8, Best: &convoy.BestMetric{Name: "loss", Value: 0.2, Epoch: 5}}).Obj(),
+			pods: gang(job.Obj(), corev1.PodRunning),
+			want: outcome{State: convoy.StateCompleted, Reasons: with(admitted, convoy.ConditionCompleted, convoy.ReasonEarlyStopping),
+				Workers: convoy.WorkerCounts{Active: 2}, Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true, Finished: true},
+		},
+		"finished with a TTL not yet passed: wake up then": {
+			job: job.Clone().TTL(7200).Status(convoy.TrainingJobStatus{StartTime: start, CompletionTime: start, Conditions: []metav1.Condition{
+				cond(convoy.ConditionCompleted, metav1.ConditionTrue, convoy.ReasonAllWorkersSucceeded, t0)}}).Obj(),
+			want: outcome{State: convoy.StateCompleted, Reasons: map[string]string{convoy.ConditionCompleted: convoy.ReasonAllWorkersSucceeded},
+				RequeueAfter: time.Hour, Started: true, Finished: true},
+		},
+		"finished and the TTL passed: the job is deleted": {
+			job: job.Clone().TTL(60).Status(convoy.TrainingJobStatus{StartTime: start, CompletionTime: start, Conditions: []metav1.Condition{
+				cond(convoy.ConditionFailed, metav1.ConditionTrue, convoy.ReasonPodFailed, t0)}}).Obj(),
+			want: outcome{State: convoy.StateFailed, Reasons: map[string]string{convoy.ConditionFailed: convoy.ReasonPodFailed},
+				DeleteJob: true, Started: true, Finished: true},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, err := framework.For(tc.job.Spec.Framework)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := summarize(decide(observation{job: tc.job, plugin: p, pods: tc.pods, goneNodes: tc.goneNodes, now: now, backoff: DefaultBackoff}))
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("decide (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDecideKeepsTransitionTimes(t *testing.T) {
+	job := utiltesting.MakeTrainingJob("llm", "ns").Workers(2).Status(convoy.TrainingJobStatus{
+		Conditions: running(t0), StartTime: &metav1.Time{Time: t0}}).Obj()
+	p, _ := framework.For(job.Spec.Framework)
+	got := decide(observation{job: job, plugin: p, pods: gang(job, corev1.PodRunning), now: now, backoff: DefaultBackoff})
+	got.status.State = convoy.StateFromConditions(got.status.Conditions)
+	want := job.Status.DeepCopy()
+	want.State = convoy.StateRunning
+	want.Workers = convoy.WorkerCounts{Active: 2}
+	want.Resources = &convoy.ResourcesStatus{GPUs: 2, Nodes: 1, Placement: "1 node"}
+	if diff := cmp.Diff(*want, got.status, cmpopts.IgnoreFields(metav1.Condition{}, "Message")); diff != "" {
+		t.Errorf("a running job's status changed on a quiet reconcile (-want,+got):\n%s", diff)
+	}
+}
+
+func TestRetryableExitCode(t *testing.T) {
+	cases := map[string]struct {
+		code  int32
+		known bool
+		want  bool
+	}{
+		"no exit code (rejected by the node)": {known: false, want: true},
+		"exit 1: the program's error":         {code: 1, known: true},
+		"exit 127: command not found":         {code: 127, known: true},
+		"exit 128":                            {code: 128, known: true},
+		"SIGINT":                              {code: 130, known: true, want: true},
+		"SIGKILL, as after an OOM kill":       {code: 137, known: true, want: true},
+		"SIGTERM":                             {code: 143, known: true, want: true},
+		"SIGSEGV is a bug":                    {code: 139, known: true},
+		"SIGABRT is a bug":                    {code: 134, known: true},
+		"SIGBUS is a bug":                     {code: 135, known: true},
+		"255 is not a signal":                 {code: 255, known: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := RetryableExitCode(tc.code, tc.known); got != tc.want {
+				t.Errorf("RetryableExitCode(%d, %v) = %v, want %v", tc.code, tc.known, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestBackoffDelay(t *testing.T) {
+	b := Backoff{Base: 10 * time.Second, Max: time.Minute}
+	for n, want := range map[int32]time.Duration{0: 0, 1: 10 * time.Second, 2: 20 * time.Second, 3: 40 * time.Second, 4: time.Minute, 30: time.Minute} {
+		if got := b.delay(n); got != want {
+			t.Errorf("delay(%d) = %v, want %v", n, got, want)
+		}
+	}
+}

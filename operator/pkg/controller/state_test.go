@@ -293,7 +293,7 @@ func TestDecide(t *testing.T) {
 				Delete: []string{"llm-worker-0", "llm-worker-1"}},
 		},
 		"suspended with a queue: queued for admission": {
-			job: job.Clone().Queue("team-a").Suspend(true).Obj(),
+			job:  job.Clone().Queue("team-a").Suspend(true).Obj(),
 			want: outcome{State: convoy.StateQueued, Reasons: map[string]string{convoy.ConditionQueued: convoy.ReasonWaitingForAdmission}},
 		},
 		"resumed while the suspended gang still terminates: wait": {

@@ -1,0 +1,77 @@
+// Command convoy-operator runs Convoy's TrainingJob operator: the TrainingJob controller and the
+// progress endpoint training code reports to. LOG_LEVEL sets the log level: debug, info (the
+// default), error, or a number of verbosity levels.
+package main
+
+import (
+	"cmp"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/convoy-dev/convoy/operator/pkg/operator"
+)
+
+func main() {
+	opts := operator.Defaults
+	opts.Namespace = cmp.Or(os.Getenv("POD_NAMESPACE"), opts.Namespace)
+	var qps float64
+	var burst int
+	flag.StringVar(&opts.Namespace, "namespace", opts.Namespace, "The operator's namespace, for its leader-election Lease and progress certificate Secret (default $POD_NAMESPACE).")
+	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", opts.ProbeAddr, "Address of the /healthz and /readyz endpoints.")
+	flag.BoolVar(&opts.LeaderElection, "leader-elect", true, "Elect a leader so that one replica reconciles at a time.")
+	flag.StringVar(&opts.ProgressAddr, "progress-bind-address", opts.ProgressAddr, "Address of the HTTPS progress endpoint.")
+	flag.StringVar(&opts.ProgressURL, "progress-url", opts.ProgressURL, "URL of the progress endpoint as pods reach it (its Service).")
+	flag.StringVar(&opts.ProgressCertDir, "progress-cert-dir", "", "Directory with tls.crt, tls.key and ca.crt for the progress endpoint; empty keeps a self-signed certificate in a Secret.")
+	flag.StringVar(&opts.ProgressSecret, "progress-secret", opts.ProgressSecret, "Secret in --namespace holding the self-signed progress certificate.")
+	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", opts.MaxConcurrentReconciles, "TrainingJobs reconciled at once.")
+	flag.Float64Var(&qps, "kube-api-qps", 100, "Sustained requests per second to the API server.")
+	flag.IntVar(&burst, "kube-api-burst", 200, "Burst of requests to the API server.")
+	flag.Parse()
+
+	level, err := logLevel(os.Getenv("LOG_LEVEL"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	ctrl.SetLogger(zap.New(zap.Level(level)))
+	log := ctrl.Log.WithName("setup")
+
+	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = float32(qps), burst
+	ctx := ctrl.SetupSignalHandler()
+	mgr, err := operator.New(ctx, cfg, opts)
+	if err != nil {
+		log.Error(err, "Setting up the operator")
+		os.Exit(1)
+	}
+	log.Info("Starting the operator", "progressURL", opts.ProgressURL, "leaderElection", opts.LeaderElection)
+	if err := mgr.Start(ctx); err != nil {
+		log.Error(err, "Running the operator")
+		os.Exit(1)
+	}
+}
+
+// logLevel parses LOG_LEVEL: debug, info, warn, error, or a verbosity N (log.V(N) lines show).
+func logLevel(s string) (zapcore.Level, error) {
+	switch s {
+	case "", "info":
+		return zapcore.InfoLevel, nil
+	case "debug":
+		return zapcore.DebugLevel, nil
+	case "warn", "warning":
+		return zapcore.WarnLevel, nil
+	case "error":
+		return zapcore.ErrorLevel, nil
+	}
+	if n, err := strconv.Atoi(s); err == nil && n >= 0 {
+		return zapcore.Level(-n), nil
+	}
+	return 0, fmt.Errorf("LOG_LEVEL=%q: use debug, info, warn, error or a verbosity number such as 2", s)
+}

@@ -1,0 +1,185 @@
+// Package operator wires the TrainingJob reconciler and the progress endpoint into a
+// controller-runtime manager. The binary's main and the integration tests share it, so the tests
+// run the operator as it is deployed.
+package operator
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/builder"
+	"github.com/convoy-dev/convoy/operator/pkg/controller"
+	"github.com/convoy-dev/convoy/operator/pkg/metrics"
+	"github.com/convoy-dev/convoy/operator/pkg/progress"
+)
+
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=convoy-system,resources=leases,verbs=get;create;update
+
+// Options configure the operator. The zero value of a field takes the default in Defaults.
+type Options struct {
+	// Namespace is the operator's own namespace: its leader-election Lease and progress certificate live there.
+	Namespace string
+	// MetricsAddr and ProbeAddr are the manager's metrics and health endpoints; "0" disables one.
+	MetricsAddr string
+	ProbeAddr   string
+	// LeaderElection makes one replica reconcile at a time.
+	LeaderElection   bool
+	LeaderElectionID string
+	// ProgressAddr is where the progress endpoint listens, unless ProgressListener is given.
+	ProgressAddr     string
+	ProgressListener net.Listener
+	// ProgressURL is the endpoint's address as pods reach it.
+	ProgressURL string
+	// ProgressCertDir holds tls.crt, tls.key and ca.crt for the endpoint; when empty the operator
+	// keeps a self-signed certificate in the Secret ProgressSecret.
+	ProgressCertDir string
+	ProgressSecret  string
+	// MaxConcurrentReconciles is how many jobs are reconciled at once.
+	MaxConcurrentReconciles int
+	// Backoff spaces gang restarts after failures.
+	Backoff controller.Backoff
+	// WrapClient, when set, wraps the reconciler's client; tests use it to interrupt the operator.
+	WrapClient func(client.Client) client.Client
+}
+
+// Defaults are the Options of a deployed operator.
+var Defaults = Options{
+	Namespace:               "convoy-system",
+	MetricsAddr:             ":8080",
+	ProbeAddr:               ":8081",
+	LeaderElectionID:        "convoy-operator.convoy.dev",
+	ProgressAddr:            ":9443",
+	ProgressURL:             "https://convoy-operator.convoy-system.svc:9443",
+	ProgressSecret:          "convoy-operator-progress-tls",
+	MaxConcurrentReconciles: 16,
+	Backoff:                 controller.DefaultBackoff,
+}
+
+// Scheme has every type the operator reads or writes.
+func Scheme() (*runtime.Scheme, error) {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, convoy.AddToScheme, schedv1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// New returns a manager running the TrainingJob controller and the progress endpoint.
+func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, error) {
+	applyDefaults(&opts)
+	scheme, err := Scheme()
+	if err != nil {
+		return nil, err
+	}
+	progressURL, err := url.Parse(opts.ProgressURL)
+	if err != nil || progressURL.Scheme != "https" || progressURL.Hostname() == "" {
+		return nil, fmt.Errorf("progress URL %q must be an https URL with a host", opts.ProgressURL)
+	}
+	cert, err := progressCertificate(ctx, cfg, scheme, opts, progressURL.Hostname())
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig, err := cert.TLSConfig()
+	if err != nil {
+		return nil, fmt.Errorf("progress certificate: %w", err)
+	}
+
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                        scheme,
+		Cache:                         controller.CacheOptions(),
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		HealthProbeBindAddress:        opts.ProbeAddr,
+		LeaderElection:                opts.LeaderElection,
+		LeaderElectionID:              opts.LeaderElectionID,
+		LeaderElectionNamespace:       opts.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+
+	c := mgr.GetClient()
+	if opts.WrapClient != nil {
+		c = opts.WrapClient(c)
+	}
+	r := &controller.Reconciler{
+		Client:    c,
+		APIReader: mgr.GetAPIReader(),
+		Recorder:  mgr.GetEventRecorderFor("convoy-operator"),
+		Metrics:   metrics.NewRecorder(),
+		Options:   builder.Options{ProgressURL: opts.ProgressURL, ProgressCA: cert.CAPEM},
+		Backoff:   opts.Backoff,
+	}
+	if err := r.SetupWithManager(ctx, mgr, opts.MaxConcurrentReconciles); err != nil {
+		return nil, err
+	}
+
+	listener := opts.ProgressListener
+	if listener == nil {
+		if listener, err = net.Listen("tcp", opts.ProgressAddr); err != nil {
+			return nil, fmt.Errorf("progress endpoint: %w", err)
+		}
+	}
+	if err := mgr.Add(&progress.Server{Listener: listener, TLS: tlsConfig, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+func applyDefaults(o *Options) {
+	d := Defaults
+	or := func(v *string, def string) {
+		if *v == "" {
+			*v = def
+		}
+	}
+	or(&o.Namespace, d.Namespace)
+	or(&o.MetricsAddr, d.MetricsAddr)
+	or(&o.ProbeAddr, d.ProbeAddr)
+	or(&o.LeaderElectionID, d.LeaderElectionID)
+	or(&o.ProgressAddr, d.ProgressAddr)
+	or(&o.ProgressURL, d.ProgressURL)
+	or(&o.ProgressSecret, d.ProgressSecret)
+	if o.MaxConcurrentReconciles == 0 {
+		o.MaxConcurrentReconciles = d.MaxConcurrentReconciles
+	}
+	if o.Backoff == (controller.Backoff{}) {
+		o.Backoff = d.Backoff
+	}
+}
+
+// progressCertificate loads the endpoint's certificate from its directory or, without one, from
+// the Secret shared by the replicas, read before the manager's cache exists.
+func progressCertificate(ctx context.Context, cfg *rest.Config, scheme *runtime.Scheme, opts Options, host string) (*progress.Certificate, error) {
+	if opts.ProgressCertDir != "" {
+		return progress.LoadCertificate(opts.ProgressCertDir)
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return progress.EnsureCertificate(ctx, c, opts.Namespace, opts.ProgressSecret, host)
+}

@@ -1,0 +1,71 @@
+package progress
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+)
+
+// ApplyReport folds a progress report into the job's status: epoch, progress, metrics and the best
+// metric early stopping counts from.
+func ApplyReport(job *convoy.TrainingJob, st *convoy.TrainingJobStatus, r *Report) {
+	if r.Epoch != nil {
+		st.CurrentEpoch = *r.Epoch
+	}
+	switch {
+	case r.TotalEpochs != nil:
+		st.TotalEpochs = *r.TotalEpochs
+	case st.TotalEpochs == 0 && job.Spec.Hyperparameters != nil && job.Spec.Hyperparameters.Epochs != nil:
+		st.TotalEpochs = *job.Spec.Hyperparameters.Epochs
+	}
+	if st.TotalEpochs > 0 {
+		st.Progress = fmt.Sprintf("%d%%", min(100, int64(st.CurrentEpoch)*100/int64(st.TotalEpochs)))
+	}
+	if r.Step == nil && len(r.Metrics) == 0 {
+		return
+	}
+	if st.Metrics == nil {
+		st.Metrics = &convoy.TrainingMetrics{}
+	}
+	m := st.Metrics
+	if r.Step != nil {
+		m.Step = *r.Step
+	}
+	others := map[string]string{}
+	for _, k := range slices.Sorted(maps.Keys(r.Metrics)) {
+		v := r.Metrics[k]
+		switch k {
+		case "loss":
+			m.Loss = ptr.To(v)
+		case "accuracy":
+			m.Accuracy = ptr.To(v)
+		default:
+			others[k] = strconv.FormatFloat(v, 'g', -1, 64)
+		}
+	}
+	if len(others) > 0 {
+		m.Additional = others
+	}
+	// Accuracy, once reported, is what early stopping watches; until then the loss.
+	if acc, ok := r.Metrics["accuracy"]; ok {
+		if b := st.Best; b == nil || b.Name != "accuracy" || acc > b.Value {
+			st.Best = &convoy.BestMetric{Name: "accuracy", Value: acc, Epoch: st.CurrentEpoch}
+		}
+	} else if loss, ok := r.Metrics["loss"]; ok {
+		if b := st.Best; b == nil || b.Name == "loss" && loss < b.Value {
+			st.Best = &convoy.BestMetric{Name: "loss", Value: loss, Epoch: st.CurrentEpoch}
+		}
+	}
+}
+
+// ApplyCheckpoint records c as the job's latest checkpoint, which a restarted gang resumes from.
+func ApplyCheckpoint(st *convoy.TrainingJobStatus, c *Checkpoint, now time.Time) {
+	st.Checkpoint = &convoy.CheckpointStatus{Latest: c.Path, Epoch: c.Epoch, Time: ptr.To(metav1.NewTime(now))}
+}

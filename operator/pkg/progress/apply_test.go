@@ -1,0 +1,116 @@
+package progress
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
+)
+
+func TestApplyReport(t *testing.T) {
+	job := utiltesting.MakeTrainingJob("llm", "ns").Hyperparameters(convoy.Hyperparameters{Epochs: ptr.To[int32](20)}).Obj()
+	cases := map[string]struct {
+		status  convoy.TrainingJobStatus
+		reports []Report
+		want    convoy.TrainingJobStatus
+	}{
+		"first report: epochs from the hyperparameters, loss becomes the best": {
+			reports: []Report{{Epoch: ptr.To[int32](5), Step: ptr.To[int64](500), Metrics: map[string]float64{"loss": 0.5, "lr": 1e-4}}},
+			want: convoy.TrainingJobStatus{CurrentEpoch: 5, TotalEpochs: 20, Progress: "25%",
+				Metrics: &convoy.TrainingMetrics{Loss: ptr.To(0.5), Step: 500, Additional: map[string]string{"lr": "0.0001"}},
+				Best:    &convoy.BestMetric{Name: "loss", Value: 0.5, Epoch: 5}},
+		},
+		"a worse loss keeps the best; reported total epochs win": {
+			status:  convoy.TrainingJobStatus{CurrentEpoch: 5, TotalEpochs: 20, Best: &convoy.BestMetric{Name: "loss", Value: 0.5, Epoch: 5}},
+			reports: []Report{{Epoch: ptr.To[int32](6), TotalEpochs: ptr.To[int32](8), Metrics: map[string]float64{"loss": 0.7}}},
+			want: convoy.TrainingJobStatus{CurrentEpoch: 6, TotalEpochs: 8, Progress: "75%",
+				Metrics: &convoy.TrainingMetrics{Loss: ptr.To(0.7)}, Best: &convoy.BestMetric{Name: "loss", Value: 0.5, Epoch: 5}},
+		},
+		"accuracy replaces loss as the watched metric and only improves": {
+			reports: []Report{
+				{Epoch: ptr.To[int32](1), Metrics: map[string]float64{"loss": 0.3}},
+				{Epoch: ptr.To[int32](2), Metrics: map[string]float64{"loss": 0.4, "accuracy": 0.8}},
+				{Epoch: ptr.To[int32](3), Metrics: map[string]float64{"accuracy": 0.7}},
+			},
+			want: convoy.TrainingJobStatus{CurrentEpoch: 3, TotalEpochs: 20, Progress: "15%",
+				Metrics: &convoy.TrainingMetrics{Loss: ptr.To(0.4), Accuracy: ptr.To(0.7)},
+				Best:    &convoy.BestMetric{Name: "accuracy", Value: 0.8, Epoch: 2}},
+		},
+		"progress is capped at 100%": {
+			reports: []Report{{Epoch: ptr.To[int32](25)}},
+			want:    convoy.TrainingJobStatus{CurrentEpoch: 25, TotalEpochs: 20, Progress: "100%"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			st := tc.status.DeepCopy()
+			for i := range tc.reports {
+				ApplyReport(job, st, &tc.reports[i])
+			}
+			if diff := cmp.Diff(tc.want, *st); diff != "" {
+				t.Errorf("status (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestApplyCheckpoint(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	st := &convoy.TrainingJobStatus{}
+	ApplyCheckpoint(st, &Checkpoint{Path: "s3://b/ns/llm/epoch-3", Epoch: 3}, now)
+	want := &convoy.CheckpointStatus{Latest: "s3://b/ns/llm/epoch-3", Epoch: 3, Time: ptr.To(metav1.NewTime(now))}
+	if diff := cmp.Diff(want, st.Checkpoint); diff != "" {
+		t.Errorf("checkpoint (-want,+got):\n%s", diff)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	many := map[string]float64{}
+	for i := range 33 {
+		many[string(rune('a'+i%26))+string(rune('a'+i/26))] = 1
+	}
+	cases := map[string]struct {
+		err  error
+		want bool
+	}{
+		"a good report":               {err: (&Report{Epoch: ptr.To[int32](1), Metrics: map[string]float64{"loss": 1}}).Validate()},
+		"a negative epoch":            {err: (&Report{Epoch: ptr.To[int32](-1)}).Validate(), want: true},
+		"zero total epochs":           {err: (&Report{TotalEpochs: ptr.To[int32](0)}).Validate(), want: true},
+		"too many metrics":            {err: (&Report{Metrics: many}).Validate(), want: true},
+		"a checkpoint":                {err: (&Checkpoint{Path: "/ckpt/1", Epoch: 1}).Validate()},
+		"a checkpoint without a path": {err: (&Checkpoint{Epoch: 1}).Validate(), want: true},
+		"a checkpoint negative epoch": {err: (&Checkpoint{Path: "p", Epoch: -2}).Validate(), want: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.err != nil; got != tc.want {
+				t.Errorf("Validate() = %v, want an error: %v", tc.err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSelfSignedCertificateVerifies(t *testing.T) {
+	cert, err := selfSigned("convoy-operator.convoy-system.svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := map[string][]byte{"tls.crt": cert.CertPEM, "tls.key": cert.KeyPEM, "ca.crt": cert.CAPEM}
+	for host, want := range map[string]bool{"convoy-operator.convoy-system.svc": true, "127.0.0.1": true, "other.svc": false} {
+		_, ok := usable(secretOf(secret), host)
+		if ok != want {
+			t.Errorf("usable for %s = %v, want %v", host, ok, want)
+		}
+	}
+	if _, err := cert.TLSConfig(); err != nil {
+		t.Error(err)
+	}
+}
+
+func secretOf(data map[string][]byte) *corev1.Secret { return &corev1.Secret{Data: data} }

@@ -16,9 +16,10 @@ import (
 	"time"
 )
 
-// pki is the cluster's certificate authority and the key pairs it issues, as PEM files in dir.
+// pki is a certificate authority and the key pairs it issues, as PEM files in dir.
 type pki struct {
 	dir    string
+	caName string
 	caCert *x509.Certificate
 	caKey  crypto.Signer
 	caPEM  []byte
@@ -30,7 +31,8 @@ type keyPair struct {
 	certFile, keyFile string
 }
 
-func newPKI(dir string) (*pki, error) {
+// newPKI creates a certificate authority, stored as <dir>/<caName>.crt and .key.
+func newPKI(dir, caName string) (*pki, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -39,7 +41,7 @@ func newPKI(dir string) (*pki, error) {
 		return nil, err
 	}
 	tmpl := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: "convoy-local-ca"},
+		Subject:               pkix.Name{CommonName: "convoy-local-" + caName},
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
@@ -48,14 +50,15 @@ func newPKI(dir string) (*pki, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pki{dir: dir, caCert: cert, caKey: key, caPEM: pemBlock("CERTIFICATE", der)}
-	if _, err := p.write("ca", der, key); err != nil {
+	p := &pki{dir: dir, caName: caName, caCert: cert, caKey: key, caPEM: pemBlock("CERTIFICATE", der)}
+	if _, err := p.write(caName, der, key); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-func (p *pki) caFile() string { return filepath.Join(p.dir, "ca.crt") }
+func (p *pki) caFile() string    { return filepath.Join(p.dir, p.caName+".crt") }
+func (p *pki) caKeyFile() string { return filepath.Join(p.dir, p.caName+".key") }
 
 // serving issues a server certificate for the loopback names Kubernetes components are reached by.
 func (p *pki) serving(name string) (*keyPair, error) {

@@ -6,11 +6,13 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,7 +34,6 @@ type Process struct {
 // proc is a running Process and what its waiter goroutine learned.
 type proc struct {
 	Process
-	cmd  *exec.Cmd
 	done chan struct{} // closed once the process has exited and been reaped
 	err  error         // the exit status; read only after done is closed
 }
@@ -82,7 +83,6 @@ func (c *Cluster) StartProcess(name, binary string, args []string, env []string)
 	}
 	p := &proc{
 		Process: Process{Name: name, Binary: path, Pid: cmd.Process.Pid, LogFile: logFile},
-		cmd:     cmd,
 		done:    make(chan struct{}),
 	}
 	go func() {
@@ -94,15 +94,40 @@ func (c *Cluster) StartProcess(name, binary string, args []string, env []string)
 	return c.writePidsLocked()
 }
 
-func (c *Cluster) lookBinary(binary string) (string, error) {
-	if !strings.Contains(binary, "/") {
-		candidate := filepath.Join(c.BinDir, binary)
-		if _, err := os.Stat(candidate); err == nil {
-			return candidate, nil
-		}
-		return exec.LookPath(binary)
+// StopProcess stops the process called name as Stop would and forgets it, so that a test can start
+// it again under the same name (the log file is appended to).
+func (c *Cluster) StopProcess(name string) error {
+	c.mu.Lock()
+	p := c.procs[name]
+	c.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("no process named %q", name)
 	}
-	return filepath.Abs(binary)
+	p.stop(stopGrace)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.procs, name)
+	// A new slice: Stop may be iterating over the old one.
+	c.order = slices.DeleteFunc(slices.Clone(c.order), func(q *proc) bool { return q == p })
+	return c.writePidsLocked()
+}
+
+// lookBinary returns the absolute, symlink-free path of binary, as /proc/<pid>/exe shows it.
+func (c *Cluster) lookBinary(binary string) (string, error) {
+	path := binary
+	if !strings.Contains(binary, "/") {
+		path = filepath.Join(c.BinDir, binary)
+		if _, err := os.Stat(path); err != nil {
+			if path, err = exec.LookPath(binary); err != nil {
+				return "", err
+			}
+		}
+	}
+	path, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	return filepath.EvalSymlinks(path)
 }
 
 // PidsFile is the file in the state directory that lists the running processes, one
@@ -122,6 +147,51 @@ func (c *Cluster) writePidsLocked() error {
 	return os.WriteFile(filepath.Join(c.StateDir, PidsFile), []byte(b.String()), 0o644)
 }
 
+// RunningProcesses returns the processes listed in <stateDir>/pids that still run, for example
+// those of a cluster whose owner was killed before it could stop them.
+func RunningProcesses(stateDir string) ([]Process, error) {
+	data, err := os.ReadFile(filepath.Join(stateDir, PidsFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var running []Process
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) != 3 {
+			continue
+		}
+		pid, err := strconv.Atoi(fields[0])
+		if err != nil || pid <= 1 {
+			continue
+		}
+		p := Process{Pid: pid, Name: fields[1], Binary: fields[2], LogFile: filepath.Join(stateDir, "logs", fields[1]+".log")}
+		if p.Running() {
+			running = append(running, p)
+		}
+	}
+	return running, nil
+}
+
+// Running reports whether the process exists, is not a zombie, and runs its Binary: a pid
+// recycled by the system runs something else.
+func (p Process) Running() bool {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.Pid))
+	// A binary rebuilt while it runs shows as "<path> (deleted)".
+	if err != nil || strings.TrimSuffix(exe, " (deleted)") != p.Binary {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid))
+	if err != nil {
+		return false
+	}
+	// The state letter follows the parenthesised command name, which may hold spaces.
+	i := bytes.LastIndexByte(stat, ')')
+	return i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z'
+}
+
 // Processes returns the processes the cluster started, in start order.
 func (c *Cluster) Processes() []Process {
 	c.mu.Lock()
@@ -131,6 +201,21 @@ func (c *Cluster) Processes() []Process {
 		ps = append(ps, p.Process)
 	}
 	return ps
+}
+
+// CheckProcesses returns an error naming every process of the cluster that has exited, with the
+// end of its log, or nil when all of them still run.
+func (c *Cluster) CheckProcesses() error {
+	c.mu.Lock()
+	order := c.order
+	c.mu.Unlock()
+	var errs []error
+	for _, p := range order {
+		if err := c.exited(p.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (c *Cluster) logFile(name string) string {
@@ -201,13 +286,14 @@ func LogTail(path string, n int) string {
 // process called name exits. HTTPS endpoints are polled without verifying their certificate:
 // components serve self-signed ones.
 func (c *Cluster) WaitHealthy(ctx context.Context, name, url string) error {
-	client := &http.Client{
-		Timeout: 2 * time.Second,
-		Transport: &http.Transport{
-			TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback health probe of a self-signed endpoint
-			DisableKeepAlives: true,
-		},
-	}
+	return c.waitHTTP(ctx, name, url, &http.Transport{
+		TLSClientConfig:   &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback health probe of a self-signed endpoint
+		DisableKeepAlives: true,
+	})
+}
+
+func (c *Cluster) waitHTTP(ctx context.Context, name, url string, transport http.RoundTripper) error {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: transport}
 	var last string
 	err := c.poll(ctx, name, func() (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
@@ -219,10 +305,9 @@ func (c *Cluster) WaitHealthy(ctx context.Context, name, url string) error {
 			last = err.Error()
 			return false, nil
 		}
-		body := make([]byte, 512)
-		n, _ := resp.Body.Read(body)
-		resp.Body.Close()
-		last = fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(body[:n]))
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		last = fmt.Sprintf("%s: %s", resp.Status, bytes.TrimSpace(body))
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {

@@ -1,0 +1,97 @@
+package framework
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+// EnvBinDir, when set, names the directory holding the binaries instead of <repository root>/bin.
+const EnvBinDir = "CONVOY_BIN_DIR"
+
+var (
+	sharedMu sync.Mutex
+	shared   *Cluster
+)
+
+// Main starts one cluster for a test package, runs the package's tests against it and stops it:
+//
+//	func TestMain(m *testing.M) { framework.Main(m, framework.Options{}) }
+//
+// Tests reach the cluster with Shared. A cluster that cannot start (binaries missing: run
+// `make bin`) fails the package; it is never skipped. When a test fails, the state directory
+// with every component's log is kept and its path printed.
+func Main(m *testing.M, opts Options) {
+	os.Exit(runMain(m, opts))
+}
+
+func runMain(m *testing.M, opts Options) int {
+	if opts.Log == nil {
+		opts.Log = os.Stderr
+	}
+	c, err := Start(context.Background(), opts)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: %v\n", err)
+		return 1
+	}
+	sharedMu.Lock()
+	shared = c
+	sharedMu.Unlock()
+
+	code := m.Run()
+	if code != 0 {
+		c.KeepStateDir()
+		fmt.Fprintf(os.Stderr, "Control plane state and logs kept in %s\n", c.StateDir)
+	}
+	if err := c.Stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "FAIL: stopping the control plane: %v\n", err)
+		code = 1
+	}
+	return code
+}
+
+// Shared returns the cluster Main started, failing t when the package's TestMain does not call Main.
+func Shared(t testing.TB) *Cluster {
+	t.Helper()
+	sharedMu.Lock()
+	defer sharedMu.Unlock()
+	if shared == nil {
+		t.Fatal("no shared cluster: the package's TestMain must call framework.Main")
+	}
+	return shared
+}
+
+// RepoRoot returns the repository root: the nearest directory above the working directory, or
+// the working directory itself, that holds a go.mod.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.mod in the working directory or above it")
+		}
+		dir = parent
+	}
+}
+
+// DefaultBinDir returns $CONVOY_BIN_DIR, or else <repository root>/bin.
+func DefaultBinDir() (string, error) {
+	if dir := os.Getenv(EnvBinDir); dir != "" {
+		return filepath.Abs(dir)
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", fmt.Errorf("locating bin/: %w; set %s", err, EnvBinDir)
+	}
+	return filepath.Join(root, "bin"), nil
+}

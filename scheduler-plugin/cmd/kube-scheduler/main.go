@@ -1,21 +1,33 @@
 // Command kube-scheduler is the upstream kube-scheduler with scheduler-plugins' Coscheduling and
-// Convoy's plugins registered. It is configured only through KubeSchedulerConfiguration.
+// Convoy's GangPlacement and GangPreemption plugins registered. It is configured only through
+// KubeSchedulerConfiguration: see deploy/scheduler.
 package main
 
 import (
 	"os"
 
 	"k8s.io/component-base/cli"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/scheduler-plugins/pkg/coscheduling"
 
-	// Registers the scheduler-plugins args types, or CoschedulingArgs fail to decode.
+	// Register the plugins' args types, or their args fail to decode
+	// ("want args to be of type CoschedulingArgs, got *runtime.Unknown").
+	_ "github.com/convoy-dev/convoy/scheduler-plugin/apis/config/scheme"
 	_ "sigs.k8s.io/scheduler-plugins/apis/config/scheme"
+
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangplacement"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangpreemption"
 )
 
 func main() {
+	// Coscheduling's and GangPlacement's caches are controller-runtime's: log them through klog.
+	ctrllog.SetLogger(klog.NewKlogr())
 	cmd := app.NewSchedulerCommand(
 		app.WithPlugin(coscheduling.Name, coscheduling.New),
+		app.WithPlugin(gangplacement.Name, gangplacement.New),
+		app.WithPlugin(gangpreemption.Name, gangpreemption.New),
 	)
 	os.Exit(cli.Run(cmd))
 }

@@ -126,7 +126,7 @@ func (c *Cluster) Place(g Gang) (*Plan, error) {
 // nodeCap is how many pods of gpus GPUs node i admits on the GPUs of mask.
 func (c *Cluster) nodeCap(i int, mask GPUSet, gpus int) int {
 	nd := &c.Nodes[i]
-	if nd.Excluded {
+	if nd.Excluded || nd.MaxPods < 0 {
 		return 0
 	}
 	k := mask.Len() / gpus

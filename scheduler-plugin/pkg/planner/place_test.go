@@ -115,7 +115,7 @@ func TestPlace(t *testing.T) {
 			wantErr: "ns/job needs 2 pod(s) × 8 GPU(s); the cluster has room for 1 pod (15 free GPUs on 2 nodes); 1 unhealthy GPU excluded",
 		},
 		"excluded nodes and pod limits count against room": {
-			cluster: makeCluster().Rack("z1", "b1", "r1", 3, 8).Exclude("r1-0").MaxPods("r1-1", 1).Obj(),
+			cluster: makeCluster().Rack("z1", "b1", "r1", 4, 8).Exclude("r1-0").MaxPods("r1-1", 1).MaxPods("r1-3", -1).Obj(),
 			gang:    Gang{Key: "ns/job", Pods: 4, GPUsPerPod: 2},
 			// r1-2 holds all four
 			want:       []string{"r1-2:[0 1]", "r1-2:[2 3]", "r1-2:[4 5]", "r1-2:[6 7]"},

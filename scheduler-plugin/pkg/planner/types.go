@@ -131,7 +131,7 @@ type Node struct {
 	// affinity, taints, cordon).
 	Excluded bool
 	// MaxPods is how many of the gang's pods the node's other resources (CPU, memory, pod slots)
-	// admit; zero means no limit beyond GPUs.
+	// admit; zero means no limit beyond GPUs, a negative number that none fits.
 	MaxPods int
 
 	// Holders are the pods holding GPUs of the node, for preemption.

@@ -1,0 +1,42 @@
+package v1
+
+import (
+	"k8s.io/utils/ptr"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+)
+
+// Defaults of the args.
+const (
+	DefaultPlanTimeoutSeconds       int64 = 90
+	DefaultVictimTerminationSeconds int64 = 120
+)
+
+// SetDefaults_GangPlacementArgs sets the defaults of unset fields.
+func SetDefaults_GangPlacementArgs(obj *GangPlacementArgs) { //nolint:revive // the defaulter naming convention of Kubernetes APIs
+	if obj.ZoneLabel == nil {
+		obj.ZoneLabel = ptr.To(convoy.LabelTopologyZone)
+	}
+	if obj.BlockLabel == nil {
+		obj.BlockLabel = ptr.To(convoy.LabelTopologyBlock)
+	}
+	if obj.RackLabel == nil {
+		obj.RackLabel = ptr.To(convoy.LabelTopologyRack)
+	}
+	if obj.GPUResourceName == nil {
+		obj.GPUResourceName = ptr.To(convoy.ResourceGPU)
+	}
+	if obj.PlanTimeoutSeconds == nil {
+		obj.PlanTimeoutSeconds = ptr.To(DefaultPlanTimeoutSeconds)
+	}
+}
+
+// SetDefaults_GangPreemptionArgs sets the defaults of unset fields.
+func SetDefaults_GangPreemptionArgs(obj *GangPreemptionArgs) { //nolint:revive // the defaulter naming convention of Kubernetes APIs
+	if obj.PreemptLonePods == nil {
+		obj.PreemptLonePods = ptr.To(true)
+	}
+	if obj.VictimTerminationSeconds == nil {
+		obj.VictimTerminationSeconds = ptr.To(DefaultVictimTerminationSeconds)
+	}
+}

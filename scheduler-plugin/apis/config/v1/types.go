@@ -1,0 +1,44 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// GangPlacementArgs configures the GangPlacement plugin.
+// +kubebuilder:object:root=true
+type GangPlacementArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// zoneLabel is the node label naming a node's zone. Defaults to topology.kubernetes.io/zone.
+	// +optional
+	ZoneLabel *string `json:"zoneLabel,omitempty"`
+	// blockLabel is the node label naming a node's block (a group of racks under one spine).
+	// Defaults to convoy.dev/topology-block.
+	// +optional
+	BlockLabel *string `json:"blockLabel,omitempty"`
+	// rackLabel is the node label naming a node's rack. Defaults to convoy.dev/topology-rack.
+	// +optional
+	RackLabel *string `json:"rackLabel,omitempty"`
+	// gpuResourceName is the extended resource that counts GPUs. Defaults to nvidia.com/gpu.
+	// +optional
+	GPUResourceName *string `json:"gpuResourceName,omitempty"`
+	// planTimeoutSeconds is how long a gang's plan is kept while its pods are placed one by one;
+	// a plan not bound by then is dropped and made again. Defaults to 90.
+	// +optional
+	PlanTimeoutSeconds *int64 `json:"planTimeoutSeconds,omitempty"`
+}
+
+// GangPreemptionArgs configures the GangPreemption plugin.
+// +kubebuilder:object:root=true
+type GangPreemptionArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// preemptLonePods lets preemption evict lower-priority pods that belong to no gang. Defaults
+	// to true.
+	// +optional
+	PreemptLonePods *bool `json:"preemptLonePods,omitempty"`
+	// victimTerminationSeconds is how long a preemptor waits for its victims to terminate before
+	// it may choose victims again. Defaults to 120.
+	// +optional
+	VictimTerminationSeconds *int64 `json:"victimTerminationSeconds,omitempty"`
+}

@@ -1,0 +1,44 @@
+// Package validation validates the Convoy scheduler plugins' args.
+package validation
+
+import (
+	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
+)
+
+// ValidateGangPlacementArgs checks that the label keys and the resource name are well formed and
+// the timeout positive.
+func ValidateGangPlacementArgs(path *field.Path, args *config.GangPlacementArgs) error {
+	var errs field.ErrorList
+	for _, l := range []struct {
+		name, value string
+	}{{"zoneLabel", args.ZoneLabel}, {"blockLabel", args.BlockLabel}, {"rackLabel", args.RackLabel}} {
+		errs = append(errs, metavalidation.ValidateLabelName(l.value, path.Child(l.name))...)
+	}
+	if args.ZoneLabel == args.BlockLabel || args.BlockLabel == args.RackLabel || args.ZoneLabel == args.RackLabel {
+		errs = append(errs, field.Invalid(path.Child("rackLabel"), args.RackLabel, "zoneLabel, blockLabel and rackLabel must be three different labels"))
+	}
+	if args.GPUResourceName == "" {
+		errs = append(errs, field.Required(path.Child("gpuResourceName"), "name the GPU extended resource, e.g. nvidia.com/gpu"))
+	} else {
+		for _, msg := range validation.IsQualifiedName(args.GPUResourceName) {
+			errs = append(errs, field.Invalid(path.Child("gpuResourceName"), args.GPUResourceName, msg))
+		}
+	}
+	if args.PlanTimeoutSeconds <= 0 {
+		errs = append(errs, field.Invalid(path.Child("planTimeoutSeconds"), args.PlanTimeoutSeconds, "must be a positive number of seconds"))
+	}
+	return errs.ToAggregate()
+}
+
+// ValidateGangPreemptionArgs checks that the wait is positive.
+func ValidateGangPreemptionArgs(path *field.Path, args *config.GangPreemptionArgs) error {
+	var errs field.ErrorList
+	if args.VictimTerminationSeconds <= 0 {
+		errs = append(errs, field.Invalid(path.Child("victimTerminationSeconds"), args.VictimTerminationSeconds, "must be a positive number of seconds"))
+	}
+	return errs.ToAggregate()
+}

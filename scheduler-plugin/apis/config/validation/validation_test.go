@@ -1,0 +1,63 @@
+package validation
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
+)
+
+func valid() config.GangPlacementArgs {
+	return config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "convoy.dev/topology-block",
+		RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90}
+}
+
+func TestValidateGangPlacementArgs(t *testing.T) {
+	cases := map[string]struct {
+		change  func(*config.GangPlacementArgs)
+		wantErr string
+	}{
+		"defaults are valid": {change: func(*config.GangPlacementArgs) {}},
+		"a label key that is not one": {
+			change:  func(a *config.GangPlacementArgs) { a.RackLabel = "rack label" },
+			wantErr: `args.rackLabel: Invalid value: "rack label": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
+		},
+		"the same label twice": {
+			change:  func(a *config.GangPlacementArgs) { a.BlockLabel = a.RackLabel },
+			wantErr: `args.rackLabel: Invalid value: "convoy.dev/topology-rack": zoneLabel, blockLabel and rackLabel must be three different labels`,
+		},
+		"no GPU resource": {
+			change:  func(a *config.GangPlacementArgs) { a.GPUResourceName = "" },
+			wantErr: `args.gpuResourceName: Required value: name the GPU extended resource, e.g. nvidia.com/gpu`,
+		},
+		"no plan timeout": {
+			change:  func(a *config.GangPlacementArgs) { a.PlanTimeoutSeconds = 0 },
+			wantErr: `args.planTimeoutSeconds: Invalid value: 0: must be a positive number of seconds`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			a := valid()
+			tc.change(&a)
+			err := ValidateGangPlacementArgs(field.NewPath("args"), &a)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if got != tc.wantErr {
+				t.Errorf("ValidateGangPlacementArgs() = %q, want %q", got, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestValidateGangPreemptionArgs(t *testing.T) {
+	if err := ValidateGangPreemptionArgs(field.NewPath("args"), &config.GangPreemptionArgs{VictimTerminationSeconds: 120}); err != nil {
+		t.Errorf("valid args: %v", err)
+	}
+	want := "args.victimTerminationSeconds: Invalid value: -1: must be a positive number of seconds"
+	if err := ValidateGangPreemptionArgs(field.NewPath("args"), &config.GangPreemptionArgs{VictimTerminationSeconds: -1}); err == nil || err.Error() != want {
+		t.Errorf("ValidateGangPreemptionArgs() = %v, want %q", err, want)
+	}
+}

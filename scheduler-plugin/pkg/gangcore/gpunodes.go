@@ -1,0 +1,100 @@
+package gangcore
+
+import (
+	"fmt"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
+)
+
+// gpuNode is what the plugins need of a GPUNode, computed once per update.
+type gpuNode struct {
+	total     int
+	unhealthy int
+	healthy   planner.GPUSet
+	topology  *planner.GPUTopology
+	// allocated maps "namespace/pod" to the GPUs the node agent saw it hold.
+	allocated map[string]planner.GPUSet
+}
+
+// linkScore rates one GPU pair of a GPUNode's link matrix.
+func linkScore(l convoy.GPULink) int {
+	switch l.Type {
+	case convoy.LinkNVLink:
+		return planner.NVLinkScore + int(max(l.NVLinks, 1))
+	case convoy.LinkPIX:
+		return planner.PIXScore
+	case convoy.LinkPXB:
+		return planner.PXBScore
+	case convoy.LinkPHB:
+		return planner.PHBScore
+	case convoy.LinkNODE:
+		return planner.NODEScore
+	case convoy.LinkSYS:
+		return planner.SYSScore
+	}
+	return planner.UnknownScore
+}
+
+// newGPUNode converts a GPUNode. Only Healthy GPUs are schedulable: Unhealthy and Unknown are not.
+// GPUs without a published NVLink domain that NVLink joins form node-local domains.
+func newGPUNode(g *convoy.GPUNode) *gpuNode {
+	n := 0
+	for _, d := range g.Status.GPUs {
+		if int(d.Index) < planner.MaxGPUsPerNode {
+			n = max(n, int(d.Index)+1)
+		}
+	}
+	out := &gpuNode{total: len(g.Status.GPUs), allocated: map[string]planner.GPUSet{}}
+	t := planner.NewGPUTopology(n)
+	for _, d := range g.Status.GPUs {
+		i := int(d.Index)
+		if i >= planner.MaxGPUsPerNode {
+			continue
+		}
+		if d.Health == convoy.GPUHealthy {
+			out.healthy |= planner.NewGPUSet(i)
+		} else {
+			out.unhealthy++
+		}
+		if d.AllocatedTo != "" {
+			out.allocated[d.AllocatedTo] |= planner.NewGPUSet(i)
+		}
+	}
+	// Union-find over NVLink pairs names the islands of GPUs without a published domain.
+	parent := make([]int, n)
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(i int) int {
+		if parent[i] != i {
+			parent[i] = find(parent[i])
+		}
+		return parent[i]
+	}
+	nvlinked := make([]bool, n)
+	for _, l := range g.Status.Links {
+		a, b := int(l.A), int(l.B)
+		if a >= n || b >= n || a < 0 || b < 0 {
+			continue
+		}
+		t.SetLink(a, b, linkScore(l))
+		if l.Type == convoy.LinkNVLink {
+			nvlinked[a], nvlinked[b] = true, true
+			parent[find(a)] = find(b)
+		}
+	}
+	for _, d := range g.Status.GPUs {
+		i := int(d.Index)
+		switch {
+		case i >= n:
+		case d.NVLinkDomain != "":
+			t.SetDomain(i, d.NVLinkDomain)
+		case nvlinked[i]:
+			t.SetDomain(i, fmt.Sprintf("%s/nvlink-%d", g.Name, find(i)))
+		}
+	}
+	out.topology = t
+	return out
+}

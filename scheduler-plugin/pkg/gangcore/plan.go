@@ -1,0 +1,245 @@
+package gangcore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
+)
+
+// Slot is where a plan puts one pod.
+type Slot struct {
+	// Node is the node's name.
+	Node string
+	// GPUs are the GPUs chosen on it; Indexed tells whether they are real indices (the node has a
+	// GPUNode) or stand-ins for a count.
+	GPUs    planner.GPUSet
+	Indexed bool
+}
+
+type slotPhase int
+
+const (
+	slotPlanned slotPhase = iota
+	slotReserved
+	slotBound
+)
+
+type slot struct {
+	Slot
+	phase slotPhase
+}
+
+// plan is a gang's placement while its pods are scheduled one by one.
+type plan struct {
+	priority int32
+	created  time.Time
+	slots    map[types.UID]*slot
+	// preempting marks a plan made by preemption, waiting for its victims to go.
+	preempting bool
+}
+
+// claim is a planned, not yet reserved slot of another gang: gangs of no higher priority keep off.
+type claim struct {
+	gpus    planner.GPUSet
+	indexed bool
+}
+
+// claims returns, by node, the slots other gangs' plans hold that g may not take.
+func (s *State) claims(g *gang) map[string][]claim {
+	out := map[string][]claim{}
+	for key, p := range s.plans {
+		if key == g.key || p.priority < g.priority {
+			continue
+		}
+		for _, sl := range p.slots {
+			if sl.phase == slotPlanned {
+				out[sl.Node] = append(out[sl.Node], claim{sl.GPUs, sl.Indexed})
+			}
+		}
+	}
+	return out
+}
+
+// StateKey is the CycleState key of GangPlacement's PreFilter result.
+const StateKey fwk.StateKey = "PreFilterGangPlacement"
+
+// CycleState is what GangPlacement's PreFilter decided for a pod; its Filter and Bind and
+// GangPreemption's PostFilter read it.
+type CycleState struct {
+	// Gang is the pod's gang key.
+	Gang string
+	// Placed reports whether the gang has a plan; Slot is the pod's part of it.
+	Placed bool
+	Slot   Slot
+	// Unplaceable says why the gang does not fit; preemption may make room.
+	Unplaceable string
+}
+
+// Clone returns the state itself: it is never changed after PreFilter.
+func (c *CycleState) Clone() fwk.StateData { return c }
+
+// ReadCycleState returns GangPlacement's PreFilter result for the pod of cs.
+func ReadCycleState(cs fwk.CycleState) (*CycleState, error) {
+	d, err := cs.Read(StateKey)
+	if err != nil {
+		return nil, fmt.Errorf("reading %q from the cycle state: %w", StateKey, err)
+	}
+	c, ok := d.(*CycleState)
+	if !ok {
+		return nil, fmt.Errorf("%q in the cycle state is a %T, not a *gangcore.CycleState", StateKey, d)
+	}
+	return c, nil
+}
+
+// PlanFor finds the pod's slot: from its gang's plan when the plan still holds on the snapshot,
+// else from a new plan for all the gang's unbound pods. An unplaceable gang returns Unschedulable
+// with the planner's message, and its other pods fail fast until the cluster changes.
+func (s *State) PlanFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeInfo) (*CycleState, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	key := GangKey(pod)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if p := s.plans[key]; p != nil {
+		sl := p.slots[pod.UID]
+		var reason string
+		switch {
+		case sl == nil:
+			reason = "a pod of the gang is not in its plan"
+		case sl.phase != slotPlanned:
+			reason = "a pod of the gang is scheduled again"
+		case now.Sub(p.created) > s.opts.PlanTimeout:
+			reason = "the plan timed out"
+		case s.slotHolds(pod, key, p.priority, sl):
+			return &CycleState{Gang: key, Placed: true, Slot: sl.Slot}, nil
+		case p.preempting && s.victimsRemain(key):
+			msg := fmt.Sprintf("%s waits for the pods it preempted to terminate", key)
+			return &CycleState{Gang: key, Unplaceable: msg}, fwk.NewStatus(fwk.Unschedulable, msg)
+		default:
+			reason = "the cluster changed under the plan"
+		}
+		logger.V(2).Info("Dropping the gang's plan", "gang", key, "reason", reason)
+		s.dropPlanLocked(key, reason)
+	}
+	if v, ok := s.verdicts[key]; ok && v.generation == s.generation && now.Sub(v.at) < verdictTTL {
+		return &CycleState{Gang: key, Unplaceable: v.message}, fwk.NewStatus(fwk.Unschedulable, v.message)
+	}
+	g := s.gangOf(pod)
+	cl, _ := s.view(ctx, nodes, viewOptions{gang: g, elig: newEligibility(pod)})
+	pl, err := cl.Place(g.plannerGang())
+	if err != nil {
+		s.verdicts[key] = verdict{generation: s.generation, at: now, message: err.Error()}
+		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())
+		return &CycleState{Gang: key, Unplaceable: err.Error()}, fwk.NewStatus(fwk.Unschedulable, err.Error())
+	}
+	delete(s.verdicts, key)
+	p := s.storePlanLocked(key, g, pl, false)
+	logger.V(2).Info("Planned the gang", "gang", key, "pods", len(g.pending), "level", pl.Level.String(),
+		"domain", pl.Domain, "nodes", pl.Nodes(), "racks", pl.Racks())
+	return &CycleState{Gang: key, Placed: true, Slot: p.slots[pod.UID].Slot}, nil
+}
+
+// storePlanLocked records a plan: the gang's pending pods take its assignments in rank order.
+func (s *State) storePlanLocked(key string, g *gang, pl *planner.Plan, preempting bool) *plan {
+	p := &plan{priority: g.priority, created: s.now(), slots: make(map[types.UID]*slot, len(g.pending)), preempting: preempting}
+	for i, pod := range g.pending {
+		a := pl.Assignments[i]
+		sl := &slot{Slot: Slot{Node: a.Node, Indexed: a.GPUs != nil}}
+		for _, x := range a.GPUs {
+			sl.GPUs |= planner.NewGPUSet(x)
+		}
+		if a.GPUs == nil {
+			sl.GPUs = planner.FirstGPUs(g.gpusPerPod)
+		}
+		p.slots[pod.UID] = sl
+	}
+	s.plans[key] = p
+	return p
+}
+
+// slotHolds reports whether the slot's GPUs are still free on the snapshot.
+func (s *State) slotHolds(pod *corev1.Pod, key string, priority int32, sl *slot) bool {
+	ni, err := s.handle.SnapshotSharedLister().NodeInfos().Get(sl.Node)
+	if err != nil || ni.Node() == nil {
+		return false
+	}
+	g := &gang{key: key, priority: priority, pendingUIDs: map[types.UID]bool{}}
+	pn := s.nodeView(ni, g, s.claims(g)[sl.Node], nil, false)
+	if pn.Indexed != sl.Indexed {
+		return false
+	}
+	if sl.Indexed {
+		return sl.GPUs&^pn.Free == 0
+	}
+	return pn.Free.Len() >= GPURequest(pod, s.opts.GPUResource)
+}
+
+// dropPlanLocked forgets a gang's plan and sends its pods waiting at Permit back to the queue, so
+// that no part of the gang binds on a stale plan.
+func (s *State) dropPlanLocked(key, reason string) {
+	delete(s.plans, key)
+	s.handle.IterateOverWaitingPods(func(wp framework.WaitingPod) {
+		if GangKey(wp.GetPod()) == key {
+			wp.Reject("GangPlacement", "the gang's plan was dropped: "+reason)
+		}
+	})
+}
+
+// Reserve marks the pod's slot taken: its GPUs count as used in every later view.
+func (s *State) Reserve(pod *corev1.Pod, nodeName string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := reservation{node: nodeName}
+	if p := s.plans[GangKey(pod)]; p != nil {
+		if sl := p.slots[pod.UID]; sl != nil && sl.Node == nodeName {
+			sl.phase = slotReserved
+			if sl.Indexed {
+				r.gpus = sl.GPUs
+			}
+		}
+	}
+	s.reserved[pod.UID] = r
+}
+
+// Unreserve releases the pod's GPUs. The gang's plan is dropped: Coscheduling sends the gang's
+// other waiting pods back too, and the gang is planned again as a whole.
+func (s *State) Unreserve(pod *corev1.Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.reserved, pod.UID)
+	s.generation++
+	key := GangKey(pod)
+	if p := s.plans[key]; p != nil {
+		if sl := p.slots[pod.UID]; sl != nil && sl.phase == slotReserved {
+			s.dropPlanLocked(key, "a pod of the gang was unreserved")
+		}
+	}
+}
+
+// Bound marks the pod's slot bound and forgets the plan once every pod of it is bound.
+func (s *State) Bound(pod *corev1.Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := GangKey(pod)
+	p := s.plans[key]
+	if p == nil {
+		return
+	}
+	if sl := p.slots[pod.UID]; sl != nil {
+		sl.phase = slotBound
+	}
+	for _, sl := range p.slots {
+		if sl.phase != slotBound {
+			return
+		}
+	}
+	delete(s.plans, key)
+}

@@ -1,0 +1,102 @@
+package gangcore
+
+import (
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
+)
+
+// AnnotationGPUIndices is the annotation the scheduler writes on a pod, with the binding, naming
+// the GPU indices it chose ("0,1,2,3"). The node agent's mock mode assigns those GPUs on fake
+// nodes; on real nodes the NVIDIA device plugin decides.
+const AnnotationGPUIndices = convoy.AnnotationGPUIndices
+
+// GangKey names the gang of a pod: "namespace/podgroup", or "namespace/pod (pod)" for a pod that
+// belongs to no PodGroup.
+func GangKey(pod *corev1.Pod) string {
+	if pg := pod.Labels[v1alpha1.PodGroupLabel]; pg != "" {
+		return pod.Namespace + "/" + pg
+	}
+	return pod.Namespace + "/" + pod.Name + " (pod)"
+}
+
+// PodGroupName returns the pod's PodGroup, or "" for a lone pod.
+func PodGroupName(pod *corev1.Pod) string {
+	return pod.Labels[v1alpha1.PodGroupLabel]
+}
+
+// GPURequest is the number of GPUs of resource the pod requests: its containers' sum, or its
+// largest init container's if larger (restartable init containers count with the containers).
+func GPURequest(pod *corev1.Pod, resource corev1.ResourceName) int {
+	value := func(c *corev1.Container) int {
+		if q, ok := c.Resources.Requests[resource]; ok {
+			return int(q.Value())
+		}
+		if q, ok := c.Resources.Limits[resource]; ok {
+			return int(q.Value())
+		}
+		return 0
+	}
+	sum, initMax, sidecars := 0, 0, 0
+	for i := range pod.Spec.Containers {
+		sum += value(&pod.Spec.Containers[i])
+	}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			sidecars += value(c)
+			continue
+		}
+		initMax = max(initMax, sidecars+value(c))
+	}
+	return max(sum+sidecars, initMax)
+}
+
+// Topology returns the level and mode the pod's annotations ask for. A level without a mode is
+// required, as TrainingJob's spec.scheduling.topology.mode defaults.
+func Topology(pod *corev1.Pod) (planner.Level, bool) {
+	l, ok := planner.ParseLevel(pod.Annotations[convoy.AnnotationTopologyLevel])
+	if !ok {
+		return planner.LevelNone, false
+	}
+	return l, pod.Annotations[convoy.AnnotationTopologyMode] != string(convoy.TopologyPreferred)
+}
+
+// rank is the pod's convoy.dev/rank label, or a large number when it has none.
+func rank(pod *corev1.Pod) int {
+	if r, err := strconv.Atoi(pod.Labels[convoy.LabelReplicaRank]); err == nil {
+		return r
+	}
+	return 1 << 30
+}
+
+// FormatGPUIndices writes a GPU set as AnnotationGPUIndices spells it.
+func FormatGPUIndices(s planner.GPUSet) string {
+	idx := s.Indices()
+	parts := make([]string, len(idx))
+	for i, v := range idx {
+		parts[i] = strconv.Itoa(v)
+	}
+	return strings.Join(parts, ",")
+}
+
+// ParseGPUIndices reads AnnotationGPUIndices; ok is false when it is absent or malformed.
+func ParseGPUIndices(v string) (planner.GPUSet, bool) {
+	if v == "" {
+		return 0, false
+	}
+	var s planner.GPUSet
+	for _, p := range strings.Split(v, ",") {
+		i, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || i < 0 || i >= planner.MaxGPUsPerNode {
+			return 0, false
+		}
+		s |= planner.NewGPUSet(i)
+	}
+	return s, true
+}

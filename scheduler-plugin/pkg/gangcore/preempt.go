@@ -1,0 +1,154 @@
+package gangcore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+)
+
+// preemption is a preemptor gang's eviction in progress.
+type preemption struct {
+	victims  []types.NamespacedName
+	uids     []types.UID
+	deadline time.Time
+}
+
+// victimsRemain reports whether pods the gang preempted still exist and it has not waited too long.
+func (s *State) victimsRemain(key string) bool {
+	pr := s.preemptions[key]
+	if pr == nil {
+		return false
+	}
+	if s.now().After(pr.deadline) {
+		delete(s.preemptions, key)
+		return false
+	}
+	for i, n := range pr.victims {
+		if p, err := s.pods.Pods(n.Namespace).Get(n.Name); err == nil && p.UID == pr.uids[i] {
+			return true
+		}
+	}
+	delete(s.preemptions, key)
+	return false
+}
+
+// Victims is the outcome of PreemptFor: the pods to evict and the node the preemptor is
+// nominated to.
+type Victims struct {
+	// Gangs names the victims, gangs and lone pods, for messages.
+	Gangs []string
+	// Pods are every pod of every victim.
+	Pods []*corev1.Pod
+	// Node is the preemptor's node in the plan it gets once the victims are gone.
+	Node string
+}
+
+// PreemptOptions come from GangPreemptionArgs.
+type PreemptOptions struct {
+	LonePods bool
+	Wait     time.Duration
+}
+
+// PreemptFor chooses whole victims of lower priority whose eviction makes room for the pod's gang,
+// records the plan the gang then gets (other gangs of no higher priority keep off it) and returns
+// every pod of every victim. It returns Unschedulable while earlier victims of the gang still
+// terminate, and when no set of victims makes room.
+func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeInfo, o PreemptOptions) (*Victims, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	key := GangKey(pod)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.victimsRemain(key) {
+		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s waits for the pods it preempted to terminate", key))
+	}
+	g := s.gangOf(pod)
+	if len(g.pending) == 0 {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "no pod of the gang is pending")
+	}
+	cl, vt := s.view(ctx, nodes, viewOptions{gang: g, elig: newEligibility(pod), victims: true, lonePods: o.LonePods})
+	res, err := cl.Preempt(g.plannerGang())
+	if err != nil {
+		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
+	}
+	out := &Victims{}
+	pr := &preemption{deadline: s.now().Add(o.Wait)}
+	for _, v := range res.Victims {
+		m := vt.meta[v]
+		out.Gangs = append(out.Gangs, vt.list[v].Key)
+		var pods []*corev1.Pod
+		if m.pod != "" {
+			if p, err := s.pods.Pods(m.namespace).Get(m.pod); err == nil {
+				pods = append(pods, p)
+			}
+		} else {
+			pods, _ = s.pods.Pods(m.namespace).List(labels.SelectorFromSet(labels.Set{schedv1alpha1.PodGroupLabel: m.podGroup}))
+		}
+		for _, p := range pods {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			out.Pods = append(out.Pods, p)
+			pr.victims = append(pr.victims, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
+			pr.uids = append(pr.uids, p.UID)
+		}
+	}
+	p := s.storePlanLocked(key, g, res.Plan, len(out.Pods) > 0)
+	if len(out.Pods) > 0 {
+		s.preemptions[key] = pr
+	}
+	delete(s.verdicts, key)
+	out.Node = p.slots[pod.UID].Node
+	logger.V(2).Info("Preempting whole gangs", "preemptor", key, "victims", strings.Join(out.Gangs, ","), "pods", len(out.Pods), "node", out.Node)
+	return out, nil
+}
+
+// fillWorkLost sets each victim's work lost: the time since its last checkpoint, or since it
+// started when it has not checkpointed since. The checkpoint time is the PodGroup's
+// convoy.dev/last-checkpoint-time annotation, or the TrainingJob's status.checkpoint.time.
+func (s *State) fillWorkLost(ctx context.Context, vt *victimTable) {
+	now := s.now()
+	for i := range vt.list {
+		m := vt.meta[i]
+		progress := m.started
+		if t, ok := s.checkpointTime(ctx, m); ok && t.After(progress) {
+			progress = t
+		}
+		vt.list[i].WorkLost = max(now.Sub(progress), 0)
+	}
+}
+
+func (s *State) checkpointTime(ctx context.Context, m victimMeta) (time.Time, bool) {
+	if s.reader == nil || m.podGroup == "" {
+		return time.Time{}, false
+	}
+	var pg schedv1alpha1.PodGroup
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: m.namespace, Name: m.podGroup}, &pg); err == nil {
+		if t, err := time.Parse(time.RFC3339, pg.Annotations[convoy.AnnotationLastCheckpointTime]); err == nil {
+			return t, true
+		}
+	}
+	if !s.trainingJobs {
+		return time.Time{}, false
+	}
+	name := m.jobName
+	if name == "" {
+		name = m.podGroup
+	}
+	var tj convoy.TrainingJob
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: m.namespace, Name: name}, &tj); err == nil &&
+		tj.Status.Checkpoint != nil && tj.Status.Checkpoint.Time != nil {
+		return tj.Status.Checkpoint.Time.Time, true
+	}
+	return time.Time{}, false
+}

@@ -1,0 +1,242 @@
+package gangcore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
+)
+
+// Options configure a State; they come from GangPlacementArgs.
+type Options struct {
+	ZoneLabel, BlockLabel, RackLabel string
+	GPUResource                      corev1.ResourceName
+	PlanTimeout                      time.Duration
+}
+
+// State is shared by the GangPlacement and GangPreemption plugins of one scheduler.
+type State struct {
+	opts   Options
+	handle framework.Handle
+	pods   corelisters.PodLister
+	// reader reads PodGroups and, where their CRD is installed, TrainingJobs; nil without a cluster.
+	reader       client.Reader
+	gpuNodesOK   bool
+	trainingJobs bool
+	now          func() time.Time
+
+	gpuMu    sync.RWMutex
+	gpuNodes map[string]*gpuNode
+
+	mu          sync.Mutex
+	plans       map[string]*plan
+	reserved    map[types.UID]reservation
+	verdicts    map[string]verdict
+	preemptions map[string]*preemption
+	// generation changes whenever GPUs may have been freed: a pod deleted, a node or GPUNode
+	// added or changed. A gang found unplaceable stays so until it changes.
+	generation int64
+}
+
+// reservation is a pod's GPUs from Reserve until the pod is deleted.
+type reservation struct {
+	node string
+	gpus planner.GPUSet
+}
+
+// verdict remembers that a gang did not fit, so its other pods fail fast.
+type verdict struct {
+	generation int64
+	at         time.Time
+	message    string
+}
+
+// verdictTTL bounds how long a verdict is trusted without a change in generation.
+const verdictTTL = 10 * time.Second
+
+var (
+	registryMu sync.Mutex
+	registry   = map[kubernetes.Interface]*State{}
+)
+
+// Shared returns the State of the scheduler that h belongs to, creating it with opts on first
+// use. Every profile of a scheduler shares one State: GPUs and plans are cluster-wide.
+func Shared(ctx context.Context, h framework.Handle, opts Options) (*State, error) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if s := registry[h.ClientSet()]; s != nil {
+		if s.opts != opts {
+			return nil, fmt.Errorf("GangPlacement has different args in two profiles (%+v and %+v): give every profile the same GangPlacementArgs", s.opts, opts)
+		}
+		return s, nil
+	}
+	s, err := New(ctx, h, opts)
+	if err != nil {
+		return nil, err
+	}
+	registry[h.ClientSet()] = s
+	return s, nil
+}
+
+// Lookup returns the State GangPlacement created for h's scheduler, or nil when GangPlacement is
+// not enabled.
+func Lookup(h framework.Handle) *State {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	return registry[h.ClientSet()]
+}
+
+// New makes a State and registers its event handlers. With a kubeconfig it also watches GPUNodes,
+// PodGroups and TrainingJobs.
+func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) {
+	s := &State{
+		opts:        opts,
+		handle:      h,
+		now:         time.Now,
+		gpuNodes:    map[string]*gpuNode{},
+		plans:       map[string]*plan{},
+		reserved:    map[types.UID]reservation{},
+		verdicts:    map[string]verdict{},
+		preemptions: map[string]*preemption{},
+	}
+	pods := h.SharedInformerFactory().Core().V1().Pods()
+	s.pods = pods.Lister()
+	if _, err := pods.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: s.onPodDelete}); err != nil {
+		return nil, err
+	}
+	changed := func(any) { s.bump() }
+	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: changed, UpdateFunc: func(_, n any) { changed(n) }, DeleteFunc: changed,
+	}); err != nil {
+		return nil, err
+	}
+	if cfg := h.KubeConfig(); cfg != nil {
+		if err := s.watch(ctx, cfg); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// watch starts a cache of GPUNodes, PodGroups and TrainingJobs. Without the GPUNode CRD every node
+// is known by count only; without the TrainingJob CRD checkpoints come from PodGroups only.
+func (s *State) watch(ctx context.Context, cfg *rest.Config) error {
+	logger := klog.FromContext(ctx)
+	scheme := runtime.NewScheme()
+	if err := convoy.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := schedv1alpha1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	c, err := crcache.New(cfg, crcache.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := c.Start(ctx); err != nil {
+			logger.Error(err, "GPUNode cache stopped")
+		}
+	}()
+	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	inf, err := c.GetInformer(syncCtx, &convoy.GPUNode{})
+	if err != nil {
+		logger.Error(err, "Cannot watch GPUNodes: every node is known by its nvidia.com/gpu count only")
+	} else if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    s.onGPUNode,
+		UpdateFunc: func(_, n any) { s.onGPUNode(n) },
+		DeleteFunc: s.onGPUNodeDelete,
+	}); err != nil {
+		return err
+	} else {
+		s.gpuNodesOK = true
+	}
+	if _, err := c.GetInformer(syncCtx, &schedv1alpha1.PodGroup{}); err != nil {
+		return fmt.Errorf("watching PodGroups (is the scheduling.x-k8s.io CRD installed?): %w", err)
+	}
+	if _, err := c.GetInformer(syncCtx, &convoy.TrainingJob{}); err != nil {
+		logger.Info("Cannot watch TrainingJobs: checkpoint times come from PodGroup annotations only", "err", err)
+	} else {
+		s.trainingJobs = true
+	}
+	s.reader = c
+	return nil
+}
+
+func (s *State) bump() {
+	s.mu.Lock()
+	s.generation++
+	s.mu.Unlock()
+}
+
+func (s *State) onPodDelete(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	delete(s.reserved, pod.UID)
+	s.generation++
+	s.mu.Unlock()
+}
+
+func (s *State) onGPUNode(obj any) {
+	g, ok := obj.(*convoy.GPUNode)
+	if !ok {
+		return
+	}
+	s.SetGPUNode(g)
+}
+
+func (s *State) onGPUNodeDelete(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if g, ok := obj.(*convoy.GPUNode); ok {
+		s.gpuMu.Lock()
+		delete(s.gpuNodes, g.Name)
+		s.gpuMu.Unlock()
+		s.bump()
+	}
+}
+
+// SetGPUNode records a GPUNode's inventory. The GPUNode informer calls it; tests may too.
+func (s *State) SetGPUNode(g *convoy.GPUNode) {
+	n := newGPUNode(g)
+	s.gpuMu.Lock()
+	s.gpuNodes[g.Name] = n
+	s.gpuMu.Unlock()
+	s.bump()
+}
+
+func (s *State) gpuNode(name string) *gpuNode {
+	s.gpuMu.RLock()
+	defer s.gpuMu.RUnlock()
+	return s.gpuNodes[name]
+}
+
+// WatchesGPUNodes reports whether the GPUNode CRD is installed and watched.
+func (s *State) WatchesGPUNodes() bool { return s.gpuNodesOK }
+
+// GPUResource is the GPU extended resource.
+func (s *State) GPUResource() corev1.ResourceName { return s.opts.GPUResource }

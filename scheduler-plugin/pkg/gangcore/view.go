@@ -1,0 +1,359 @@
+package gangcore
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
+)
+
+// gang is the gang of the pod being scheduled.
+type gang struct {
+	key       string
+	namespace string
+	podGroup  string
+	// pending are the gang's unbound GPU pods, in rank order: the pods a plan places.
+	pending []*corev1.Pod
+	// pendingUIDs are their UIDs: GPUs the scheduler holds for them (assumed, waiting at Permit)
+	// count as free when the gang is planned again.
+	pendingUIDs map[types.UID]bool
+	// anchor is a node of a bound pod of the gang: a required level keeps the rest with it.
+	anchor     string
+	gpusPerPod int
+	level      planner.Level
+	required   bool
+	priority   int32
+}
+
+func (g *gang) plannerGang() planner.Gang {
+	return planner.Gang{Key: g.key, Pods: len(g.pending), GPUsPerPod: g.gpusPerPod, Level: g.level,
+		Required: g.required, Priority: g.priority}
+}
+
+// gangOf collects the gang of pod from the informer: its unbound GPU pods of the same scheduler,
+// not terminating. Pods of a gang asking different GPU counts are planned at the largest.
+func (s *State) gangOf(pod *corev1.Pod) *gang {
+	g := &gang{key: GangKey(pod), namespace: pod.Namespace, podGroup: PodGroupName(pod),
+		priority: corev1helpers.PodPriority(pod), pendingUIDs: map[types.UID]bool{}}
+	g.level, g.required = Topology(pod)
+	members := []*corev1.Pod{pod}
+	if g.podGroup != "" {
+		if list, err := s.pods.Pods(pod.Namespace).List(labels.SelectorFromSet(labels.Set{schedv1alpha1.PodGroupLabel: g.podGroup})); err == nil {
+			members = append(members, list...)
+		}
+	}
+	for _, p := range members {
+		if g.pendingUIDs[p.UID] || p.DeletionTimestamp != nil || p.Spec.SchedulerName != pod.Spec.SchedulerName {
+			continue
+		}
+		n := GPURequest(p, s.opts.GPUResource)
+		if n == 0 {
+			continue
+		}
+		if p.Spec.NodeName != "" {
+			if g.anchor == "" {
+				g.anchor = p.Spec.NodeName
+			}
+			continue
+		}
+		g.pendingUIDs[p.UID] = true
+		g.pending = append(g.pending, p)
+		g.gpusPerPod = max(g.gpusPerPod, n)
+	}
+	slices.SortFunc(g.pending, func(a, b *corev1.Pod) int {
+		if ra, rb := rank(a), rank(b); ra != rb {
+			return ra - rb
+		}
+		if a.Name < b.Name {
+			return -1
+		}
+		return 1
+	})
+	return g
+}
+
+// eligibility is what the gang's pods need of a node besides GPUs, computed once per plan.
+type eligibility struct {
+	template *corev1.Pod
+	affinity nodeaffinity.RequiredNodeAffinity
+	requests corev1.ResourceList
+}
+
+func newEligibility(pod *corev1.Pod) eligibility {
+	return eligibility{template: pod, affinity: nodeaffinity.GetRequiredNodeAffinity(pod),
+		requests: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})}
+}
+
+// excluded reports whether the gang's pods may not run on the node: cordon, an untolerated
+// NoSchedule or NoExecute taint, or the node selector and required node affinity.
+func (e eligibility) excluded(node *corev1.Node) bool {
+	if node.Spec.Unschedulable && !corev1helpers.TolerationsTolerateTaint(e.template.Spec.Tolerations,
+		&corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}) {
+		return true
+	}
+	if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(node.Spec.Taints, e.template.Spec.Tolerations, func(t *corev1.Taint) bool {
+		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
+	}); untolerated {
+		return true
+	}
+	match, err := e.affinity.Match(node)
+	return err != nil || !match
+}
+
+// maxPods is how many of the gang's pods the node's CPU, memory, ephemeral storage, pod slots and
+// other extended resources admit; -1 when none, 0 when there is no limit.
+func (e eligibility) maxPods(ni fwk.NodeInfo, gpu corev1.ResourceName) int {
+	alloc, used := ni.GetAllocatable(), ni.GetRequested()
+	limit := alloc.GetAllowedPodNumber() - len(ni.GetPods())
+	bound := func(free, req int64) {
+		if req > 0 {
+			limit = min(limit, int(max(free, 0)/req))
+		}
+	}
+	for name, q := range e.requests {
+		switch name {
+		case corev1.ResourceCPU:
+			bound(alloc.GetMilliCPU()-used.GetMilliCPU(), q.MilliValue())
+		case corev1.ResourceMemory:
+			bound(alloc.GetMemory()-used.GetMemory(), q.Value())
+		case corev1.ResourceEphemeralStorage:
+			bound(alloc.GetEphemeralStorage()-used.GetEphemeralStorage(), q.Value())
+		case gpu, corev1.ResourcePods:
+		default:
+			bound(alloc.GetScalarResources()[name]-used.GetScalarResources()[name], q.Value())
+		}
+	}
+	if limit <= 0 {
+		return -1
+	}
+	return limit
+}
+
+// victimTable numbers the gangs and lone pods that hold GPUs, for preemption.
+type victimTable struct {
+	index map[string]int
+	meta  []victimMeta
+	list  []planner.Victim
+}
+
+type victimMeta struct {
+	namespace, podGroup, pod string
+	jobName                  string
+	started                  time.Time
+}
+
+// viewOptions say what a view is for.
+type viewOptions struct {
+	gang *gang
+	elig eligibility
+	// victims builds Cluster.Victims for preemption; lone pods are victims only with lonePods.
+	victims  bool
+	lonePods bool
+}
+
+// view turns the snapshot into the planner's cluster for g.
+func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (*planner.Cluster, *victimTable) {
+	cl := &planner.Cluster{Nodes: make([]planner.Node, 0, len(nodes))}
+	var vt *victimTable
+	if o.victims {
+		vt = &victimTable{index: map[string]int{}}
+	}
+	claims := s.claims(o.gang)
+	var anchor *corev1.Node
+	for _, ni := range nodes {
+		if ni.Node() != nil && ni.Node().Name == o.gang.anchor {
+			anchor = ni.Node()
+		}
+	}
+	for _, ni := range nodes {
+		node := ni.Node()
+		if node == nil {
+			continue
+		}
+		pn := s.nodeView(ni, o.gang, claims[node.Name], vt, o.lonePods)
+		pn.Excluded = o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang)
+		if !pn.Excluded {
+			pn.MaxPods = o.elig.maxPods(ni, s.opts.GPUResource)
+		}
+		cl.Nodes = append(cl.Nodes, pn)
+	}
+	if vt != nil {
+		s.fillWorkLost(ctx, vt)
+		cl.Victims = vt.list
+	}
+	return cl, vt
+}
+
+// sameDomain keeps a gang that already has a bound pod (on anchor) inside anchor's domain of its
+// required level.
+func (s *State) sameDomain(anchor, node *corev1.Node, g *gang) bool {
+	if anchor == nil || !g.required {
+		return true
+	}
+	keys := []string{s.opts.ZoneLabel}
+	switch g.level {
+	case planner.LevelNVLink, planner.LevelNode:
+		return node.Name == anchor.Name
+	case planner.LevelRack:
+		keys = append(keys, s.opts.BlockLabel, s.opts.RackLabel)
+	case planner.LevelBlock:
+		keys = append(keys, s.opts.BlockLabel)
+	case planner.LevelZone:
+	default:
+		return true
+	}
+	for _, k := range keys {
+		if node.Labels[k] != anchor.Labels[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// nodeView is one node for gang g: its topology labels, and its free GPUs after the pods on it,
+// the pods nominated to it with g's priority or more, and the claims of other gangs' plans.
+func (s *State) nodeView(ni fwk.NodeInfo, g *gang, claims []claim, vt *victimTable, lonePods bool) planner.Node {
+	node := ni.Node()
+	pn := planner.Node{Name: node.Name, Zone: node.Labels[s.opts.ZoneLabel], Block: node.Labels[s.opts.BlockLabel],
+		Rack: node.Labels[s.opts.RackLabel]}
+	alloc := int(ni.GetAllocatable().GetScalarResources()[s.opts.GPUResource])
+	room := alloc - int(ni.GetRequested().GetScalarResources()[s.opts.GPUResource])
+	gn := s.gpuNode(node.Name)
+	var free planner.GPUSet
+	if gn != nil {
+		pn.Indexed, pn.GPUs, pn.Unhealthy, pn.Topology = true, gn.total, gn.unhealthy, gn.topology
+		free = gn.healthy
+	} else {
+		pn.GPUs = min(alloc, planner.MaxGPUsPerNode)
+		free = planner.FirstGPUs(pn.GPUs)
+	}
+	type unknown struct {
+		victim int
+		n      int
+	}
+	var unknowns []unknown
+	for _, pi := range ni.GetPods() {
+		p := pi.GetPod()
+		n := GPURequest(p, s.opts.GPUResource)
+		if n == 0 {
+			continue
+		}
+		if g.pendingUIDs[p.UID] {
+			room += n
+			continue
+		}
+		v := -1
+		if vt != nil {
+			v = vt.add(p, g, n, lonePods)
+		}
+		set := s.knownGPUs(p, gn)
+		if set == 0 {
+			unknowns = append(unknowns, unknown{v, n})
+			continue
+		}
+		free &^= set
+		pn.Holders = append(pn.Holders, planner.Holder{Victim: v, GPUs: set})
+	}
+	// Pods whose GPUs are not known hold some of the free ones: the highest, by convention.
+	for _, u := range unknowns {
+		set := highest(free, u.n)
+		free &^= set
+		pn.Holders = append(pn.Holders, planner.Holder{Victim: u.victim, GPUs: set})
+	}
+	for _, pi := range s.handle.NominatedPodsForNode(node.Name) {
+		p := pi.GetPod()
+		if p.Spec.NodeName == "" && GangKey(p) != g.key && corev1helpers.PodPriority(p) >= g.priority {
+			n := GPURequest(p, s.opts.GPUResource)
+			room -= n
+		}
+	}
+	for _, c := range claims {
+		if pn.Indexed && c.indexed {
+			free &^= c.gpus
+		} else {
+			room -= c.gpus.Len()
+		}
+	}
+	// Never more than the device plugin's allocatable leaves.
+	if free.Len() > room {
+		free = free &^ highest(free, free.Len()-max(room, 0))
+	}
+	pn.Free = free
+	return pn
+}
+
+// highest returns the n highest GPUs of s.
+func highest(s planner.GPUSet, n int) planner.GPUSet {
+	var out planner.GPUSet
+	for i := planner.MaxGPUsPerNode - 1; i >= 0 && n > 0; i-- {
+		if s.Has(i) {
+			out |= planner.NewGPUSet(i)
+			n--
+		}
+	}
+	return out
+}
+
+// knownGPUs returns the GPUs a pod holds, where known: from the node agent's GPUNode, else from
+// the scheduler's own reservation or the pod's convoy.dev/gpu-indices annotation. Zero when unknown.
+func (s *State) knownGPUs(p *corev1.Pod, gn *gpuNode) planner.GPUSet {
+	if gn != nil {
+		if set := gn.allocated[p.Namespace+"/"+p.Name]; set != 0 {
+			return set
+		}
+	}
+	if r, ok := s.reserved[p.UID]; ok && r.gpus != 0 {
+		return r.gpus
+	}
+	if set, ok := ParseGPUIndices(p.Annotations[AnnotationGPUIndices]); ok {
+		return set
+	}
+	return 0
+}
+
+// add records a GPU pod of a victim candidate and returns its victim index, or -1 when it may not
+// be evicted: a pod of the preemptor's gang, a terminating or static pod, or a lone pod when lone
+// pods are protected.
+func (vt *victimTable) add(p *corev1.Pod, g *gang, gpus int, lonePods bool) int {
+	key := GangKey(p)
+	pg := PodGroupName(p)
+	if key == g.key || p.DeletionTimestamp != nil || (pg == "" && !lonePods) {
+		return -1
+	}
+	if _, static := p.Annotations[corev1.MirrorPodAnnotationKey]; static {
+		return -1
+	}
+	started := p.CreationTimestamp.Time
+	if p.Status.StartTime != nil {
+		started = p.Status.StartTime.Time
+	}
+	i, ok := vt.index[key]
+	if !ok {
+		i = len(vt.list)
+		vt.index[key] = i
+		vt.list = append(vt.list, planner.Victim{Key: key, Priority: corev1helpers.PodPriority(p)})
+		m := victimMeta{namespace: p.Namespace, podGroup: pg, jobName: p.Labels[convoy.LabelJobName], started: started}
+		if pg == "" {
+			m.pod = p.Name
+		}
+		vt.meta = append(vt.meta, m)
+	}
+	v := &vt.list[i]
+	v.Priority = max(v.Priority, corev1helpers.PodPriority(p))
+	v.GPUs += gpus
+	if started.Before(vt.meta[i].started) {
+		vt.meta[i].started = started
+	}
+	return i
+}

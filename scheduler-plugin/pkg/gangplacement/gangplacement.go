@@ -1,0 +1,152 @@
+// Package gangplacement is the GangPlacement scheduler plugin: it places every pod of a gang at
+// once, on the best GPUs, in the smallest topology domain. See README.md.
+package gangplacement
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
+	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config/validation"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
+)
+
+// Name is the plugin's name in the registry and in KubeSchedulerConfiguration.
+const Name = "GangPlacement"
+
+// GPUNodeEvent is the cluster event of GPUNode objects, in the scheduler's GVK spelling.
+const GPUNodeEvent fwk.EventResource = "gpunodes.v1alpha1.convoy.dev"
+
+// GangPlacement plans a whole gang in PreFilter and makes each pod follow the plan.
+type GangPlacement struct {
+	handle framework.Handle
+	state  *gangcore.State
+}
+
+var (
+	_ framework.PreFilterPlugin   = &GangPlacement{}
+	_ framework.FilterPlugin      = &GangPlacement{}
+	_ framework.ReservePlugin     = &GangPlacement{}
+	_ framework.BindPlugin        = &GangPlacement{}
+	_ framework.PostBindPlugin    = &GangPlacement{}
+	_ framework.EnqueueExtensions = &GangPlacement{}
+)
+
+// New makes the plugin from its GangPlacementArgs.
+func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+	args, ok := obj.(*config.GangPlacementArgs)
+	if !ok {
+		return nil, fmt.Errorf("want args to be of type GangPlacementArgs, got %T", obj)
+	}
+	if err := validation.ValidateGangPlacementArgs(field.NewPath("args"), args); err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).V(2).Info("Creating the GangPlacement plugin", "args", args)
+	st, err := gangcore.Shared(ctx, h, gangcore.Options{
+		ZoneLabel:   args.ZoneLabel,
+		BlockLabel:  args.BlockLabel,
+		RackLabel:   args.RackLabel,
+		GPUResource: corev1.ResourceName(args.GPUResourceName),
+		PlanTimeout: time.Duration(args.PlanTimeoutSeconds) * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &GangPlacement{handle: h, state: st}, nil
+}
+
+// Name returns the plugin's name.
+func (pl *GangPlacement) Name() string { return Name }
+
+// PreFilter gives the pod its slot in the gang's plan, planning the whole gang when it has none,
+// and narrows the nodes to that slot's. A gang that does not fit is rejected here, for all its
+// pods, before anything is reserved. Pods without GPUs are left to the other plugins.
+func (pl *GangPlacement) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
+	if gangcore.GPURequest(pod, pl.state.GPUResource()) == 0 {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	st, status := pl.state.PlanFor(ctx, pod, nodes)
+	cs.Write(gangcore.StateKey, st)
+	if !status.IsSuccess() {
+		return nil, status
+	}
+	return &framework.PreFilterResult{NodeNames: sets.New(st.Slot.Node)}, nil
+}
+
+// PreFilterExtensions returns nil: the plan does not change with the pods preemption dry-runs.
+func (pl *GangPlacement) PreFilterExtensions() framework.PreFilterExtensions { return nil }
+
+// Filter admits only the node of the pod's slot. PreFilter already narrowed the nodes to it; this
+// also holds when the scheduler first tries a pod's nominated node.
+func (pl *GangPlacement) Filter(_ context.Context, cs fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+	st, err := gangcore.ReadCycleState(cs)
+	if err != nil {
+		return fwk.AsStatus(err)
+	}
+	if !st.Placed {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, st.Unplaceable)
+	}
+	if ni.Node().Name != st.Slot.Node {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("the plan of gang %s puts the pod on node %s", st.Gang, st.Slot.Node))
+	}
+	return nil
+}
+
+// Reserve holds the slot's GPUs for the pod.
+func (pl *GangPlacement) Reserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
+	pl.state.Reserve(pod, nodeName)
+	return nil
+}
+
+// Unreserve releases them and drops the gang's plan.
+func (pl *GangPlacement) Unreserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
+	pl.state.Unreserve(pod)
+}
+
+// Bind binds the pod with its GPU indices in the convoy.dev/gpu-indices annotation, in the one
+// Binding call (the API server copies a Binding's annotations onto the pod). On a node known by
+// GPU count only it leaves binding to DefaultBinder.
+func (pl *GangPlacement) Bind(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
+	st, err := gangcore.ReadCycleState(cs)
+	if err != nil || !st.Placed || !st.Slot.Indexed || st.Slot.Node != nodeName {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	binding := &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+			Annotations: map[string]string{gangcore.AnnotationGPUIndices: gangcore.FormatGPUIndices(st.Slot.GPUs)}},
+		Target: corev1.ObjectReference{Kind: "Node", Name: nodeName},
+	}
+	klog.FromContext(ctx).V(3).Info("Binding", "pod", klog.KObj(pod), "node", nodeName, "gpus", binding.Annotations[gangcore.AnnotationGPUIndices])
+	if err := pl.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return fwk.AsStatus(err)
+	}
+	return nil
+}
+
+// PostBind forgets the gang's plan once all its pods are bound.
+func (pl *GangPlacement) PostBind(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
+	pl.state.Bound(pod)
+}
+
+// EventsToRegister lists what can make room for a gang: a pod deleted, a node added or changed, a
+// GPUNode changed (a GPU healthy again).
+func (pl *GangPlacement) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
+	events := []fwk.ClusterEventWithHint{
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.Update}},
+	}
+	if pl.state.WatchesGPUNodes() {
+		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: GPUNodeEvent, ActionType: fwk.All}})
+	}
+	return events, nil
+}

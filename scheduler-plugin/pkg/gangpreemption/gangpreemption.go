@@ -1,0 +1,113 @@
+// Package gangpreemption is the GangPreemption scheduler plugin: when a gang cannot be placed it
+// evicts the cheapest set of whole lower-priority gangs that makes room. See README.md.
+package gangpreemption
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
+	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+
+	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
+	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config/validation"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
+)
+
+// Name is the plugin's name in the registry and in KubeSchedulerConfiguration.
+const Name = "GangPreemption"
+
+// GangPreemption preempts whole gangs in PostFilter. It needs GangPlacement in the same profile.
+type GangPreemption struct {
+	handle    framework.Handle
+	opts      gangcore.PreemptOptions
+	evaluator *preemption.Evaluator
+}
+
+var _ framework.PostFilterPlugin = &GangPreemption{}
+
+// New makes the plugin from its GangPreemptionArgs.
+func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+	args, ok := obj.(*config.GangPreemptionArgs)
+	if !ok {
+		return nil, fmt.Errorf("want args to be of type GangPreemptionArgs, got %T", obj)
+	}
+	if err := validation.ValidateGangPreemptionArgs(field.NewPath("args"), args); err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).V(2).Info("Creating the GangPreemption plugin", "args", args)
+	return &GangPreemption{
+		handle: h,
+		opts:   gangcore.PreemptOptions{LonePods: args.PreemptLonePods, Wait: time.Duration(args.VictimTerminationSeconds) * time.Second},
+		// Only its PreemptPod is used: the eviction path of DefaultPreemption (reject a waiting
+		// victim, else set DisruptionTarget and delete it, and record an event).
+		evaluator: preemption.NewEvaluator(Name, h, nil, false),
+	}, nil
+}
+
+// Name returns the plugin's name.
+func (pl *GangPreemption) Name() string { return Name }
+
+// victimsOn is the preemption candidate of one victim pod: its own node.
+type victimsOn struct {
+	node    string
+	victims *extenderv1.Victims
+}
+
+func (c *victimsOn) Victims() *extenderv1.Victims { return c.victims }
+func (c *victimsOn) Name() string                 { return c.node }
+
+// PostFilter runs when GangPlacement found no room for the pod's gang. It chooses whole victims
+// of strictly lower priority, evicts every pod of each, and nominates the pod to its node in the
+// plan the gang gets once they are gone.
+func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
+	logger := klog.FromContext(ctx)
+	st, err := gangcore.ReadCycleState(cs)
+	if err != nil || st.Placed {
+		// Another plugin rejected the pod, or a filter failed on its planned node: GPUs are not
+		// what it lacks.
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == corev1.PreemptNever {
+		return nil, fwk.NewStatus(fwk.Unschedulable, "the pod's preemptionPolicy is Never")
+	}
+	state := gangcore.Lookup(pl.handle)
+	if state == nil {
+		return nil, fwk.AsStatus(fmt.Errorf("%s needs the GangPlacement plugin in the same scheduler", Name))
+	}
+	nodes, err := pl.handle.SnapshotSharedLister().NodeInfos().List()
+	if err != nil {
+		return nil, fwk.AsStatus(err)
+	}
+	v, status := state.PreemptFor(ctx, pod, nodes, pl.opts)
+	if !status.IsSuccess() {
+		return nil, status
+	}
+	if len(v.Pods) > 0 {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		errCh := parallelize.NewErrorChannel()
+		pl.handle.Parallelizer().Until(ctx, len(v.Pods), func(i int) {
+			victim := v.Pods[i]
+			c := &victimsOn{node: victim.Spec.NodeName, victims: &extenderv1.Victims{Pods: []*corev1.Pod{victim}}}
+			if err := pl.evaluator.PreemptPod(ctx, c, pod, victim, Name); err != nil {
+				errCh.SendErrorWithCancel(err, cancel)
+			}
+		}, Name)
+		if err := errCh.ReceiveError(); err != nil {
+			return nil, fwk.AsStatus(err)
+		}
+		logger.V(2).Info("Preempted whole gangs", "pod", klog.KObj(pod), "gang", st.Gang,
+			"victims", strings.Join(v.Gangs, ","), "pods", len(v.Pods), "nominatedNode", v.Node)
+	}
+	return framework.NewPostFilterResultWithNominatedNode(v.Node), fwk.NewStatus(fwk.Success)
+}

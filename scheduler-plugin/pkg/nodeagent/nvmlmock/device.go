@@ -334,6 +334,15 @@ func (d *Device) RegisterEvents(mask uint64, set nvml.EventSet) nvml.Return {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.regs = append(s.regs, registration{device: d, mask: mask, set: es})
+	kept := s.pending[:0]
+	for _, ev := range s.pending {
+		if ev.Device == d && ev.EventType&mask != 0 {
+			es.send(ev)
+		} else {
+			kept = append(kept, ev)
+		}
+	}
+	s.pending = kept
 	return nvml.SUCCESS
 }
 

@@ -36,9 +36,10 @@ type Server struct {
 	devices []*Device
 	fabric  [16]uint8
 
-	mu    sync.Mutex
-	inits int
-	regs  []registration
+	mu      sync.Mutex
+	inits   int
+	regs    []registration
+	pending []nvml.EventData
 }
 
 type registration struct {
@@ -133,20 +134,26 @@ func (s *Server) setMockFuncs() {
 	s.ErrorStringFunc = func(r nvml.Return) string { return r.Error() }
 }
 
-// emit delivers an event to every event set that registered d for its type.
+// emit delivers an event to every event set that registered d for its type. An event nobody
+// registered for waits for the first registration that wants it, so that a fault injected before
+// the agent started (the --fault flag) still reaches it.
 func (s *Server) emit(d *Device, eventType, data uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ev := nvml.EventData{Device: d, EventType: eventType, EventData: data}
+	delivered := false
 	for _, r := range s.regs {
-		if r.device != d || r.mask&eventType == 0 {
-			continue
-		}
-		select {
-		case r.set.ch <- nvml.EventData{Device: d, EventType: eventType, EventData: data}:
-		default: // a full set drops events, as NVML's bounded queue does
+		if r.device == d && r.mask&eventType != 0 {
+			r.set.send(ev)
+			delivered = true
 		}
 	}
+	if !delivered && len(s.pending) < maxPending {
+		s.pending = append(s.pending, ev)
+	}
 }
+
+const maxPending = 64
 
 // EventSet is a mocked nvml.EventSet; Wait blocks until an injected fault's event or the timeout.
 type EventSet struct {
@@ -195,6 +202,13 @@ func (e *EventSet) Free() nvml.Return {
 }
 
 func (e *EventSet) init() { e.freed = make(chan struct{}) }
+
+func (e *EventSet) send(ev nvml.EventData) {
+	select {
+	case e.ch <- ev:
+	default: // a full set drops events, as NVML's bounded queue does
+	}
+}
 
 // board is the GPUs shared by every server of a profile: go-nvml's dgxa100 devices reconfigured
 // to the profile's identity. They are never written after construction.

@@ -84,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 
 // gpuGauges are one GPU's gauges, looked up once rather than on every poll.
 type gpuGauges struct {
-	labels                                           prometheus.Labels
+	labels                                              prometheus.Labels
 	utilization, memoryUsed, memoryTotal, healthy, held prometheus.Gauge
 }
 

@@ -30,7 +30,11 @@ up() {
 	done
 	echo "==> Installing Convoy's CRDs"
 	kubectl apply --server-side -f deploy/crd/bases >/dev/null
-	kubectl wait --for condition=Established --timeout=60s crd/trainingjobs.convoy.dev crd/gpunodes.convoy.dev >/dev/null
+	# Right after creation a CRD has no conditions yet, and kubectl wait fails instead of waiting.
+	for _ in $(seq 60); do
+		kubectl wait --for condition=Established --timeout=30s crd/trainingjobs.convoy.dev crd/gpunodes.convoy.dev >/dev/null 2>&1 && break
+		sleep 0.5
+	done
 	echo "==> Applying the sample TrainingJob (deploy/samples/pytorch-llama.yaml)"
 	kubectl create namespace team-a --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 	kubectl apply --server-side -f deploy/samples/pytorch-llama.yaml

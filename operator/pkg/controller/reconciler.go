@@ -203,6 +203,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	})
 
 	if err := r.writeStatus(ctx, job, p.status); err != nil {
+		if apierrors.IsConflict(err) {
+			// The cache is behind the API server; the newer version's event reconciles the job again.
+			log.V(2).Info("TrainingJob changed since it was read; reconciling the newer version")
+			return ctrl.Result{}, nil
+		}
 		return ctrl.Result{}, err
 	}
 	// job now carries the new status: restart attempt and latest checkpoint for the pods.

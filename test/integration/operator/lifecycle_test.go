@@ -1,0 +1,542 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/operator"
+	"github.com/convoy-dev/convoy/operator/pkg/progress"
+	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+// TestLifecycleToCompletion follows a job from apply to Completed: its PodGroup, pods, Services
+// and ConfigMap appear, it is Initializing until the gang is placed, Running once kwok runs every
+// pod, and Completed when every worker exits 0.
+func TestLifecycleToCompletion(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	job := utiltesting.MakeTrainingJob("llm", e.ns).Workers(2).GPUs(8).Resources("4", "").
+		Topology(convoy.TopologyRack, convoy.TopologyRequired).
+		Monitoring(convoy.MonitoringSpec{Enabled: true}).
+		Hyperparameters(convoy.Hyperparameters{LearningRate: ptr.To(3e-4), Epochs: ptr.To[int32](3)}).Obj()
+	e.create(job)
+
+	pods := e.waitPods("llm", 2, 0)
+	job = e.waitState("llm", convoy.StateInitializing)
+	e.wantCondition(job, convoy.ConditionAdmitted, convoy.ReasonNoQueue)
+	if job.Status.StartTime == nil || job.Status.Resources == nil || job.Status.Resources.GPUs != 16 {
+		t.Errorf("status = %+v, want a start time and 16 GPUs", job.Status)
+	}
+
+	pg := &schedv1alpha1.PodGroup{}
+	if err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "llm"}, pg); err != nil {
+		t.Fatal(err)
+	}
+	wantSpec := schedv1alpha1.PodGroupSpec{MinMember: 2, ScheduleTimeoutSeconds: ptr.To[int32](300),
+		MinResources: corev1.ResourceList{"cpu": resource.MustParse("8"), "nvidia.com/gpu": resource.MustParse("16")}}
+	if diff := cmp.Diff(wantSpec, pg.Spec); diff != "" {
+		t.Errorf("PodGroup spec (-want,+got):\n%s", diff)
+	}
+	if pg.Annotations[convoy.AnnotationTopologyLevel] != "rack" || !metav1.IsControlledBy(pg, job) {
+		t.Errorf("PodGroup annotations %v, owners %v: want the topology and the job as controller", pg.Annotations, pg.OwnerReferences)
+	}
+	for name, pod := range pods {
+		if pod.Labels[schedv1alpha1.PodGroupLabel] != "llm" || pod.Spec.SchedulerName != "convoy-scheduler" ||
+			pod.Spec.Subdomain != "llm" || pod.Spec.RestartPolicy != corev1.RestartPolicyNever || !metav1.IsControlledBy(pod, job) {
+			t.Errorf("pod %s: labels %v, scheduler %q, subdomain %q, restartPolicy %s", name, pod.Labels, pod.Spec.SchedulerName, pod.Spec.Subdomain, pod.Spec.RestartPolicy)
+		}
+		if got := pod.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"]; got.Value() != 8 {
+			t.Errorf("pod %s GPU limit = %s, want 8", name, got.String())
+		}
+		if envOf(pod, "MASTER_ADDR") != "llm-worker-0.llm."+e.ns+".svc" || envOf(pod, "PET_NNODES") != "2" {
+			t.Errorf("pod %s torchrun environment: %v", name, pod.Spec.Containers[0].Env)
+		}
+	}
+	headless, metricsSvc, cm := &corev1.Service{}, &corev1.Service{}, &corev1.ConfigMap{}
+	for name, obj := range map[string]client.Object{"llm": headless, "llm-metrics": metricsSvc, "llm-config": cm} {
+		if err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: name}, obj); err != nil {
+			t.Fatal(err)
+		}
+		if !metav1.IsControlledBy(obj, job) {
+			t.Errorf("%s is not controlled by the job: %v", name, obj.GetOwnerReferences())
+		}
+	}
+	if headless.Spec.ClusterIP != corev1.ClusterIPNone || !headless.Spec.PublishNotReadyAddresses {
+		t.Errorf("headless Service spec = %+v", headless.Spec)
+	}
+	if metricsSvc.Spec.Selector[convoy.LabelReplicaRank] != "0" || metricsSvc.Spec.Ports[0].Port != 9090 {
+		t.Errorf("metrics Service spec = %+v", metricsSvc.Spec)
+	}
+	if cm.Data["LEARNING_RATE"] != "0.0003" || cm.Data["hyperparameters.json"] != `{"learningRate":0.0003,"epochs":3}` {
+		t.Errorf("ConfigMap data = %v", cm.Data)
+	}
+
+	e.bindAll("llm")
+	job = e.waitState("llm", convoy.StateRunning)
+	if diff := cmp.Diff(convoy.WorkerCounts{Active: 2}, job.Status.Workers); diff != "" {
+		t.Errorf("workers (-want,+got):\n%s", diff)
+	}
+	if r := job.Status.Resources; r.Nodes != 2 || r.Placement == "" {
+		t.Errorf("resources = %+v, want 2 nodes and a placement", r)
+	}
+	if got, _ := metricValue(t, "trainingjob_allocated_gpus", map[string]string{"namespace": e.ns, "training_job": "llm"}); got != 16 {
+		t.Errorf("trainingjob_allocated_gpus = %v, want 16", got)
+	}
+
+	e.finishPod("llm-worker-0", 0)
+	e.finishPod("llm-worker-1", 0)
+	job = e.waitState("llm", convoy.StateCompleted)
+	e.wantCondition(job, convoy.ConditionCompleted, convoy.ReasonAllWorkersSucceeded)
+	if job.Status.CompletionTime == nil || job.Status.Duration == "" || job.Status.Workers.Succeeded != 2 {
+		t.Errorf("status = %+v, want a completion time, a duration and 2 succeeded workers", job.Status)
+	}
+	e.waitEvents("llm", convoy.ReasonNoQueue, convoy.ReasonPodsCreated, convoy.ReasonPodsRunning, convoy.ReasonAllWorkersSucceeded)
+	if got := stateCount(t, e.ns, convoy.StateCompleted); got != 1 {
+		t.Errorf("trainingjob_total{state=Completed} = %v, want 1", got)
+	}
+}
+
+// stateCount is trainingjob_total for a namespace and state.
+func stateCount(t *testing.T, namespace string, state convoy.TrainingJobState) float64 {
+	t.Helper()
+	v, _ := metricValue(t, "trainingjob_total", map[string]string{"namespace": namespace, "state": string(state)})
+	return v
+}
+
+// TestFailedWorkerRestartsGangFromCheckpoint: a checkpoint is reported, a worker fails, and the
+// whole gang is recreated with restartCount 1, resuming from that checkpoint.
+func TestFailedWorkerRestartsGangFromCheckpoint(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	e.create(utiltesting.MakeTrainingJob("ft", e.ns).Workers(2).FailurePolicy(convoy.RestartOnFailure, 3).
+		Checkpoint(convoy.CheckpointSpec{Enabled: true, ResumeFrom: "s3://models/base",
+			Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "ckpt"}}).Obj())
+	pods := e.startGang("ft", 2, 0)
+	if got := envOf(pods["ft-worker-0"], "CONVOY_RESUME_FROM"); got != "s3://models/base" {
+		t.Errorf("first run CONVOY_RESUME_FROM = %q, want spec.checkpoint.resumeFrom", got)
+	}
+
+	e.report(pods["ft-worker-0"], "checkpoint", progress.Checkpoint{Path: "s3://ckpt/" + e.ns + "/ft/epoch-2", Epoch: 2})
+	job := e.job("ft")
+	if cp := job.Status.Checkpoint; cp == nil || cp.Latest != "s3://ckpt/"+e.ns+"/ft/epoch-2" || cp.Epoch != 2 || cp.Time == nil {
+		t.Fatalf("status.checkpoint = %+v right after the report was acknowledged", cp)
+	}
+	e.eventually("the PodGroup's last-checkpoint-time", func() (bool, string) {
+		pg := &schedv1alpha1.PodGroup{}
+		if err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "ft"}, pg); err != nil {
+			return false, err.Error()
+		}
+		got := pg.Annotations[convoy.AnnotationLastCheckpointTime]
+		return got == job.Status.Checkpoint.Time.UTC().Format(time.RFC3339), got
+	})
+
+	oldUIDs := map[string]bool{}
+	for _, p := range pods {
+		oldUIDs[string(p.UID)] = true
+	}
+	e.finishPod("ft-worker-1", 1)
+	job = e.waitState("ft", convoy.StateRestarting)
+	e.wantCondition(job, convoy.ConditionRestarting, convoy.ReasonPodFailed)
+	if job.Status.RestartCount != 1 || job.Status.FailureRestarts != 1 {
+		t.Errorf("restartCount %d, failureRestarts %d, want 1 and 1", job.Status.RestartCount, job.Status.FailureRestarts)
+	}
+
+	pods = e.waitPods("ft", 2, 1)
+	for name, p := range pods {
+		if oldUIDs[string(p.UID)] {
+			t.Errorf("pod %s was not recreated", name)
+		}
+		if got := envOf(p, "CONVOY_RESUME_FROM"); got != "s3://ckpt/"+e.ns+"/ft/epoch-2" {
+			t.Errorf("pod %s CONVOY_RESUME_FROM = %q, want the reported checkpoint", name, got)
+		}
+	}
+	e.bindAll("ft")
+	job = e.waitState("ft", convoy.StateRunning)
+	if job.Status.RestartCount != 1 {
+		t.Errorf("restartCount = %d after the gang runs again, want 1", job.Status.RestartCount)
+	}
+	e.waitEvents("ft", convoy.ReasonPodFailed)
+}
+
+// TestBackoffLimitExceeded: with backoffLimit 1 the second failure fails the job, the rest of the
+// gang is stopped and the failed pod is kept for its logs.
+func TestBackoffLimitExceeded(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	e.create(utiltesting.MakeTrainingJob("bo", e.ns).Workers(2).FailurePolicy(convoy.RestartOnFailure, 1).Obj())
+	e.startGang("bo", 2, 0)
+	e.finishPod("bo-worker-0", 3)
+	e.startGang("bo", 2, 1)
+	e.finishPod("bo-worker-0", 3)
+
+	job := e.waitState("bo", convoy.StateFailed)
+	c := e.wantCondition(job, convoy.ConditionFailed, convoy.ReasonBackoffLimitExceeded)
+	if job.Status.FailureReason != convoy.ReasonBackoffLimitExceeded || job.Status.FailureRestarts != 1 || job.Status.CompletionTime == nil {
+		t.Errorf("status = %+v", job.Status)
+	}
+	t.Logf("Failed: %s", c.Message)
+	e.eventually("the rest of the gang to stop", func() (bool, string) {
+		pods := e.pods("bo")
+		_, failedKept := pods["bo-worker-0"]
+		return len(pods) == 1 && failedKept, fmt.Sprint(len(pods), " pods")
+	})
+	e.waitEvents("bo", convoy.ReasonBackoffLimitExceeded)
+	if got, _ := metricValue(t, "trainingjob_failed_total", map[string]string{"reason": convoy.ReasonBackoffLimitExceeded}); got < 1 {
+		t.Errorf("trainingjob_failed_total{reason=BackoffLimitExceeded} = %v", got)
+	}
+}
+
+// TestLostPodsRestartWithoutSpendingBudget: a pod preempted by the scheduler, and a pod whose
+// node vanished, each restart the gang without counting against backoffLimit 0.
+func TestLostPodsRestartWithoutSpendingBudget(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	e.create(utiltesting.MakeTrainingJob("lost", e.ns).Workers(2).FailurePolicy(convoy.RestartOnFailure, 0).Obj())
+	pods := e.startGang("lost", 2, 0)
+
+	// Whole-gang preemption: the scheduler marks the pods and deletes them.
+	for _, pod := range pods {
+		pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+			Reason: corev1.PodReasonPreemptionByScheduler, Message: "convoy-scheduler: preempted by team-b/urgent", LastTransitionTime: metav1.Now()})
+		if err := e.k.Status().Update(t.Context(), pod); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.k.Delete(t.Context(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job := e.waitState("lost", convoy.StateRestarting)
+	e.wantCondition(job, convoy.ConditionRestarting, convoy.ReasonNodeLost)
+	e.wantCondition(job, convoy.ConditionPreempted, convoy.ReasonPreempted)
+	pods = e.startGang("lost", 2, 1)
+	job = e.job("lost")
+	if job.Status.RestartCount != 1 || job.Status.FailureRestarts != 0 {
+		t.Errorf("restartCount %d, failureRestarts %d, want 1 and 0", job.Status.RestartCount, job.Status.FailureRestarts)
+	}
+
+	// Node loss: a node of its own, deleted under a running pod.
+	const node = "lost-node"
+	if err := e.c.CreateNodes(t.Context(), framework.NodeSpec{Name: node, GPUs: 8}); err != nil {
+		t.Fatal(err)
+	}
+	for _, pod := range pods {
+		if err := e.k.Delete(t.Context(), pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	job = e.waitState("lost", convoy.StateRestarting) // deleted by someone else: lost as well
+	fresh := e.waitPods("lost", 2, 2)
+	for _, pod := range fresh {
+		e.bind(pod, node)
+	}
+	e.waitState("lost", convoy.StateRunning)
+	if err := e.k.Delete(t.Context(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("a restart after the node is gone", func() (bool, string) {
+		job = e.job("lost")
+		return job.Status.RestartCount == 3, fmt.Sprintf("restartCount %d, %s", job.Status.RestartCount, conditionSummary(job))
+	})
+	if job.Status.FailureRestarts != 0 || job.Status.State == convoy.StateFailed {
+		t.Errorf("lost pods spent the failure budget: %+v", job.Status)
+	}
+}
+
+// TestActiveDeadline fails a running job with DeadlineExceeded and stops its pods.
+func TestActiveDeadline(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	e.create(utiltesting.MakeTrainingJob("dl", e.ns).Workers(1).Deadline(3).Obj())
+	e.waitPods("dl", 1, 0)
+	e.bindAll("dl")
+	job := e.waitState("dl", convoy.StateFailed)
+	e.wantCondition(job, convoy.ConditionFailed, convoy.ReasonDeadlineExceeded)
+	e.eventually("the pods to stop", func() (bool, string) { n := len(e.pods("dl")); return n == 0, fmt.Sprint(n) })
+}
+
+// TestSuspendAndResume: a job created suspended has no pods; suspending a running job deletes its
+// gang; resuming starts it again.
+func TestSuspendAndResume(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	e.create(utiltesting.MakeTrainingJob("sus", e.ns).Workers(2).Suspend(true).Obj())
+	job := e.waitState("sus", convoy.StateSuspended)
+	e.wantCondition(job, convoy.ConditionSuspended, convoy.ReasonUserSuspended)
+	if n := len(e.pods("sus")); n != 0 {
+		t.Errorf("a suspended job has %d pods", n)
+	}
+
+	setSuspend(e, "sus", false)
+	e.startGang("sus", 2, 0)
+	setSuspend(e, "sus", true)
+	job = e.waitState("sus", convoy.StateSuspended)
+	if job.Status.StartTime != nil {
+		t.Errorf("startTime = %v while suspended, want none", job.Status.StartTime)
+	}
+	e.eventually("the gang to be deleted", func() (bool, string) { n := len(e.pods("sus")); return n == 0, fmt.Sprint(n) })
+
+	setSuspend(e, "sus", false)
+	e.startGang("sus", 2, 0)
+	e.waitEvents("sus", convoy.ReasonUserSuspended, convoy.ReasonResumed)
+}
+
+func setSuspend(e *env, name string, suspend bool) {
+	e.t.Helper()
+	job := e.job(name)
+	patch := client.MergeFrom(job.DeepCopy())
+	job.Spec.Suspend = ptr.To(suspend)
+	if err := e.k.Patch(e.t.Context(), job, patch); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// TestProgressReports: a report with the pod's own token updates the status; another job's
+// token, a token for another audience and no token are refused.
+func TestProgressReports(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	e.create(utiltesting.MakeTrainingJob("mine", e.ns).Workers(1).Hyperparameters(convoy.Hyperparameters{Epochs: ptr.To[int32](10)}).Obj())
+	e.create(utiltesting.MakeTrainingJob("other", e.ns).Workers(1).Obj())
+	mine := e.waitPods("mine", 1, 0)["mine-worker-0"]
+	other := e.waitPods("other", 1, 0)["other-worker-0"]
+
+	e.report(mine, "progress", progress.Report{Epoch: ptr.To[int32](4), Step: ptr.To[int64](4000),
+		Metrics: map[string]float64{"loss": 0.42, "accuracy": 0.81, "throughput": 1520}})
+	job := e.job("mine")
+	want := convoy.TrainingMetrics{Loss: ptr.To(0.42), Accuracy: ptr.To(0.81), Step: 4000, Additional: map[string]string{"throughput": "1520"}}
+	if job.Status.CurrentEpoch != 4 || job.Status.TotalEpochs != 10 || job.Status.Progress != "40%" || job.Status.Metrics == nil {
+		t.Fatalf("status after a report: epoch %d/%d, progress %q, metrics %v", job.Status.CurrentEpoch, job.Status.TotalEpochs, job.Status.Progress, job.Status.Metrics)
+	}
+	if diff := cmp.Diff(want, *job.Status.Metrics); diff != "" {
+		t.Errorf("metrics (-want,+got):\n%s", diff)
+	}
+	e.eventually("trainingjob_current_epoch", func() (bool, string) {
+		v, _ := metricValue(t, "trainingjob_current_epoch", map[string]string{"namespace": e.ns, "training_job": "mine"})
+		return v == 4, fmt.Sprint(v)
+	})
+
+	body := progress.Report{Epoch: ptr.To[int32](9)}
+	refusals := map[string]struct {
+		token string
+		want  int
+	}{
+		"another job's pod token":               {token: e.podToken(other, progress.Audience), want: http.StatusForbidden},
+		"a token for the API server's audience": {token: e.podToken(mine, "https://kubernetes.default.svc"), want: http.StatusUnauthorized},
+		"no token":                              {want: http.StatusUnauthorized},
+		"a forged token":                        {token: "not-a-token", want: http.StatusUnauthorized},
+	}
+	for name, tc := range refusals {
+		t.Run(name, func(t *testing.T) {
+			if code, answer := e.post(mine, "progress", tc.token, body); code != tc.want {
+				t.Errorf("POST with %s = %d %s, want %d", name, code, answer, tc.want)
+			} else {
+				t.Logf("%d %s", code, answer)
+			}
+		})
+	}
+	if code, answer := e.post(mine, "progress", e.podToken(mine, progress.Audience), map[string]any{"epochs": 3}); code != http.StatusBadRequest {
+		t.Errorf("a misspelt field = %d %s, want 400", code, answer)
+	}
+	if got := e.job("mine").Status.CurrentEpoch; got != 4 {
+		t.Errorf("a refused report changed currentEpoch to %d", got)
+	}
+}
+
+// TestTargetAccuracyCompletesEarly: a reported accuracy at the target completes the job and stops
+// the gang.
+func TestTargetAccuracyCompletesEarly(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	e.create(utiltesting.MakeTrainingJob("acc", e.ns).Workers(2).TargetAccuracy(0.9).Obj())
+	pods := e.startGang("acc", 2, 0)
+	e.report(pods["acc-worker-0"], "progress", progress.Report{Epoch: ptr.To[int32](3), Metrics: map[string]float64{"accuracy": 0.85}})
+	if got := e.job("acc").Status.State; got != convoy.StateRunning {
+		t.Fatalf("state %s below the target accuracy, want Running", got)
+	}
+	e.report(pods["acc-worker-0"], "progress", progress.Report{Epoch: ptr.To[int32](4), Metrics: map[string]float64{"accuracy": 0.93}})
+	job := e.waitState("acc", convoy.StateCompleted)
+	e.wantCondition(job, convoy.ConditionCompleted, convoy.ReasonTargetAccuracy)
+	e.eventually("the gang to stop", func() (bool, string) { n := len(e.pods("acc")); return n == 0, fmt.Sprint(n) })
+	if code, _ := e.post(pods["acc-worker-0"], "progress", "irrelevant", body0()); code != http.StatusUnauthorized && code != http.StatusConflict {
+		t.Errorf("a report after completion = %d", code)
+	}
+}
+
+func body0() progress.Report { return progress.Report{Epoch: ptr.To[int32](5)} }
+
+// TestTTLDeletesFinishedJob: ttlSecondsAfterFinished deletes the job, which leaves its children to
+// the garbage collector, and its metric series go.
+func TestTTLDeletesFinishedJob(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	e.create(utiltesting.MakeTrainingJob("ttl", e.ns).Workers(1).TTL(1).Obj())
+	e.startGang("ttl", 1, 0)
+	e.finishPod("ttl-worker-0", 0)
+	uid := e.waitState("ttl", convoy.StateCompleted).UID
+	e.eventually("the job to be deleted", func() (bool, string) {
+		err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "ttl"}, &convoy.TrainingJob{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	// kube-controller-manager's garbage collector takes the pod; it learns of a CRD's kinds only
+	// every 30 s, too slow to wait for here: check the pod is the deleted job's dependent.
+	for _, pod := range e.pods("ttl") {
+		if ref := metav1.GetControllerOf(pod); ref == nil || ref.UID != uid || !ptr.Deref(ref.BlockOwnerDeletion, false) {
+			t.Errorf("pod %s is not a dependent of the deleted job: %v", pod.Name, pod.OwnerReferences)
+		}
+	}
+	e.eventually("its metric series to go", func() (bool, string) {
+		_, found := metricValue(t, "trainingjob_current_epoch", map[string]string{"namespace": e.ns, "training_job": "ttl"})
+		return !found, "still exported"
+	})
+}
+
+// TestOperatorRestartMidCreation: the operator dies after creating some of a gang's pods; the
+// next one completes the gang with no duplicate and no orphan.
+func TestOperatorRestartMidCreation(t *testing.T) {
+	e := newEnv(t)
+	var created atomic.Int32
+	first := e.startOperator(func(o *operator.Options) {
+		o.WrapClient = func(c client.Client) client.Client { return &dyingClient{Client: c, created: &created, after: 3} }
+	})
+	e.create(utiltesting.MakeTrainingJob("crash", e.ns).Workers(8).Obj())
+	e.eventually("3 pods from the first operator", func() (bool, string) { n := len(e.pods("crash")); return n == 3, fmt.Sprint(n) })
+	first.stop()
+	if n := len(e.pods("crash")); n >= 8 {
+		t.Fatalf("the first operator created all %d pods before it stopped: the test did not interrupt it", n)
+	}
+
+	e.startOperator()
+	pods := e.waitPods("crash", 8, 0)
+	job := e.job("crash")
+	all := &corev1.PodList{}
+	if err := e.k.List(t.Context(), all, client.InNamespace(e.ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(all.Items) != 8 {
+		t.Errorf("%d pods in the namespace, want 8", len(all.Items))
+	}
+	for _, p := range all.Items {
+		if !metav1.IsControlledBy(&p, job) {
+			t.Errorf("pod %s is not controlled by the job: %v", p.Name, p.OwnerReferences)
+		}
+	}
+	for i := range 8 {
+		if _, ok := pods[fmt.Sprintf("crash-worker-%d", i)]; !ok {
+			t.Errorf("no pod crash-worker-%d", i)
+		}
+	}
+	pgs := &schedv1alpha1.PodGroupList{}
+	if err := e.k.List(t.Context(), pgs, client.InNamespace(e.ns)); err != nil || len(pgs.Items) != 1 {
+		t.Errorf("%d PodGroups (%v), want 1", len(pgs.Items), err)
+	}
+	e.bindAll("crash")
+	e.waitState("crash", convoy.StateRunning)
+}
+
+// dyingClient stops creating pods after a number of attempts, as an operator killed mid-reconcile
+// would; created counts the attempts.
+type dyingClient struct {
+	client.Client
+	created *atomic.Int32
+	after   int32
+}
+
+func (c *dyingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if _, ok := obj.(*corev1.Pod); ok && c.created.Add(1) > c.after {
+		return fmt.Errorf("operator killed")
+	}
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+// TestFrameworkChildren: an MPI job gets its SSH Secret and hostfile; an MXNet job its scheduler
+// and servers in the same gang.
+func TestFrameworkChildren(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	e.create(utiltesting.MakeTrainingJob("hvd", e.ns).Framework(convoy.FrameworkMPI).Workers(2).GPUs(4).Obj())
+	e.create(utiltesting.MakeTrainingJob("mx", e.ns).Framework(convoy.FrameworkMXNet).Workers(2).ParameterServers(1).Obj())
+
+	pods := e.waitPods("hvd", 2, 0)
+	secret := &corev1.Secret{}
+	e.eventually("the SSH Secret", func() (bool, string) {
+		err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "hvd-ssh"}, secret)
+		return err == nil, fmt.Sprint(err)
+	})
+	if secret.Type != corev1.SecretTypeSSHAuth || len(secret.Data["ssh-privatekey"]) == 0 || len(secret.Data["ssh-publickey"]) == 0 {
+		t.Errorf("SSH Secret type %s with keys %d/%d bytes", secret.Type, len(secret.Data["ssh-privatekey"]), len(secret.Data["ssh-publickey"]))
+	}
+	if got := pods["hvd-worker-1"].Spec.Containers[0].Command; !cmp.Equal(got, []string{"/usr/sbin/sshd", "-De"}) {
+		t.Errorf("worker 1 command = %v, want sshd", got)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "hvd-config"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("hvd-worker-0.hvd.%s.svc slots=4\nhvd-worker-1.hvd.%s.svc slots=4\n", e.ns, e.ns); cm.Data["hostfile"] != want {
+		t.Errorf("hostfile = %q, want %q", cm.Data["hostfile"], want)
+	}
+
+	mx := e.waitPods("mx", 4, 0)
+	roles := map[string]string{}
+	for name, p := range mx {
+		roles[name] = p.Labels[convoy.LabelReplicaRole] + "/" + envOf(p, "DMLC_ROLE")
+	}
+	want := map[string]string{"mx-scheduler": "scheduler/scheduler", "mx-ps-0": "ps/server", "mx-worker-0": "worker/worker", "mx-worker-1": "worker/worker"}
+	if diff := cmp.Diff(want, roles); diff != "" {
+		t.Errorf("MXNet roles (-want,+got):\n%s", diff)
+	}
+	pg := &schedv1alpha1.PodGroup{}
+	if err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "mx"}, pg); err != nil || pg.Spec.MinMember != 4 {
+		t.Errorf("MXNet PodGroup minMember = %d (%v), want 4", pg.Spec.MinMember, err)
+	}
+}
+
+// metricValue reads a series from the registry the operator's manager serves: the value of the
+// first series of name whose labels include want, and whether there is one.
+func metricValue(t *testing.T, name string, want map[string]string) (float64, bool) {
+	t.Helper()
+	families, err := ctrlmetrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			for k, v := range want {
+				if labels[k] != v {
+					continue series
+				}
+			}
+			switch {
+			case m.Gauge != nil:
+				return m.Gauge.GetValue(), true
+			case m.Counter != nil:
+				return m.Counter.GetValue(), true
+			}
+		}
+	}
+	return 0, false
+}

@@ -1,0 +1,508 @@
+// Package operator tests the TrainingJob operator against a real kube-apiserver, etcd,
+// kube-controller-manager and kwok from test/framework.
+//
+// No scheduler runs here: a test places the gang itself through the pods/binding subresource, as
+// the convoy-scheduler would, onto kwok GPU nodes, which then report the pods Running. Pods finish
+// when a test writes their status (phase and container exit code) as a kubelet would. The operator
+// runs in-process, built by operator.New exactly as the binary builds it, and talks to the API
+// server as the convoy-operator ServiceAccount bound to the generated RBAC in deploy/operator/rbac,
+// so a missing permission fails these tests.
+package operator
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/yaml"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/controller"
+	"github.com/convoy-dev/convoy/operator/pkg/operator"
+	"github.com/convoy-dev/convoy/operator/pkg/progress"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+func TestMain(m *testing.M) {
+	framework.Main(m, framework.Options{AddToScheme: []func(*runtime.Scheme) error{convoy.AddToScheme, schedv1alpha1.AddToScheme}})
+}
+
+const (
+	operatorNamespace = "convoy-system"
+	operatorSA        = "convoy-operator"
+	// timeout bounds every wait; the steps it waits for take well under a second.
+	timeout = 30 * time.Second
+)
+
+// nodes are the kwok GPU nodes the tests bind pods to.
+var nodes = framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 2, NodesPerRack: 2, GPUsPerNode: 8,
+	Product: "NVIDIA-H100-80GB-HBM3"}.Nodes()
+
+var (
+	setupMu   sync.Mutex
+	setupDone bool
+)
+
+// env is one test's view: the cluster and the test's own namespace.
+type env struct {
+	t  *testing.T
+	c  *framework.Cluster
+	k  client.Client
+	ns string
+}
+
+// newEnv installs the CRDs, RBAC and nodes once, and gives the test a fresh namespace.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	c := framework.Shared(t)
+	setupMu.Lock()
+	if !setupDone {
+		if err := setupCluster(t.Context(), c); err != nil {
+			setupMu.Unlock()
+			t.Fatal(err)
+		}
+		setupDone = true
+	}
+	setupMu.Unlock()
+	ns := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	if len(ns) > 50 {
+		ns = ns[:50]
+	}
+	ns = strings.Trim(ns, "-")
+	e := &env{t: t, c: c, k: c.Client, ns: ns}
+	if err := c.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	// Pods are refused until the namespace's default ServiceAccount exists.
+	e.eventually("the default ServiceAccount", func() (bool, string) {
+		err := c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})
+		return err == nil, fmt.Sprint(err)
+	})
+	return e
+}
+
+// setupCluster installs what every test needs: the CRDs, the kwok GPU nodes, and the operator's
+// ServiceAccount with the generated RBAC.
+func setupCluster(ctx context.Context, c *framework.Cluster) error {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return err
+	}
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/scheduler-plugins").Output()
+	if err != nil {
+		return fmt.Errorf("locating the scheduler-plugins module for its PodGroup CRD: %w", err)
+	}
+	if err := c.InstallCRDs(ctx, filepath.Join(root, "deploy/crd/bases"), filepath.Join(strings.TrimSpace(string(out)), "config/crd/bases")); err != nil {
+		return err
+	}
+	if err := c.CreateNodes(ctx, nodes...); err != nil {
+		return err
+	}
+	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}}); err != nil {
+		return err
+	}
+	if err := c.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: operatorSA}}); err != nil {
+		return err
+	}
+	return applyRBAC(ctx, c.Client, filepath.Join(root, "deploy/operator/rbac/role.yaml"))
+}
+
+// applyRBAC creates the generated roles and binds them to the operator's ServiceAccount.
+func applyRBAC(ctx context.Context, k client.Client, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: operatorNamespace, Name: operatorSA}}
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := docs.Read()
+		if err != nil {
+			break
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &tm); err != nil {
+			return err
+		}
+		var objs []client.Object
+		switch tm.Kind {
+		case "ClusterRole":
+			role := &rbacv1.ClusterRole{}
+			if err := yaml.Unmarshal(doc, role); err != nil {
+				return err
+			}
+			objs = append(objs, role, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name}, Subjects: subject,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}})
+		case "Role":
+			role := &rbacv1.Role{}
+			if err := yaml.Unmarshal(doc, role); err != nil {
+				return err
+			}
+			objs = append(objs, role, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: role.Namespace, Name: role.Name}, Subjects: subject,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}})
+		}
+		for _, o := range objs {
+			if err := k.Create(ctx, o); err != nil {
+				return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+			}
+		}
+	}
+	return nil
+}
+
+// runningOperator is an operator started by a test.
+type runningOperator struct {
+	// URL is its progress endpoint.
+	URL  string
+	stop func()
+}
+
+// startOperator runs the operator in-process as its ServiceAccount until the test ends (or Stop).
+func (e *env) startOperator(configure ...func(*operator.Options)) *runningOperator {
+	e.t.Helper()
+	cfg, err := e.c.ServiceAccountConfig(e.t.Context(), operatorNamespace, operatorSA)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	opts := operator.Options{
+		Namespace:          operatorNamespace,
+		MetricsAddr:        "0",
+		ProbeAddr:          "0",
+		ProgressListener:   l,
+		ProgressURL:        "https://" + l.Addr().String(),
+		Backoff:            controller.Backoff{Base: time.Second, Max: 2 * time.Second},
+		SkipNameValidation: true,
+	}
+	for _, f := range configure {
+		f(&opts)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ctx = ctrl.LoggerInto(ctx, operatorLogger(e))
+	mgr, err := operator.New(ctx, cfg, opts)
+	if err != nil {
+		cancel()
+		e.t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				e.t.Errorf("operator stopped with: %v", err)
+			}
+		})
+	}
+	e.t.Cleanup(stop)
+	return &runningOperator{URL: opts.ProgressURL, stop: stop}
+}
+
+var setLoggerOnce sync.Once
+
+// operatorLogger writes the operator's logs to the cluster's log directory, kept when a test fails.
+func operatorLogger(e *env) logr.Logger {
+	setLoggerOnce.Do(func() {
+		f, err := os.OpenFile(filepath.Join(e.c.StateDir, "logs", "operator.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		ctrl.SetLogger(zap.New(zap.WriteTo(f), zap.Level(zapcore.Level(-2))))
+	})
+	return ctrl.Log.WithName(e.ns)
+}
+
+// eventually polls cond until it holds, failing the test with cond's last word after timeout.
+func (e *env) eventually(what string, cond func() (bool, string)) {
+	e.t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(e.t.Context(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ok, msg := cond()
+		last = msg
+		return ok, nil
+	})
+	if err != nil {
+		e.t.Fatalf("waiting for %s: %v; last: %s", what, err, last)
+	}
+}
+
+func (e *env) create(obj client.Object) {
+	e.t.Helper()
+	obj.SetNamespace(e.ns)
+	if err := e.k.Create(e.t.Context(), obj); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) job(name string) *convoy.TrainingJob {
+	e.t.Helper()
+	job := &convoy.TrainingJob{}
+	if err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: e.ns, Name: name}, job); err != nil {
+		e.t.Fatal(err)
+	}
+	return job
+}
+
+// waitState waits until the job's state is want and returns the job.
+func (e *env) waitState(name string, want convoy.TrainingJobState) *convoy.TrainingJob {
+	e.t.Helper()
+	var job *convoy.TrainingJob
+	e.eventually(fmt.Sprintf("TrainingJob %s to be %s", name, want), func() (bool, string) {
+		job = &convoy.TrainingJob{}
+		if err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: e.ns, Name: name}, job); err != nil {
+			return false, err.Error()
+		}
+		return job.Status.State == want, fmt.Sprintf("state %q, conditions %s", job.Status.State, conditionSummary(job))
+	})
+	return job
+}
+
+func conditionSummary(job *convoy.TrainingJob) string {
+	var parts []string
+	for _, c := range job.Status.Conditions {
+		parts = append(parts, fmt.Sprintf("%s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func (e *env) wantCondition(job *convoy.TrainingJob, condType, reason string) *metav1.Condition {
+	e.t.Helper()
+	c := meta.FindStatusCondition(job.Status.Conditions, condType)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason {
+		e.t.Fatalf("condition %s = %+v, want True with reason %s", condType, c, reason)
+	}
+	return c
+}
+
+// pods returns the job's pods that are not being deleted, by name.
+func (e *env) pods(job string) map[string]*corev1.Pod {
+	e.t.Helper()
+	list := &corev1.PodList{}
+	if err := e.k.List(e.t.Context(), list, client.InNamespace(e.ns), client.MatchingLabels{convoy.LabelJobName: job}); err != nil {
+		e.t.Fatal(err)
+	}
+	out := map[string]*corev1.Pod{}
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp == nil {
+			out[list.Items[i].Name] = &list.Items[i]
+		}
+	}
+	return out
+}
+
+// waitPods waits until the job has n live pods of restart attempt attempt, and returns them.
+func (e *env) waitPods(job string, n int, attempt int32) map[string]*corev1.Pod {
+	e.t.Helper()
+	var pods map[string]*corev1.Pod
+	e.eventually(fmt.Sprintf("%d pods of %s, attempt %d", n, job, attempt), func() (bool, string) {
+		pods = e.pods(job)
+		got := 0
+		for _, p := range pods {
+			if p.Labels[convoy.LabelRestartAttempt] == fmt.Sprint(attempt) {
+				got++
+			}
+		}
+		return got == n && len(pods) == n, fmt.Sprintf("%d pods, %d of attempt %d", len(pods), got, attempt)
+	})
+	return pods
+}
+
+// bindAll places every unbound pod of the job on the kwok nodes, round robin, as the scheduler would.
+func (e *env) bindAll(job string) {
+	e.t.Helper()
+	i := 0
+	for _, pod := range e.pods(job) {
+		if pod.Spec.NodeName != "" {
+			continue
+		}
+		e.bind(pod, nodes[i%len(nodes)].Name)
+		i++
+	}
+}
+
+func (e *env) bind(pod *corev1.Pod, node string) {
+	e.t.Helper()
+	err := e.c.Clientset.CoreV1().Pods(pod.Namespace).Bind(e.t.Context(), &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("binding %s to %s: %v", pod.Name, node, err)
+	}
+}
+
+// startGang binds the job's pods and waits until the job is Running.
+func (e *env) startGang(job string, n int, attempt int32) map[string]*corev1.Pod {
+	e.t.Helper()
+	e.waitPods(job, n, attempt)
+	e.bindAll(job)
+	e.waitState(job, convoy.StateRunning)
+	return e.pods(job)
+}
+
+// finishPod ends a pod's training container with exitCode, as its kubelet would report it.
+func (e *env) finishPod(name string, exitCode int32) {
+	e.t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pod := &corev1.Pod{}
+		if err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: e.ns, Name: name}, pod); err != nil {
+			return err
+		}
+		pod.Status.Phase = corev1.PodSucceeded
+		reason := "Completed"
+		if exitCode != 0 {
+			pod.Status.Phase, reason = corev1.PodFailed, "Error"
+		}
+		now := metav1.Now()
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name: "trainer", Image: pod.Spec.Containers[0].Image,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exitCode, Reason: reason, FinishedAt: now, StartedAt: now}},
+		}}
+		return e.k.Status().Update(e.t.Context(), pod)
+	})
+	if err != nil {
+		e.t.Fatalf("finishing pod %s: %v", name, err)
+	}
+}
+
+func envOf(pod *corev1.Pod, name string) string {
+	for _, v := range pod.Spec.Containers[0].Env {
+		if v.Name == name {
+			return v.Value
+		}
+	}
+	return ""
+}
+
+// events returns the reasons of the events recorded for the job, oldest first.
+func (e *env) events(job string) []string {
+	e.t.Helper()
+	list := &corev1.EventList{}
+	if err := e.k.List(e.t.Context(), list, client.InNamespace(e.ns)); err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range list.Items {
+		if ev.InvolvedObject.Kind == "TrainingJob" && ev.InvolvedObject.Name == job {
+			out = append(out, ev.Reason)
+		}
+	}
+	return out
+}
+
+// waitEvents waits until the job has events with every reason in want.
+func (e *env) waitEvents(job string, want ...string) {
+	e.t.Helper()
+	e.eventually(fmt.Sprintf("events %v of %s", want, job), func() (bool, string) {
+		got := e.events(job)
+		for _, w := range want {
+			if !contains(got, w) {
+				return false, fmt.Sprint(got)
+			}
+		}
+		return true, ""
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// podToken mints the token the kubelet would project into the pod: for progress.Audience, bound
+// to the pod.
+func (e *env) podToken(pod *corev1.Pod, audience string) string {
+	e.t.Helper()
+	tr, err := e.c.Clientset.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(e.t.Context(), "default", &authv1.TokenRequest{
+		Spec: authv1.TokenRequestSpec{
+			Audiences:         []string{audience},
+			ExpirationSeconds: ptr.To[int64](600),
+			BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// post sends body to the pod's progress endpoint path (progress or checkpoint) as the pod would:
+// to $CONVOY_PROGRESS_URL, trusting the CA from the job's ConfigMap, with token as its bearer
+// token (none when empty). It returns the status code and the body of the answer.
+func (e *env) post(pod *corev1.Pod, path, token string, body any) (int, string) {
+	e.t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: e.ns, Name: pod.Labels[convoy.LabelJobName] + "-config"}, cm); err != nil {
+		e.t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM([]byte(cm.Data["progress-ca.crt"])) {
+		e.t.Fatalf("the job's ConfigMap holds no progress CA: %v", cm.Data)
+	}
+	payload, err := json.Marshal(body)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(e.t.Context(), http.MethodPost, envOf(pod, "CONVOY_PROGRESS_URL")+"/"+path, bytes.NewReader(payload))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(answer))
+}
+
+// report posts body with the pod's own token and fails the test unless it is recorded.
+func (e *env) report(pod *corev1.Pod, path string, body any) {
+	e.t.Helper()
+	if code, answer := e.post(pod, path, e.podToken(pod, progress.Audience), body); code != http.StatusNoContent {
+		e.t.Fatalf("POST %s from %s = %d %s, want 204", path, pod.Name, code, answer)
+	}
+}

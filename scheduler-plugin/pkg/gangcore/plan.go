@@ -105,6 +105,13 @@ func ReadCycleState(cs fwk.CycleState) (*CycleState, error) {
 func (s *State) PlanFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeInfo) (*CycleState, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	key := GangKey(pod)
+	// Siblings to retry, after the lock: see below.
+	var activate map[string]*corev1.Pod
+	defer func() {
+		if len(activate) > 0 {
+			s.handle.Activate(logger, activate)
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
@@ -138,6 +145,15 @@ func (s *State) PlanFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	if err != nil {
 		s.verdicts[key] = verdict{generation: s.generation, at: now, message: err.Error()}
 		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())
+		// Siblings rejected earlier for another reason (Coscheduling's "not enough sibling pods")
+		// wait for events that may never come: retry them now so that every pod of the gang says
+		// why it does not fit. Only a fresh verdict does this, so it cannot loop.
+		activate = map[string]*corev1.Pod{}
+		for _, p := range g.pending {
+			if p.UID != pod.UID {
+				activate[p.Namespace+"/"+p.Name] = p
+			}
+		}
 		return &CycleState{Gang: key, Unplaceable: err.Error()}, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
 	delete(s.verdicts, key)

@@ -79,7 +79,8 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	cl, vt := s.view(ctx, nodes, viewOptions{gang: g, elig: newEligibility(pod), victims: true, lonePods: o.LonePods})
 	res, err := cl.Preempt(g.plannerGang())
 	if err != nil {
-		return nil, fwk.NewStatus(fwk.Unschedulable, err.Error())
+		logger.V(2).Info("Preemption cannot make room", "gang", key, "reason", err.Error())
+		return nil, fwk.NewStatus(fwk.Unschedulable, "preempting whole lower-priority gangs would not make room either")
 	}
 	out := &Victims{}
 	pr := &preemption{deadline: s.now().Add(o.Wait)}

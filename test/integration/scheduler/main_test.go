@@ -1,0 +1,213 @@
+// Package scheduler tests Convoy's scheduler as a user sees it: the real convoy-scheduler binary
+// (bin/convoy-scheduler, upstream kube-scheduler with Coscheduling, GangPlacement and
+// GangPreemption) run with deploy/scheduler/config.yaml and deploy/scheduler/rbac.yaml against the
+// real kube-apiserver, with kwok GPU nodes and GPUNode objects the tests write.
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/yaml"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+const (
+	schedulerProcess = "convoy-scheduler"
+	schedulerBinary  = "convoy-scheduler"
+	schedulerName    = "convoy-scheduler"
+
+	lowPriority  = "convoy-test-low"
+	highPriority = "convoy-test-high"
+)
+
+func TestMain(m *testing.M) {
+	framework.Main(m, framework.Options{AddToScheme: []func(*runtime.Scheme) error{convoy.AddToScheme, schedv1alpha1.AddToScheme}})
+}
+
+// env is the package's shared setup: CRDs, RBAC, priority classes and the running scheduler.
+type env struct {
+	c       *framework.Cluster
+	root    string
+	port    int
+	cfgPath string
+}
+
+var (
+	envOnce sync.Once
+	envErr  error
+	shared  *env
+)
+
+// setup returns the shared environment, starting the scheduler on first use.
+func setup(t *testing.T) *env {
+	t.Helper()
+	c := framework.Shared(t)
+	envOnce.Do(func() {
+		shared, envErr = newEnv(context.Background(), c)
+	})
+	if envErr != nil {
+		t.Fatal(envErr)
+	}
+	return shared
+}
+
+func newEnv(ctx context.Context, c *framework.Cluster) (*env, error) {
+	if err := framework.CheckBinaries(c.BinDir, schedulerBinary); err != nil {
+		return nil, fmt.Errorf("%w; build it with: go build -ldflags %q -o bin/convoy-scheduler ./scheduler-plugin/cmd/kube-scheduler", err, framework.VersionLDFlags)
+	}
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	podGroupCRDs, err := moduleDir(root, "sigs.k8s.io/scheduler-plugins")
+	if err != nil {
+		return nil, err
+	}
+	if err := c.InstallCRDs(ctx, filepath.Join(root, "deploy", "crd", "bases"), filepath.Join(podGroupCRDs, "config", "crd", "bases")); err != nil {
+		return nil, err
+	}
+	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "convoy-system"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	if err := applyFile(ctx, c.Client, filepath.Join(root, "deploy", "scheduler", "rbac.yaml")); err != nil {
+		return nil, err
+	}
+	for name, value := range map[string]int32{lowPriority: 100, highPriority: 1000} {
+		pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Value: value}
+		if err := c.Client.Create(ctx, pc); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+	}
+	e := &env{c: c, root: root}
+	if err := e.writeConfig(ctx); err != nil {
+		return nil, err
+	}
+	return e, e.startScheduler(ctx)
+}
+
+// writeConfig writes deploy/scheduler/config.yaml with the ServiceAccount's kubeconfig and
+// without leader election: the shipped profile, unchanged.
+func (e *env) writeConfig(ctx context.Context) error {
+	kubeconfig, err := e.c.ServiceAccountKubeconfig(ctx, "convoy-system", "convoy-scheduler")
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(filepath.Join(e.root, "deploy", "scheduler", "config.yaml"))
+	if err != nil {
+		return err
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return err
+	}
+	cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	conn, _ := cfg["clientConnection"].(map[string]any)
+	if conn == nil {
+		conn = map[string]any{}
+	}
+	conn["kubeconfig"] = kubeconfig
+	cfg["clientConnection"] = conn
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	e.cfgPath = filepath.Join(e.c.StateDir, "convoy-scheduler.yaml")
+	return os.WriteFile(e.cfgPath, out, 0o644)
+}
+
+// startScheduler starts bin/convoy-scheduler and waits until it is ready to schedule.
+func (e *env) startScheduler(ctx context.Context) error {
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	e.port = port
+	args := []string{"--config=" + e.cfgPath, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--v=3"}
+	if err := e.c.StartProcess(schedulerProcess, schedulerBinary, args, nil); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return e.c.WaitHealthy(ctx, schedulerProcess, fmt.Sprintf("https://127.0.0.1:%d/readyz", port))
+}
+
+func (e *env) stopScheduler() error { return e.c.StopProcess(schedulerProcess) }
+
+// schedulerLog returns the scheduler's log so far.
+func (e *env) schedulerLog() string {
+	for _, p := range e.c.Processes() {
+		if p.Name == schedulerProcess {
+			data, _ := os.ReadFile(p.LogFile)
+			return string(data)
+		}
+	}
+	return ""
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func moduleDir(root, module string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go list -m %s: %w: %s", module, err, stderr.String())
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// applyFile creates or updates every object of a multi-document YAML file.
+func applyFile(ctx context.Context, c client.Client, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var obj unstructured.Unstructured
+		if err := dec.Decode(&obj.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if len(obj.Object) == 0 {
+			continue
+		}
+		if err := c.Patch(ctx, &obj, client.Apply, client.FieldOwner("convoy-scheduler-test"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s %s from %s: %w", obj.GetKind(), obj.GetName(), path, err)
+		}
+	}
+}

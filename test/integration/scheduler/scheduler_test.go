@@ -1,0 +1,284 @@
+package scheduler
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+const bindTimeout = 30 * time.Second
+
+// occupy binds a pod holding gpus GPUs straight to a node, as a pod of another scheduler would be.
+func occupy(t *testing.T, c client.Client, ns, node string, gpus int) *corev1.Pod {
+	t.Helper()
+	p := makePod(ns, "occupant-"+node, gpus)
+	p.Spec.SchedulerName = "other-scheduler"
+	p.Spec.NodeName = node
+	if err := c.Create(t.Context(), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func nodeLabel(t *testing.T, c client.Client, node, key string) string {
+	t.Helper()
+	var n corev1.Node
+	if err := c.Get(t.Context(), client.ObjectKey{Name: node}, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n.Labels[key]
+}
+
+// TestGangLandsInOneRack: a 4×8-GPU gang that asks for one rack lands in the one rack that can
+// hold it, all four pods bound, each with the GPU indices the scheduler chose.
+func TestGangLandsInOneRack(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 2, NodesPerRack: 4, GPUsPerNode: 8}.Nodes()
+	e.nodes(t, specs, gpuNodesFor(specs)...)
+	// One GPU taken in the first rack: it can hold three 8-GPU pods, not four.
+	occupy(t, e.c.Client, ns, specs[0].Name, 1)
+
+	gang := makeGang(ns, "llama", 4, 8).Topology(convoy.TopologyRack, convoy.TopologyRequired).create(t, e.c.Client)
+	pods := waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)
+
+	var racks, nodes, indices []string
+	for _, p := range pods {
+		racks = append(racks, nodeLabel(t, e.c.Client, p.Spec.NodeName, framework.LabelRack))
+		nodes = append(nodes, p.Spec.NodeName)
+		indices = append(indices, p.Annotations[convoy.AnnotationGPUIndices])
+	}
+	if diff := cmp.Diff([]string{"rack-0-0-1", "rack-0-0-1", "rack-0-0-1", "rack-0-0-1"}, racks); diff != "" {
+		t.Errorf("racks of the gang's pods (-want,+got):\n%s", diff)
+	}
+	if slices.Sort(nodes); len(slices.Compact(nodes)) != 4 {
+		t.Errorf("the gang's pods share nodes: %v", nodes)
+	}
+	if diff := cmp.Diff(slices.Repeat([]string{"0,1,2,3,4,5,6,7"}, 4), indices); diff != "" {
+		t.Errorf("%s annotations (-want,+got):\n%s", convoy.AnnotationGPUIndices, diff)
+	}
+}
+
+// TestInfeasibleGangBindsNothing: a gang bigger than any rack binds no pod, and every pod says
+// why in its PodScheduled condition.
+func TestInfeasibleGangBindsNothing(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 2, NodesPerRack: 2, GPUsPerNode: 8}.Nodes()
+	e.nodes(t, specs, gpuNodesFor(specs)...)
+
+	gang := makeGang(ns, "too-big", 3, 8).Topology(convoy.TopologyRack, convoy.TopologyRequired).create(t, e.c.Client)
+	want := ns + "/too-big needs 3 pod(s) × 8 GPU(s) in one rack; the best rack (zone-0/block-0-0/rack-0-0-0) has room for 2 pods (16 free GPUs)"
+	var pods []*corev1.Pod
+	waitFor(t, bindTimeout, "every pod of the gang to show why it is unschedulable", func() (bool, string) {
+		pods = get(t, e.c.Client, ns, gang.names())
+		return all(pods, func(p *corev1.Pod) bool { return strings.Contains(unschedulableMessage(p), want) }), describe(pods)
+	})
+	for _, p := range pods {
+		if p.Spec.NodeName != "" {
+			t.Errorf("pod %s of the infeasible gang is bound to %s", p.Name, p.Spec.NodeName)
+		}
+	}
+}
+
+// TestHighPriorityGangPreemptsWholeLowerGangs: a high-priority gang that does not fit evicts every
+// pod of the one lower-priority gang whose eviction makes room, and nothing else.
+func TestHighPriorityGangPreemptsWholeLowerGangs(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 4, GPUsPerNode: 8}.Nodes()
+	e.nodes(t, specs, gpuNodesFor(specs)...)
+
+	// Fill the cluster: two 4-GPU workers share a node, two 8-GPU workers take two, and a
+	// high-priority 8-GPU job the last.
+	small := makeGang(ns, "low-small", 2, 4).Priority(lowPriority).create(t, e.c.Client)
+	waitBound(t, e.c.Client, ns, small.names(), bindTimeout)
+	big := makeGang(ns, "low-big", 2, 8).Priority(lowPriority).create(t, e.c.Client)
+	bigPods := waitBound(t, e.c.Client, ns, big.names(), bindTimeout)
+	peer := makeGang(ns, "high-peer", 1, 8).Priority(highPriority).create(t, e.c.Client)
+	waitBound(t, e.c.Client, ns, peer.names(), bindTimeout)
+	before := map[string]*corev1.Pod{}
+	for _, p := range get(t, e.c.Client, ns, append(small.names(), peer.names()...)) {
+		before[p.Name] = p
+	}
+
+	// Watch deletions to see each victim's last state.
+	w, err := e.c.Clientset.CoreV1().Pods(ns).Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var mu sync.Mutex
+	deleted := map[string]*corev1.Pod{}
+	go func() {
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Deleted {
+				mu.Lock()
+				deleted[p.Name] = p
+				mu.Unlock()
+			}
+		}
+	}()
+
+	urgent := makeGang(ns, "urgent", 2, 8).Priority(highPriority).create(t, e.c.Client)
+	pods := waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout)
+
+	var got, want []string
+	for _, p := range pods {
+		got = append(got, p.Spec.NodeName)
+	}
+	for _, p := range bigPods {
+		want = append(want, p.Spec.NodeName)
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("nodes of the preemptor (-the victim's nodes,+got):\n%s", diff)
+	}
+	waitFor(t, 10*time.Second, "both pods of low-big to be deleted", func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return deleted[big.pods[0].Name] != nil && deleted[big.pods[1].Name] != nil, describe(get(t, e.c.Client, ns, big.names()))
+	})
+	mu.Lock()
+	for _, name := range big.names() {
+		if !hasDisruptionTarget(deleted[name]) {
+			t.Errorf("victim %s was deleted without a DisruptionTarget condition: %+v", name, deleted[name].Status.Conditions)
+		}
+	}
+	mu.Unlock()
+	for _, p := range get(t, e.c.Client, ns, append(small.names(), peer.names()...)) {
+		if p == nil || p.UID != before[p.Name].UID || p.DeletionTimestamp != nil {
+			t.Errorf("pod %s was not a victim but is gone or going", before[p.Name].Name)
+		}
+	}
+}
+
+func hasDisruptionTarget(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue && c.Reason == corev1.PodReasonPreemptionByScheduler {
+			return true
+		}
+	}
+	return false
+}
+
+// TestUnhealthyGPUIsAvoided: a node with an unhealthy GPU cannot take a whole-node pod, and a
+// smaller pod there gets healthy GPUs of one NVLink island.
+func TestUnhealthyGPUIsAvoided(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8}.Nodes()
+	sick, healthy := specs[0].Name, specs[1].Name
+	e.nodes(t, specs,
+		makeGPUNode(sick, 8).Islands(seq(0, 4), seq(4, 8)).Unhealthy(3).Obj(),
+		makeGPUNode(healthy, 8).Obj())
+
+	whole := makeGang(ns, "whole-node", 1, 8).create(t, e.c.Client)
+	if p := waitBound(t, e.c.Client, ns, whole.names(), bindTimeout)[0]; p.Spec.NodeName != healthy {
+		t.Errorf("the 8-GPU pod went to %s, want %s (the node whose GPUs are all healthy)", p.Spec.NodeName, healthy)
+	}
+	half := makeGang(ns, "half-node", 1, 4).create(t, e.c.Client)
+	p := waitBound(t, e.c.Client, ns, half.names(), bindTimeout)[0]
+	if p.Spec.NodeName != sick || p.Annotations[convoy.AnnotationGPUIndices] != "4,5,6,7" {
+		t.Errorf("the 4-GPU pod got %s GPUs %q, want %s GPUs \"4,5,6,7\" (the healthy NVLink island, not GPU 3)",
+			p.Spec.NodeName, p.Annotations[convoy.AnnotationGPUIndices], sick)
+	}
+}
+
+// TestPodsOfAnotherSchedulerAreLeftAlone: the scheduler binds its own pods and never touches a pod
+// that names another scheduler.
+func TestPodsOfAnotherSchedulerAreLeftAlone(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 1, GPUsPerNode: 8}.Nodes()
+	e.nodes(t, specs, gpuNodesFor(specs)...)
+
+	foreign := makePod(ns, "foreign", 1)
+	foreign.Spec.SchedulerName = "other-scheduler"
+	if err := e.c.Client.Create(t.Context(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	own := makeGang(ns, "own", 1, 1).create(t, e.c.Client)
+	waitBound(t, e.c.Client, ns, own.names(), bindTimeout)
+
+	p := get(t, e.c.Client, ns, []string{foreign.Name})[0]
+	if p.Spec.NodeName != "" || len(p.Status.Conditions) != 0 || p.Annotations[convoy.AnnotationGPUIndices] != "" {
+		t.Errorf("the other scheduler's pod was touched: node %q, conditions %+v, annotations %v", p.Spec.NodeName, p.Status.Conditions, p.Annotations)
+	}
+}
+
+// TestRestartWhileGangWaitsAtPermit: three pods of a four-pod gang wait at Permit for the fourth;
+// the scheduler is killed and restarted; no pod was bound meanwhile, and once the fourth pod can
+// be scheduled the whole gang binds.
+func TestRestartWhileGangWaitsAtPermit(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 4, GPUsPerNode: 8}.Nodes()
+	e.nodes(t, specs, gpuNodesFor(specs)...)
+
+	// The fourth pod names no scheduler that runs: its three siblings are placed and wait at
+	// Permit for it.
+	gang := makeGang(ns, "waits", 4, 8)
+	gang.pods[3].Spec.SchedulerName = "not-running"
+	gang.create(t, e.c.Client)
+	// Coscheduling logs each pod it holds at Permit.
+	waiting := func() int {
+		n := 0
+		for _, line := range strings.Split(e.schedulerLog(), "\n") {
+			if strings.Contains(line, "Pod is waiting to be scheduled to node") && strings.Contains(line, `pod="`+ns+`/waits-worker-`) {
+				n++
+			}
+		}
+		return n
+	}
+	waitFor(t, bindTimeout, "three pods to wait at Permit", func() (bool, string) {
+		return waiting() >= 3, describe(get(t, e.c.Client, ns, gang.names()))
+	})
+
+	if err := e.stopScheduler(); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range get(t, e.c.Client, ns, gang.names()) {
+		if p.Spec.NodeName != "" {
+			t.Errorf("pod %s bound to %s before its gang was complete", p.Name, p.Spec.NodeName)
+		}
+	}
+
+	// Replace the fourth pod by one of this scheduler, then restart it.
+	fourth := gang.pods[3]
+	if err := e.c.Client.Delete(t.Context(), fourth); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the fourth pod to be gone", func() (bool, string) {
+		return get(t, e.c.Client, ns, []string{fourth.Name})[0] == nil, ""
+	})
+	fourth = makePod(ns, fourth.Name, 8)
+	fourth.Labels = gang.pods[3].Labels
+	if err := e.c.Client.Create(t.Context(), fourth); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.startScheduler(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	pods := waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)
+	var nodes []string
+	for _, p := range pods {
+		nodes = append(nodes, p.Spec.NodeName)
+	}
+	if slices.Sort(nodes); len(slices.Compact(nodes)) != 4 {
+		t.Errorf("the gang's 8-GPU pods share nodes: %v", nodes)
+	}
+}

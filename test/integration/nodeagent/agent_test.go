@@ -1,0 +1,371 @@
+package nodeagent
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent/nvmlmock"
+)
+
+func TestPublishesGPUNodesAndLabels(t *testing.T) {
+	c := cluster(t)
+	createNodes(t, c, 8, "pub-h100", "pub-pcie")
+	startAgent(t, nil, nvmlmock.ProfileH100x8, nodeagent.Options{Nodes: []string{"pub-h100"}, PollInterval: 200 * time.Millisecond})
+	startAgent(t, nil, nvmlmock.ProfilePCIe4, nodeagent.Options{Nodes: []string{"pub-pcie"}, PollInterval: 200 * time.Millisecond})
+
+	h := waitGPUNode(t, c, "pub-h100", 20*time.Second, "8 healthy GPUs", published(8, 8))
+	st := h.Status
+	if st.Product != "NVIDIA H100 80GB HBM3" || st.Free != 8 || st.DriverVersion == "" || st.CUDAVersion != "12.4" {
+		t.Errorf("summary: product %q, free %d, driver %q, CUDA %q", st.Product, st.Free, st.DriverVersion, st.CUDAVersion)
+	}
+	if len(st.Links) != 28 {
+		t.Fatalf("%d links, want 28 (one per pair of 8 GPUs)", len(st.Links))
+	}
+	for _, l := range st.Links {
+		if l.Type != convoy.LinkNVLink || l.NVLinks != 18 || !(l.A < l.B) {
+			t.Errorf("link %+v: want NVLink with 18 links (NVSwitch), a < b", l)
+		}
+	}
+	for _, g := range st.GPUs {
+		if g.NVLinkDomain != "pub-h100/nvlink-0" || g.NUMANode == nil || g.Architecture != "Hopper" || g.MIGMode != "Disabled" || len(g.NVLinks) != 18 {
+			t.Errorf("GPU %d: domain %q, NUMA %v, architecture %q, MIG %q, %d NVLinks", g.Index, g.NVLinkDomain, g.NUMANode, g.Architecture, g.MIGMode, len(g.NVLinks))
+		}
+	}
+	if c := meta(st.Conditions, convoy.GPUNodeNVMLAvailable); c == nil || c.Status != metav1.ConditionTrue || c.Reason != convoy.GPUNodeReasonInitialized {
+		t.Errorf("NVMLAvailable condition: %+v", c)
+	}
+	if len(h.OwnerReferences) != 1 || h.OwnerReferences[0].Kind != "Node" || h.OwnerReferences[0].Name != "pub-h100" {
+		t.Errorf("owner references %+v: want the Node, so that deleting the node deletes its GPUNode", h.OwnerReferences)
+	}
+
+	p := waitGPUNode(t, c, "pub-pcie", 20*time.Second, "4 healthy GPUs", published(4, 4))
+	wantPCIe := []convoy.GPULink{
+		{A: 0, B: 1, Type: convoy.LinkPIX}, {A: 0, B: 2, Type: convoy.LinkSYS}, {A: 0, B: 3, Type: convoy.LinkSYS},
+		{A: 1, B: 2, Type: convoy.LinkSYS}, {A: 1, B: 3, Type: convoy.LinkSYS}, {A: 2, B: 3, Type: convoy.LinkPIX},
+	}
+	if !slices.Equal(wantPCIe, p.Status.Links) {
+		t.Errorf("PCIe links %+v, want %+v", p.Status.Links, wantPCIe)
+	}
+	var numa []int32
+	for _, g := range p.Status.GPUs {
+		numa = append(numa, *g.NUMANode)
+		if g.MIGMode != "" || g.NVLinkDomain != "" || len(g.NVLinks) != 0 {
+			t.Errorf("L40S GPU %d: MIG %q, domain %q, %d NVLinks; want all empty (not supported)", g.Index, g.MIGMode, g.NVLinkDomain, len(g.NVLinks))
+		}
+	}
+	if !slices.Equal(numa, []int32{0, 0, 1, 1}) {
+		t.Errorf("NUMA nodes %v, want [0 0 1 1]", numa)
+	}
+
+	// The framework created the nodes with nvidia.com/gpu.product: the agent leaves that label to
+	// its owner and adds memory and count.
+	eventually(t, 10*time.Second, "GPU labels on the nodes", func() (bool, error) {
+		n := getNode(t, c, "pub-pcie")
+		return n.Labels[convoy.LabelGPUCount] == "4" && n.Labels[convoy.LabelGPUMemory] == "46068", nil
+	})
+	for _, name := range []string{"pub-h100", "pub-pcie"} {
+		n := getNode(t, c, name)
+		if n.Labels[convoy.LabelGPUProduct] != h100Product {
+			t.Errorf("node %s: product label %q, want the framework's %q untouched", name, n.Labels[convoy.LabelGPUProduct], h100Product)
+		}
+		for _, mf := range n.ManagedFields {
+			if mf.Manager == nodeagent.FieldManager && strings.Contains(string(mf.FieldsV1.Raw), convoy.LabelGPUProduct) {
+				t.Errorf("node %s: the agent co-owns %s, which another manager set", name, convoy.LabelGPUProduct)
+			}
+		}
+	}
+	if n := getNode(t, c, "pub-h100"); n.Labels[convoy.LabelGPUCount] != "8" || n.Labels[convoy.LabelGPUMemory] != "81559" {
+		t.Errorf("pub-h100 labels %v", n.Labels)
+	}
+}
+
+func meta(conds []metav1.Condition, typ string) *metav1.Condition {
+	for i := range conds {
+		if conds[i].Type == typ {
+			return &conds[i]
+		}
+	}
+	return nil
+}
+
+func TestFaultPublishedWithinASecond(t *testing.T) {
+	c := cluster(t)
+	createNodes(t, c, 8, "fault-xid")
+	// An hour between polls: only the NVML event can bring the fault to the API server in time.
+	run := startAgent(t, nil, nvmlmock.ProfileA100x8, nodeagent.Options{Nodes: []string{"fault-xid"}, PollInterval: time.Hour})
+	waitGPUNode(t, c, "fault-xid", 20*time.Second, "8 healthy GPUs", published(8, 8))
+
+	began := time.Now()
+	if err := run.fleet.Inject("fault-xid", 3, nvmlmock.Fault{Kind: nvmlmock.FaultXID, XID: 79}); err != nil {
+		t.Fatal(err)
+	}
+	g := waitGPUNode(t, c, "fault-xid", 5*time.Second, "GPU 3 unhealthy", func(g *convoy.GPUNode) bool {
+		return g.Status.GPUs[3].Health == convoy.GPUUnhealthy
+	})
+	latency := time.Since(began)
+	t.Logf("XID 79 on GPU 3 visible in the GPUNode after %v", latency)
+	if latency > time.Second {
+		t.Errorf("the fault took %v to reach the API server, want within a second", latency)
+	}
+	if g.Status.GPUs[3].HealthReason != "XID 79: GPU has fallen off the bus" || g.Status.Healthy != 7 || g.Status.Free != 7 {
+		t.Errorf("after XID 79: reason %q, healthy %d, free %d", g.Status.GPUs[3].HealthReason, g.Status.Healthy, g.Status.Free)
+	}
+	e := waitEvent(t, c, "fault-xid", nodeagent.ReasonGPUUnhealthy)
+	if e.Type != corev1.EventTypeWarning || !strings.Contains(e.Note, "GPU 3") || !strings.Contains(e.Note, "XID 79") {
+		t.Errorf("Event %s %q", e.Type, e.Note)
+	}
+	if v := run.metric(t, "convoy_gpu_healthy", map[string]string{"node": "fault-xid", "gpu": "3"}); v != 0 {
+		t.Errorf("convoy_gpu_healthy for GPU 3 = %v, want 0", v)
+	}
+	if v := run.metric(t, "convoy_gpu_xid_errors_total", map[string]string{"node": "fault-xid", "gpu": "3", "xid": "79"}); v != 1 {
+		t.Errorf("convoy_gpu_xid_errors_total for XID 79 = %v, want 1", v)
+	}
+}
+
+func TestHealthTransitions(t *testing.T) {
+	c := cluster(t)
+	createNodes(t, c, 8, "fault-ecc")
+	run := startAgent(t, nil, nvmlmock.ProfileH100x8, nodeagent.Options{Nodes: []string{"fault-ecc"}, PollInterval: 200 * time.Millisecond})
+	waitGPUNode(t, c, "fault-ecc", 20*time.Second, "8 healthy GPUs", published(8, 8))
+
+	for _, fault := range []string{"ecc", "row-remap", "lost"} {
+		f, _ := nvmlmock.ParseFault(fault)
+		if err := run.fleet.Inject("fault-ecc", 6, f); err != nil {
+			t.Fatal(err)
+		}
+		g := waitGPUNode(t, c, "fault-ecc", 2*time.Second, fault+": GPU 6 unhealthy", func(g *convoy.GPUNode) bool {
+			return g.Status.GPUs[6].Health == convoy.GPUUnhealthy
+		})
+		t.Logf("%s: %q", fault, g.Status.GPUs[6].HealthReason)
+		if err := run.fleet.Clear("fault-ecc", 6); err != nil {
+			t.Fatal(err)
+		}
+		waitGPUNode(t, c, "fault-ecc", 5*time.Second, fault+" cleared: GPU 6 healthy", published(8, 8))
+	}
+	unhealthy := nodeEvents(t, c, "fault-ecc", nodeagent.ReasonGPUUnhealthy)
+	recovered := waitEvent(t, c, "fault-ecc", nodeagent.ReasonGPURecovered)
+	if len(unhealthy) == 0 || recovered.Type != corev1.EventTypeNormal || !strings.Contains(recovered.Note, "GPU 6") {
+		t.Errorf("Events: %d GPUUnhealthy, GPURecovered %s %q", len(unhealthy), recovered.Type, recovered.Note)
+	}
+}
+
+func TestNoWritesWhenNothingChanged(t *testing.T) {
+	c := cluster(t)
+	createNodes(t, c, 8, "quiet")
+	opts := nodeagent.Options{Nodes: []string{"quiet"}, PollInterval: 100 * time.Millisecond, Heartbeat: time.Hour}
+	run := startAgent(t, nil, nvmlmock.ProfileNVLinkPairs8, opts)
+	waitGPUNode(t, c, "quiet", 20*time.Second, "8 healthy GPUs", published(8, 8))
+	eventually(t, 10*time.Second, "GPU labels", func() (bool, error) {
+		return getNode(t, c, "quiet").Labels[convoy.LabelGPUCount] == "8", nil
+	})
+	run.waitPolls(t, 3)
+	gpuNodeRV, nodeRV := mustGPUNode(t, "quiet").ResourceVersion, getNode(t, c, "quiet").ResourceVersion
+	writes := run.writes(t)
+
+	// Load changes what the metrics show, not what the GPUNode says.
+	srv := run.fleet.Server("quiet", nvmlmock.Options{})
+	if err := srv.SetLoad(0, 80, 10<<30); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the utilization metric", func() (bool, error) {
+		return run.metric(t, "convoy_gpu_utilization_percent", map[string]string{"node": "quiet", "gpu": "0"}) == 80, nil
+	})
+	run.waitPolls(t, 20)
+	if rv := mustGPUNode(t, "quiet").ResourceVersion; rv != gpuNodeRV {
+		t.Errorf("GPUNode written while nothing changed: resourceVersion %s -> %s", gpuNodeRV, rv)
+	}
+	if rv := getNode(t, c, "quiet").ResourceVersion; rv != nodeRV {
+		t.Errorf("Node written while nothing changed: resourceVersion %s -> %s", nodeRV, rv)
+	}
+	if w := run.writes(t); w != writes {
+		t.Errorf("the agent counted %v writes over 20 quiet polls", w-writes)
+	}
+
+	// A restarted agent finds everything as it would publish it: it writes nothing either.
+	run.stop()
+	_ = srv.SetLoad(0, 0, 0)
+	again := startAgent(t, nil, nvmlmock.ProfileNVLinkPairs8, opts)
+	again.waitPolls(t, 10)
+	if w := again.writes(t); w != 0 {
+		t.Errorf("the restarted agent wrote %v times", w)
+	}
+	if rv := mustGPUNode(t, "quiet").ResourceVersion; rv != gpuNodeRV {
+		t.Errorf("GPUNode written after a restart: resourceVersion %s -> %s", gpuNodeRV, rv)
+	}
+	if rv := getNode(t, c, "quiet").ResourceVersion; rv != nodeRV {
+		t.Errorf("Node written after a restart: resourceVersion %s -> %s", nodeRV, rv)
+	}
+	again.stop()
+
+	// The heartbeat: an unchanged status is written again once observedTime is older than it.
+	before := mustGPUNode(t, "quiet").Status.ObservedTime.Time
+	opts.Heartbeat = 2 * time.Second
+	beat := startAgent(t, nil, nvmlmock.ProfileNVLinkPairs8, opts)
+	g := waitGPUNode(t, c, "quiet", 10*time.Second, "a newer observedTime", func(g *convoy.GPUNode) bool {
+		return g.Status.ObservedTime.After(before)
+	})
+	if g.Status.Healthy != 8 || beat.metric(t, "convoy_node_agent_publishes_total", map[string]string{"reason": "heartbeat"}) < 1 {
+		t.Errorf("heartbeat: healthy %d, heartbeat writes %v", g.Status.Healthy,
+			beat.metric(t, "convoy_node_agent_publishes_total", map[string]string{"reason": "heartbeat"}))
+	}
+}
+
+func mustGPUNode(t *testing.T, name string) *convoy.GPUNode {
+	t.Helper()
+	g, err := getGPUNode(t, cluster(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestGPUNodeRecreatedAfterDeletion(t *testing.T) {
+	c := cluster(t)
+	createNodes(t, c, 8, "recreate")
+	startAgent(t, nil, nvmlmock.ProfileA100x8, nodeagent.Options{Nodes: []string{"recreate"}, PollInterval: time.Hour})
+	g := waitGPUNode(t, c, "recreate", 20*time.Second, "8 healthy GPUs", published(8, 8))
+	if err := c.Client.Delete(context.Background(), g); err != nil {
+		t.Fatal(err)
+	}
+	waitGPUNode(t, c, "recreate", 10*time.Second, "recreated", func(n *convoy.GPUNode) bool {
+		return n.UID != g.UID && n.Status.Capacity == 8
+	})
+}
+
+// gpuPod is a pod bound to node that asks for n GPUs, with the scheduler's indices when set.
+func gpuPod(ns, name, node string, n int, indices string) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: corev1.PodSpec{
+			NodeName: node,
+			Containers: []corev1.Container{{
+				Name: "train", Image: "registry.example/train:1",
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+					convoy.ResourceGPU: *resource.NewQuantity(int64(n), resource.DecimalSI),
+				}},
+			}},
+		},
+	}
+	if indices != "" {
+		p.Annotations = map[string]string{convoy.AnnotationGPUIndices: indices}
+	}
+	return p
+}
+
+func holders(g *convoy.GPUNode) map[string][]int32 {
+	m := map[string][]int32{}
+	for _, d := range g.Status.GPUs {
+		if d.AllocatedTo != "" {
+			m[d.AllocatedTo] = append(m[d.AllocatedTo], d.Index)
+		}
+	}
+	return m
+}
+
+func TestWhichPodHoldsWhichGPU(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	createNodes(t, c, 8, "alloc")
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "alloc"}}
+	if err := c.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	startAgent(t, nil, nvmlmock.ProfileNVLinkPairs8, nodeagent.Options{Nodes: []string{"alloc"}, PollInterval: 200 * time.Millisecond})
+	waitGPUNode(t, c, "alloc", 20*time.Second, "8 healthy GPUs", published(8, 8))
+
+	// The scheduler chose GPUs 6 and 7 for one pod; another comes without a choice.
+	for _, p := range []*corev1.Pod{gpuPod("alloc", "chosen", "alloc", 2, "6,7"), gpuPod("alloc", "free", "alloc", 2, "")} {
+		if err := c.Client.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := waitGPUNode(t, c, "alloc", 10*time.Second, "both pods holding GPUs", func(g *convoy.GPUNode) bool {
+		h := holders(g)
+		return len(h["alloc/chosen"]) == 2 && len(h["alloc/free"]) == 2
+	})
+	h := holders(g)
+	if !slices.Equal(h["alloc/chosen"], []int32{6, 7}) {
+		t.Errorf("alloc/chosen holds %v, want the scheduler's 6,7", h["alloc/chosen"])
+	}
+	free := h["alloc/free"]
+	for _, l := range g.Status.Links {
+		if l.A == free[0] && l.B == free[1] && l.Type != convoy.LinkNVLink {
+			t.Errorf("alloc/free holds GPUs %v, joined by %s: want an NVLink-bridged pair", free, l.Type)
+		}
+	}
+	if g.Status.Free != 4 {
+		t.Errorf("free = %d, want 4", g.Status.Free)
+	}
+
+	// The pods keep their GPUs across polls; when one ends, its GPUs are free again.
+	time.Sleep(time.Second)
+	if again := mustGPUNode(t, "alloc"); !mapsEqual(holders(again), h) {
+		t.Errorf("assignment changed between polls: %v -> %v", h, holders(again))
+	}
+	if err := c.Client.Delete(ctx, gpuPod("alloc", "chosen", "alloc", 2, ""), client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	g = waitGPUNode(t, c, "alloc", 10*time.Second, "GPUs 6 and 7 free again", func(g *convoy.GPUNode) bool {
+		return g.Status.GPUs[6].AllocatedTo == "" && g.Status.GPUs[7].AllocatedTo == ""
+	})
+	if g.Status.Free != 6 || !slices.Equal(holders(g)["alloc/free"], free) {
+		t.Errorf("after alloc/chosen ended: free %d, holders %v", g.Status.Free, holders(g))
+	}
+}
+
+func mapsEqual(a, b map[string][]int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if !slices.Equal(v, b[k]) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestNoDriverNoCrash(t *testing.T) {
+	c := cluster(t)
+	createNodes(t, c, 8, "no-driver")
+	run := startAgent(t, nil, nvmlmock.ProfileA100x8, nodeagent.Options{
+		Nodes: []string{"no-driver"}, PollInterval: 200 * time.Millisecond, RetryInterval: 200 * time.Millisecond,
+		// The real library, pointed where no driver is: NVML answers ERROR_LIBRARY_NOT_FOUND.
+		NVML: func(*corev1.Node) (nvml.Interface, error) {
+			return nvml.New(nvml.WithLibraryPath("/nonexistent/libnvidia-ml.so.1")), nil
+		},
+	})
+	g := waitGPUNode(t, c, "no-driver", 20*time.Second, "NVMLAvailable=False", func(g *convoy.GPUNode) bool {
+		cond := meta(g.Status.Conditions, convoy.GPUNodeNVMLAvailable)
+		return cond != nil && cond.Status == metav1.ConditionFalse
+	})
+	cond := meta(g.Status.Conditions, convoy.GPUNodeNVMLAvailable)
+	if cond.Reason != convoy.GPUNodeReasonLibraryNotFound || !strings.Contains(cond.Message, "libnvidia-ml.so.1") || g.Status.Capacity != 0 {
+		t.Errorf("condition %+v, capacity %d", cond, g.Status.Capacity)
+	}
+	e := waitEvent(t, c, "no-driver", nodeagent.ReasonNVMLUnavailable)
+	if e.Type != corev1.EventTypeWarning {
+		t.Errorf("Event type %s", e.Type)
+	}
+	// It keeps serving: polling, retrying NVML, and writing nothing new.
+	writes := run.writes(t)
+	run.waitPolls(t, 5)
+	if w := run.writes(t); w != writes {
+		t.Errorf("%v writes while NVML stayed missing", w-writes)
+	}
+	if n := getNode(t, c, "no-driver"); n.Labels[convoy.LabelGPUCount] != "" {
+		t.Errorf("GPU count label %q on a node without NVML", n.Labels[convoy.LabelGPUCount])
+	}
+}

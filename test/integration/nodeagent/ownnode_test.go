@@ -1,0 +1,221 @@
+package nodeagent
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent/nvmlmock"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+const nodeNameExtra = "authentication.kubernetes.io/node-name"
+
+// nodeBoundConfig returns the identity of a node agent pod running on node: a token for the
+// DaemonSet's ServiceAccount bound to a pod that is bound to node, as the kubelet would mount it.
+func nodeBoundConfig(t *testing.T, c *framework.Cluster, node string) *rest.Config {
+	t.Helper()
+	ctx := context.Background()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: "agent-" + node},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: agentSA,
+			NodeName:           node,
+			Containers:         []corev1.Container{{Name: "agent", Image: "ghcr.io/convoy-dev/convoy-node-agent:v0.1.0"}},
+		},
+	}
+	if err := c.Client.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := c.Clientset.CoreV1().ServiceAccounts(agentNamespace).CreateToken(ctx, agentSA, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{
+			ExpirationSeconds: ptr.To[int64](3600),
+			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tokenConfig(c, tr.Status.Token)
+}
+
+func tokenConfig(c *framework.Cluster, token string) *rest.Config {
+	return &rest.Config{
+		Host:            c.RESTConfig.Host,
+		TLSClientConfig: rest.TLSClientConfig{CAData: c.RESTConfig.CAData},
+		BearerToken:     token,
+		QPS:             50,
+		Burst:           100,
+	}
+}
+
+func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	createNodes(t, c, 8, "own-x", "own-y")
+	cfg := nodeBoundConfig(t, c, "own-x")
+
+	// The API server puts the pod's node in the token's user info: the admission policies read it.
+	cs := kubernetes.NewForConfigOrDie(cfg)
+	review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ui := review.Status.UserInfo
+	if ui.Username != "system:serviceaccount:convoy-system:convoy-node-agent" || !slices.Equal(ui.Extra[nodeNameExtra], []string{"own-x"}) {
+		t.Fatalf("token user %q with %s=%v; want the agent's ServiceAccount on own-x", ui.Username, nodeNameExtra, ui.Extra[nodeNameExtra])
+	}
+
+	// own-y's GPUNode, as its own agent would have published it.
+	if err := c.Client.Create(ctx, &convoy.GPUNode{ObjectMeta: metav1.ObjectMeta{Name: "own-y"}}); err != nil {
+		t.Fatal(err)
+	}
+	agentClient, err := client.New(cfg, client.Options{Scheme: c.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	statusApply := func(name string, opts ...client.SubResourcePatchOption) error {
+		g := &convoy.GPUNode{
+			TypeMeta:   metav1.TypeMeta{APIVersion: convoy.GroupVersion.String(), Kind: "GPUNode"},
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status:     convoy.GPUNodeStatus{GPUs: []convoy.GPUDevice{{Index: 0, Health: convoy.GPUHealthy}}},
+		}
+		return agentClient.Status().Patch(ctx, g, client.Apply, append(opts, client.FieldOwner(nodeagent.FieldManager), client.ForceOwnership)...)
+	}
+	// Admission policies take effect a moment after they are created: wait for the first refusal,
+	// without writing anything (dry run).
+	eventually(t, 30*time.Second, "the admission policies to refuse own-x's agent writing own-y's GPUNode", func() (bool, error) {
+		err := statusApply("own-y", client.DryRunAll)
+		return isForbidden(err), err
+	})
+
+	// The policies type-check against the objects they match: kubectl shows no warnings.
+	for _, name := range []string{"convoy-node-agent-gpunodes", "convoy-node-agent-node-labels", "convoy-node-agent-events"} {
+		p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		eventually(t, 10*time.Second, "policy "+name+" type-checked", func() (bool, error) {
+			err := c.Client.Get(ctx, client.ObjectKey{Name: name}, p)
+			return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.TypeChecking != nil, err
+		})
+		if w := p.Status.TypeChecking.ExpressionWarnings; len(w) != 0 {
+			t.Errorf("policy %s: type-checking warnings %+v", name, w)
+		}
+	}
+
+	run := startAgent(t, cfg, nvmlmock.ProfileH100x8, nodeagent.Options{NodeName: "own-x", PollInterval: 200 * time.Millisecond})
+	waitGPUNode(t, c, "own-x", 20*time.Second, "published by its own agent", published(8, 8))
+	eventually(t, 10*time.Second, "own-x's GPU labels", func() (bool, error) {
+		return getNode(t, c, "own-x").Labels[convoy.LabelGPUCount] == "8", nil
+	})
+	// Its Events about its own node pass too.
+	if err := run.fleet.Inject("own-x", 2, nvmlmock.Fault{Kind: nvmlmock.FaultECC}); err != nil {
+		t.Fatal(err)
+	}
+	waitEvent(t, c, "own-x", nodeagent.ReasonGPUUnhealthy)
+
+	labels := func(node string, l map[string]string) error {
+		return agentClient.Apply(ctx, corev1ac.Node(node).WithLabels(l), client.FieldOwner(nodeagent.FieldManager))
+	}
+	refused := map[string]struct {
+		write func() error
+		want  string
+	}{
+		"another node's GPUNode status": {
+			write: func() error { return statusApply("own-y") },
+			want:  "may write only GPUNode own-x, not own-y",
+		},
+		"a GPUNode for another name": {
+			write: func() error {
+				g := &convoy.GPUNode{TypeMeta: metav1.TypeMeta{APIVersion: convoy.GroupVersion.String(), Kind: "GPUNode"}, ObjectMeta: metav1.ObjectMeta{Name: "own-z"}}
+				return agentClient.Patch(ctx, g, client.Apply, client.FieldOwner(nodeagent.FieldManager))
+			},
+			want: "may write only GPUNode own-x, not own-z",
+		},
+		"another node's GPU labels": {
+			write: func() error { return labels("own-y", map[string]string{convoy.LabelGPUCount: "1"}) },
+			want:  "may change only node own-x, not own-y",
+		},
+		"its own node's other labels": {
+			write: func() error {
+				return labels("own-x", map[string]string{convoy.LabelGPUCount: "8", convoy.LabelGPUMemory: "81559", convoy.LabelTopologyRack: "rack-9"})
+			},
+			want: "may change only the labels nvidia.com/gpu.product, nvidia.com/gpu.memory and nvidia.com/gpu.count",
+		},
+		"its own node's taints": {
+			write: func() error {
+				patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"unschedulable": true}})
+				return agentClient.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "own-x"}}, client.RawPatch(types.MergePatchType, patch))
+			},
+			want: "may change only the node's labels, not its spec",
+		},
+		"an Event about another node": {
+			write: func() error {
+				_, err := cs.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, &eventsv1.Event{
+					ObjectMeta:          metav1.ObjectMeta{Name: "own-y.gpu-unhealthy"},
+					EventTime:           metav1.NowMicro(),
+					Regarding:           corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: "own-y"},
+					Reason:              nodeagent.ReasonGPUUnhealthy,
+					Action:              "CheckHealth",
+					Type:                corev1.EventTypeWarning,
+					Note:                "GPU 0 is unhealthy",
+					ReportingController: "convoy.dev/node-agent",
+					ReportingInstance:   "convoy.dev/node-agent-own-x",
+				}, metav1.CreateOptions{})
+				return err
+			},
+			want: "may report Events only about that node",
+		},
+		"deleting its own GPUNode (RBAC)": {
+			write: func() error {
+				return agentClient.Delete(ctx, &convoy.GPUNode{ObjectMeta: metav1.ObjectMeta{Name: "own-x"}})
+			},
+			want: `cannot delete resource "gpunodes"`,
+		},
+	}
+	for name, tc := range refused {
+		t.Run(name, func(t *testing.T) {
+			err := tc.write()
+			if !isForbidden(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v; want Forbidden saying %q", err, tc.want)
+			}
+		})
+	}
+	if n := getNode(t, c, "own-y"); n.Labels[convoy.LabelGPUCount] != "" || n.Labels[convoy.LabelTopologyRack] != "" {
+		t.Errorf("own-y's labels changed: %v", n.Labels)
+	}
+
+	// The same ServiceAccount with a token bound to no pod names no node: it may write nothing.
+	unbound, err := c.ServiceAccountConfig(ctx, agentNamespace, agentSA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uc, err := client.New(unbound, client.Options{Scheme: c.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &convoy.GPUNode{
+		TypeMeta:   metav1.TypeMeta{APIVersion: convoy.GroupVersion.String(), Kind: "GPUNode"},
+		ObjectMeta: metav1.ObjectMeta{Name: "own-x"},
+		Status:     convoy.GPUNodeStatus{GPUs: []convoy.GPUDevice{{Index: 0, Health: convoy.GPUHealthy}}},
+	}
+	err = uc.Status().Patch(ctx, g, client.Apply, client.FieldOwner(nodeagent.FieldManager), client.ForceOwnership)
+	if !isForbidden(err) || !strings.Contains(err.Error(), "token names no node") {
+		t.Errorf("unbound token writing own-x's GPUNode: %v; want Forbidden, the token names no node", err)
+	}
+}

@@ -11,10 +11,12 @@ import (
 	"strconv"
 
 	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/convoy-dev/convoy/operator/pkg/operator"
+	"github.com/convoy-dev/convoy/queue"
 )
 
 func main() {
@@ -33,6 +35,11 @@ func main() {
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", opts.MaxConcurrentReconciles, "TrainingJobs reconciled at once.")
 	flag.Float64Var(&qps, "kube-api-qps", 100, "Sustained requests per second to the API server.")
 	flag.IntVar(&burst, "kube-api-burst", 200, "Burst of requests to the API server.")
+	kueue := flag.String("kueue", "auto", "Run TrainingJobs that name a queue through Kueue: true, false, or auto (when the API server serves Kueue's Workloads).")
+	var queueOpts queue.Options
+	flag.StringVar(&queueOpts.WebhookAddr, "queue-webhook-bind-address", queue.DefaultWebhookAddr, "Address of the TrainingJob admission webhook that keeps queued jobs suspended until Kueue admits them.")
+	flag.StringVar(&queueOpts.WebhookCertDir, "queue-webhook-cert-dir", "", "Directory with the webhook's tls.crt and tls.key (default /tmp/k8s-webhook-server/serving-certs).")
+	flag.BoolVar(&queueOpts.WaitForPodsReady, "kueue-wait-for-pods-ready", false, "Report the gang's readiness to Kueue; set it when Kueue's configuration sets waitForPodsReady.")
 	flag.Parse()
 
 	level, err := logLevel(os.Getenv("LOG_LEVEL"))
@@ -46,12 +53,20 @@ func main() {
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(qps), burst
 	ctx := ctrl.SetupSignalHandler()
+	withKueue, err := useKueue(*kueue, cfg)
+	if err != nil {
+		log.Error(err, "Deciding whether to use Kueue")
+		os.Exit(2)
+	}
+	if withKueue {
+		opts.Queue = queue.New(queueOpts)
+	}
 	mgr, err := operator.New(ctx, cfg, opts)
 	if err != nil {
 		log.Error(err, "Setting up the operator")
 		os.Exit(1)
 	}
-	log.Info("Starting the operator", "progressURL", opts.ProgressURL, "leaderElection", opts.LeaderElection)
+	log.Info("Starting the operator", "progressURL", opts.ProgressURL, "leaderElection", opts.LeaderElection, "kueue", withKueue)
 	if err := mgr.Start(ctx); err != nil {
 		log.Error(err, "Running the operator")
 		os.Exit(1)
@@ -74,4 +89,17 @@ func logLevel(s string) (zapcore.Level, error) {
 		return zapcore.Level(-n), nil
 	}
 	return 0, fmt.Errorf("LOG_LEVEL=%q: use debug, info, warn, error or a verbosity number such as 2", s)
+}
+
+// useKueue parses --kueue; auto asks the API server whether Kueue is installed.
+func useKueue(flagValue string, cfg *rest.Config) (bool, error) {
+	switch flagValue {
+	case "true":
+		return true, nil
+	case "false":
+		return false, nil
+	case "auto":
+		return queue.KueueInstalled(cfg)
+	}
+	return false, fmt.Errorf("--kueue=%q: use true, false or auto", flagValue)
 }

@@ -3,6 +3,9 @@ package controller
 import (
 	"context"
 
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 )
 
@@ -21,4 +24,17 @@ type QueueStatus struct {
 	WaitingMessage string
 	// Admission becomes status.admission once the job is admitted.
 	Admission *convoy.AdmissionStatus
+	// Preempted is the Preempted condition's message while the queue holds the job back after a
+	// preemption: by whom and why. Empty when the job was not preempted.
+	Preempted string
+}
+
+// ManagedQueue is a Queue that runs its own controllers in the operator's manager (Kueue's job
+// reconciler, the queue webhook) and whose verdict lives in objects the jobs control (Kueue's
+// Workloads). SetupWithManager sets it up before the TrainingJob controller, which then watches
+// the Owned objects so that a change of the verdict reaches the job's status.
+type ManagedQueue interface {
+	Queue
+	SetupWithManager(ctx context.Context, mgr ctrl.Manager) error
+	Owned() client.Object
 }

@@ -118,16 +118,21 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		UpdateFunc:  func(event.UpdateEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&convoy.TrainingJob{}).
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&schedv1alpha1.PodGroup{}).
-		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnNode), ctrlbuilder.WithPredicates(nodeDeleted)).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
-		Complete(r)
+		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnNode), ctrlbuilder.WithPredicates(nodeDeleted))
+	if q, ok := r.Queue.(ManagedQueue); ok {
+		if err := q.SetupWithManager(ctx, mgr); err != nil {
+			return fmt.Errorf("setting up the queue integration: %w", err)
+		}
+		b = b.Owns(q.Owned())
+	}
+	return b.WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).Complete(r)
 }
 
 // jobsOnNode maps a deleted node to the jobs that had pods on it.

@@ -126,6 +126,9 @@ func decide(o observation) plan {
 			set(convoy.ConditionQueued, metav1.ConditionTrue, convoy.ReasonWaitingForAdmission, msg)
 			set(convoy.ConditionAdmitted, metav1.ConditionFalse, convoy.ReasonWaitingForAdmission, msg)
 			st.Admission = nil
+			if o.queue.Preempted != "" {
+				set(convoy.ConditionPreempted, metav1.ConditionTrue, convoy.ReasonPreempted, o.queue.Preempted)
+			}
 		} else {
 			set(convoy.ConditionSuspended, metav1.ConditionTrue, convoy.ReasonUserSuspended,
 				"spec.suspend is true: the gang's pods are deleted; set it to false to resume from the latest checkpoint")
@@ -133,6 +136,8 @@ func decide(o observation) plan {
 		stopGang()
 		// activeDeadlineSeconds counts running time only, as batch/v1 Job's does.
 		st.StartTime = nil
+		// Kueue keeps an evicted job's quota until no pod of it is active: count them until gone.
+		st.Workers = countWorkers(o.pods)
 		deleteAll()
 		return p
 	}
@@ -360,4 +365,22 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return strconv.Itoa(n) + " " + noun + "s"
+}
+
+// countWorkers counts pods by phase.
+func countWorkers(pods []*corev1.Pod) convoy.WorkerCounts {
+	var w convoy.WorkerCounts
+	for _, pod := range pods {
+		switch pod.Status.Phase {
+		case corev1.PodRunning:
+			w.Active++
+		case corev1.PodSucceeded:
+			w.Succeeded++
+		case corev1.PodFailed:
+			w.Failed++
+		default:
+			w.Pending++
+		}
+	}
+	return w
 }

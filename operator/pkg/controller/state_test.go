@@ -153,6 +153,7 @@ func TestDecide(t *testing.T) {
 		job       *convoy.TrainingJob
 		pods      []*corev1.Pod
 		goneNodes map[string]bool
+		queue     QueueStatus
 		want      outcome
 	}{
 		"a new job without a queue is admitted at once and its gang created": {
@@ -290,11 +291,18 @@ func TestDecide(t *testing.T) {
 			job:  runningJob.Clone().Suspend(true).Obj(),
 			pods: gang(job.Obj(), corev1.PodRunning),
 			want: outcome{State: convoy.StateSuspended, Reasons: with(admitted, convoy.ConditionSuspended, convoy.ReasonUserSuspended),
-				Delete: []string{"llm-worker-0", "llm-worker-1"}},
+				Workers: convoy.WorkerCounts{Active: 2}, Delete: []string{"llm-worker-0", "llm-worker-1"}},
 		},
 		"suspended with a queue: queued for admission": {
 			job:  job.Clone().Queue("team-a").Suspend(true).Obj(),
 			want: outcome{State: convoy.StateQueued, Reasons: map[string]string{convoy.ConditionQueued: convoy.ReasonWaitingForAdmission}},
+		},
+		"preempted by the queue: queued again, the whole gang deleted and counted until gone": {
+			job:   runningJob.Clone().Queue("team-a").Suspend(true).Obj(),
+			pods:  gang(job.Obj(), corev1.PodRunning),
+			queue: QueueStatus{WaitingMessage: "waiting", Preempted: "preempted by TrainingJob ns/urgent"},
+			want: outcome{State: convoy.StateQueued, Reasons: map[string]string{convoy.ConditionQueued: convoy.ReasonWaitingForAdmission,
+				convoy.ConditionPreempted: convoy.ReasonPreempted}, Workers: convoy.WorkerCounts{Active: 2}, Delete: []string{"llm-worker-0", "llm-worker-1"}},
 		},
 		"resumed while the suspended gang still terminates: wait": {
 			job: job.Clone().Status(convoy.TrainingJobStatus{Conditions: []metav1.Condition{
@@ -347,7 +355,7 @@ func TestDecide(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := summarize(decide(observation{job: tc.job, plugin: p, pods: tc.pods, goneNodes: tc.goneNodes, now: now, backoff: DefaultBackoff}))
+			got := summarize(decide(observation{job: tc.job, plugin: p, pods: tc.pods, goneNodes: tc.goneNodes, queue: tc.queue, now: now, backoff: DefaultBackoff}))
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("decide (-want,+got):\n%s", diff)
 			}

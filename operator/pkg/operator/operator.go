@@ -57,6 +57,10 @@ type Options struct {
 	WrapClient func(client.Client) client.Client
 	// SkipNameValidation lets one process start the operator more than once, as tests do.
 	SkipNameValidation bool
+	// Queue reports what the queueing system says of jobs that name a queue; a ManagedQueue (the
+	// Kueue integration in queue/) also runs its controllers and webhook in the manager. Nil leaves
+	// queued jobs with generic messages.
+	Queue controller.Queue
 }
 
 // Defaults are the Options of a deployed operator.
@@ -135,6 +139,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Metrics:   metrics.NewRecorder(),
 		Options:   builder.Options{ProgressURL: opts.ProgressURL, ProgressCA: cert.CAPEM},
 		Backoff:   opts.Backoff,
+		Queue:     opts.Queue,
 	}
 	if err := r.SetupWithManager(ctx, mgr, opts.MaxConcurrentReconciles); err != nil {
 		return nil, err

@@ -1,0 +1,207 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	"sigs.k8s.io/kueue/pkg/controller/jobframework"
+	"sigs.k8s.io/kueue/pkg/podset"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/builder"
+	"github.com/convoy-dev/convoy/operator/pkg/framework"
+)
+
+// GVK is the TrainingJob's kind, the owner kind of its Workload.
+var GVK = convoy.GroupVersion.WithKind("TrainingJob")
+
+// ExternalFramework is how Kueue's configuration names TrainingJob in
+// integrations.externalFrameworks: Kind.version.group.
+const ExternalFramework = "TrainingJob.v1alpha1.convoy.dev"
+
+// Job is a TrainingJob as Kueue's jobframework sees it.
+//
+// It does not implement JobWithReclaimablePods: the operator restarts the whole gang, succeeded
+// workers included, after a failure, so a finished worker's quota may still be needed.
+type Job convoy.TrainingJob
+
+var (
+	_ jobframework.GenericJob           = (*Job)(nil)
+	_ jobframework.JobWithPriorityClass = (*Job)(nil)
+	_ jobframework.TopLevelJob          = (*Job)(nil)
+)
+
+func fromObject(o runtime.Object) *Job { return (*Job)(o.(*convoy.TrainingJob)) }
+
+func (j *Job) trainingJob() *convoy.TrainingJob { return (*convoy.TrainingJob)(j) }
+
+// Object returns the TrainingJob.
+func (j *Job) Object() client.Object { return j.trainingJob() }
+
+// GVK returns the TrainingJob's kind.
+func (j *Job) GVK() schema.GroupVersionKind { return GVK }
+
+// IsTopLevel is true: a TrainingJob owns its Workload whatever owns the TrainingJob.
+func (j *Job) IsTopLevel() bool { return true }
+
+// IsSuspended reports spec.suspend.
+func (j *Job) IsSuspended() bool { return j.trainingJob().IsSuspended() }
+
+// Suspend sets spec.suspend; the operator then deletes the whole gang.
+func (j *Job) Suspend() { j.Spec.Suspend = ptr.To(true) }
+
+// PriorityClass is the PriorityClass named by spec.scheduling.priorityClassName. Kueue prefers the
+// WorkloadPriorityClass of the kueue.x-k8s.io/priority-class label when the job has one.
+func (j *Job) PriorityClass() string { return j.trainingJob().PriorityClassName() }
+
+// IsActive reports whether any pod of the gang still runs or waits to. Kueue keeps the quota of an
+// evicted job until this is false, so a preempted gang frees its GPUs only once every pod is gone.
+func (j *Job) IsActive() bool {
+	return j.Status.Workers.Active+j.Status.Workers.Pending > 0
+}
+
+// PodsReady reports whether every pod of the gang runs (the Running condition).
+func (j *Job) PodsReady(context.Context) bool {
+	return meta.IsStatusConditionTrue(j.Status.Conditions, convoy.ConditionRunning)
+}
+
+// Finished reports the Completed or Failed condition.
+func (j *Job) Finished(context.Context) (message string, success, finished bool) {
+	for _, c := range []struct {
+		condition string
+		success   bool
+	}{{convoy.ConditionCompleted, true}, {convoy.ConditionFailed, false}} {
+		if cond := meta.FindStatusCondition(j.Status.Conditions, c.condition); cond != nil && cond.Status == metav1.ConditionTrue {
+			return cond.Message, c.success, true
+		}
+	}
+	return "", true, false
+}
+
+// roleOrder orders the pod sets: the workers, which hold the GPUs, first.
+var roleOrder = []framework.Role{framework.RoleWorker, framework.RolePS, framework.RoleScheduler}
+
+// PodSets returns one PodSet per role of the gang: worker, then ps and scheduler where the
+// framework has them.
+func (j *Job) PodSets(context.Context) ([]kueue.PodSet, error) {
+	job := j.trainingJob()
+	plugin, err := framework.For(job.Spec.Framework)
+	if err != nil {
+		return nil, err
+	}
+	var sets []kueue.PodSet
+	index := map[framework.Role]int{}
+	for _, r := range plugin.Replicas(job) {
+		if i, ok := index[r.Role]; ok {
+			sets[i].Count++
+			continue
+		}
+		index[r.Role] = len(sets)
+		sets = append(sets, kueue.PodSet{
+			Name:     kueue.PodSetReference(r.Role),
+			Count:    1,
+			Template: podTemplate(job, r, plugin),
+		})
+	}
+	slices.SortStableFunc(sets, func(a, b kueue.PodSet) int {
+		return slices.Index(roleOrder, framework.Role(a.Name)) - slices.Index(roleOrder, framework.Role(b.Name))
+	})
+	return sets, nil
+}
+
+// podTemplate is the pod of the role's first replica as the operator builds it, reduced to what
+// Kueue admits on: requests, node constraints, tolerations and priority. Everything that changes
+// while the job lives (the checkpoint to resume from, the restart attempt) is left out: Kueue
+// compares containers to tell whether the Workload still matches the job.
+func podTemplate(job *convoy.TrainingJob, r framework.Replica, plugin framework.Plugin) corev1.PodTemplateSpec {
+	pod := builder.Pod(job, r, plugin, builder.Options{})
+	strip := func(in []corev1.Container) []corev1.Container {
+		var out []corev1.Container
+		for _, c := range in {
+			out = append(out, corev1.Container{Name: c.Name, Image: c.Image, Resources: c.Resources, RestartPolicy: c.RestartPolicy})
+		}
+		return out
+	}
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{convoy.LabelReplicaRole: string(r.Role)}},
+		Spec: corev1.PodSpec{
+			InitContainers:    strip(pod.Spec.InitContainers),
+			Containers:        strip(pod.Spec.Containers),
+			RestartPolicy:     pod.Spec.RestartPolicy,
+			NodeSelector:      pod.Spec.NodeSelector,
+			Affinity:          pod.Spec.Affinity,
+			Tolerations:       pod.Spec.Tolerations,
+			PriorityClassName: pod.Spec.PriorityClassName,
+			SchedulerName:     pod.Spec.SchedulerName,
+			Overhead:          pod.Spec.Overhead,
+		},
+	}
+}
+
+// RunWithPodSetsInfo starts the admitted job: it adds the admitted flavors' node labels and
+// tolerations to spec.scheduling, which the operator copies into every pod, and clears
+// spec.suspend. spec.scheduling applies to every role, so roles admitted to flavors whose node
+// labels disagree cannot run together; Kueue then finishes the Workload with the reason.
+func (j *Job) RunWithPodSetsInfo(ctx context.Context, infos []podset.PodSetInfo) error {
+	sets, err := j.PodSets(ctx)
+	if err != nil {
+		return err
+	}
+	if len(infos) != len(sets) {
+		return podset.BadPodSetsInfoLenError(len(sets), len(infos))
+	}
+	s := j.scheduling()
+	merged := podset.PodSetInfo{NodeSelector: maps.Clone(s.NodeSelector), Tolerations: slices.Clone(s.Tolerations)}
+	for _, info := range infos {
+		if err := merged.Merge(podset.PodSetInfo{NodeSelector: info.NodeSelector, Tolerations: info.Tolerations}); err != nil {
+			return fmt.Errorf("pod set %s was admitted to flavors whose node labels conflict with the other roles' (spec.scheduling applies to every role): %w", info.Name, err)
+		}
+	}
+	s.NodeSelector, s.Tolerations = merged.NodeSelector, merged.Tolerations
+	j.Spec.Suspend = ptr.To(false)
+	return nil
+}
+
+// RestorePodSetsInfo puts back the node selector and tolerations the job had before admission,
+// which every PodSet of its Workload recorded. It reports whether anything changed.
+func (j *Job) RestorePodSetsInfo(infos []podset.PodSetInfo) bool {
+	if len(infos) == 0 {
+		return false
+	}
+	nodeSelector, tolerations := infos[0].NodeSelector, infos[0].Tolerations
+	s := j.Spec.Scheduling
+	if s == nil {
+		if len(nodeSelector) == 0 && len(tolerations) == 0 {
+			return false
+		}
+		s = j.scheduling()
+	}
+	changed := false
+	if !maps.Equal(s.NodeSelector, nodeSelector) {
+		s.NodeSelector = maps.Clone(nodeSelector)
+		changed = true
+	}
+	if !equality.Semantic.DeepEqual(s.Tolerations, tolerations) && (len(s.Tolerations) > 0 || len(tolerations) > 0) {
+		s.Tolerations = slices.Clone(tolerations)
+		changed = true
+	}
+	return changed
+}
+
+func (j *Job) scheduling() *convoy.SchedulingSpec {
+	if j.Spec.Scheduling == nil {
+		j.Spec.Scheduling = &convoy.SchedulingSpec{}
+	}
+	return j.Spec.Scheduling
+}

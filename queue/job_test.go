@@ -1,0 +1,243 @@
+package queue
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/kueue/pkg/podset"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
+)
+
+func TestPodSets(t *testing.T) {
+	type podSet struct {
+		Name     string
+		Count    int32
+		Requests corev1.ResourceList
+	}
+	cases := map[string]struct {
+		job  *convoy.TrainingJob
+		want []podSet
+	}{
+		"pytorch gang is one pod set of workers": {
+			job: utiltesting.MakeTrainingJob("a", "ns").Workers(4).GPUs(8).Resources("16", "64Gi").Obj(),
+			want: []podSet{{Name: "worker", Count: 4, Requests: corev1.ResourceList{
+				"nvidia.com/gpu": resource.MustParse("8"), corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi"),
+			}}},
+		},
+		"tensorflow parameter servers are their own pod set without GPUs": {
+			job: utiltesting.MakeTrainingJob("a", "ns").Framework(convoy.FrameworkTensorFlow).Workers(2).GPUs(1).ParameterServers(3).Resources("4", "").Obj(),
+			want: []podSet{
+				{Name: "worker", Count: 2, Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1"), corev1.ResourceCPU: resource.MustParse("4")}},
+				{Name: "ps", Count: 3, Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4")}},
+			},
+		},
+		"mxnet has workers, servers and one scheduler": {
+			job: utiltesting.MakeTrainingJob("a", "ns").Framework(convoy.FrameworkMXNet).Workers(2).GPUs(2).ParameterServers(1).Obj(),
+			want: []podSet{
+				{Name: "worker", Count: 2, Requests: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}},
+				{Name: "ps", Count: 1},
+				{Name: "scheduler", Count: 1},
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			sets, err := (*Job)(tc.job).PodSets(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []podSet
+			for _, ps := range sets {
+				requests := corev1.ResourceList{}
+				for _, c := range ps.Template.Spec.Containers {
+					for k, v := range c.Resources.Requests {
+						requests[k] = v
+					}
+				}
+				if len(requests) == 0 {
+					requests = nil
+				}
+				got = append(got, podSet{Name: string(ps.Name), Count: ps.Count, Requests: requests})
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
+				t.Errorf("pod sets (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestPodSetsIgnoreWhatChangesWhileRunning: a reported checkpoint and a gang restart change the
+// pods' environment and labels, but must not make Kueue think the job changed and recreate its
+// Workload.
+func TestPodSetsIgnoreWhatChangesWhileRunning(t *testing.T) {
+	job := utiltesting.MakeTrainingJob("a", "ns").Workers(2).GPUs(8).
+		Scheduling(convoy.SchedulingSpec{PriorityClassName: "high", NodeSelector: map[string]string{"pool": "a"}}).Obj()
+	before, err := (*Job)(job).PodSets(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	job.Status.Checkpoint = &convoy.CheckpointStatus{Latest: "s3://ckpt/epoch-3", Epoch: 3}
+	job.Status.RestartCount = 2
+	after, err := (*Job)(job).PodSets(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(before, after) {
+		t.Errorf("pod sets changed with the job's status:\n%s", cmp.Diff(before, after))
+	}
+	if got := before[0].Template.Spec.PriorityClassName; got != "high" {
+		t.Errorf("priorityClassName = %q, want high", got)
+	}
+	if got := before[0].Template.Spec.NodeSelector; !equality.Semantic.DeepEqual(got, map[string]string{"pool": "a"}) {
+		t.Errorf("nodeSelector = %v, want the job's", got)
+	}
+	for _, c := range before[0].Template.Spec.Containers {
+		if len(c.Env) > 0 || len(c.VolumeMounts) > 0 {
+			t.Errorf("container %s keeps env or mounts in the pod set: %+v", c.Name, c)
+		}
+	}
+}
+
+func TestRunAndRestorePodSetsInfo(t *testing.T) {
+	spot := corev1.Toleration{Key: "spot", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}
+	own := corev1.Toleration{Key: "team", Operator: corev1.TolerationOpEqual, Value: "a", Effect: corev1.TaintEffectNoSchedule}
+	cases := map[string]struct {
+		job           *convoy.TrainingJob
+		infos         []podset.PodSetInfo
+		wantErr       bool
+		wantScheduled *convoy.SchedulingSpec
+	}{
+		"flavor labels and tolerations join the job's own": {
+			job: utiltesting.MakeTrainingJob("a", "ns").Queue("q").Suspend(true).
+				Scheduling(convoy.SchedulingSpec{Queue: "q", NodeSelector: map[string]string{"pool": "a"}, Tolerations: []corev1.Toleration{own}}).Obj(),
+			infos: []podset.PodSetInfo{{Name: "worker", NodeSelector: map[string]string{convoy.LabelGPUProduct: "H100"}, Tolerations: []corev1.Toleration{spot},
+				Labels: map[string]string{"kueue.x-k8s.io/podset": "worker"}}},
+			wantScheduled: &convoy.SchedulingSpec{Queue: "q", NodeSelector: map[string]string{"pool": "a", convoy.LabelGPUProduct: "H100"},
+				Tolerations: []corev1.Toleration{own, spot}},
+		},
+		"roles on flavors with the same labels run together": {
+			job: utiltesting.MakeTrainingJob("a", "ns").Framework(convoy.FrameworkTensorFlow).ParameterServers(1).Queue("q").Suspend(true).Obj(),
+			infos: []podset.PodSetInfo{
+				{Name: "worker", NodeSelector: map[string]string{convoy.LabelGPUProduct: "H100"}, Labels: map[string]string{"kueue.x-k8s.io/podset": "worker"}},
+				{Name: "ps", NodeSelector: map[string]string{convoy.LabelGPUProduct: "H100"}, Labels: map[string]string{"kueue.x-k8s.io/podset": "ps"}},
+			},
+			wantScheduled: &convoy.SchedulingSpec{Queue: "q", NodeSelector: map[string]string{convoy.LabelGPUProduct: "H100"}},
+		},
+		"roles on flavors whose labels conflict cannot run": {
+			job: utiltesting.MakeTrainingJob("a", "ns").Framework(convoy.FrameworkTensorFlow).ParameterServers(1).Queue("q").Suspend(true).Obj(),
+			infos: []podset.PodSetInfo{
+				{Name: "worker", NodeSelector: map[string]string{convoy.LabelGPUProduct: "H100"}},
+				{Name: "ps", NodeSelector: map[string]string{convoy.LabelGPUProduct: "A100"}},
+			},
+			wantErr: true,
+		},
+		"one info per role": {
+			job:     utiltesting.MakeTrainingJob("a", "ns").Queue("q").Suspend(true).Obj(),
+			infos:   []podset.PodSetInfo{{Name: "worker"}, {Name: "ps"}},
+			wantErr: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			job := (*Job)(tc.job.DeepCopy())
+			original := recordedInfos(t, tc.job)
+			err := job.RunWithPodSetsInfo(context.Background(), tc.infos)
+			if tc.wantErr {
+				if err == nil || !podset.IsPermanent(err) {
+					t.Fatalf("RunWithPodSetsInfo = %v, want a permanent error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if job.IsSuspended() {
+				t.Error("the job is still suspended")
+			}
+			if diff := cmp.Diff(tc.wantScheduled, job.Spec.Scheduling); diff != "" {
+				t.Errorf("spec.scheduling (-want,+got):\n%s", diff)
+			}
+			job.Suspend()
+			if !job.RestorePodSetsInfo(original) {
+				t.Error("RestorePodSetsInfo reported no change")
+			}
+			if diff := cmp.Diff(tc.job.Spec.Scheduling.NodeSelector, job.Spec.Scheduling.NodeSelector); diff != "" {
+				t.Errorf("restored nodeSelector (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.job.Spec.Scheduling.Tolerations, job.Spec.Scheduling.Tolerations); diff != "" {
+				t.Errorf("restored tolerations (-want,+got):\n%s", diff)
+			}
+			if job.RestorePodSetsInfo(original) {
+				t.Error("restoring twice reported a change")
+			}
+		})
+	}
+}
+
+// recordedInfos is what Kueue records of the job's pod sets in its Workload and restores on eviction.
+func recordedInfos(t *testing.T, job *convoy.TrainingJob) []podset.PodSetInfo {
+	t.Helper()
+	sets, err := (*Job)(job).PodSets(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var infos []podset.PodSetInfo
+	for i := range sets {
+		infos = append(infos, podset.FromPodSet(&sets[i]))
+	}
+	return infos
+}
+
+func TestJobState(t *testing.T) {
+	cond := func(condType string) metav1.Condition {
+		return metav1.Condition{Type: condType, Status: metav1.ConditionTrue, Reason: "R", Message: condType + " message"}
+	}
+	cases := map[string]struct {
+		status                              convoy.TrainingJobStatus
+		wantActive, wantReady, wantFinished bool
+		wantSuccess                         bool
+		wantMessage                         string
+	}{
+		"queued":                 {wantSuccess: true},
+		"pods still terminating": {status: convoy.TrainingJobStatus{Workers: convoy.WorkerCounts{Active: 1}}, wantActive: true, wantSuccess: true},
+		"pods pending":           {status: convoy.TrainingJobStatus{Workers: convoy.WorkerCounts{Pending: 2}}, wantActive: true, wantSuccess: true},
+		"running": {status: convoy.TrainingJobStatus{Workers: convoy.WorkerCounts{Active: 2},
+			Conditions: []metav1.Condition{cond(convoy.ConditionRunning)}}, wantActive: true, wantReady: true, wantSuccess: true},
+		"completed": {status: convoy.TrainingJobStatus{Workers: convoy.WorkerCounts{Succeeded: 2},
+			Conditions: []metav1.Condition{cond(convoy.ConditionCompleted)}}, wantFinished: true, wantSuccess: true, wantMessage: "Completed message"},
+		"failed": {status: convoy.TrainingJobStatus{Workers: convoy.WorkerCounts{Failed: 1},
+			Conditions: []metav1.Condition{cond(convoy.ConditionFailed)}}, wantFinished: true, wantMessage: "Failed message"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			job := (*Job)(utiltesting.MakeTrainingJob("a", "ns").Status(tc.status).Obj())
+			if got := job.IsActive(); got != tc.wantActive {
+				t.Errorf("IsActive = %v, want %v", got, tc.wantActive)
+			}
+			if got := job.PodsReady(t.Context()); got != tc.wantReady {
+				t.Errorf("PodsReady = %v, want %v", got, tc.wantReady)
+			}
+			msg, success, finished := job.Finished(t.Context())
+			if msg != tc.wantMessage || success != tc.wantSuccess || finished != tc.wantFinished {
+				t.Errorf("Finished = (%q, %v, %v), want (%q, %v, %v)", msg, success, finished, tc.wantMessage, tc.wantSuccess, tc.wantFinished)
+			}
+		})
+	}
+}
+
+func TestPriorityClass(t *testing.T) {
+	job := utiltesting.MakeTrainingJob("a", "ns").Scheduling(convoy.SchedulingSpec{PriorityClassName: "high"}).Obj()
+	if got := (*Job)(job).PriorityClass(); got != "high" {
+		t.Errorf("PriorityClass = %q, want high", got)
+	}
+	if got := (*Job)(job).GVK(); got.Kind != "TrainingJob" || got.Group != "convoy.dev" {
+		t.Errorf("GVK = %v", got)
+	}
+}

@@ -1,0 +1,179 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"regexp"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	"sigs.k8s.io/kueue/pkg/controller/constants"
+	"sigs.k8s.io/kueue/pkg/controller/jobframework"
+	"sigs.k8s.io/kueue/pkg/scheduler/preemption"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/controller"
+)
+
+// Status reports what Kueue says of the job: why it waits, where it was admitted, who preempted it.
+// It reads the job's Workload, its LocalQueue and, after a preemption, the preemptor's Workload
+// from the manager's cache.
+func (i *Integration) Status(ctx context.Context, job *convoy.TrainingJob) (controller.QueueStatus, error) {
+	wl, err := i.workloadOf(ctx, job)
+	if err != nil || wl == nil {
+		return controller.QueueStatus{}, err
+	}
+	clusterQueue := ""
+	if wl.Status.Admission != nil {
+		clusterQueue = string(wl.Status.Admission.ClusterQueue)
+	} else {
+		lq := &kueue.LocalQueue{}
+		if err := i.client.Get(ctx, client.ObjectKey{Namespace: wl.Namespace, Name: string(wl.Spec.QueueName)}, lq); client.IgnoreNotFound(err) != nil {
+			return controller.QueueStatus{}, err
+		} else if err == nil {
+			clusterQueue = string(lq.Spec.ClusterQueue)
+		}
+	}
+	var preemptor *kueue.Workload
+	if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadPreempted); c != nil && c.Status == metav1.ConditionTrue {
+		if preemptor, err = i.preemptor(ctx, c.Message); err != nil {
+			return controller.QueueStatus{}, err
+		}
+	}
+	return describe(wl, clusterQueue, preemptor), nil
+}
+
+// workloadOf returns the Workload the job controls, nil while Kueue has not created it.
+func (i *Integration) workloadOf(ctx context.Context, job *convoy.TrainingJob) (*kueue.Workload, error) {
+	list := &kueue.WorkloadList{}
+	if err := i.client.List(ctx, list, client.InNamespace(job.Namespace), jobframework.OwnerReferenceIndexFieldMatcher(GVK, job.Name)); err != nil {
+		return nil, err
+	}
+	for k := range list.Items {
+		if metav1.IsControlledBy(&list.Items[k], job) {
+			return &list.Items[k], nil
+		}
+	}
+	return nil, nil
+}
+
+var preemptorJobUID = regexp.MustCompile(`JobUID: ([^,;)\s]+)`)
+
+// preemptor finds the Workload named by a Preempted condition's message, nil when it is gone.
+func (i *Integration) preemptor(ctx context.Context, message string) (*kueue.Workload, error) {
+	m := preemptorJobUID.FindStringSubmatch(message)
+	if m == nil || m[1] == "UNKNOWN" {
+		return nil, nil
+	}
+	list := &kueue.WorkloadList{}
+	if err := i.client.List(ctx, list, client.MatchingLabels{constants.JobUIDLabel: m[1]}); err != nil {
+		return nil, err
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	return &list.Items[0], nil
+}
+
+// describe is the QueueStatus of a job whose Workload is wl, in ClusterQueue clusterQueue (empty
+// when its LocalQueue is missing), preempted by preemptor (nil when not preempted or unknown).
+func describe(wl *kueue.Workload, clusterQueue string, preemptor *kueue.Workload) controller.QueueStatus {
+	var qs controller.QueueStatus
+	where := fmt.Sprintf("LocalQueue %q", wl.Spec.QueueName)
+	if clusterQueue != "" {
+		where = fmt.Sprintf("ClusterQueue %q (LocalQueue %q)", clusterQueue, wl.Spec.QueueName)
+	}
+	if a := wl.Status.Admission; a != nil {
+		qs.Admission = &convoy.AdmissionStatus{ClusterQueue: string(a.ClusterQueue), Flavors: flavors(a)}
+	}
+	conds := wl.Status.Conditions
+	if c := meta.FindStatusCondition(conds, kueue.WorkloadPreempted); c != nil && c.Status == metav1.ConditionTrue {
+		qs.Preempted = preemptedMessage(c, preemptor)
+	}
+	evicted := meta.FindStatusCondition(conds, kueue.WorkloadEvicted)
+	reserved := meta.FindStatusCondition(conds, kueue.WorkloadQuotaReserved)
+	switch {
+	case meta.IsStatusConditionTrue(conds, kueue.WorkloadFinished):
+		c := meta.FindStatusCondition(conds, kueue.WorkloadFinished)
+		qs.WaitingMessage = fmt.Sprintf("Kueue finished the job's Workload %s without running it (%s): %s", wl.Name, c.Reason, c.Message)
+	case evicted != nil && evicted.Status == metav1.ConditionTrue && reserved != nil && reserved.Status == metav1.ConditionTrue:
+		qs.WaitingMessage = fmt.Sprintf("evicted from %s (%s); the gang is stopping and the job then waits to be admitted again", where, evicted.Reason)
+	case meta.IsStatusConditionTrue(conds, kueue.WorkloadAdmitted):
+		qs.WaitingMessage = fmt.Sprintf("admitted by %s; starting", where)
+	case reserved != nil && reserved.Status == metav1.ConditionTrue:
+		qs.WaitingMessage = fmt.Sprintf("quota reserved in %s; waiting for admission checks%s", where, pendingChecks(wl))
+	case reserved != nil && reserved.Message != "" && !strings.HasPrefix(reserved.Message, "Preempted to accommodate"):
+		qs.WaitingMessage = fmt.Sprintf("waiting in %s: %s", where, plainPending(reserved.Message))
+	case qs.Preempted != "":
+		qs.WaitingMessage = fmt.Sprintf("waiting in %s to be admitted again after its preemption", where)
+	default:
+		qs.WaitingMessage = fmt.Sprintf("waiting in %s for Kueue to consider the job", where)
+	}
+	return qs
+}
+
+// flavors maps each resource to the flavor it was admitted to, over all pod sets; a resource given
+// different flavors for different roles lists them all.
+func flavors(a *kueue.Admission) map[string]string {
+	byResource := map[string][]string{}
+	for _, ps := range a.PodSetAssignments {
+		for res, flavor := range ps.Flavors {
+			if !slices.Contains(byResource[string(res)], string(flavor)) {
+				byResource[string(res)] = append(byResource[string(res)], string(flavor))
+			}
+		}
+	}
+	out := make(map[string]string, len(byResource))
+	for _, res := range slices.Sorted(maps.Keys(byResource)) {
+		out[res] = strings.Join(byResource[res], ",")
+	}
+	return out
+}
+
+func pendingChecks(wl *kueue.Workload) string {
+	var pending []string
+	for _, c := range wl.Status.AdmissionChecks {
+		if c.State != kueue.CheckStateReady {
+			s := string(c.Name)
+			if c.Message != "" {
+				s += ": " + c.Message
+			}
+			pending = append(pending, s)
+		}
+	}
+	if len(pending) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(pending, "; ") + ")"
+}
+
+// preemptedMessage says by whom and why the job was preempted.
+func preemptedMessage(c *metav1.Condition, preemptor *kueue.Workload) string {
+	why := preemption.HumanReadablePreemptionReasons[c.Reason]
+	if why == "" || why == "UNKNOWN" {
+		why = c.Reason
+	}
+	by := "another workload"
+	if preemptor != nil {
+		by = "Workload " + preemptor.Namespace + "/" + preemptor.Name
+		if owner := metav1.GetControllerOf(preemptor); owner != nil {
+			by = owner.Kind + " " + preemptor.Namespace + "/" + owner.Name
+		}
+		if p := preemptor.Spec.Priority; p != nil {
+			if ref := preemptor.Spec.PriorityClassRef; ref != nil {
+				by += fmt.Sprintf(" (priority class %s, %d)", ref.Name, *p)
+			} else {
+				by += fmt.Sprintf(" (priority %d)", *p)
+			}
+		}
+		if a := preemptor.Status.Admission; a != nil {
+			by += " in ClusterQueue " + string(a.ClusterQueue)
+		}
+	}
+	return fmt.Sprintf("preempted by %s, for %s; the whole gang was stopped and resumes from its latest checkpoint once admitted again", by, why)
+}

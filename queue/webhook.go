@@ -1,0 +1,143 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	"sigs.k8s.io/kueue/pkg/controller/constants"
+	"sigs.k8s.io/kueue/pkg/controller/jobframework"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+)
+
+// Paths of the admission webhooks, as deploy/kueue/webhook.yaml names them.
+const (
+	MutatePath   = "/mutate-convoy-dev-v1alpha1-trainingjob"
+	ValidatePath = "/validate-convoy-dev-v1alpha1-trainingjob"
+)
+
+var (
+	queuePath = field.NewPath("spec", "scheduling", "queue")
+	labelPath = field.NewPath("metadata", "labels").Key(constants.QueueLabel)
+)
+
+// Webhook defaults and validates the TrainingJobs that name a queue, as Kueue's BaseWebhook does
+// for its own integrations:
+//
+//   - spec.scheduling.queue wins over the kueue.x-k8s.io/queue-name label, which Kueue reads: the
+//     label is set from it. A job that sets only the label gets spec.scheduling.queue from it.
+//     A job created with the two naming different queues is refused, and so is an update that
+//     changes only the label to disagree; an update of spec.scheduling.queue moves the label along.
+//   - A new job that names a queue is suspended until Kueue admits it.
+//   - Kueue's own rules apply: the queue may change only while the job is suspended, and so on.
+type Webhook struct {
+	// Client reads LocalQueues (Kueue's default LocalQueue rule) and the job's owners.
+	Client client.Client
+}
+
+var (
+	_ admission.CustomDefaulter = &Webhook{}
+	_ admission.CustomValidator = &Webhook{}
+)
+
+// Default reconciles the queue label with spec.scheduling.queue and suspends a job that names a
+// queue when it is created.
+func (w *Webhook) Default(ctx context.Context, obj runtime.Object) error {
+	job, ok := obj.(*convoy.TrainingJob)
+	if !ok {
+		return fmt.Errorf("expected a TrainingJob, got %T", obj)
+	}
+	var old *convoy.TrainingJob
+	if req, err := admission.RequestFromContext(ctx); err == nil && len(req.OldObject.Raw) > 0 {
+		old = &convoy.TrainingJob{}
+		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+			return fmt.Errorf("decoding the TrainingJob before the update: %w", err)
+		}
+	}
+	if errs := SyncQueueName(job, old); len(errs) > 0 {
+		return apierrors.NewInvalid(GVK.GroupKind(), job.Name, errs)
+	}
+	if old != nil {
+		return nil
+	}
+	return jobframework.ApplyDefaultForSuspend(ctx, fromObject(job), w.Client, false, nil)
+}
+
+// SyncQueueName makes the kueue.x-k8s.io/queue-name label and spec.scheduling.queue name the same
+// LocalQueue, spec.scheduling.queue winning; old is the job before an update, nil on create.
+func SyncQueueName(job, old *convoy.TrainingJob) field.ErrorList {
+	spec, label := "", job.Labels[constants.QueueLabel]
+	if job.Spec.Scheduling != nil {
+		spec = job.Spec.Scheduling.Queue
+	}
+	oldSpec := ""
+	if old != nil && old.Spec.Scheduling != nil {
+		oldSpec = old.Spec.Scheduling.Queue
+	}
+	switch {
+	case spec == label:
+	case spec == "" && old != nil && oldSpec != "":
+		// spec.scheduling.queue was removed: the label goes with it.
+		delete(job.Labels, constants.QueueLabel)
+	case spec == "":
+		(*Job)(job).scheduling().Queue = label
+	case label == "" || (old != nil && spec != oldSpec):
+		if job.Labels == nil {
+			job.Labels = map[string]string{}
+		}
+		job.Labels[constants.QueueLabel] = spec
+	case old == nil:
+		return field.ErrorList{field.Invalid(labelPath, label, fmt.Sprintf(
+			"names LocalQueue %q but spec.scheduling.queue names %q: set only spec.scheduling.queue, or set both to the same queue", label, spec))}
+	default:
+		return field.ErrorList{field.Invalid(labelPath, label, fmt.Sprintf(
+			"must name the same LocalQueue as spec.scheduling.queue (%q): change spec.scheduling.queue instead, the label follows it", spec))}
+	}
+	return nil
+}
+
+// ValidateCreate applies Kueue's rules for a new job.
+func (w *Webhook) ValidateCreate(_ context.Context, obj runtime.Object) (admission.Warnings, error) {
+	job := obj.(*convoy.TrainingJob)
+	errs := append(queueAgreement(job), jobframework.ValidateJobOnCreate(fromObject(job))...)
+	return nil, toInvalid(job, errs)
+}
+
+// ValidateUpdate applies Kueue's rules for a change: among them, the queue and the workload
+// priority class change only while the job is suspended.
+func (w *Webhook) ValidateUpdate(ctx context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
+	job := newObj.(*convoy.TrainingJob)
+	errs := append(queueAgreement(job), jobframework.ValidateJobOnUpdate(fromObject(oldObj), fromObject(job), func(namespace string) bool {
+		lq := &kueue.LocalQueue{}
+		return w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: string(constants.DefaultLocalQueueName)}, lq) == nil
+	})...)
+	return nil, toInvalid(job, errs)
+}
+
+// ValidateDelete allows every deletion.
+func (w *Webhook) ValidateDelete(context.Context, runtime.Object) (admission.Warnings, error) {
+	return nil, nil
+}
+
+// queueAgreement catches a job whose label and spec disagree after defaulting, which happens only
+// when the mutating webhook did not run.
+func queueAgreement(job *convoy.TrainingJob) field.ErrorList {
+	if label, spec := job.Labels[constants.QueueLabel], job.QueueName(); label != "" && label != spec {
+		return field.ErrorList{field.Invalid(queuePath, spec, fmt.Sprintf("must name the same LocalQueue as the label %s (%q)", constants.QueueLabel, label))}
+	}
+	return nil
+}
+
+func toInvalid(job *convoy.TrainingJob, errs field.ErrorList) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return apierrors.NewInvalid(GVK.GroupKind(), job.Name, errs)
+}

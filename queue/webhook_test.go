@@ -1,0 +1,62 @@
+package queue
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
+)
+
+func TestSyncQueueName(t *testing.T) {
+	job := func(spec, label string) *convoy.TrainingJob {
+		w := utiltesting.MakeTrainingJob("a", "ns")
+		if spec != "" {
+			w.Queue(spec)
+		}
+		j := w.Obj()
+		if label != "" {
+			j.Labels = map[string]string{convoy.QueueNameLabel: label}
+		}
+		return j
+	}
+	cases := map[string]struct {
+		job, old            *convoy.TrainingJob
+		wantSpec, wantLabel string
+		wantErr             string
+	}{
+		"no queue":                            {job: job("", "")},
+		"spec names the queue":                {job: job("q", ""), wantSpec: "q", wantLabel: "q"},
+		"label names the queue":               {job: job("", "q"), wantSpec: "q", wantLabel: "q"},
+		"both agree":                          {job: job("q", "q"), wantSpec: "q", wantLabel: "q"},
+		"both disagree on create":             {job: job("a", "b"), wantErr: `metadata.labels[kueue.x-k8s.io/queue-name]: Invalid value: "b": names LocalQueue "b" but spec.scheduling.queue names "a"`},
+		"spec changed: the label follows":     {job: job("b", "a"), old: job("a", "a"), wantSpec: "b", wantLabel: "b"},
+		"label changed alone":                 {job: job("a", "b"), old: job("a", "a"), wantErr: `must name the same LocalQueue as spec.scheduling.queue ("a"): change spec.scheduling.queue instead`},
+		"label removed: the spec restores it": {job: job("a", ""), old: job("a", "a"), wantSpec: "a", wantLabel: "a"},
+		"spec removed: the label goes too":    {job: job("", "a"), old: job("a", "a")},
+		"label added to a job without queue":  {job: job("", "q"), old: job("", ""), wantSpec: "q", wantLabel: "q"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			errs := SyncQueueName(tc.job, tc.old)
+			if tc.wantErr != "" {
+				if len(errs) == 0 || !strings.Contains(errs.ToAggregate().Error(), tc.wantErr) {
+					t.Fatalf("errors = %v, want one containing %q", errs, tc.wantErr)
+				}
+				return
+			}
+			if len(errs) > 0 {
+				t.Fatal(errs)
+			}
+			got := struct{ Spec, Label string }{tc.job.QueueName(), tc.job.Labels[convoy.QueueNameLabel]}
+			if tc.job.Spec.Scheduling != nil {
+				got.Spec = tc.job.Spec.Scheduling.Queue
+			}
+			if diff := cmp.Diff(struct{ Spec, Label string }{tc.wantSpec, tc.wantLabel}, got); diff != "" {
+				t.Errorf("queue (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

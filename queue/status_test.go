@@ -34,7 +34,7 @@ func TestDescribe(t *testing.T) {
 	preemptor := &kueue.Workload{
 		ObjectMeta: metav1.ObjectMeta{Name: "trainingjob-urgent-99", Namespace: "team-b",
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "convoy.dev/v1alpha1", Kind: "TrainingJob", Name: "urgent", Controller: ptr.To(true)}}},
-		Spec: kueue.WorkloadSpec{Priority: ptr.To[int32](1000), PriorityClassRef: kueue.NewPodPriorityClassRef("high")},
+		Spec:   kueue.WorkloadSpec{Priority: ptr.To[int32](1000), PriorityClassRef: kueue.NewPodPriorityClassRef("high")},
 		Status: kueue.WorkloadStatus{Admission: &kueue.Admission{ClusterQueue: "team-a"}},
 	}
 	preempted := cond(kueue.WorkloadPreempted, metav1.ConditionTrue, kueue.InClusterQueueReason,
@@ -97,7 +97,7 @@ func TestDescribe(t *testing.T) {
 		"Kueue gave up": {
 			wl:           workload(cond(kueue.WorkloadFinished, metav1.ConditionTrue, "FailedToStart", "conflict for nodeSelector")),
 			clusterQueue: "team-a",
-			want: controller.QueueStatus{WaitingMessage: "Kueue finished the job's Workload trainingjob-a-1234 without running it (FailedToStart): conflict for nodeSelector"},
+			want:         controller.QueueStatus{WaitingMessage: "Kueue finished the job's Workload trainingjob-a-1234 without running it (FailedToStart): conflict for nodeSelector"},
 		},
 	}
 	for name, tc := range cases {

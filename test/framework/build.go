@@ -58,6 +58,8 @@ var Binaries = []Binary{
 	{Name: "kube-controller-manager", Package: "k8s.io/kubernetes/cmd/kube-controller-manager", LDFlags: VersionLDFlags},
 	{Name: "kubectl", Package: "k8s.io/kubernetes/cmd/kubectl", LDFlags: VersionLDFlags},
 	{Name: "kwok", Module: "sigs.k8s.io/kwok@v0.7.0", Package: "./cmd/kwok"},
+	{Name: KueueManager, Module: KueueModule, Package: "./cmd/kueue", LDFlags: KueueLDFlags},
+	{Name: Kueuectl, Module: KueueModule, Package: "./cmd/kueuectl", LDFlags: KueueLDFlags},
 	{Name: "localcluster", Package: "./test/cmd/localcluster", Project: true},
 }
 
@@ -158,26 +160,36 @@ func buildGroup(ctx context.Context, root, binDir string, bins []Binary, log io.
 // buildExternal builds b inside its module's directory in the module cache, so it uses that
 // module's own go.mod and go.sum. The directory is read-only, which go build does not mind.
 func buildExternal(ctx context.Context, root, binDir string, b Binary, log io.Writer) error {
-	dl := exec.CommandContext(ctx, "go", "mod", "download", "-json", b.Module)
+	dir, err := ModuleDir(ctx, root, b.Module)
+	if err != nil {
+		return err
+	}
+	// The module's own go.mod decides everything: no workspace, and none of this repository's
+	// GOFLAGS (a -modfile or -mod=vendor would point at the wrong module).
+	env := []string{"GOWORK=off", "GOFLAGS=-buildvcs=false -mod=readonly"}
+	return goBuild(ctx, dir, env, b.LDFlags, filepath.Join(binDir, b.Name), []string{b.Package}, log)
+}
+
+// ModuleDir returns the directory of module ("path@version") in the module cache, downloading it
+// when it is missing. root is where the go command runs (the repository root).
+func ModuleDir(ctx context.Context, root, module string) (string, error) {
+	dl := exec.CommandContext(ctx, "go", "mod", "download", "-json", module)
 	dl.Dir = root
 	dl.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=")
 	var stderr bytes.Buffer
 	dl.Stderr = &stderr
 	out, err := dl.Output()
 	if err != nil {
-		return fmt.Errorf("go mod download %s: %w: %s%s", b.Module, err, stderr.String(), out)
+		return "", fmt.Errorf("go mod download %s: %w: %s%s", module, err, stderr.String(), out)
 	}
 	var mod struct{ Dir, Error string }
 	if err := json.Unmarshal(out, &mod); err != nil {
-		return fmt.Errorf("go mod download %s: %w", b.Module, err)
+		return "", fmt.Errorf("go mod download %s: %w", module, err)
 	}
 	if mod.Error != "" || mod.Dir == "" {
-		return fmt.Errorf("go mod download %s: %s", b.Module, mod.Error)
+		return "", fmt.Errorf("go mod download %s: %s", module, mod.Error)
 	}
-	// The module's own go.mod decides everything: no workspace, and none of this repository's
-	// GOFLAGS (a -modfile or -mod=vendor would point at the wrong module).
-	env := []string{"GOWORK=off", "GOFLAGS=-buildvcs=false -mod=readonly"}
-	return goBuild(ctx, mod.Dir, env, b.LDFlags, filepath.Join(binDir, b.Name), []string{b.Package}, log)
+	return mod.Dir, nil
 }
 
 func goBuild(ctx context.Context, dir string, env []string, ldflags, out string, pkgs []string, log io.Writer) error {

@@ -3,6 +3,7 @@ package gangcore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -150,7 +151,7 @@ func (s *State) PlanFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 		// why it does not fit. Only a fresh verdict does this, so it cannot loop.
 		activate = map[string]*corev1.Pod{}
 		for _, p := range g.pending {
-			if p.UID != pod.UID {
+			if p.UID != pod.UID && !saysAlready(p, err.Error()) {
 				activate[p.Namespace+"/"+p.Name] = p
 			}
 		}
@@ -161,6 +162,16 @@ func (s *State) PlanFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	logger.V(2).Info("Planned the gang", "gang", key, "pods", len(g.pending), "level", pl.Level.String(),
 		"domain", pl.Domain, "nodes", pl.Nodes(), "racks", pl.Racks())
 	return &CycleState{Gang: key, Placed: true, Slot: p.slots[pod.UID].Slot}, nil
+}
+
+// saysAlready reports whether the pod's PodScheduled condition already carries msg.
+func saysAlready(p *corev1.Pod, msg string) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && strings.Contains(c.Message, msg)
+		}
+	}
+	return false
 }
 
 // storePlanLocked records a plan: the gang's pending pods take its assignments in rank order.

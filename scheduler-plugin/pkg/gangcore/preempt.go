@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,16 +73,28 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	if s.victimsRemain(key) {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s waits for the pods it preempted to terminate", key))
 	}
+	now := s.now()
+	if v, ok := s.preemptVerdicts[key]; ok && v.generation == s.generation && now.Sub(v.at) < verdictTTL {
+		return nil, fwk.NewStatus(fwk.Unschedulable, v.message)
+	}
+	cannot := func(msg string) (*Victims, *fwk.Status) {
+		s.preemptVerdicts[key] = verdict{generation: s.generation, at: now, message: msg}
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+	}
 	g := s.gangOf(pod)
 	if len(g.pending) == 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "no pod of the gang is pending")
+	}
+	if !s.anyVictim(nodes, g, o.LonePods) {
+		return cannot("no pod of lower priority holds GPUs: preemption cannot help")
 	}
 	cl, vt := s.view(ctx, nodes, viewOptions{gang: g, elig: newEligibility(pod), victims: true, lonePods: o.LonePods})
 	res, err := cl.Preempt(g.plannerGang())
 	if err != nil {
 		logger.V(2).Info("Preemption cannot make room", "gang", key, "reason", err.Error())
-		return nil, fwk.NewStatus(fwk.Unschedulable, "preempting whole lower-priority gangs would not make room either")
+		return cannot("preempting whole lower-priority gangs would not make room either")
 	}
+	delete(s.preemptVerdicts, key)
 	out := &Victims{}
 	pr := &preemption{deadline: s.now().Add(o.Wait)}
 	for _, v := range res.Victims {
@@ -112,6 +125,21 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	out.Node = p.slots[pod.UID].Node
 	logger.V(2).Info("Preempting whole gangs", "preemptor", key, "victims", strings.Join(out.Gangs, ","), "pods", len(out.Pods), "node", out.Node)
 	return out, nil
+}
+
+// anyVictim reports whether any pod that preemption may evict for g holds GPUs: a cheap test
+// before the full search.
+func (s *State) anyVictim(nodes []fwk.NodeInfo, g *gang, lonePods bool) bool {
+	for _, ni := range nodes {
+		for _, pi := range ni.GetPods() {
+			p := pi.GetPod()
+			if p.DeletionTimestamp == nil && corev1helpers.PodPriority(p) < g.priority && GangKey(p) != g.key &&
+				(lonePods || PodGroupName(p) != "") && GPURequest(p, s.opts.GPUResource) > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // fillWorkLost sets each victim's work lost: the time since its last checkpoint, or since it

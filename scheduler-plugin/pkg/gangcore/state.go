@@ -44,11 +44,13 @@ type State struct {
 	gpuMu    sync.RWMutex
 	gpuNodes map[string]*gpuNode
 
-	mu          sync.Mutex
-	plans       map[string]*plan
-	reserved    map[types.UID]reservation
-	verdicts    map[string]verdict
-	preemptions map[string]*preemption
+	mu       sync.Mutex
+	plans    map[string]*plan
+	reserved map[types.UID]reservation
+	verdicts map[string]verdict
+	// preemptVerdicts remember that preemption cannot make room for a gang.
+	preemptVerdicts map[string]verdict
+	preemptions     map[string]*preemption
 	// generation changes whenever GPUs may have been freed: a pod deleted, a node or GPUNode
 	// added or changed. A gang found unplaceable stays so until it changes.
 	generation int64
@@ -106,14 +108,15 @@ func Lookup(h framework.Handle) *State {
 // PodGroups and TrainingJobs.
 func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) {
 	s := &State{
-		opts:        opts,
-		handle:      h,
-		now:         time.Now,
-		gpuNodes:    map[string]*gpuNode{},
-		plans:       map[string]*plan{},
-		reserved:    map[types.UID]reservation{},
-		verdicts:    map[string]verdict{},
-		preemptions: map[string]*preemption{},
+		opts:            opts,
+		handle:          h,
+		now:             time.Now,
+		gpuNodes:        map[string]*gpuNode{},
+		plans:           map[string]*plan{},
+		reserved:        map[types.UID]reservation{},
+		verdicts:        map[string]verdict{},
+		preemptVerdicts: map[string]verdict{},
+		preemptions:     map[string]*preemption{},
 	}
 	pods := h.SharedInformerFactory().Core().V1().Pods()
 	s.pods = pods.Lister()

@@ -230,9 +230,12 @@ func TestRestartWhileGangWaitsAtPermit(t *testing.T) {
 	e.nodes(t, specs, gpuNodesFor(specs)...)
 
 	// The fourth pod names no scheduler that runs: its three siblings are placed and wait at
-	// Permit for it.
+	// Permit for it. It is created first, so that Coscheduling finds the gang complete when the
+	// last of the others is tried.
 	gang := makeGang(ns, "waits", 4, 8)
-	gang.pods[3].Spec.SchedulerName = "not-running"
+	foreign := gang.pods[3]
+	foreign.Spec.SchedulerName = "not-running"
+	gang.pods = append([]*corev1.Pod{foreign}, gang.pods[:3]...)
 	gang.create(t, e.c.Client)
 	// Coscheduling logs each pod it holds at Permit.
 	waiting := func() int {
@@ -258,15 +261,14 @@ func TestRestartWhileGangWaitsAtPermit(t *testing.T) {
 	}
 
 	// Replace the fourth pod by one of this scheduler, then restart it.
-	fourth := gang.pods[3]
-	if err := e.c.Client.Delete(t.Context(), fourth); err != nil {
+	if err := e.c.Client.Delete(t.Context(), foreign); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, "the fourth pod to be gone", func() (bool, string) {
-		return get(t, e.c.Client, ns, []string{fourth.Name})[0] == nil, ""
+		return get(t, e.c.Client, ns, []string{foreign.Name})[0] == nil, ""
 	})
-	fourth = makePod(ns, fourth.Name, 8)
-	fourth.Labels = gang.pods[3].Labels
+	fourth := makePod(ns, foreign.Name, 8)
+	fourth.Labels = foreign.Labels
 	if err := e.c.Client.Create(t.Context(), fourth); err != nil {
 		t.Fatal(err)
 	}

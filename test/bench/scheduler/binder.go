@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner/synth"
+)
+
+// binder binds pods in the order they arrive to the first node with enough free GPUs: no gang,
+// topology or fragmentation logic. It is the ceiling of what the API server lets any scheduler
+// bind per second on this machine.
+type binder struct {
+	cs    kubernetes.Interface
+	names []string
+	free  []int
+	first int
+	queue chan *corev1.Pod
+}
+
+func newBinder(cfg *rest.Config, f synth.Fleet) (*binder, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b := &binder{cs: cs, names: make([]string, f.Nodes), free: make([]int, f.Nodes), queue: make(chan *corev1.Pod, 1<<16)}
+	for i := range f.Nodes {
+		b.names[i], b.free[i] = f.Node(i).Name, f.GPUsPerNode
+	}
+	return b, nil
+}
+
+func (b *binder) run(ctx context.Context, factory informers.SharedInformerFactory) {
+	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			if p := obj.(*corev1.Pod); p.Spec.NodeName == "" && p.Spec.SchedulerName == schedulerName {
+				b.queue <- p
+			}
+		},
+	})
+	type bind struct {
+		pod  *corev1.Pod
+		node string
+	}
+	binds := make(chan bind, 1024)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for x := range binds {
+				_ = b.cs.CoreV1().Pods(x.pod.Namespace).Bind(ctx, &corev1.Binding{
+					ObjectMeta: metav1.ObjectMeta{Namespace: x.pod.Namespace, Name: x.pod.Name, UID: x.pod.UID},
+					Target:     corev1.ObjectReference{Kind: "Node", Name: x.node},
+				}, metav1.CreateOptions{})
+			}
+		}()
+	}
+	defer func() { close(binds); wg.Wait() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case p := <-b.queue:
+			need := gangcore.GPURequest(p, convoy.ResourceGPU)
+			for b.first < len(b.free) && b.free[b.first] == 0 {
+				b.first++
+			}
+			for i := b.first; i < len(b.free); i++ {
+				if b.free[i] >= need {
+					b.free[i] -= need
+					binds <- bind{p, b.names[i]}
+					break
+				}
+			}
+		}
+	}
+}

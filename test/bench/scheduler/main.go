@@ -1,0 +1,150 @@
+// Command scheduler measures Convoy's scheduler against upstream kube-scheduler with Coscheduling
+// only and against a binder with no placement logic (the API ceiling), on the local control plane
+// with thousands of fake GPU nodes, in one run:
+//
+//	go build -ldflags "$LDFLAGS" -o bin/convoy-scheduler ./scheduler-plugin/cmd/kube-scheduler
+//	go run ./test/bench/scheduler -nodes 1000,5000 -mixes mixed,whole-node
+//
+// Nodes are plain Ready Node objects (no kubelet, no kwok: the node lifecycle controller is off so
+// they stay schedulable) in 2 zones of 4 blocks of 16-node racks, 8 GPUs each, with a GPUNode each.
+// Gangs (a PodGroup with minMember = all its pods, and pods labelled and annotated as the
+// operator makes them) are created one after another while the scheduler runs. Every scheduler
+// gets a fresh control plane and the same client QPS and burst.
+//
+// It reports pods bound per second, the time from a gang's last pod created to its last pod bound
+// (p50, p99), gangs left unplaced (and how many of them would still fit), racks per placed gang
+// against the fewest possible, and free GPUs stranded on partly used nodes.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner/synth"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+// Scheduler names a contender.
+type Scheduler string
+
+const (
+	Convoy       Scheduler = "convoy"
+	Coscheduling Scheduler = "coscheduling"
+	Binder       Scheduler = "binder"
+)
+
+type options struct {
+	sizes      []int
+	mixes      []synth.Mix
+	schedulers []Scheduler
+	gangs      int
+	seed       uint64
+	qps        float32
+	burst      int
+	stall      time.Duration
+	timeout    time.Duration
+	binDir     string
+	jsonOut    string
+	stateDir   string
+	verbosity  int
+	extraArgs  []string
+}
+
+func main() {
+	var o options
+	var sizes, mixes, schedulers string
+	flag.StringVar(&sizes, "nodes", "5000", "comma-separated fleet sizes")
+	flag.StringVar(&mixes, "mixes", "mixed,whole-node", "comma-separated gang mixes: mixed (1, 2, 4 or 8 GPUs per worker), whole-node (8)")
+	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,binder", "comma-separated contenders")
+	flag.IntVar(&o.gangs, "gangs", 0, "gangs per run; 0 for one per 5 nodes (1,000 at 5,000 nodes)")
+	flag.Uint64Var(&o.seed, "seed", 42, "seed of the gang mix")
+	qps := flag.Float64("qps", 1000, "client QPS of every scheduler, the binder and the gang creator")
+	flag.IntVar(&o.burst, "burst", 2000, "client burst of every scheduler, the binder and the gang creator")
+	flag.DurationVar(&o.stall, "stall", 60*time.Second, "end a run when no pod binds for this long after the last gang is created")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest run")
+	flag.StringVar(&o.binDir, "bin-dir", "", "directory with the control plane and convoy-scheduler; default bin/")
+	flag.StringVar(&o.jsonOut, "json", "", "also write the results to this file")
+	flag.StringVar(&o.stateDir, "state-dir", "", "keep each run's control plane state and logs under this directory")
+	flag.IntVar(&o.verbosity, "v", 1, "the scheduler's log verbosity")
+	extra := flag.String("scheduler-args", "", "space-separated extra flags for the schedulers, e.g. for profiling")
+	flag.Parse()
+	o.qps = float32(*qps)
+	o.extraArgs = strings.Fields(*extra)
+	for _, s := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 16 {
+			fail(fmt.Errorf("-nodes: %q is not a fleet size", s))
+		}
+		o.sizes = append(o.sizes, n)
+	}
+	for _, m := range strings.Split(mixes, ",") {
+		switch strings.TrimSpace(m) {
+		case synth.MixedWorkers.Name:
+			o.mixes = append(o.mixes, synth.MixedWorkers)
+		case synth.WholeNodeWorkers.Name:
+			o.mixes = append(o.mixes, synth.WholeNodeWorkers)
+		default:
+			fail(fmt.Errorf("-mixes: unknown mix %q", m))
+		}
+	}
+	for _, s := range strings.Split(schedulers, ",") {
+		switch sc := Scheduler(strings.TrimSpace(s)); sc {
+		case Convoy, Coscheduling, Binder:
+			o.schedulers = append(o.schedulers, sc)
+		default:
+			fail(fmt.Errorf("-schedulers: unknown contender %q", s))
+		}
+	}
+	if o.binDir == "" {
+		dir, err := framework.DefaultBinDir()
+		if err != nil {
+			fail(err)
+		}
+		o.binDir = dir
+	}
+	if err := framework.CheckBinaries(o.binDir, "etcd", "kube-apiserver", "kube-controller-manager", "kwok", "convoy-scheduler"); err != nil {
+		fail(err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var results []*Result
+	for _, nodes := range o.sizes {
+		for _, mix := range o.mixes {
+			gangs := o.gangs
+			if gangs == 0 {
+				gangs = nodes / 5
+			}
+			spec := runSpec{fleet: synth.DefaultFleet(nodes), mix: mix, gangs: synth.Gangs(o.seed, gangs, mix)}
+			for _, sc := range o.schedulers {
+				fmt.Fprintf(os.Stderr, "== %d nodes, %d %s gangs, %s\n", nodes, gangs, mix.Name, sc)
+				r, err := run(ctx, o, spec, sc)
+				if err != nil {
+					fail(err)
+				}
+				fmt.Fprintln(os.Stderr, r.line())
+				results = append(results, r)
+			}
+		}
+	}
+	fmt.Println(table(results))
+	if o.jsonOut != "" {
+		data, _ := json.MarshalIndent(results, "", "  ")
+		if err := os.WriteFile(o.jsonOut, data, 0o644); err != nil {
+			fail(err)
+		}
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "scheduler benchmark:", err)
+	os.Exit(1)
+}

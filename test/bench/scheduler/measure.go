@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"net"
+	"os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
+)
+
+// recorder notes when each pod is first seen bound, and where.
+type recorder struct {
+	mu    sync.Mutex
+	bound map[string]binding
+	last  time.Time
+}
+
+type binding struct {
+	node string
+	at   time.Time
+	gpus int
+}
+
+func newRecorder() *recorder { return &recorder{bound: map[string]binding{}} }
+
+func (r *recorder) observe(p *corev1.Pod) {
+	if p.Spec.NodeName == "" {
+		return
+	}
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.bound[p.Name]; ok {
+		return
+	}
+	r.bound[p.Name] = binding{node: p.Spec.NodeName, at: now, gpus: gangcore.GPURequest(p, convoy.ResourceGPU)}
+	r.last = now
+}
+
+func (r *recorder) progress() (int, time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.bound), r.last
+}
+
+// Result is one contender's run.
+type Result struct {
+	Scheduler Scheduler `json:"scheduler"`
+	Nodes     int       `json:"nodes"`
+	Mix       string    `json:"mix"`
+	Gangs     int       `json:"gangs"`
+	Pods      int       `json:"pods"`
+	// DemandGPUs is what all gangs ask; CapacityGPUs what the fleet has.
+	DemandGPUs   int `json:"demandGPUs"`
+	CapacityGPUs int `json:"capacityGPUs"`
+
+	BoundPods  int     `json:"boundPods"`
+	PodsPerSec float64 `json:"podsPerSecond"`
+	// GangP50 and GangP99 are seconds from a gang's last pod created to its last pod bound, over
+	// the gangs placed whole.
+	GangP50 float64 `json:"gangP50Seconds"`
+	GangP99 float64 `json:"gangP99Seconds"`
+	// Placed gangs have every pod bound; Partial some but not all; Unplaced none. UnplacedFit are
+	// the gangs not placed whole that still fit in what is left free, one after another.
+	Placed      int `json:"placedGangs"`
+	Partial     int `json:"partialGangs"`
+	Unplaced    int `json:"unplacedGangs"`
+	UnplacedFit int `json:"unplacedThatFit"`
+	// RacksPerGang is the mean number of racks of a placed gang; MinRacksPerGang the mean of the
+	// fewest racks each could have used.
+	RacksPerGang    float64 `json:"racksPerGang"`
+	MinRacksPerGang float64 `json:"minRacksPerGang"`
+	// Stranded is the free GPUs on partly used nodes at the end.
+	Stranded int `json:"strandedGPUs"`
+	// Seconds is how long the run lasted, from the first gang created.
+	Seconds float64 `json:"seconds"`
+}
+
+func measure(spec runSpec, sc Scheduler, rec *recorder, created []time.Time, start time.Time) *Result {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	f := spec.fleet
+	r := &Result{Scheduler: sc, Nodes: f.Nodes, Mix: spec.mix.Name, Gangs: len(spec.gangs), CapacityGPUs: f.Nodes * f.GPUsPerNode}
+	used := map[string]int{}
+	for _, b := range rec.bound {
+		used[b.node] += b.gpus
+	}
+	rackOf := map[string]string{}
+	for i := range f.Nodes {
+		w := f.Node(i)
+		rackOf[w.Name] = w.Rack
+	}
+	var latencies []float64
+	var racks, minRacks int
+	var lastBind time.Time
+	var unplaced []planner.Gang
+	for i, g := range spec.gangs {
+		r.Pods += g.Workers
+		r.DemandGPUs += g.GPUs()
+		var last time.Time
+		bound := 0
+		gangRacks := map[string]bool{}
+		for w := range g.Workers {
+			b, ok := rec.bound[fmt.Sprintf("%s-worker-%d", g.Name, w)]
+			if !ok {
+				continue
+			}
+			bound++
+			gangRacks[rackOf[b.node]] = true
+			if b.at.After(last) {
+				last = b.at
+			}
+		}
+		r.BoundPods += bound
+		if last.After(lastBind) {
+			lastBind = last
+		}
+		switch {
+		case bound == g.Workers:
+			r.Placed++
+			latencies = append(latencies, max(last.Sub(created[i]).Seconds(), 0))
+			racks += len(gangRacks)
+			perRack := f.NodesPerRack * (f.GPUsPerNode / g.GPUsPerWorker)
+			minRacks += (g.Workers + perRack - 1) / perRack
+		case bound > 0:
+			r.Partial++
+		default:
+			r.Unplaced++
+		}
+		if bound < g.Workers {
+			unplaced = append(unplaced, planner.Gang{Key: g.Name, Pods: g.Workers - bound, GPUsPerPod: g.GPUsPerWorker})
+		}
+	}
+	if r.Placed > 0 {
+		r.RacksPerGang = float64(racks) / float64(r.Placed)
+		r.MinRacksPerGang = float64(minRacks) / float64(r.Placed)
+	}
+	slices.Sort(latencies)
+	r.GangP50, r.GangP99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
+	if !lastBind.IsZero() {
+		r.PodsPerSec = float64(r.BoundPods) / lastBind.Sub(start).Seconds()
+	}
+	r.Seconds = time.Since(start).Seconds()
+
+	// What is left: stranded GPUs, and the unplaced gangs that would still fit.
+	cl := f.Cluster()
+	for i := range cl.Nodes {
+		u := used[cl.Nodes[i].Name]
+		cl.Nodes[i].Free = planner.FirstGPUs(f.GPUsPerNode) &^ planner.FirstGPUs(u)
+	}
+	r.Stranded = cl.Stranded()
+	for _, g := range unplaced {
+		if p, err := cl.Place(g); err == nil {
+			cl.Apply(p, -1)
+			r.UnplacedFit++
+		}
+	}
+	return r
+}
+
+func percentile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func (r *Result) line() string {
+	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %d GPUs stranded, %.0fs",
+		r.Scheduler, r.BoundPods, r.Pods, r.PodsPerSec, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit,
+		r.RacksPerGang, r.MinRacksPerGang, r.Stranded, r.Seconds)
+}
+
+func table(results []*Result) string {
+	var b strings.Builder
+	b.WriteString("| nodes | mix | scheduler | pods/s | gang p50 (s) | gang p99 (s) | gangs placed / partial / unplaced (fit) | racks per gang (min) | stranded GPUs |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range results {
+		fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %.1f | %.1f | %d / %d / %d (%d) | %.2f (%.2f) | %d |\n", r.Nodes, r.Mix, r.Scheduler,
+			r.PodsPerSec, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit, r.RacksPerGang, r.MinRacksPerGang, r.Stranded)
+	}
+	b.WriteString("\n")
+	seen := map[string]bool{}
+	for _, r := range results {
+		if k := fmt.Sprint(r.Nodes, r.Mix); !seen[k] {
+			seen[k] = true
+			fmt.Fprintf(&b, "%d nodes, %s: %d gangs ask %d GPUs in %d pods; the fleet has %d GPUs.\n", r.Nodes, r.Mix, r.Gangs, r.DemandGPUs, r.Pods, r.CapacityGPUs)
+		}
+	}
+	return b.String()
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func moduleDir(root, module string) (string, error) {
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = root
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go list -m %s: %w: %s", module, err, stderr.String())
+	}
+	return strings.TrimSpace(string(out)), nil
+}

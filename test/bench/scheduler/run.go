@@ -1,0 +1,347 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/yaml"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner/synth"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+const (
+	namespace     = "bench"
+	schedulerName = "convoy-scheduler"
+	workers       = 32
+)
+
+type runSpec struct {
+	fleet synth.Fleet
+	mix   synth.Mix
+	gangs []synth.Gang
+}
+
+// run measures one contender on a fresh control plane.
+func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, error) {
+	stateDir := ""
+	if o.stateDir != "" {
+		stateDir = filepath.Join(o.stateDir, fmt.Sprintf("%d-%s-%s", spec.fleet.Nodes, spec.mix.Name, sc))
+	}
+	c, err := framework.Start(ctx, framework.Options{
+		BinDir:   o.binDir,
+		StateDir: stateDir,
+		// Plain Node objects have no kubelet: without the node lifecycle controller they stay
+		// Ready and untainted for the whole run.
+		ControllerManagerArgs: []string{"--controllers=*,-node-lifecycle-controller"},
+		AddToScheme:           []func(*runtime.Scheme) error{convoy.AddToScheme, schedv1alpha1.AddToScheme},
+		StartTimeout:          3 * time.Minute,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = c.Stop() }()
+	cfg := rest.CopyConfig(c.RESTConfig)
+	cfg.QPS, cfg.Burst = o.qps, o.burst
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client.New(cfg, client.Options{Scheme: c.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	spDir, err := moduleDir(root, "sigs.k8s.io/scheduler-plugins")
+	if err != nil {
+		return nil, err
+	}
+	if err := c.InstallCRDs(ctx, filepath.Join(root, "deploy", "crd", "bases"), filepath.Join(spDir, "config", "crd", "bases")); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	if err := createFleet(ctx, cs, cl, spec.fleet); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "   %d nodes and GPUNodes in %.1fs\n", spec.fleet.Nodes, time.Since(began).Seconds())
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+
+	rec := newRecorder()
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace))
+	podInformer := factory.Core().V1().Pods().Informer()
+	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { rec.observe(obj.(*corev1.Pod)) },
+		UpdateFunc: func(_, obj any) { rec.observe(obj.(*corev1.Pod)) },
+	}); err != nil {
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	factory.Start(runCtx.Done())
+	factory.WaitForCacheSync(runCtx.Done())
+
+	switch sc {
+	case Convoy, Coscheduling:
+		if err := startScheduler(ctx, c, root, sc, o); err != nil {
+			return nil, err
+		}
+	case Binder:
+		b, err := newBinder(cfg, spec.fleet)
+		if err != nil {
+			return nil, err
+		}
+		go b.run(runCtx, factory)
+	}
+
+	created := make([]time.Time, len(spec.gangs))
+	start := time.Now()
+	var createErr error
+	var createdAll time.Time
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		createErr = createGangs(runCtx, cl, spec.gangs, created)
+		createdAll = time.Now()
+	}()
+
+	total := 0
+	for _, g := range spec.gangs {
+		total += g.Workers
+	}
+	deadline := start.Add(o.timeout)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	creating := true
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-done:
+			creating = false
+			done = nil
+			if createErr != nil {
+				return nil, createErr
+			}
+			fmt.Fprintf(os.Stderr, "   %d gangs (%d pods) created in %.1fs\n", len(spec.gangs), total, createdAll.Sub(start).Seconds())
+		case <-tick.C:
+		}
+		bound, last := rec.progress()
+		now := time.Now()
+		switch {
+		case bound == total && !creating:
+		case now.After(deadline):
+			fmt.Fprintf(os.Stderr, "   timed out after %s\n", o.timeout)
+		case !creating && now.Sub(maxTime(last, createdAll)) > o.stall:
+			fmt.Fprintf(os.Stderr, "   no pod bound for %s: done\n", o.stall)
+		default:
+			continue
+		}
+		break wait
+	}
+	return measure(spec, sc, rec, created, start), nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// createFleet creates the nodes, untaints them (the API server's TaintNodesByCondition admission
+// marks new nodes not-ready) and publishes a GPUNode for each.
+func createFleet(ctx context.Context, cs kubernetes.Interface, cl client.Client, f synth.Fleet) error {
+	return parallel(ctx, f.Nodes, func(i int) error {
+		w := f.Node(i)
+		capacity := corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("96"),
+			corev1.ResourceMemory: resource.MustParse("1Ti"),
+			corev1.ResourcePods:   resource.MustParse("110"),
+			convoy.ResourceGPU:    *resource.NewQuantity(int64(f.GPUsPerNode), resource.DecimalSI),
+		}
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: w.Name, Labels: map[string]string{
+				convoy.LabelHostname: w.Name, convoy.LabelTopologyZone: w.Zone,
+				convoy.LabelTopologyBlock: w.Block, convoy.LabelTopologyRack: w.Rack,
+			}},
+			Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity,
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
+					LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}},
+		}
+		if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, w.Name, types.MergePatchType, []byte(`{"spec":{"taints":null}}`), metav1.PatchOptions{}); err != nil {
+			return err
+		}
+		g := &convoy.GPUNode{ObjectMeta: metav1.ObjectMeta{Name: w.Name}}
+		if err := cl.Create(ctx, g); err != nil {
+			return err
+		}
+		for j := range f.GPUsPerNode {
+			g.Status.GPUs = append(g.Status.GPUs, convoy.GPUDevice{Index: int32(j), Health: convoy.GPUHealthy,
+				Product: "NVIDIA H100 80GB HBM3", NVLinkDomain: w.Name + "/nvswitch"})
+			for k := j + 1; k < f.GPUsPerNode; k++ {
+				g.Status.Links = append(g.Status.Links, convoy.GPULink{A: int32(j), B: int32(k), Type: convoy.LinkNVLink, NVLinks: 18})
+			}
+		}
+		g.Status.Summarize()
+		return cl.Status().Update(ctx, g)
+	})
+}
+
+// parallel runs f(0..n-1) on workers goroutines and returns the first error.
+func parallel(ctx context.Context, n int, f func(int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	jobs := make(chan int)
+	var once sync.Once
+	var first error
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				if err := f(i); err != nil {
+					once.Do(func() { first = err; cancel() })
+				}
+			}
+		}()
+	}
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	if first == nil {
+		first = ctx.Err()
+	}
+	return first
+}
+
+// createGangs creates each gang's PodGroup and pods, a few gangs at a time in order, and records
+// when each gang's last pod was created.
+func createGangs(ctx context.Context, cl client.Client, gangs []synth.Gang, created []time.Time) error {
+	return parallel(ctx, len(gangs), func(i int) error {
+		g := gangs[i]
+		pg := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: g.Name},
+			Spec: schedv1alpha1.PodGroupSpec{MinMember: int32(g.Workers)}}
+		if err := cl.Create(ctx, pg); err != nil {
+			return err
+		}
+		for r := range g.Workers {
+			if err := cl.Create(ctx, gangPod(g, r)); err != nil {
+				return err
+			}
+		}
+		created[i] = time.Now()
+		return nil
+	})
+}
+
+// gangPod is worker r of g, as the operator makes it: rack-preferred topology.
+func gangPod(g synth.Gang, r int) *corev1.Pod {
+	gpus := *resource.NewQuantity(int64(g.GPUsPerWorker), resource.DecimalSI)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace, Name: fmt.Sprintf("%s-worker-%d", g.Name, r),
+			Labels: map[string]string{schedv1alpha1.PodGroupLabel: g.Name, convoy.LabelJobName: g.Name,
+				convoy.LabelReplicaRole: "worker", convoy.LabelReplicaRank: strconv.Itoa(r)},
+			Annotations: map[string]string{convoy.AnnotationTopologyLevel: string(convoy.TopologyRack),
+				convoy.AnnotationTopologyMode: string(convoy.TopologyPreferred)},
+		},
+		Spec: corev1.PodSpec{
+			SchedulerName: schedulerName,
+			Containers: []corev1.Container{{Name: "worker", Image: "trainer:bench", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("4Gi"), convoy.ResourceGPU: gpus},
+				Limits:   corev1.ResourceList{convoy.ResourceGPU: gpus},
+			}}},
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+		},
+	}
+}
+
+// startScheduler runs bin/convoy-scheduler with Convoy's profile (deploy/scheduler/config.yaml)
+// or with Coscheduling only, at the benchmark's QPS and burst, and waits until it is ready.
+func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc Scheduler, o options) error {
+	var cfg map[string]any
+	if sc == Convoy {
+		data, err := os.ReadFile(filepath.Join(root, "deploy", "scheduler", "config.yaml"))
+		if err != nil {
+			return err
+		}
+		if err := yaml.Unmarshal(data, &cfg); err != nil {
+			return err
+		}
+	} else {
+		// Upstream kube-scheduler with Coscheduling as scheduler-plugins documents it; its default
+		// plugins (DefaultPreemption included) stay.
+		with := func(names ...string) map[string]any {
+			var list []any
+			for _, n := range names {
+				list = append(list, map[string]any{"name": n})
+			}
+			return map[string]any{"enabled": list}
+		}
+		queueSort := with("Coscheduling")
+		queueSort["disabled"] = []any{map[string]any{"name": "*"}}
+		cfg = map[string]any{
+			"apiVersion": "kubescheduler.config.k8s.io/v1",
+			"kind":       "KubeSchedulerConfiguration",
+			"profiles": []any{map[string]any{
+				"schedulerName": schedulerName,
+				"plugins": map[string]any{"queueSort": queueSort, "preFilter": with("Coscheduling"),
+					"postFilter": with("Coscheduling"), "reserve": with("Coscheduling"), "permit": with("Coscheduling")},
+				"pluginConfig": []any{map[string]any{"name": "Coscheduling", "args": map[string]any{"permitWaitingTimeSeconds": 60}}},
+			}},
+		}
+	}
+	cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	cfg["clientConnection"] = map[string]any{"kubeconfig": c.KubeconfigPath, "qps": o.qps, "burst": o.burst}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	path := filepath.Join(c.StateDir, "scheduler.yaml")
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	args := append([]string{"--config=" + path, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
+		fmt.Sprintf("--v=%d", o.verbosity)}, o.extraArgs...)
+	fmt.Fprintf(os.Stderr, "   scheduler on https://127.0.0.1:%d\n", port)
+	if err := c.StartProcess("scheduler", "convoy-scheduler", args, nil); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return c.WaitHealthy(ctx, "scheduler", fmt.Sprintf("https://127.0.0.1:%d/readyz", port))
+}

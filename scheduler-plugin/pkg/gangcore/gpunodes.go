@@ -2,6 +2,7 @@ package gangcore
 
 import (
 	"fmt"
+	"maps"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
@@ -15,6 +16,12 @@ type gpuNode struct {
 	topology  *planner.GPUTopology
 	// allocated maps "namespace/pod" to the GPUs the node agent saw it hold.
 	allocated map[string]planner.GPUSet
+}
+
+// equal reports whether two inventories have the same GPUs, health, holders and links.
+func (g *gpuNode) equal(o *gpuNode) bool {
+	return g.total == o.total && g.unhealthy == o.unhealthy && g.healthy == o.healthy &&
+		maps.Equal(g.allocated, o.allocated) && g.topology.Equal(o.topology)
 }
 
 // linkScore rates one GPU pair of a GPUNode's link matrix.

@@ -3,10 +3,12 @@ package gangcore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -123,9 +125,13 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 	if _, err := pods.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: s.onPodDelete}); err != nil {
 		return nil, err
 	}
-	changed := func(any) { s.bump() }
 	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: changed, UpdateFunc: func(_, n any) { changed(n) }, DeleteFunc: changed,
+		AddFunc: func(any) { s.bump() },
+		UpdateFunc: func(o, n any) {
+			if nodeChanged(o, n) {
+				s.bump()
+			}
+		},
 	}); err != nil {
 		return nil, err
 	}
@@ -223,13 +229,30 @@ func (s *State) onGPUNodeDelete(obj any) {
 	}
 }
 
-// SetGPUNode records a GPUNode's inventory. The GPUNode informer calls it; tests may too.
+// SetGPUNode records a GPUNode's inventory. The GPUNode informer calls it; tests may too. Only a
+// change of health, holders or links counts as a change of the cluster, not the agent's heartbeat.
 func (s *State) SetGPUNode(g *convoy.GPUNode) {
 	n := newGPUNode(g)
 	s.gpuMu.Lock()
+	old := s.gpuNodes[g.Name]
 	s.gpuNodes[g.Name] = n
 	s.gpuMu.Unlock()
-	s.bump()
+	if old == nil || !old.equal(n) {
+		s.bump()
+	}
+}
+
+// nodeChanged reports whether a node update may make room: its allocatable resources, labels,
+// taints or cordon changed. Status heartbeats do not.
+func nodeChanged(o, n any) bool {
+	a, ok1 := o.(*corev1.Node)
+	b, ok2 := n.(*corev1.Node)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return !equality.Semantic.DeepEqual(a.Status.Allocatable, b.Status.Allocatable) ||
+		!maps.Equal(a.Labels, b.Labels) || a.Spec.Unschedulable != b.Spec.Unschedulable ||
+		!equality.Semantic.DeepEqual(a.Spec.Taints, b.Spec.Taints)
 }
 
 func (s *State) gpuNode(name string) *gpuNode {

@@ -1,6 +1,9 @@
 package planner
 
-import "math/bits"
+import (
+	"math/bits"
+	"slices"
+)
 
 // Link scores: how well two GPUs of a node talk, higher is better. NVLink pairs score NVLinkScore
 // plus the number of links joining them; the PCIe levels follow `nvidia-smi topo -m`.
@@ -35,6 +38,14 @@ func NewGPUTopology(n int) *GPUTopology {
 		t.domain[i] = -1
 	}
 	return t
+}
+
+// Equal reports whether two topologies have the same scores and domains.
+func (t *GPUTopology) Equal(o *GPUTopology) bool {
+	if t == nil || o == nil {
+		return t == o
+	}
+	return t.n == o.n && slices.Equal(t.score, o.score) && slices.Equal(t.Domains, o.Domains)
 }
 
 // SetLink sets the score of the pair a, b.

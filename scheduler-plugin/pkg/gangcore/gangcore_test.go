@@ -1,0 +1,269 @@
+package gangcore
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
+)
+
+func slotOf(t *testing.T, st *CycleState, status *fwk.Status) string {
+	t.Helper()
+	if !status.IsSuccess() {
+		t.Fatalf("PlanFor() = %v, want a slot", status)
+	}
+	return st.Slot.Node + ":" + FormatGPUIndices(st.Slot.GPUs)
+}
+
+// TestPlanForGang plans the whole gang on its first pod; the others follow the plan.
+func TestPlanForGang(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8), fakeNode("c", "r2", 8)}
+	pods := []*corev1.Pod{member("ns", "job", 0, 4).Obj(), member("ns", "job", 1, 4).Obj(), member("ns", "job", 2, 4).Obj()}
+	h := newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8), inventory("c", 8))
+	var got []string
+	for _, p := range []*corev1.Pod{pods[1], pods[0], pods[2]} {
+		st, status := h.state.PlanFor(context.Background(), p, h.nodeInfos())
+		got = append(got, p.Name+"@"+slotOf(t, st, status))
+	}
+	// Three 4-GPU pods need two nodes of one rack; ranks 0 and 1 share a node.
+	want := []string{"job-1@a:4,5,6,7", "job-0@a:0,1,2,3", "job-2@b:0,1,2,3"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("slots (-want,+got):\n%s", diff)
+	}
+}
+
+// TestPlanForUnplaceable rejects every pod of a gang that does not fit with the planner's
+// message, plans once, and retries the siblings that show another message.
+func TestPlanForUnplaceable(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r2", 8)}
+	stale := member("ns", "job", 1, 8).Obj()
+	stale.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Message: "not enough sibling pods"}}
+	pods := []*corev1.Pod{member("ns", "job", 0, 8).Annotation(convoy.AnnotationTopologyLevel, "rack").Obj(), stale}
+	h := newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8))
+	want := "ns/job needs 2 pod(s) × 8 GPU(s) in one rack; the best rack (z/b/r1) has room for 1 pod (8 free GPUs)"
+	for _, p := range pods {
+		st, status := h.state.PlanFor(context.Background(), p, h.nodeInfos())
+		if status.Code() != fwk.Unschedulable || status.Message() != want || st.Placed || st.Unplaceable != want {
+			t.Errorf("PlanFor(%s) = %v %q, want Unschedulable %q", p.Name, status.Code(), status.Message(), want)
+		}
+	}
+	if diff := cmp.Diff([]string{"ns/job-1"}, h.activated.pods); diff != "" {
+		t.Errorf("activated siblings (-want,+got):\n%s", diff)
+	}
+}
+
+// TestPlanForDropsAStalePlan makes a new plan when the slot's GPUs were taken since.
+func TestPlanForDropsAStalePlan(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
+	pods := []*corev1.Pod{member("ns", "job", 0, 8).Obj(), member("ns", "job", 1, 8).Obj()}
+	h := newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8))
+	st, status := h.state.PlanFor(context.Background(), pods[0], h.nodeInfos())
+	first := slotOf(t, st, status)
+
+	// Another scheduler's pod takes one GPU of each node: the gang fits no more.
+	h.setPods(lone("ns", "x", 1).Node("a").Obj(), lone("ns", "y", 1).Node("b").Obj())
+	st, status = h.state.PlanFor(context.Background(), pods[1], h.nodeInfos())
+	if status.IsSuccess() {
+		t.Fatalf("PlanFor() after the cluster changed = %s, want the gang rejected (first slot was %s)", slotOf(t, st, status), first)
+	}
+	if !strings.Contains(status.Message(), "needs 2 pod(s) × 8 GPU(s)") {
+		t.Errorf("PlanFor() message = %q", status.Message())
+	}
+}
+
+// TestReservedAndPlannedGPUsAreNotReused: a reserved pod's GPUs, and the planned GPUs of a gang of
+// higher or equal priority, stay off-limits to later plans.
+func TestReservedAndPlannedGPUsAreNotReused(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8)}
+	high := []*corev1.Pod{member("ns", "high", 0, 2).Priority(10).Obj(), member("ns", "high", 1, 2).Priority(10).Obj()}
+	low := lone("ns", "low", 2).Priority(1).Obj()
+	h := newHarness(t, nodes, append(high, low), inventory("a", 8))
+	ctx := context.Background()
+
+	st, status := h.state.PlanFor(ctx, high[0], h.nodeInfos())
+	if got := slotOf(t, st, status); got != "a:0,1" {
+		t.Fatalf("first slot = %s, want a:0,1", got)
+	}
+	h.state.Reserve(high[0], "a")
+	// The scheduler's cache now holds high-0 on a (assumed, no annotation yet).
+	assumed := high[0].DeepCopy()
+	assumed.Spec.NodeName = "a"
+	h.setPods(assumed)
+
+	st, status = h.state.PlanFor(ctx, low, h.nodeInfos())
+	// 0,1 are reserved by high-0, 2,3 planned for high-1.
+	if got := slotOf(t, st, status); got != "a:4,5" {
+		t.Errorf("lower-priority slot = %s, want a:4,5", got)
+	}
+	st, status = h.state.PlanFor(ctx, high[1], h.nodeInfos())
+	if got := slotOf(t, st, status); got != "a:2,3" {
+		t.Errorf("second slot of the gang = %s, want a:2,3", got)
+	}
+}
+
+// TestPreemptFor evicts every pod of the one lower-priority gang that makes room, and waits for
+// them before choosing again.
+func TestPreemptFor(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8), fakeNode("c", "r1", 8)}
+	victims := []*corev1.Pod{
+		member("ns", "low", 0, 8).Priority(1).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj(),
+		member("ns", "low", 1, 8).Priority(1).Node("b").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj(),
+		member("ns", "low", 2, 8).Priority(1).Obj(), // pending: evicted too, the gang restarts whole
+	}
+	peer := member("ns", "peer", 0, 8).Priority(10).Node("c").Obj()
+	urgent := []*corev1.Pod{member("ns", "urgent", 0, 8).Priority(10).Obj(), member("ns", "urgent", 1, 8).Priority(10).Obj()}
+	all := append(append(append([]*corev1.Pod{}, victims...), peer), urgent...)
+	h := newHarness(t, nodes, all, inventory("a", 8), inventory("b", 8), inventory("c", 8))
+	ctx := context.Background()
+
+	if _, status := h.state.PlanFor(ctx, urgent[0], h.nodeInfos()); status.IsSuccess() {
+		t.Fatal("the urgent gang fits before preemption")
+	}
+	v, status := h.state.PreemptFor(ctx, urgent[0], h.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute})
+	if !status.IsSuccess() {
+		t.Fatalf("PreemptFor() = %v", status)
+	}
+	var evicted []string
+	for _, p := range v.Pods {
+		evicted = append(evicted, p.Name)
+	}
+	slices.Sort(evicted)
+	if diff := cmp.Diff([]string{"low-0", "low-1", "low-2"}, evicted); diff != "" {
+		t.Errorf("evicted pods (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"ns/low"}, v.Gangs); diff != "" {
+		t.Errorf("victim gangs (-want,+got):\n%s", diff)
+	}
+	if v.Node != "a" {
+		t.Errorf("nominated node = %q, want a", v.Node)
+	}
+	// The victims still exist: no second choice, and the gang's pods wait for them.
+	if _, status := h.state.PreemptFor(ctx, urgent[1], h.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute}); status.IsSuccess() ||
+		!strings.Contains(status.Message(), "waits for the pods it preempted") {
+		t.Errorf("second PreemptFor() = %v, want it to wait for the victims", status)
+	}
+}
+
+// TestPreemptForNothingToPreempt fails fast when no lower-priority pod holds GPUs.
+func TestPreemptForNothingToPreempt(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8)}
+	peer := member("ns", "peer", 0, 8).Priority(10).Node("a").Obj()
+	pod := member("ns", "job", 0, 8).Priority(10).Obj()
+	h := newHarness(t, nodes, []*corev1.Pod{peer, pod}, inventory("a", 8))
+	_, status := h.state.PreemptFor(context.Background(), pod, h.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute})
+	if want := "no pod of lower priority holds GPUs: preemption cannot help"; status.Message() != want {
+		t.Errorf("PreemptFor() = %q, want %q", status.Message(), want)
+	}
+}
+
+func TestNodeView(t *testing.T) {
+	node := fakeNode("a", "r1", 8)
+	cases := map[string]struct {
+		inventory *convoy.GPUNode
+		pods      []*corev1.Pod
+		wantFree  string
+		indexed   bool
+	}{
+		"count only: the device plugin's allocatable less requests": {
+			pods:     []*corev1.Pod{lone("ns", "x", 3).Node("a").Obj()},
+			wantFree: "0,1,2,3,4",
+		},
+		"unhealthy and unknown-health GPUs are not free": {
+			inventory: func() *convoy.GPUNode {
+				g := inventory("a", 8)
+				g.Status.GPUs[1].Health = convoy.GPUUnhealthy
+				g.Status.GPUs[2].Health = convoy.GPUUnknown
+				return g
+			}(),
+			wantFree: "0,3,4,5,6,7",
+			indexed:  true,
+		},
+		"holders by the node agent, by annotation, and unknown ones": {
+			inventory: func() *convoy.GPUNode {
+				g := inventory("a", 8)
+				g.Status.GPUs[0].AllocatedTo = "ns/seen"
+				return g
+			}(),
+			pods: []*corev1.Pod{lone("ns", "seen", 1).Node("a").Obj(),
+				lone("ns", "annotated", 2).Node("a").Annotation(AnnotationGPUIndices, "1,2").Obj(),
+				lone("ns", "unknown", 1).Node("a").Obj()},
+			// the pod whose GPUs are unknown holds the highest free one
+			wantFree: "3,4,5,6",
+			indexed:  true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var inv []*convoy.GPUNode
+			if tc.inventory != nil {
+				inv = append(inv, tc.inventory)
+			}
+			h := newHarness(t, []*corev1.Node{node}, tc.pods, inv...)
+			ni, _ := h.snap.NodeInfos().Get("a")
+			pn := h.state.nodeView(ni, &gang{key: "other", pendingUIDs: nil}, nil, nil, false)
+			if got := FormatGPUIndices(pn.Free); got != tc.wantFree || pn.Indexed != tc.indexed {
+				t.Errorf("free = %q indexed %v, want %q indexed %v", got, pn.Indexed, tc.wantFree, tc.indexed)
+			}
+		})
+	}
+}
+
+func TestNewGPUNodeIslands(t *testing.T) {
+	g := inventory("n", 4)
+	for i := range g.Status.GPUs {
+		g.Status.GPUs[i].NVLinkDomain = ""
+	}
+	g.Status.Links = []convoy.GPULink{
+		{A: 0, B: 1, Type: convoy.LinkNVLink, NVLinks: 4}, {A: 2, B: 3, Type: convoy.LinkNVLink, NVLinks: 4},
+		{A: 0, B: 2, Type: convoy.LinkSYS}, {A: 0, B: 3, Type: convoy.LinkSYS}, {A: 1, B: 2, Type: convoy.LinkSYS}, {A: 1, B: 3, Type: convoy.LinkSYS},
+	}
+	n := newGPUNode(g)
+	if diff := cmp.Diff([]string{"n/nvlink-1", "n/nvlink-1", "n/nvlink-3", "n/nvlink-3"}, n.topology.Domains); diff != "" {
+		t.Errorf("NVLink domains from the link matrix (-want,+got):\n%s", diff)
+	}
+	if got, want := n.topology.Score(0, 1), planner.NVLinkScore+4; got != want {
+		t.Errorf("score of an NVLink pair = %d, want %d", got, want)
+	}
+}
+
+func TestPodHelpers(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	gpus := func(n string) corev1.ResourceRequirements {
+		return corev1.ResourceRequirements{Limits: corev1.ResourceList{convoy.ResourceGPU: resourceMust(n)}}
+	}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		Containers:     []corev1.Container{{Resources: gpus("2")}, {Resources: gpus("1")}},
+		InitContainers: []corev1.Container{{Resources: gpus("4")}, {RestartPolicy: &always, Resources: gpus("1")}},
+	}}
+	if got := GPURequest(pod, convoy.ResourceGPU); got != 4 {
+		t.Errorf("GPURequest() = %d, want 4 (the sidecar's 1 with the containers' 3)", got)
+	}
+	for in, want := range map[string]string{"0,1,2,3": "0,1,2,3", "3, 1": "1,3"} {
+		s, ok := ParseGPUIndices(in)
+		if got := FormatGPUIndices(s); !ok || got != want {
+			t.Errorf("ParseGPUIndices(%q) = %q %v, want %q", in, got, ok, want)
+		}
+	}
+	for _, bad := range []string{"", "a", "1,64", "-1"} {
+		if _, ok := ParseGPUIndices(bad); ok {
+			t.Errorf("ParseGPUIndices(%q) succeeded", bad)
+		}
+	}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{convoy.AnnotationTopologyLevel: "rack"}}}
+	if l, req := Topology(p); l != planner.LevelRack || !req {
+		t.Errorf("Topology(level rack, no mode) = %v %v, want rack required", l, req)
+	}
+	p.Annotations[convoy.AnnotationTopologyMode] = "preferred"
+	if l, req := Topology(p); l != planner.LevelRack || req {
+		t.Errorf("Topology(rack preferred) = %v %v, want rack preferred", l, req)
+	}
+}

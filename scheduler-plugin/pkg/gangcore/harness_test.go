@@ -1,0 +1,157 @@
+package gangcore
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+)
+
+// harness is a State over a fake framework handle whose snapshot a test can replace.
+type harness struct {
+	t         *testing.T
+	state     *State
+	snap      *snapshot
+	activated *activator
+	cs        *fake.Clientset
+	factory   informers.SharedInformerFactory
+	nodes     []*corev1.Node
+}
+
+// snapshot is a SharedLister whose snapshot a test can swap, as the scheduler takes a new one
+// every cycle.
+type snapshot struct{ cur *cache.Snapshot }
+
+func (s *snapshot) NodeInfos() framework.NodeInfoLister       { return s.cur.NodeInfos() }
+func (s *snapshot) StorageInfos() framework.StorageInfoLister { return s.cur.StorageInfos() }
+
+// nominator has no nominated pods.
+type nominator struct{}
+
+func (nominator) AddNominatedPod(klog.Logger, fwk.PodInfo, *framework.NominatingInfo) {}
+func (nominator) DeleteNominatedPodIfExists(*corev1.Pod)                              {}
+func (nominator) UpdateNominatedPod(klog.Logger, *corev1.Pod, fwk.PodInfo)            {}
+func (nominator) NominatedPodsForNode(string) []fwk.PodInfo                           { return nil }
+
+// activator records the pods activated.
+type activator struct {
+	mu   sync.Mutex
+	pods []string
+}
+
+func (a *activator) Activate(_ klog.Logger, pods map[string]*corev1.Pod) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for k := range pods {
+		a.pods = append(a.pods, k)
+	}
+}
+
+func newHarness(t *testing.T, nodes []*corev1.Node, pods []*corev1.Pod, gpuNodes ...*convoy.GPUNode) *harness {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	cs := fake.NewClientset()
+	for _, p := range pods {
+		if _, err := cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1CreateOptions); err != nil {
+			t.Fatal(err)
+		}
+	}
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	h := &harness{t: t, cs: cs, factory: factory, nodes: nodes, activated: &activator{},
+		snap: &snapshot{cur: cache.NewSnapshot(bound(pods), nodes)}}
+	fw, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
+		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
+		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
+	}, "convoy-scheduler",
+		frameworkruntime.WithClientSet(cs),
+		frameworkruntime.WithInformerFactory(factory),
+		frameworkruntime.WithSnapshotSharedLister(h.snap),
+		frameworkruntime.WithPodNominator(nominator{}),
+		frameworkruntime.WithPodActivator(h.activated),
+		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.state, err = New(ctx, fw, Options{ZoneLabel: convoy.LabelTopologyZone, BlockLabel: convoy.LabelTopologyBlock,
+		RackLabel: convoy.LabelTopologyRack, GPUResource: convoy.ResourceGPU, PlanTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	for _, g := range gpuNodes {
+		h.state.SetGPUNode(g)
+	}
+	return h
+}
+
+// setPods replaces the pods of the snapshot, as a new scheduling cycle would see them.
+func (h *harness) setPods(pods ...*corev1.Pod) {
+	h.snap.cur = cache.NewSnapshot(bound(pods), h.nodes)
+}
+
+func (h *harness) nodeInfos() []fwk.NodeInfo {
+	list, err := h.snap.NodeInfos().List()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return list
+}
+
+func bound(pods []*corev1.Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if p.Spec.NodeName != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// fakeNode is a node with gpus GPUs in rack.
+func fakeNode(name, rack string, gpus int) *corev1.Node {
+	return st.MakeNode().Name(name).Label(convoy.LabelTopologyZone, "z").Label(convoy.LabelTopologyBlock, "b").
+		Label(convoy.LabelTopologyRack, rack).Capacity(map[corev1.ResourceName]string{
+		corev1.ResourceCPU: "96", corev1.ResourceMemory: "1Ti", corev1.ResourcePods: "110", convoy.ResourceGPU: itoa(gpus)}).Obj()
+}
+
+// inventory is a GPUNode of n healthy GPUs, all in one NVLink domain.
+func inventory(name string, n int) *convoy.GPUNode {
+	g := &convoy.GPUNode{}
+	g.Name = name
+	for i := range n {
+		g.Status.GPUs = append(g.Status.GPUs, convoy.GPUDevice{Index: int32(i), Health: convoy.GPUHealthy, NVLinkDomain: name + "/nvswitch"})
+	}
+	return g
+}
+
+// member is pod rank of gang in ns, asking gpus GPUs.
+func member(ns, gang string, rank, gpus int) *st.PodWrapper {
+	return st.MakePod().Namespace(ns).Name(gang+"-"+itoa(rank)).UID(ns+"-"+gang+"-"+itoa(rank)).
+		SchedulerName("convoy-scheduler").Label(schedv1alpha1.PodGroupLabel, gang).
+		Label(convoy.LabelReplicaRank, itoa(rank)).Req(map[corev1.ResourceName]string{convoy.ResourceGPU: itoa(gpus)})
+}
+
+// lone is a pod of no gang.
+func lone(ns, name string, gpus int) *st.PodWrapper {
+	return st.MakePod().Namespace(ns).Name(name).UID(ns + "-" + name).SchedulerName("convoy-scheduler").
+		Req(map[corev1.ResourceName]string{convoy.ResourceGPU: itoa(gpus)})
+}

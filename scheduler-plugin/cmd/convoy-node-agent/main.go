@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -80,6 +81,7 @@ func main() {
 	flag.BoolVar(&c.once, "once", false, "Read NVML once, print the GPUNode it would publish as YAML (with --print) and exit; needs no cluster.")
 	flag.BoolVar(&c.print, "print", false, "With --once: print the GPUNode.")
 	flag.Parse()
+	ctrllog.SetLogger(klog.NewKlogr()) // the informers log through controller-runtime
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -25,6 +25,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -46,6 +47,8 @@ const (
 	DefaultPollInterval  = 5 * time.Second
 	DefaultHeartbeat     = 5 * time.Minute
 	DefaultRetryInterval = time.Minute
+
+	DefaultMaxConcurrentWrites = 8
 )
 
 // podNodeNameField indexes the pod cache by node.
@@ -78,6 +81,10 @@ type Options struct {
 
 	// FieldManager names the agent's writes; FieldManager when empty.
 	FieldManager string
+	// MaxConcurrentWrites bounds the API writes in flight across the nodes served, so that a
+	// simulator starting a thousand nodes queues its first writes instead of flooding the API
+	// server; DefaultMaxConcurrentWrites when zero.
+	MaxConcurrentWrites int
 	// Metrics receive the agent's metrics; none when nil.
 	Metrics *Metrics
 }
@@ -91,6 +98,7 @@ type Agent struct {
 	events   events.EventBroadcaster
 	log      klog.Logger
 	nodes    map[string]bool // Options.Nodes as a set
+	writes   chan struct{}   // a semaphore of MaxConcurrentWrites
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -115,6 +123,9 @@ func New(cfg *rest.Config, opts Options) (*Agent, error) {
 	if opts.FieldManager == "" {
 		opts.FieldManager = FieldManager
 	}
+	if opts.MaxConcurrentWrites <= 0 {
+		opts.MaxConcurrentWrites = DefaultMaxConcurrentWrites
+	}
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -126,7 +137,8 @@ func New(cfg *rest.Config, opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	ca, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: byObject(opts)})
+	// The agent only reads cached objects: no deep copy on every poll of every node.
+	ca, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: byObject(opts), DefaultUnsafeDisableDeepCopy: ptr.To(true)})
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +160,7 @@ func New(cfg *rest.Config, opts Options) (*Agent, error) {
 		recorder: broadcaster.NewRecorder(scheme, "convoy.dev/node-agent"),
 		log:      klog.Background().WithName("node-agent"),
 		workers:  map[string]*worker{},
+		writes:   make(chan struct{}, opts.MaxConcurrentWrites),
 	}
 	if len(opts.Nodes) > 0 {
 		a.nodes = map[string]bool{}

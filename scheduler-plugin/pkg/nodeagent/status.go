@@ -3,12 +3,13 @@ package nodeagent
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -47,7 +48,8 @@ func BuildStatus(o Observation, conditions *[]metav1.Condition, now time.Time) c
 		s.DriverVersion, s.CUDAVersion, s.NVMLVersion = st.DriverVersion, st.CUDAVersion, st.NVMLVersion
 		s.GPUs = make([]convoy.GPUDevice, len(st.GPUs))
 		for i := range st.GPUs {
-			g := *st.GPUs[i].DeepCopy()
+			// A shallow copy: the NVLinks and NUMA node stay shared with Static, which nobody writes.
+			g := st.GPUs[i]
 			if i < len(o.Samples) {
 				smp := o.Samples[i]
 				g.Utilization, g.MemoryUsedMiB, g.MIGMode = smp.Utilization, smp.MemoryUsedMiB, smp.MIGMode
@@ -70,21 +72,40 @@ func BuildStatus(o Observation, conditions *[]metav1.Condition, now time.Time) c
 }
 
 // SameStatus reports whether two statuses differ only in what is sampled rather than changed:
-// utilization, memory in use and the heartbeat time. The agent writes when they differ.
+// utilization, memory in use and the heartbeat time. The agent writes when they differ. It runs for
+// every node on every poll, hence the field-by-field comparison rather than reflection.
 func SameStatus(a, b *convoy.GPUNodeStatus) bool {
-	if len(a.GPUs) != len(b.GPUs) {
+	if a.DriverVersion != b.DriverVersion || a.CUDAVersion != b.CUDAVersion || a.NVMLVersion != b.NVMLVersion ||
+		a.Product != b.Product || a.Capacity != b.Capacity || a.Healthy != b.Healthy || a.Free != b.Free ||
+		len(a.GPUs) != len(b.GPUs) || !slices.Equal(a.Links, b.Links) ||
+		!slices.EqualFunc(a.Conditions, b.Conditions, sameCondition) {
 		return false
 	}
 	for i := range a.GPUs {
-		ga, gb := a.GPUs[i], b.GPUs[i]
-		ga.Utilization, ga.MemoryUsedMiB, gb.Utilization, gb.MemoryUsedMiB = nil, nil, nil, nil
-		if !equality.Semantic.DeepEqual(ga, gb) {
+		if !sameGPU(&a.GPUs[i], &b.GPUs[i]) {
 			return false
 		}
 	}
-	return a.DriverVersion == b.DriverVersion && a.CUDAVersion == b.CUDAVersion && a.NVMLVersion == b.NVMLVersion &&
-		a.Product == b.Product && a.Capacity == b.Capacity && a.Healthy == b.Healthy && a.Free == b.Free &&
-		equality.Semantic.DeepEqual(a.Links, b.Links) && equality.Semantic.DeepEqual(a.Conditions, b.Conditions)
+	return true
+}
+
+func sameGPU(a, b *convoy.GPUDevice) bool {
+	return a.Index == b.Index && a.UUID == b.UUID && a.Product == b.Product && a.Architecture == b.Architecture &&
+		a.ComputeCapability == b.ComputeCapability && a.MemoryMiB == b.MemoryMiB && a.PCIBusID == b.PCIBusID &&
+		equalPtr(a.NUMANode, b.NUMANode) && a.MIGMode == b.MIGMode && a.NVLinkDomain == b.NVLinkDomain &&
+		a.Health == b.Health && a.HealthReason == b.HealthReason && a.AllocatedTo == b.AllocatedTo &&
+		slices.EqualFunc(a.NVLinks, b.NVLinks, func(x, y convoy.NVLink) bool {
+			return x.Link == y.Link && x.Active == y.Active && x.PeerPCIBusID == y.PeerPCIBusID && equalPtr(x.PeerIndex, y.PeerIndex)
+		})
+}
+
+func sameCondition(a, b metav1.Condition) bool {
+	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason && a.Message == b.Message &&
+		a.ObservedGeneration == b.ObservedGeneration && a.LastTransitionTime.Equal(&b.LastTransitionTime)
+}
+
+func equalPtr[T comparable](a, b *T) bool {
+	return a == b || (a != nil && b != nil && *a == *b)
 }
 
 // GFDLabels are the GPU Feature Discovery labels for a status: the product with spaces as dashes,
@@ -141,6 +162,24 @@ func LabelsToApply(node *corev1.Node, desired map[string]string, manager string)
 		}
 	}
 	return labels, false
+}
+
+// labelMemo remembers the last label decision for a version of the node, so that a quiet node's
+// managed fields are parsed once rather than on every poll.
+type labelMemo struct {
+	rv      string
+	desired map[string]string
+	labels  map[string]string
+	apply   bool
+}
+
+func (m *labelMemo) decide(node *corev1.Node, desired map[string]string, manager string) (map[string]string, bool) {
+	if node.ResourceVersion != "" && node.ResourceVersion == m.rv && maps.Equal(desired, m.desired) {
+		return m.labels, m.apply
+	}
+	labels, apply := LabelsToApply(node, desired, manager)
+	*m = labelMemo{rv: node.ResourceVersion, desired: desired, labels: labels, apply: apply}
+	return labels, apply
 }
 
 // labelOwners returns the labels a field manager owns on the node, and those other managers own.

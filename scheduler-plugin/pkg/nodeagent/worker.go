@@ -54,6 +54,7 @@ type worker struct {
 	written        *convoy.GPUNode
 	rvBefore       string
 	labelsRVBefore string
+	labelMemo      labelMemo
 }
 
 func newWorker(a *Agent, name string) *worker {
@@ -390,7 +391,7 @@ func (w *worker) publishLabels(ctx context.Context, node *corev1.Node, s *convoy
 		return // the cache has not seen our last label write yet
 	}
 	w.labelsRVBefore = ""
-	labels, apply := LabelsToApply(node, GFDLabels(s), w.a.opts.FieldManager)
+	labels, apply := w.labelMemo.decide(node, GFDLabels(s), w.a.opts.FieldManager)
 	if !apply {
 		return
 	}
@@ -405,8 +406,15 @@ func (w *worker) publishLabels(ctx context.Context, node *corev1.Node, s *convoy
 	w.labelsRVBefore = node.ResourceVersion
 }
 
-// write runs one API write, counting it and timing it.
+// write runs one API write once fewer than MaxConcurrentWrites are in flight, counting it and
+// timing the API call.
 func (w *worker) write(kind, reason string, do func() error) error {
+	select {
+	case w.a.writes <- struct{}{}:
+	case <-w.ctx.Done():
+		return w.ctx.Err()
+	}
+	defer func() { <-w.a.writes }()
 	began := time.Now()
 	err := do()
 	if m := w.a.opts.Metrics; m != nil {

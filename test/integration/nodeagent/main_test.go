@@ -26,7 +26,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -36,6 +38,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	ctrllog.SetLogger(klog.NewKlogr())
 	framework.Main(m, framework.Options{AddToScheme: []func(*runtime.Scheme) error{convoy.AddToScheme}})
 }
 
@@ -133,8 +136,16 @@ type agentRun struct {
 }
 
 // startAgent runs an agent with mock NVML of profile, as cfg's identity (the simulator's
-// ServiceAccount when nil).
+// ServiceAccount when nil), until the test ends.
 func startAgent(t testing.TB, cfg *rest.Config, profile string, opts nodeagent.Options) *agentRun {
+	t.Helper()
+	r := newAgent(t, cfg, profile, opts)
+	t.Cleanup(r.stop)
+	return r
+}
+
+// newAgent is startAgent for an agent that outlives the test: a benchmark's, shared by its runs.
+func newAgent(t testing.TB, cfg *rest.Config, profile string, opts nodeagent.Options) *agentRun {
 	t.Helper()
 	c := cluster(t)
 	if cfg == nil {
@@ -161,7 +172,6 @@ func startAgent(t testing.TB, cfg *rest.Config, profile string, opts nodeagent.O
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	go func() { r.done <- agent.Run(ctx) }()
-	t.Cleanup(r.stop)
 	return r
 }
 

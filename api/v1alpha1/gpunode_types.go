@@ -109,7 +109,7 @@ type GPUDevice struct {
 	// +kubebuilder:validation:MaxLength=317
 	AllocatedTo string `json:"allocatedTo,omitempty"`
 
-	// nvlinks are the GPU's active NVLinks.
+	// nvlinks are the GPU's NVLinks as NVML lists them, up or down (see active).
 	// +optional
 	// +listType=map
 	// +listMapKey=link

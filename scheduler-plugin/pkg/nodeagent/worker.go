@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -50,9 +51,10 @@ type worker struct {
 	health     map[int32]convoy.GPUHealth
 
 	// written is the GPUNode our last write returned, used instead of the cache while the cache
-	// still shows rvBefore, the version it had before that write.
+	// still shows one of the older versions: the one before our writes, or one our own earlier
+	// writes made.
 	written        *convoy.GPUNode
-	rvBefore       string
+	older          []string
 	labelsRVBefore string
 	labelMemo      labelMemo
 }
@@ -322,10 +324,10 @@ func (w *worker) current(ctx context.Context) *convoy.GPUNode {
 	err := w.a.cache.Get(ctx, client.ObjectKey{Name: w.name}, cached)
 	found := err == nil
 	if w.written != nil {
-		if !found || cached.ResourceVersion == w.rvBefore {
+		if !found || slices.Contains(w.older, cached.ResourceVersion) {
 			return w.written
 		}
-		w.written = nil
+		w.written, w.older = nil, nil
 	}
 	if found {
 		return cached
@@ -346,11 +348,13 @@ func (w *worker) publish(ctx context.Context, node *corev1.Node, current *convoy
 	default:
 		return
 	}
-	rvBefore := ""
-	if current != nil && current != w.written {
-		rvBefore = current.ResourceVersion
-	} else if current != nil {
-		rvBefore = w.rvBefore
+	var older []string
+	switch {
+	case current == nil:
+	case current == w.written:
+		older = append(w.older, current.ResourceVersion)
+	default:
+		older = []string{current.ResourceVersion}
 	}
 	if current == nil {
 		obj := &convoy.GPUNode{
@@ -365,6 +369,7 @@ func (w *worker) publish(ctx context.Context, node *corev1.Node, current *convoy
 			w.log.Error(err, "Creating the GPUNode")
 			return
 		}
+		older = append(older, obj.ResourceVersion)
 	}
 	desired.ObservedTime = ptr.To(metav1.NewTime(now.Truncate(time.Second)))
 	obj := &convoy.GPUNode{
@@ -381,7 +386,7 @@ func (w *worker) publish(ctx context.Context, node *corev1.Node, current *convoy
 		}
 		return
 	}
-	w.written, w.rvBefore = obj, rvBefore
+	w.written, w.older = obj, older
 	w.log.V(2).Info("Published the GPUNode status", "reason", reason, "healthy", desired.Healthy, "free", desired.Free)
 }
 

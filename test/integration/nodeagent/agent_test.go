@@ -22,7 +22,7 @@ import (
 func TestPublishesGPUNodesAndLabels(t *testing.T) {
 	c := cluster(t)
 	createNodes(t, c, 8, "pub-h100", "pub-pcie")
-	startAgent(t, nil, nvmlmock.ProfileH100x8, nodeagent.Options{Nodes: []string{"pub-h100"}, PollInterval: 200 * time.Millisecond})
+	h100 := startAgent(t, nil, nvmlmock.ProfileH100x8, nodeagent.Options{Nodes: []string{"pub-h100"}, PollInterval: 200 * time.Millisecond})
 	startAgent(t, nil, nvmlmock.ProfilePCIe4, nodeagent.Options{Nodes: []string{"pub-pcie"}, PollInterval: 200 * time.Millisecond})
 
 	h := waitGPUNode(t, c, "pub-h100", 20*time.Second, "8 healthy GPUs", published(8, 8))
@@ -88,6 +88,13 @@ func TestPublishesGPUNodesAndLabels(t *testing.T) {
 	}
 	if n := getNode(t, c, "pub-h100"); n.Labels[convoy.LabelGPUCount] != "8" || n.Labels[convoy.LabelGPUMemory] != "81559" {
 		t.Errorf("pub-h100 labels %v", n.Labels)
+	}
+	// Publishing a new node takes three writes: create the GPUNode, its status, the labels.
+	h100.waitPolls(t, 5)
+	for kind, want := range map[string]float64{"create": 1, "status": 1, "labels": 1} {
+		if got := h100.metric(t, "convoy_node_agent_publishes_total", map[string]string{"kind": kind}); got != want {
+			t.Errorf("%v %s writes, want %v", got, kind, want)
+		}
 	}
 }
 

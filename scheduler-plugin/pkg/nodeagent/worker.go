@@ -36,15 +36,16 @@ type worker struct {
 	xids           map[int]string // critical XIDs seen, by GPU index: sticky until restart
 	gpuNodeDeleted bool
 
-	lib       nvml.Interface
-	reader    *gpuinfo.Reader
-	initErr   error
-	nextOpen  time.Time
-	sim       *podgpus.Simulator
-	kubelet   *podgpus.Kubelet
-	holders   podgpus.Holders
-	gauges    []*gpuGauges
-	heartbeat time.Duration
+	lib        nvml.Interface
+	reader     *gpuinfo.Reader
+	initErr    error
+	nextOpen   time.Time
+	sim        *podgpus.Simulator
+	kubelet    *podgpus.Kubelet
+	holders    podgpus.Holders
+	kubeletErr string
+	gauges     []*gpuGauges
+	heartbeat  time.Duration
 
 	seeded     bool
 	conditions []metav1.Condition
@@ -241,10 +242,14 @@ func (w *worker) assign(ctx context.Context, obs Observation) podgpus.Holders {
 		defer cancel()
 		h, err := w.kubelet.Holders(ctx, w.reader.IndexOfUUID)
 		if err != nil {
-			w.log.Error(err, "Reading GPU assignments from the kubelet")
+			// Once per distinct error, not on every poll while the kubelet is away.
+			if msg := err.Error(); msg != w.kubeletErr {
+				w.log.Error(err, "Reading GPU assignments from the kubelet: keeping the last ones")
+				w.kubeletErr = msg
+			}
 			return w.holders
 		}
-		w.holders = h
+		w.holders, w.kubeletErr = h, ""
 		return h
 	}
 	if w.sim == nil {

@@ -1,0 +1,619 @@
+// Package queue tests Convoy's Kueue integration with real parts: kube-apiserver, etcd,
+// kube-controller-manager and kwok from test/framework, the Kueue manager built unmodified from the
+// pinned module and installed from its release manifests with deploy/kueue's configuration, and
+// the operator with the queue integration, built by operator.New as the binary builds it and run
+// as the convoy-operator ServiceAccount with the generated RBAC. Its webhook is registered from
+// deploy/kueue/webhook.yaml, pointed at the test process.
+//
+// No scheduler runs: a test binds a gang's pods to kwok nodes that match their node selector and
+// tolerations, as the convoy-scheduler would, and kwok reports them Running.
+package queue
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/yaml"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/controller"
+	"github.com/convoy-dev/convoy/operator/pkg/operator"
+	"github.com/convoy-dev/convoy/operator/pkg/progress"
+	"github.com/convoy-dev/convoy/queue"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+func TestMain(m *testing.M) {
+	framework.Main(m, framework.Options{AddToScheme: []func(*runtime.Scheme) error{
+		convoy.AddToScheme, kueue.AddToScheme, schedv1alpha1.AddToScheme}})
+}
+
+const (
+	operatorNamespace = "convoy-system"
+	operatorSA        = "convoy-operator"
+	// timeout bounds every wait; Kueue admits in well under a second here.
+	timeout = 45 * time.Second
+
+	h100 = "NVIDIA-H100-80GB-HBM3"
+	a100 = "NVIDIA-A100-SXM4-80GB"
+	// capacityType is the node label deploy/queue's flavors tell spot from on-demand capacity by.
+	capacityType = "karpenter.sh/capacity-type"
+)
+
+// nodes are the kwok GPU nodes: H100 and A100 on-demand nodes and tainted H100 spot nodes, labelled
+// as deploy/queue's ResourceFlavors expect.
+var nodes = func() []framework.NodeSpec {
+	var specs []framework.NodeSpec
+	add := func(prefix, product, capacity string, n int, taints []corev1.Taint) {
+		for i := range n {
+			specs = append(specs, framework.NodeSpec{Name: fmt.Sprintf("%s-%d", prefix, i), GPUs: 8, GPUProduct: product,
+				Labels: map[string]string{capacityType: capacity}, Taints: taints})
+		}
+	}
+	add("h100-od", h100, "on-demand", 4, nil)
+	add("a100-od", a100, "on-demand", 2, nil)
+	add("h100-spot", h100, "spot", 2, []corev1.Taint{{Key: "convoy.dev/spot", Value: "true", Effect: corev1.TaintEffectNoSchedule}})
+	return specs
+}()
+
+// suite is what every test shares: the cluster with Kueue, deploy/queue's objects and the operator.
+type suite struct {
+	c *framework.Cluster
+	// progressURL is the operator's progress endpoint.
+	progressURL string
+	// held maps a namespace to a channel that the operator's pod deletions there wait on, as if
+	// the pods' kubelet took its time to stop them.
+	held sync.Map
+}
+
+// holdingClient is the operator's client with pod deletions that wait while their namespace is held.
+type holdingClient struct {
+	client.Client
+	s *suite
+}
+
+func (c holdingClient) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	if _, ok := obj.(*corev1.Pod); ok {
+		if release, ok := c.s.held.Load(obj.GetNamespace()); ok {
+			select {
+			case <-release.(chan struct{}):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return c.Client.Delete(ctx, obj, opts...)
+}
+
+// holdPodDeletions makes the operator's deletions of the test's pods wait until release is called.
+func (e *env) holdPodDeletions() (release func()) {
+	ch := make(chan struct{})
+	e.held.Store(e.ns, ch)
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			e.held.Delete(e.ns)
+			close(ch)
+		})
+	}
+	e.t.Cleanup(release)
+	return release
+}
+
+var (
+	setupMu sync.Mutex
+	shared  *suite
+)
+
+// env is one test's view: the suite and the test's own namespace.
+type env struct {
+	*suite
+	t  *testing.T
+	k  client.Client
+	ns string
+}
+
+// newEnv sets the suite up once and gives the test a fresh namespace.
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	c := framework.Shared(t)
+	setupMu.Lock()
+	if shared == nil {
+		s, err := setup(c)
+		if err != nil {
+			setupMu.Unlock()
+			t.Fatal(err)
+		}
+		shared = s
+	}
+	setupMu.Unlock()
+	ns := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	if len(ns) > 50 {
+		ns = ns[:50]
+	}
+	e := &env{suite: shared, t: t, k: c.Client, ns: strings.Trim(ns, "-")}
+	e.createNamespace(e.ns)
+	return e
+}
+
+// setup starts Kueue with deploy/kueue's configuration, applies deploy/queue, and starts the operator
+// with the queue integration and its webhook.
+func setup(c *framework.Cluster) (*suite, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/scheduler-plugins").Output()
+	if err != nil {
+		return nil, fmt.Errorf("locating the scheduler-plugins module for its PodGroup CRD: %w", err)
+	}
+	if err := c.InstallCRDs(ctx, filepath.Join(root, "deploy/crd/bases"), filepath.Join(strings.TrimSpace(string(out)), "config/crd/bases")); err != nil {
+		return nil, err
+	}
+	if err := c.CreateNodes(ctx, nodes...); err != nil {
+		return nil, err
+	}
+	if _, err := c.StartKueue(ctx, framework.KueueOptions{ConfigFile: filepath.Join(root, "deploy/kueue/controller_manager_config.yaml")}); err != nil {
+		return nil, err
+	}
+	// What a queue administrator applies, server-side, to the real API server and Kueue's webhooks.
+	for _, args := range [][]string{
+		{"apply", "--server-side", "-f", filepath.Join(root, "deploy/kueue/kueue_trainingjob_role.yaml")},
+		{"apply", "--server-side", "-k", filepath.Join(root, "deploy/queue")},
+	} {
+		if out, err := kubectl(ctx, c, args...); err != nil {
+			return nil, fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: operatorSA}},
+	} {
+		if err := c.Client.Create(ctx, obj); err != nil {
+			return nil, err
+		}
+	}
+	for _, file := range []string{"deploy/operator/rbac/role.yaml", "deploy/kueue/rbac/role.yaml"} {
+		if err := bindRoles(ctx, c.Client, filepath.Join(root, file)); err != nil {
+			return nil, err
+		}
+	}
+
+	s := &suite{c: c}
+	webhookAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	certDir := filepath.Join(c.StateDir, "operator-webhook")
+	caPEM, err := c.IssueServingCertificate("convoy-operator-queue-webhook", certDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.startOperator(queue.New(queue.Options{WebhookAddr: webhookAddr, WebhookCertDir: certDir})); err != nil {
+		return nil, err
+	}
+	if err := waitTLS(ctx, webhookAddr, caPEM); err != nil {
+		return nil, fmt.Errorf("waiting for the operator's queue webhook: %w", err)
+	}
+	webhooks, err := os.ReadFile(filepath.Join(root, "deploy/kueue/webhook.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ApplyLocalWebhooks(ctx, webhooks, "https://"+webhookAddr, caPEM, nil); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// startOperator runs the operator in-process, as its ServiceAccount, until the test binary exits.
+func (s *suite) startOperator(q controller.Queue) error {
+	ctx := context.Background()
+	cfg, err := s.c.ServiceAccountConfig(ctx, operatorNamespace, operatorSA)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	s.progressURL = "https://" + l.Addr().String()
+	f, err := os.OpenFile(filepath.Join(s.c.StateDir, "logs", "operator.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(zap.New(zap.WriteTo(f), zap.Level(zapcore.Level(-3))))
+	mgr, err := operator.New(ctx, cfg, operator.Options{
+		Namespace:        operatorNamespace,
+		MetricsAddr:      "0",
+		ProbeAddr:        "0",
+		ProgressListener: l,
+		ProgressURL:      s.progressURL,
+		Backoff:          controller.Backoff{Base: time.Second, Max: 2 * time.Second},
+		WrapClient:       func(c client.Client) client.Client { return holdingClient{Client: c, s: s} },
+		Queue:            q,
+	})
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			fmt.Fprintf(os.Stderr, "the operator stopped: %v\n", err)
+		}
+	}()
+	return nil
+}
+
+// bindRoles creates the ClusterRoles and Roles in path and binds them to the operator's ServiceAccount.
+func bindRoles(ctx context.Context, k client.Client, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: operatorNamespace, Name: operatorSA}}
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := docs.Read()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &tm); err != nil {
+			return err
+		}
+		var objs []client.Object
+		switch tm.Kind {
+		case "ClusterRole":
+			role := &rbacv1.ClusterRole{}
+			if err := yaml.Unmarshal(doc, role); err != nil {
+				return err
+			}
+			objs = append(objs, role, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name}, Subjects: subject,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}})
+		case "Role":
+			role := &rbacv1.Role{}
+			if err := yaml.Unmarshal(doc, role); err != nil {
+				return err
+			}
+			objs = append(objs, role, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: role.Namespace, Name: role.Name}, Subjects: subject,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}})
+		}
+		for _, o := range objs {
+			if err := k.Create(ctx, o); err != nil {
+				return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+			}
+		}
+	}
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// waitTLS waits until a TLS server with a certificate from caPEM answers at addr.
+func waitTLS(ctx context.Context, addr string, caPEM []byte) error {
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+		if err != nil {
+			return false, nil
+		}
+		return true, conn.Close()
+	})
+}
+
+func kubectl(ctx context.Context, c *framework.Cluster, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kubectl"), args...)
+	// kubectl finds its plugins, kubectl-kueue among them, on PATH; a plugin takes no flags before
+	// its name, so the kubeconfig comes from the environment.
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "PATH="+c.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// kubectl runs kubectl as the cluster's admin and fails the test when it fails.
+func (e *env) kubectl(args ...string) string {
+	e.t.Helper()
+	out, err := kubectl(e.t.Context(), e.c, args...)
+	if err != nil {
+		e.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func (e *env) createNamespace(name string) {
+	e.t.Helper()
+	if err := e.k.Create(e.t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		e.t.Fatal(err)
+	}
+	e.eventually("the default ServiceAccount of "+name, func() (bool, string) {
+		err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: name, Name: "default"}, &corev1.ServiceAccount{})
+		return err == nil, fmt.Sprint(err)
+	})
+}
+
+// eventually polls cond until it holds, failing the test with cond's last word after timeout.
+func (e *env) eventually(what string, cond func() (bool, string)) {
+	e.t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(e.t.Context(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		ok, msg := cond()
+		last = msg
+		return ok, nil
+	})
+	if err != nil {
+		e.t.Fatalf("waiting for %s: %v; last: %s", what, err, last)
+	}
+}
+
+func (e *env) create(obj client.Object) {
+	e.t.Helper()
+	if err := e.k.Create(e.t.Context(), obj); err != nil {
+		e.t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// clusterQueue is a ClusterQueue of H100 on-demand GPUs (with ample cpu and memory) that admits
+// jobs from every namespace.
+func clusterQueue(name, cohort string, gpus int64, borrowing, lending *int64, preemption kueue.ClusterQueuePreemption) *kueue.ClusterQueue {
+	quota := func(name corev1.ResourceName, nominal resource.Quantity, borrow, lend *int64) kueue.ResourceQuota {
+		q := kueue.ResourceQuota{Name: name, NominalQuota: nominal}
+		if borrow != nil {
+			q.BorrowingLimit = ptr.To(*resource.NewQuantity(*borrow, resource.DecimalSI))
+		}
+		if lend != nil {
+			q.LendingLimit = ptr.To(*resource.NewQuantity(*lend, resource.DecimalSI))
+		}
+		return q
+	}
+	return &kueue.ClusterQueue{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: kueue.ClusterQueueSpec{
+			CohortName:        kueue.CohortReference(cohort),
+			NamespaceSelector: &metav1.LabelSelector{},
+			Preemption:        &preemption,
+			ResourceGroups: []kueue.ResourceGroup{{
+				CoveredResources: []corev1.ResourceName{convoy.ResourceGPU, corev1.ResourceCPU, corev1.ResourceMemory},
+				Flavors: []kueue.FlavorQuotas{{Name: "h100-on-demand", Resources: []kueue.ResourceQuota{
+					quota(convoy.ResourceGPU, *resource.NewQuantity(gpus, resource.DecimalSI), borrowing, lending),
+					quota(corev1.ResourceCPU, resource.MustParse("1000"), nil, nil),
+					quota(corev1.ResourceMemory, resource.MustParse("10Ti"), nil, nil),
+				}}},
+			}},
+		},
+	}
+}
+
+// localQueue creates the LocalQueue "q" of the test's namespace, pointing at clusterQueue.
+func (e *env) localQueue(clusterQueue string) {
+	e.t.Helper()
+	e.create(&kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "q"},
+		Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(clusterQueue)}})
+}
+
+func (e *env) job(namespace, name string) *convoy.TrainingJob {
+	e.t.Helper()
+	job := &convoy.TrainingJob{}
+	if err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: namespace, Name: name}, job); err != nil {
+		e.t.Fatal(err)
+	}
+	return job
+}
+
+// waitJob waits until cond holds for the job and returns it.
+func (e *env) waitJob(namespace, name, what string, cond func(*convoy.TrainingJob) bool) *convoy.TrainingJob {
+	e.t.Helper()
+	var job *convoy.TrainingJob
+	e.eventually(fmt.Sprintf("TrainingJob %s/%s %s", namespace, name, what), func() (bool, string) {
+		job = &convoy.TrainingJob{}
+		if err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: namespace, Name: name}, job); err != nil {
+			return false, err.Error()
+		}
+		return cond(job), fmt.Sprintf("state %q, suspend %v, admission %+v, conditions %s", job.Status.State,
+			job.IsSuspended(), job.Status.Admission, conditionSummary(job))
+	})
+	return job
+}
+
+func (e *env) waitState(namespace, name string, want convoy.TrainingJobState) *convoy.TrainingJob {
+	e.t.Helper()
+	return e.waitJob(namespace, name, "to be "+string(want), func(j *convoy.TrainingJob) bool { return j.Status.State == want })
+}
+
+func conditionSummary(job *convoy.TrainingJob) string {
+	var parts []string
+	for _, c := range job.Status.Conditions {
+		parts = append(parts, fmt.Sprintf("%s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func condition(job *convoy.TrainingJob, condType string) *metav1.Condition {
+	c := meta.FindStatusCondition(job.Status.Conditions, condType)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return nil
+	}
+	return c
+}
+
+// workloads returns the Workloads the job controls.
+func (e *env) workloads(job *convoy.TrainingJob) []kueue.Workload {
+	e.t.Helper()
+	list := &kueue.WorkloadList{}
+	if err := e.k.List(e.t.Context(), list, client.InNamespace(job.Namespace)); err != nil {
+		e.t.Fatal(err)
+	}
+	var out []kueue.Workload
+	for _, wl := range list.Items {
+		if metav1.IsControlledBy(&wl, job) {
+			out = append(out, wl)
+		}
+	}
+	return out
+}
+
+// pods returns the job's pods, those being deleted included.
+func (e *env) pods(namespace, job string) []corev1.Pod {
+	e.t.Helper()
+	list := &corev1.PodList{}
+	if err := e.k.List(e.t.Context(), list, client.InNamespace(namespace), client.MatchingLabels{convoy.LabelJobName: job}); err != nil {
+		e.t.Fatal(err)
+	}
+	return list.Items
+}
+
+// startGang waits for the job's n pods, binds each to a node it fits (node selector and
+// tolerations) as the scheduler would, and waits until the job is Running.
+func (e *env) startGang(namespace, job string, n int) []corev1.Pod {
+	e.t.Helper()
+	e.eventually(fmt.Sprintf("%d pods of %s", n, job), func() (bool, string) {
+		live := 0
+		for _, p := range e.pods(namespace, job) {
+			if p.DeletionTimestamp == nil {
+				live++
+			}
+		}
+		return live == n, fmt.Sprintf("%d live pods", live)
+	})
+	for _, pod := range e.pods(namespace, job) {
+		if pod.Spec.NodeName == "" {
+			e.bind(&pod, e.nodeFor(&pod))
+		}
+	}
+	e.waitState(namespace, job, convoy.StateRunning)
+	return e.pods(namespace, job)
+}
+
+// nodeFor returns a node whose labels match the pod's node selector and whose taints it tolerates.
+func (e *env) nodeFor(pod *corev1.Pod) string {
+	e.t.Helper()
+	for _, n := range nodes {
+		node, err := n.Node()
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		fits := true
+		for k, v := range pod.Spec.NodeSelector {
+			fits = fits && node.Labels[k] == v
+		}
+		for _, taint := range node.Spec.Taints {
+			tolerated := false
+			for _, tol := range pod.Spec.Tolerations {
+				tolerated = tolerated || tol.ToleratesTaint(&taint)
+			}
+			fits = fits && tolerated
+		}
+		if fits {
+			return node.Name
+		}
+	}
+	e.t.Fatalf("no node fits pod %s (nodeSelector %v, tolerations %v)", pod.Name, pod.Spec.NodeSelector, pod.Spec.Tolerations)
+	return ""
+}
+
+func (e *env) bind(pod *corev1.Pod, node string) {
+	e.t.Helper()
+	err := e.c.Clientset.CoreV1().Pods(pod.Namespace).Bind(e.t.Context(), &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatalf("binding %s to %s: %v", pod.Name, node, err)
+	}
+}
+
+func envOf(pod *corev1.Pod, name string) string {
+	for _, v := range pod.Spec.Containers[0].Env {
+		if v.Name == name {
+			return v.Value
+		}
+	}
+	return ""
+}
+
+// reportCheckpoint posts a checkpoint to the operator's progress endpoint as the pod's training
+// code would: with the pod's projected token, trusting the CA in the job's ConfigMap.
+func (e *env) reportCheckpoint(pod *corev1.Pod, cp progress.Checkpoint) {
+	e.t.Helper()
+	ctx := e.t.Context()
+	tr, err := e.c.Clientset.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, "default", &authv1.TokenRequest{
+		Spec: authv1.TokenRequestSpec{
+			Audiences:         []string{progress.Audience},
+			ExpirationSeconds: ptr.To[int64](600),
+			BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := e.k.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Labels[convoy.LabelJobName] + "-config"}, cm); err != nil {
+		e.t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM([]byte(cm.Data["progress-ca.crt"])) {
+		e.t.Fatalf("the job's ConfigMap holds no progress CA: %v", cm.Data)
+	}
+	body, err := json.Marshal(cp)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, envOf(pod, "CONVOY_PROGRESS_URL")+"/checkpoint", bytes.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+tr.Status.Token)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		answer, _ := io.ReadAll(resp.Body)
+		e.t.Fatalf("POST checkpoint from %s = %s %s, want 204", pod.Name, resp.Status, answer)
+	}
+}

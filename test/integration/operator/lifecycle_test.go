@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -95,9 +96,10 @@ func TestLifecycleToCompletion(t *testing.T) {
 	if r := job.Status.Resources; r.Nodes != 2 || r.Placement == "" {
 		t.Errorf("resources = %+v, want 2 nodes and a placement", r)
 	}
-	if got, _ := metricValue(t, "trainingjob_allocated_gpus", map[string]string{"namespace": e.ns, "training_job": "llm"}); got != 16 {
-		t.Errorf("trainingjob_allocated_gpus = %v, want 16", got)
-	}
+	e.eventually("trainingjob_allocated_gpus of the running gang", func() (bool, string) {
+		got, _ := metricValue(t, "trainingjob_allocated_gpus", map[string]string{"namespace": e.ns, "training_job": "llm"})
+		return got == 16, fmt.Sprint(got)
+	})
 
 	e.finishPod("llm-worker-0", 0)
 	e.finishPod("llm-worker-1", 0)
@@ -151,13 +153,13 @@ func TestFailedWorkerRestartsGangFromCheckpoint(t *testing.T) {
 		oldUIDs[string(p.UID)] = true
 	}
 	e.finishPod("ft-worker-1", 1)
-	job = e.waitState("ft", convoy.StateRestarting)
-	e.wantCondition(job, convoy.ConditionRestarting, convoy.ReasonPodFailed)
+	// The test's backoff is a second or less: watch the restart's event rather than the state.
+	e.waitEvents("ft", convoy.ReasonPodFailed)
+	pods = e.waitPods("ft", 2, 1)
+	job = e.job("ft")
 	if job.Status.RestartCount != 1 || job.Status.FailureRestarts != 1 {
 		t.Errorf("restartCount %d, failureRestarts %d, want 1 and 1", job.Status.RestartCount, job.Status.FailureRestarts)
 	}
-
-	pods = e.waitPods("ft", 2, 1)
 	for name, p := range pods {
 		if oldUIDs[string(p.UID)] {
 			t.Errorf("pod %s was not recreated", name)
@@ -171,7 +173,6 @@ func TestFailedWorkerRestartsGangFromCheckpoint(t *testing.T) {
 	if job.Status.RestartCount != 1 {
 		t.Errorf("restartCount = %d after the gang runs again, want 1", job.Status.RestartCount)
 	}
-	e.waitEvents("ft", convoy.ReasonPodFailed)
 }
 
 // TestBackoffLimitExceeded: with backoffLimit 1 the second failure fails the job, the rest of the
@@ -210,25 +211,37 @@ func TestLostPodsRestartWithoutSpendingBudget(t *testing.T) {
 	e.create(utiltesting.MakeTrainingJob("lost", e.ns).Workers(2).FailurePolicy(convoy.RestartOnFailure, 0).Obj())
 	pods := e.startGang("lost", 2, 0)
 
-	// Whole-gang preemption: the scheduler marks the pods and deletes them.
-	for _, pod := range pods {
-		pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
-			Reason: corev1.PodReasonPreemptionByScheduler, Message: "convoy-scheduler: preempted by team-b/urgent", LastTransitionTime: metav1.Now()})
-		if err := e.k.Status().Update(t.Context(), pod); err != nil {
-			t.Fatal(err)
+	// Whole-gang preemption: the scheduler marks each pod and deletes it.
+	for name := range pods {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			pod := &corev1.Pod{}
+			if err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: name}, pod); err != nil {
+				return err
+			}
+			if pod.UID != pods[name].UID {
+				return apierrors.NewNotFound(corev1.Resource("pods"), name) // already replaced by the next gang
+			}
+			pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget, Status: corev1.ConditionTrue,
+				Reason: corev1.PodReasonPreemptionByScheduler, Message: "convoy-scheduler: preempted by team-b/urgent", LastTransitionTime: metav1.Now()})
+			return e.k.Status().Update(t.Context(), pod)
+		})
+		if err == nil {
+			err = e.k.Delete(t.Context(), pods[name], client.Preconditions{UID: &pods[name].UID})
 		}
-		if err := e.k.Delete(t.Context(), pod); err != nil {
+		// The operator may have deleted the rest of the gang already, once it saw the first pod go.
+		if client.IgnoreNotFound(err) != nil {
 			t.Fatal(err)
 		}
 	}
-	job := e.waitState("lost", convoy.StateRestarting)
-	e.wantCondition(job, convoy.ConditionRestarting, convoy.ReasonNodeLost)
+	// A lost gang restarts without backoff: Restarting is too brief to watch, its event is not.
+	e.waitPods("lost", 2, 1)
+	job := e.job("lost")
 	e.wantCondition(job, convoy.ConditionPreempted, convoy.ReasonPreempted)
-	pods = e.startGang("lost", 2, 1)
-	job = e.job("lost")
 	if job.Status.RestartCount != 1 || job.Status.FailureRestarts != 0 {
 		t.Errorf("restartCount %d, failureRestarts %d, want 1 and 0", job.Status.RestartCount, job.Status.FailureRestarts)
 	}
+	e.waitEvents("lost", convoy.ReasonNodeLost, convoy.ReasonPreempted)
+	pods = e.startGang("lost", 2, 1)
 
 	// Node loss: a node of its own, deleted under a running pod.
 	const node = "lost-node"
@@ -236,12 +249,13 @@ func TestLostPodsRestartWithoutSpendingBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, pod := range pods {
-		if err := e.k.Delete(t.Context(), pod); err != nil {
+		// Only this gang's pods: the operator may already have replaced the second one.
+		err := e.k.Delete(t.Context(), pod, client.Preconditions{UID: &pod.UID})
+		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 			t.Fatal(err)
 		}
 	}
-	job = e.waitState("lost", convoy.StateRestarting) // deleted by someone else: lost as well
-	fresh := e.waitPods("lost", 2, 2)
+	fresh := e.waitPods("lost", 2, 2) // deleted by someone else: lost as well
 	for _, pod := range fresh {
 		e.bind(pod, node)
 	}
@@ -386,9 +400,10 @@ func TestTTLDeletesFinishedJob(t *testing.T) {
 	e := newEnv(t)
 	e.startOperator()
 	e.create(utiltesting.MakeTrainingJob("ttl", e.ns).Workers(1).TTL(1).Obj())
+	uid := e.job("ttl").UID
 	e.startGang("ttl", 1, 0)
 	e.finishPod("ttl-worker-0", 0)
-	uid := e.waitState("ttl", convoy.StateCompleted).UID
+	e.waitEvents("ttl", convoy.ReasonAllWorkersSucceeded)
 	e.eventually("the job to be deleted", func() (bool, string) {
 		err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "ttl"}, &convoy.TrainingJob{})
 		return apierrors.IsNotFound(err), fmt.Sprint(err)

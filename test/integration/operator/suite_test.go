@@ -336,7 +336,13 @@ func (e *env) waitPods(job string, n int, attempt int32) map[string]*corev1.Pod 
 				got++
 			}
 		}
-		return got == n && len(pods) == n, fmt.Sprintf("%d pods, %d of attempt %d", len(pods), got, attempt)
+		var seen []string
+		for name, p := range pods {
+			seen = append(seen, name+"@"+p.Labels[convoy.LabelRestartAttempt]+"/"+string(p.Status.Phase))
+		}
+		tj := &convoy.TrainingJob{}
+		_ = e.k.Get(e.t.Context(), client.ObjectKey{Namespace: e.ns, Name: job}, tj)
+		return got == n && len(pods) == n, fmt.Sprintf("pods %v; job restartCount %d, %s", seen, tj.Status.RestartCount, conditionSummary(tj))
 	})
 	return pods
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
@@ -265,5 +266,22 @@ func TestPodHelpers(t *testing.T) {
 	p.Annotations[convoy.AnnotationTopologyMode] = "preferred"
 	if l, req := Topology(p); l != planner.LevelRack || req {
 		t.Errorf("Topology(rack preferred) = %v %v, want rack preferred", l, req)
+	}
+}
+
+// TestMissing counts the pods a PodGroup still lacks, as Coscheduling would.
+func TestMissing(t *testing.T) {
+	pods := []*corev1.Pod{member("ns", "job", 0, 1).Obj(), member("ns", "job", 1, 1).Obj(), member("other", "job", 2, 1).Obj()}
+	h := newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8)}, pods)
+	if got := h.state.Missing(pods[0]); got != 0 {
+		t.Errorf("Missing() before the PodGroup is seen = %d, want 0", got)
+	}
+	pg := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 4}}
+	h.state.SetPodGroup(pg)
+	if got := h.state.Missing(pods[0]); got != 2 {
+		t.Errorf("Missing() = %d, want 2 (minMember 4, two pods in the namespace)", got)
+	}
+	if got := h.state.Missing(lone("ns", "solo", 1).Obj()); got != 0 {
+		t.Errorf("Missing() of a lone pod = %d, want 0", got)
 	}
 }

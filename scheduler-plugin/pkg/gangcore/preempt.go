@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
@@ -106,7 +105,7 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 				pods = append(pods, p)
 			}
 		} else {
-			pods, _ = s.pods.Pods(m.namespace).List(labels.SelectorFromSet(labels.Set{schedv1alpha1.PodGroupLabel: m.podGroup}))
+			pods = s.members(m.namespace, m.podGroup)
 		}
 		for _, p := range pods {
 			if p.DeletionTimestamp != nil {

@@ -37,6 +37,11 @@ type State struct {
 	opts   Options
 	handle framework.Handle
 	pods   corelisters.PodLister
+	// byGang indexes pods by "namespace/podgroup".
+	byGang toolscache.Indexer
+	// minMember is each PodGroup's spec.minMember, by "namespace/name".
+	minMu     sync.RWMutex
+	minMember map[string]int32
 	// reader reads PodGroups and, where their CRD is installed, TrainingJobs; nil without a cluster.
 	reader       client.Reader
 	gpuNodesOK   bool
@@ -114,6 +119,7 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 		handle:          h,
 		now:             time.Now,
 		gpuNodes:        map[string]*gpuNode{},
+		minMember:       map[string]int32{},
 		plans:           map[string]*plan{},
 		reserved:        map[types.UID]reservation{},
 		verdicts:        map[string]verdict{},
@@ -122,6 +128,10 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 	}
 	pods := h.SharedInformerFactory().Core().V1().Pods()
 	s.pods = pods.Lister()
+	if err := pods.Informer().AddIndexers(toolscache.Indexers{podGroupIndex: indexByGang}); err != nil {
+		return nil, err
+	}
+	s.byGang = pods.Informer().GetIndexer()
 	if _, err := pods.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: s.onPodDelete}); err != nil {
 		return nil, err
 	}
@@ -177,8 +187,16 @@ func (s *State) watch(ctx context.Context, cfg *rest.Config) error {
 	} else {
 		s.gpuNodesOK = true
 	}
-	if _, err := c.GetInformer(syncCtx, &schedv1alpha1.PodGroup{}); err != nil {
+	pgs, err := c.GetInformer(syncCtx, &schedv1alpha1.PodGroup{})
+	if err != nil {
 		return fmt.Errorf("watching PodGroups (is the scheduling.x-k8s.io CRD installed?): %w", err)
+	}
+	if _, err := pgs.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    s.onPodGroup,
+		UpdateFunc: func(_, n any) { s.onPodGroup(n) },
+		DeleteFunc: s.onPodGroupDelete,
+	}); err != nil {
+		return err
 	}
 	if _, err := c.GetInformer(syncCtx, &convoy.TrainingJob{}); err != nil {
 		logger.Info("Cannot watch TrainingJobs: checkpoint times come from PodGroup annotations only", "err", err)
@@ -207,6 +225,74 @@ func (s *State) onPodDelete(obj any) {
 	delete(s.reserved, pod.UID)
 	s.generation++
 	s.mu.Unlock()
+}
+
+// podGroupIndex indexes pods by "namespace/podgroup".
+const podGroupIndex = "convoy.dev/pod-group"
+
+func indexByGang(obj any) ([]string, error) {
+	if p, ok := obj.(*corev1.Pod); ok {
+		if pg := PodGroupName(p); pg != "" {
+			return []string{p.Namespace + "/" + pg}, nil
+		}
+	}
+	return nil, nil
+}
+
+// members returns the pods labelled for PodGroup namespace/name, as Coscheduling counts them.
+func (s *State) members(namespace, name string) []*corev1.Pod {
+	objs, err := s.byGang.ByIndex(podGroupIndex, namespace+"/"+name)
+	if err != nil {
+		return nil
+	}
+	out := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*corev1.Pod); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (s *State) onPodGroup(obj any) {
+	if pg, ok := obj.(*schedv1alpha1.PodGroup); ok {
+		s.SetPodGroup(pg)
+	}
+}
+
+func (s *State) onPodGroupDelete(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if pg, ok := obj.(*schedv1alpha1.PodGroup); ok {
+		s.minMu.Lock()
+		delete(s.minMember, pg.Namespace+"/"+pg.Name)
+		s.minMu.Unlock()
+	}
+}
+
+// SetPodGroup records a PodGroup's minMember. The PodGroup informer calls it; tests may too.
+func (s *State) SetPodGroup(pg *schedv1alpha1.PodGroup) {
+	s.minMu.Lock()
+	s.minMember[pg.Namespace+"/"+pg.Name] = pg.Spec.MinMember
+	s.minMu.Unlock()
+}
+
+// Missing is how many more pods the pod's PodGroup needs before Coscheduling would let any of them
+// through: minMember less the pods labelled for it. Zero for a pod of no PodGroup, or of one not
+// (yet) seen.
+func (s *State) Missing(pod *corev1.Pod) int {
+	pg := PodGroupName(pod)
+	if pg == "" {
+		return 0
+	}
+	s.minMu.RLock()
+	want, ok := s.minMember[pod.Namespace+"/"+pg]
+	s.minMu.RUnlock()
+	if !ok {
+		return 0
+	}
+	return max(int(want)-len(s.members(pod.Namespace, pg)), 0)
 }
 
 func (s *State) onGPUNode(obj any) {

@@ -6,13 +6,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
-	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
@@ -49,9 +47,7 @@ func (s *State) gangOf(pod *corev1.Pod) *gang {
 	g.level, g.required = Topology(pod)
 	members := []*corev1.Pod{pod}
 	if g.podGroup != "" {
-		if list, err := s.pods.Pods(pod.Namespace).List(labels.SelectorFromSet(labels.Set{schedv1alpha1.PodGroupLabel: g.podGroup})); err == nil {
-			members = append(members, list...)
-		}
+		members = append(members, s.members(pod.Namespace, g.podGroup)...)
 	}
 	for _, p := range members {
 		if g.pendingUIDs[p.UID] || p.DeletionTimestamp != nil || p.Spec.SchedulerName != pod.Spec.SchedulerName {

@@ -24,8 +24,11 @@ import (
 // Name is the plugin's name in the registry and in KubeSchedulerConfiguration.
 const Name = "GangPlacement"
 
-// GPUNodeEvent is the cluster event of GPUNode objects, in the scheduler's GVK spelling.
-const GPUNodeEvent fwk.EventResource = "gpunodes.v1alpha1.convoy.dev"
+// Cluster events of GPUNodes and PodGroups, in the scheduler's GVK spelling.
+const (
+	GPUNodeEvent  fwk.EventResource = "gpunodes.v1alpha1.convoy.dev"
+	PodGroupEvent fwk.EventResource = "podgroups.v1alpha1.scheduling.x-k8s.io"
+)
 
 // GangPlacement plans a whole gang in PreFilter and makes each pod follow the plan.
 type GangPlacement struct {
@@ -34,6 +37,7 @@ type GangPlacement struct {
 }
 
 var (
+	_ framework.PreEnqueuePlugin  = &GangPlacement{}
 	_ framework.PreFilterPlugin   = &GangPlacement{}
 	_ framework.FilterPlugin      = &GangPlacement{}
 	_ framework.ReservePlugin     = &GangPlacement{}
@@ -67,6 +71,16 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 
 // Name returns the plugin's name.
 func (pl *GangPlacement) Name() string { return Name }
+
+// PreEnqueue keeps the pods of an incomplete gang out of the active queue: Coscheduling would
+// reject each of them in a full scheduling cycle, with a status update, until the last pod of the
+// gang is created. The sibling's arrival brings them back (see EventsToRegister).
+func (pl *GangPlacement) PreEnqueue(_ context.Context, pod *corev1.Pod) *fwk.Status {
+	if n := pl.state.Missing(pod); n > 0 {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("waiting for %d more pod(s) of gang %s", n, gangcore.GangKey(pod)))
+	}
+	return nil
+}
 
 // PreFilter gives the pod its slot in the gang's plan, planning the whole gang when it has none,
 // and narrows the nodes to that slot's. A gang that does not fit is rejected here, for all its
@@ -139,14 +153,29 @@ func (pl *GangPlacement) PostBind(_ context.Context, _ fwk.CycleState, pod *core
 }
 
 // EventsToRegister lists what can make room for a gang: a pod deleted, a node added or changed, a
-// GPUNode changed (a GPU healthy again).
+// GPUNode changed (a GPU healthy again); and what can complete a gang: a sibling created, its
+// PodGroup created or changed.
 func (pl *GangPlacement) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	events := []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: isSibling},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.Update}},
+		{Event: fwk.ClusterEvent{Resource: PodGroupEvent, ActionType: fwk.Add | fwk.Update}},
 	}
 	if pl.state.WatchesGPUNodes() {
 		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: GPUNodeEvent, ActionType: fwk.All}})
 	}
 	return events, nil
+}
+
+// isSibling requeues a pod when a pod of its own gang is added, and skips every other pod's.
+func isSibling(_ klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	added, ok := newObj.(*corev1.Pod)
+	if !ok {
+		return fwk.Queue, nil
+	}
+	if pg := gangcore.PodGroupName(pod); pg != "" && added.Namespace == pod.Namespace && gangcore.PodGroupName(added) == pg {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
 }

@@ -63,6 +63,8 @@ type Reconciler struct {
 	Clock   clock.PassiveClock
 	// NewSSHKeyPair makes the key pair of an SSH Secret; builder.NewSSHKeyPair when nil.
 	NewSSHKeyPair func() (privateKeyPEM, authorizedKey []byte, err error)
+
+	expect expectations
 }
 
 // CacheOptions limit the manager's cache to what the operator needs: of pods, Services,
@@ -179,6 +181,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 	if !job.DeletionTimestamp.IsZero() {
+		r.expect.forget(job.UID)
 		return ctrl.Result{}, nil // the garbage collector takes the children
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("trainingJob", klog.KObj(job))
@@ -224,7 +227,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.deletePods(ctx, p.delete); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.createPods(ctx, job, plugin, p.create); err != nil {
+	if err := r.createPods(ctx, job, plugin, r.expect.pending(job, p.create, pods, r.Clock.Now())); err != nil {
 		return ctrl.Result{}, err
 	}
 	if p.deleteJob {
@@ -331,9 +334,15 @@ func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, pl
 		return nil
 	}
 	ctrl.LoggerFrom(ctx).V(2).Info("Creating pods", "count", len(replicas), "restartAttempt", job.Status.RestartCount)
+	names := make([]string, len(replicas))
+	for i, rep := range replicas {
+		names[i] = framework.PodName(job, rep)
+	}
+	r.expect.created(job, names, r.Clock.Now())
 	return parallel(len(replicas), func(i int) error {
 		pod := builder.Pod(job, replicas[i], plugin, r.Options)
 		if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+			r.expect.failed(job, pod.Name)
 			return fmt.Errorf("creating pod %s: %w", pod.Name, err)
 		}
 		return nil

@@ -413,3 +413,27 @@ func TestBackoffDelay(t *testing.T) {
 		}
 	}
 }
+
+func TestExpectations(t *testing.T) {
+	job := utiltesting.MakeTrainingJob("llm", "ns").Workers(3).Obj()
+	w := []framework.Replica{{Role: framework.RoleWorker, Rank: 0}, {Role: framework.RoleWorker, Rank: 1}, {Role: framework.RoleWorker, Rank: 2}}
+	var e expectations
+	if got := e.pending(job, w, nil, now); len(got) != 3 {
+		t.Fatalf("nothing created yet: pending %v, want all 3", got)
+	}
+	e.created(job, []string{"llm-worker-0", "llm-worker-1", "llm-worker-2"}, now)
+	e.failed(job, "llm-worker-2")
+	seen := []*corev1.Pod{makePod(job, framework.RoleWorker, 0).obj()}
+	// decide asks only for the pods the cache lacks: here workers 1 and 2.
+	if diff := cmp.Diff(w[2:], e.pending(job, w[1:], seen, now.Add(time.Second))); diff != "" {
+		t.Errorf("pods created but not yet cached are not created again (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(w[1:], e.pending(job, w[1:], seen, now.Add(time.Minute))); diff != "" {
+		t.Errorf("an expectation expires (-want,+got):\n%s", diff)
+	}
+	restarted := job.DeepCopy()
+	restarted.Status.RestartCount = 1
+	if got := e.pending(restarted, w, nil, now); len(got) != 3 {
+		t.Errorf("a new restart attempt starts afresh: pending %v", got)
+	}
+}

@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/framework"
+)
+
+// expectationTTL is how long a created pod may stay out of the cache before it is created again.
+const expectationTTL = 30 * time.Second
+
+// expectations remember the pods a reconcile created until the cache shows them, so that the
+// reconciles their own events trigger do not create them again (each such Create would be an
+// AlreadyExists round trip to the API server).
+type expectations struct {
+	mu   sync.Mutex
+	jobs map[types.UID]*expected
+}
+
+type expected struct {
+	attempt int32
+	names   map[string]time.Time
+}
+
+// created records that the job's pods named names were created for restart attempt attempt.
+func (e *expectations) created(job *convoy.TrainingJob, names []string, now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.jobs == nil {
+		e.jobs = map[types.UID]*expected{}
+	}
+	x := e.jobs[job.UID]
+	if x == nil || x.attempt != job.Status.RestartCount {
+		x = &expected{attempt: job.Status.RestartCount, names: map[string]time.Time{}}
+		e.jobs[job.UID] = x
+	}
+	for _, n := range names {
+		x.names[n] = now
+	}
+}
+
+// pending filters replicas down to those whose pods are neither in pods nor recently created, and
+// forgets the pods the cache now shows.
+func (e *expectations) pending(job *convoy.TrainingJob, replicas []framework.Replica, pods []*corev1.Pod, now time.Time) []framework.Replica {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	x := e.jobs[job.UID]
+	if x == nil || x.attempt != job.Status.RestartCount {
+		delete(e.jobs, job.UID)
+		return replicas
+	}
+	for _, pod := range pods {
+		delete(x.names, pod.Name)
+	}
+	var out []framework.Replica
+	for _, r := range replicas {
+		if at, ok := x.names[framework.PodName(job, r)]; !ok || now.Sub(at) > expectationTTL {
+			out = append(out, r)
+		}
+	}
+	if len(x.names) == 0 {
+		delete(e.jobs, job.UID)
+	}
+	return out
+}
+
+// failed forgets a pod whose creation failed, so that the next reconcile tries again.
+func (e *expectations) failed(job *convoy.TrainingJob, name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if x := e.jobs[job.UID]; x != nil {
+		delete(x.names, name)
+	}
+}
+
+// forget drops what is remembered of a deleted job.
+func (e *expectations) forget(uid types.UID) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.jobs, uid)
+}

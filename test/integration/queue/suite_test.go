@@ -2,15 +2,15 @@
 // kube-controller-manager and kwok from test/framework, the Kueue manager built unmodified from the
 // pinned module and installed from its release manifests with deploy/kueue's configuration, and
 // the operator with the queue integration, built by operator.New as the binary builds it and run
-// as the convoy-operator ServiceAccount with the generated RBAC. Its webhook is registered from
-// deploy/kueue/webhook.yaml, pointed at the test process.
+// as the convoy-operator ServiceAccount with the generated RBAC, its webhook registered from
+// deploy/kueue/webhook.yaml and pointed at the test process (queue/queuetest). deploy/queue is
+// applied as an administrator would.
 //
 // No scheduler runs: a test binds a gang's pods to kwok nodes that match their node selector and
 // tolerations, as the convoy-scheduler would, and kwok reports them Running.
 package queue
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -18,10 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -31,26 +28,19 @@ import (
 	"go.uber.org/zap/zapcore"
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	"sigs.k8s.io/yaml"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/operator/pkg/controller"
-	"github.com/convoy-dev/convoy/operator/pkg/operator"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
-	"github.com/convoy-dev/convoy/queue"
+	"github.com/convoy-dev/convoy/queue/queuetest"
 	"github.com/convoy-dev/convoy/test/framework"
 )
 
@@ -60,8 +50,6 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	operatorNamespace = "convoy-system"
-	operatorSA        = "convoy-operator"
 	// timeout bounds every wait; Kueue admits in well under a second here.
 	timeout = 45 * time.Second
 
@@ -89,9 +77,8 @@ var nodes = func() []framework.NodeSpec {
 
 // suite is what every test shares: the cluster with Kueue, deploy/queue's objects and the operator.
 type suite struct {
+	*queuetest.Env
 	c *framework.Cluster
-	// progressURL is the operator's progress endpoint.
-	progressURL string
 	// held maps a namespace to a channel that the operator's pod deletions there wait on, as if
 	// the pods' kubelet took its time to stop them.
 	held sync.Map
@@ -167,198 +154,35 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// setup starts Kueue with deploy/kueue's configuration, applies deploy/queue, and starts the operator
-// with the queue integration and its webhook.
+// setup creates the nodes, starts Kueue and the operator (queuetest) and applies deploy/queue as a
+// queue administrator would: server-side, to the real API server and Kueue's webhooks.
 func setup(c *framework.Cluster) (*suite, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	root, err := framework.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/scheduler-plugins").Output()
-	if err != nil {
-		return nil, fmt.Errorf("locating the scheduler-plugins module for its PodGroup CRD: %w", err)
-	}
-	if err := c.InstallCRDs(ctx, filepath.Join(root, "deploy/crd/bases"), filepath.Join(strings.TrimSpace(string(out)), "config/crd/bases")); err != nil {
-		return nil, err
-	}
 	if err := c.CreateNodes(ctx, nodes...); err != nil {
 		return nil, err
 	}
-	if _, err := c.StartKueue(ctx, framework.KueueOptions{ConfigFile: filepath.Join(root, "deploy/kueue/controller_manager_config.yaml")}); err != nil {
-		return nil, err
-	}
-	// What a queue administrator applies, server-side, to the real API server and Kueue's webhooks.
-	for _, args := range [][]string{
-		{"apply", "--server-side", "-f", filepath.Join(root, "deploy/kueue/kueue_trainingjob_role.yaml")},
-		{"apply", "--server-side", "-k", filepath.Join(root, "deploy/queue")},
-	} {
-		if out, err := kubectl(ctx, c, args...); err != nil {
-			return nil, fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: operatorSA}},
-	} {
-		if err := c.Client.Create(ctx, obj); err != nil {
-			return nil, err
-		}
-	}
-	for _, file := range []string{"deploy/operator/rbac/role.yaml", "deploy/kueue/rbac/role.yaml"} {
-		if err := bindRoles(ctx, c.Client, filepath.Join(root, file)); err != nil {
-			return nil, err
-		}
-	}
-
 	s := &suite{c: c}
-	webhookAddr, err := freeAddr()
+	var err error
+	s.Env, err = queuetest.Start(ctx, c, queuetest.Options{
+		LogLevel:   zapcore.Level(-3),
+		WrapClient: func(k client.Client) client.Client { return holdingClient{Client: k, s: s} },
+	})
 	if err != nil {
 		return nil, err
 	}
-	certDir := filepath.Join(c.StateDir, "operator-webhook")
-	caPEM, err := c.IssueServingCertificate("convoy-operator-queue-webhook", certDir)
-	if err != nil {
-		return nil, err
-	}
-	if err := s.startOperator(queue.New(queue.Options{WebhookAddr: webhookAddr, WebhookCertDir: certDir})); err != nil {
-		return nil, err
-	}
-	if err := waitTLS(ctx, webhookAddr, caPEM); err != nil {
-		return nil, fmt.Errorf("waiting for the operator's queue webhook: %w", err)
-	}
-	webhooks, err := os.ReadFile(filepath.Join(root, "deploy/kueue/webhook.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	if err := c.ApplyLocalWebhooks(ctx, webhooks, "https://"+webhookAddr, caPEM, nil); err != nil {
-		return nil, err
+	if out, err := s.Kubectl(ctx, "apply", "--server-side", "-k", filepath.Join(s.Root, "deploy/queue")); err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, out)
 	}
 	return s, nil
-}
-
-// startOperator runs the operator in-process, as its ServiceAccount, until the test binary exits.
-func (s *suite) startOperator(q controller.Queue) error {
-	ctx := context.Background()
-	cfg, err := s.c.ServiceAccountConfig(ctx, operatorNamespace, operatorSA)
-	if err != nil {
-		return err
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	s.progressURL = "https://" + l.Addr().String()
-	f, err := os.OpenFile(filepath.Join(s.c.StateDir, "logs", "operator.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(f), zap.Level(zapcore.Level(-3))))
-	mgr, err := operator.New(ctx, cfg, operator.Options{
-		Namespace:        operatorNamespace,
-		MetricsAddr:      "0",
-		ProbeAddr:        "0",
-		ProgressListener: l,
-		ProgressURL:      s.progressURL,
-		Backoff:          controller.Backoff{Base: time.Second, Max: 2 * time.Second},
-		WrapClient:       func(c client.Client) client.Client { return holdingClient{Client: c, s: s} },
-		Queue:            q,
-	})
-	if err != nil {
-		return err
-	}
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			fmt.Fprintf(os.Stderr, "the operator stopped: %v\n", err)
-		}
-	}()
-	return nil
-}
-
-// bindRoles creates the ClusterRoles and Roles in path and binds them to the operator's ServiceAccount.
-func bindRoles(ctx context.Context, k client.Client, path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: operatorNamespace, Name: operatorSA}}
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := docs.Read()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal(doc, &tm); err != nil {
-			return err
-		}
-		var objs []client.Object
-		switch tm.Kind {
-		case "ClusterRole":
-			role := &rbacv1.ClusterRole{}
-			if err := yaml.Unmarshal(doc, role); err != nil {
-				return err
-			}
-			objs = append(objs, role, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name}, Subjects: subject,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}})
-		case "Role":
-			role := &rbacv1.Role{}
-			if err := yaml.Unmarshal(doc, role); err != nil {
-				return err
-			}
-			objs = append(objs, role, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: role.Namespace, Name: role.Name}, Subjects: subject,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}})
-		}
-		for _, o := range objs {
-			if err := k.Create(ctx, o); err != nil {
-				return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
-			}
-		}
-	}
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
-// waitTLS waits until a TLS server with a certificate from caPEM answers at addr.
-func waitTLS(ctx context.Context, addr string, caPEM []byte) error {
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(caPEM)
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
-		if err != nil {
-			return false, nil
-		}
-		return true, conn.Close()
-	})
-}
-
-func kubectl(ctx context.Context, c *framework.Cluster, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kubectl"), args...)
-	// kubectl finds its plugins, kubectl-kueue among them, on PATH; a plugin takes no flags before
-	// its name, so the kubeconfig comes from the environment.
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "PATH="+c.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	out, err := cmd.CombinedOutput()
-	return string(out), err
 }
 
 // kubectl runs kubectl as the cluster's admin and fails the test when it fails.
 func (e *env) kubectl(args ...string) string {
 	e.t.Helper()
-	out, err := kubectl(e.t.Context(), e.c, args...)
+	out, err := e.Kubectl(e.t.Context(), args...)
 	if err != nil {
-		e.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		e.t.Fatalf("%v\n%s", err, out)
 	}
 	return out
 }

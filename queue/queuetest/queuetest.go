@@ -1,0 +1,260 @@
+// Package queuetest starts what the queue integration's tests and benchmarks share on a local
+// cluster from test/framework: the real Kueue manager with deploy/kueue's configuration, and the
+// operator with the queue integration, built by operator.New as the binary builds it, run in the
+// calling process as the convoy-operator ServiceAccount with the generated RBAC, its webhook
+// registered from deploy/kueue/webhook.yaml.
+package queuetest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap/zapcore"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/yaml"
+
+	"github.com/convoy-dev/convoy/operator/pkg/controller"
+	"github.com/convoy-dev/convoy/operator/pkg/operator"
+	"github.com/convoy-dev/convoy/queue"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+// The operator's namespace and ServiceAccount, as deploy/ names them.
+const (
+	OperatorNamespace = "convoy-system"
+	OperatorSA        = "convoy-operator"
+)
+
+// Options configure Start.
+type Options struct {
+	// WrapClient, when set, wraps the operator's client.
+	WrapClient func(client.Client) client.Client
+	// LogLevel is the operator's zap level; its log is <StateDir>/logs/operator.log.
+	LogLevel zapcore.Level
+	// QPS and Burst limit the operator's requests, 100 and 200 (the binary's defaults) when zero.
+	QPS   float32
+	Burst int
+}
+
+// Env is a running Kueue and operator.
+type Env struct {
+	Cluster *framework.Cluster
+	// Root is the repository root.
+	Root string
+	// ProgressURL is the operator's progress endpoint.
+	ProgressURL string
+	// Kueue is the running Kueue manager.
+	Kueue *framework.Kueue
+}
+
+var setLoggerOnce sync.Once
+
+// Start installs Convoy's and the PodGroup CRDs, runs Kueue and the operator until ctx ends, and
+// returns once the operator's webhook answers.
+func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Env, error) {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{Cluster: c, Root: root}
+	out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/scheduler-plugins").Output()
+	if err != nil {
+		return nil, fmt.Errorf("locating the scheduler-plugins module for its PodGroup CRD: %w", err)
+	}
+	if err := c.InstallCRDs(ctx, filepath.Join(root, "deploy/crd/bases"), filepath.Join(strings.TrimSpace(string(out)), "config/crd/bases")); err != nil {
+		return nil, err
+	}
+	if e.Kueue, err = c.StartKueue(ctx, framework.KueueOptions{ConfigFile: filepath.Join(root, "deploy/kueue/controller_manager_config.yaml")}); err != nil {
+		return nil, err
+	}
+	if out, err := e.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(root, "deploy/kueue/kueue_trainingjob_role.yaml")); err != nil {
+		return nil, fmt.Errorf("%w\n%s", err, out)
+	}
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: OperatorNamespace}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: OperatorNamespace, Name: OperatorSA}},
+	} {
+		if err := c.Client.Create(ctx, obj); err != nil {
+			return nil, err
+		}
+	}
+	for _, file := range []string{"deploy/operator/rbac/role.yaml", "deploy/kueue/rbac/role.yaml"} {
+		if err := bindRoles(ctx, c.Client, filepath.Join(root, file)); err != nil {
+			return nil, err
+		}
+	}
+
+	webhookAddr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	certDir := filepath.Join(c.StateDir, "operator-webhook")
+	caPEM, err := c.IssueServingCertificate("convoy-operator-queue-webhook", certDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.startOperator(ctx, opts, queue.New(queue.Options{WebhookAddr: webhookAddr, WebhookCertDir: certDir})); err != nil {
+		return nil, err
+	}
+	if err := waitTLS(ctx, webhookAddr, caPEM); err != nil {
+		return nil, fmt.Errorf("waiting for the operator's queue webhook: %w", err)
+	}
+	webhooks, err := os.ReadFile(filepath.Join(root, "deploy/kueue/webhook.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if err := c.ApplyLocalWebhooks(ctx, webhooks, "https://"+webhookAddr, caPEM, nil); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// startOperator runs the operator in this process, as its ServiceAccount, until ctx ends.
+func (e *Env) startOperator(ctx context.Context, opts Options, q controller.Queue) error {
+	c := e.Cluster
+	cfg, err := c.ServiceAccountConfig(ctx, OperatorNamespace, OperatorSA)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = 100, 200
+	if opts.QPS > 0 {
+		cfg.QPS, cfg.Burst = opts.QPS, opts.Burst
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	e.ProgressURL = "https://" + l.Addr().String()
+	var logErr error
+	setLoggerOnce.Do(func() {
+		f, err := os.OpenFile(filepath.Join(c.StateDir, "logs", "operator.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			logErr = err
+			return
+		}
+		ctrl.SetLogger(zap.New(zap.WriteTo(f), zap.Level(opts.LogLevel)))
+	})
+	if logErr != nil {
+		return logErr
+	}
+	mgr, err := operator.New(ctx, cfg, operator.Options{
+		Namespace:        OperatorNamespace,
+		MetricsAddr:      "0",
+		ProbeAddr:        "0",
+		ProgressListener: l,
+		ProgressURL:      e.ProgressURL,
+		Backoff:          controller.Backoff{Base: time.Second, Max: 2 * time.Second},
+		WrapClient:       opts.WrapClient,
+		Queue:            q,
+	})
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := mgr.Start(context.WithoutCancel(ctx)); err != nil {
+			fmt.Fprintf(os.Stderr, "the operator stopped: %v\n", err)
+		}
+	}()
+	return nil
+}
+
+// Kubectl runs bin/kubectl as the cluster's admin. kubectl finds its plugins, kubectl-kueue among
+// them, in bin/; a plugin takes no flags before its name, so the kubeconfig comes from the
+// environment.
+func (e *Env) Kubectl(ctx context.Context, args ...string) (string, error) {
+	c := e.Cluster
+	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kubectl"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "PATH="+c.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
+	}
+	return string(out), nil
+}
+
+// bindRoles creates the ClusterRoles and Roles in path and binds them to the operator's ServiceAccount.
+func bindRoles(ctx context.Context, k client.Client, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: OperatorNamespace, Name: OperatorSA}}
+	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := docs.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var tm metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &tm); err != nil {
+			return err
+		}
+		var objs []client.Object
+		switch tm.Kind {
+		case "ClusterRole":
+			role := &rbacv1.ClusterRole{}
+			if err := yaml.Unmarshal(doc, role); err != nil {
+				return err
+			}
+			objs = append(objs, role, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name}, Subjects: subject,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}})
+		case "Role":
+			role := &rbacv1.Role{}
+			if err := yaml.Unmarshal(doc, role); err != nil {
+				return err
+			}
+			objs = append(objs, role, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: role.Namespace, Name: role.Name}, Subjects: subject,
+				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}})
+		}
+		for _, o := range objs {
+			if err := k.Create(ctx, o); err != nil {
+				return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
+			}
+		}
+	}
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// waitTLS waits until a TLS server with a certificate from caPEM answers at addr.
+func waitTLS(ctx context.Context, addr string, caPEM []byte) error {
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caPEM)
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+		if err != nil {
+			return false, nil
+		}
+		return true, conn.Close()
+	})
+}

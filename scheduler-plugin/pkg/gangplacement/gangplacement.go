@@ -82,10 +82,14 @@ func (pl *GangPlacement) PreEnqueue(_ context.Context, pod *corev1.Pod) *fwk.Sta
 	return nil
 }
 
-// PreFilter gives the pod its slot in the gang's plan, planning the whole gang when it has none,
-// and narrows the nodes to that slot's. A gang that does not fit is rejected here, for all its
+// PreFilter checks that the pod's gang is complete (as Coscheduling's PreFilter would, from an
+// index instead of a list of the namespace), gives the pod its slot in the gang's plan, planning
+// the whole gang when it has none, and narrows the nodes to that slot's. A gang that does not fit is rejected here, for all its
 // pods, before anything is reserved. Pods without GPUs are left to the other plugins.
 func (pl *GangPlacement) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
+	if n := pl.state.Missing(pod); n > 0 {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("waiting for %d more pod(s) of gang %s", n, gangcore.GangKey(pod)))
+	}
 	if gangcore.GPURequest(pod, pl.state.GPUResource()) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}

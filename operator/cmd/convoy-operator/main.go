@@ -41,6 +41,7 @@ func main() {
 	flag.StringVar(&queueOpts.WebhookCertDir, "queue-webhook-cert-dir", "", "Directory with the webhook's tls.crt and tls.key (default /tmp/k8s-webhook-server/serving-certs).")
 	flag.BoolVar(&queueOpts.WaitForPodsReady, "kueue-wait-for-pods-ready", false, "Report the gang's readiness to Kueue; set it when Kueue's configuration sets waitForPodsReady.")
 	flag.Parse()
+	queueOpts.MaxConcurrentReconciles = opts.MaxConcurrentReconciles
 
 	level, err := logLevel(os.Getenv("LOG_LEVEL"))
 	if err != nil {

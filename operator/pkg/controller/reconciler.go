@@ -6,6 +6,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -65,6 +66,9 @@ type Reconciler struct {
 	NewSSHKeyPair func() (privateKeyPEM, authorizedKey []byte, err error)
 
 	expect expectations
+	// superseded maps a job to the resourceVersion its last status write replaced, until the
+	// cache has moved past it: a reconcile must not act on a view older than its own write.
+	superseded sync.Map
 }
 
 // CacheOptions limit the manager's cache to what the operator needs: of pods, Services,
@@ -176,9 +180,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Metrics.Forget(req.NamespacedName)
+			r.superseded.Delete(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
+	}
+	if rv, ok := r.superseded.Load(req.NamespacedName); ok {
+		if rv == job.ResourceVersion {
+			// The event of our own write is on its way and reconciles the job again.
+			return ctrl.Result{}, nil
+		}
+		r.superseded.Delete(req.NamespacedName)
 	}
 	if !job.DeletionTimestamp.IsZero() {
 		r.expect.forget(job.UID)
@@ -249,10 +261,12 @@ func (r *Reconciler) writeStatus(ctx context.Context, job *convoy.TrainingJob, s
 	}
 	st.Duration = runTime(&st, r.Clock.Now())
 	job.Status = st
+	readVersion := job.ResourceVersion
 	if err := r.Client.Status().Update(ctx, job); err != nil {
 		job.Status = *old
 		return err
 	}
+	r.superseded.Store(client.ObjectKeyFromObject(job), readVersion)
 	ctrl.LoggerFrom(ctx).V(2).Info("Updated TrainingJob status", "state", st.State, "previousState", old.State)
 	r.emitEvents(job, old)
 	r.Metrics.ObserveJob(job, old)

@@ -311,7 +311,7 @@ func decide(o observation) plan {
 		clear(convoy.ConditionPreempted, convoy.ReasonPodsRunning, "the gang runs again")
 	} else {
 		set(convoy.ConditionInitializing, metav1.ConditionTrue, convoy.ReasonPodsCreated,
-			fmt.Sprintf("%d of %d pods are running; the gang starts when the scheduler has placed all of them", running+succeeded, total))
+			fmt.Sprintf("%d of %d pods are running; the gang starts once scheduler %q has placed all of them", running+succeeded, total, job.SchedulerName()))
 		clear(convoy.ConditionRunning, convoy.ReasonPodsCreated, "not every pod is running")
 	}
 	return p

@@ -1,0 +1,85 @@
+package metrics
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+)
+
+func job(ns, name string, state convoy.TrainingJobState, conds ...string) *convoy.TrainingJob {
+	j := &convoy.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: convoy.TrainingJobSpec{NumWorkers: 2, GPUsPerWorker: ptr.To[int32](8)}}
+	j.Status.State = state
+	for _, c := range conds {
+		meta.SetStatusCondition(&j.Status.Conditions, metav1.Condition{Type: c, Status: metav1.ConditionTrue, Reason: "Test"})
+	}
+	return j
+}
+
+func TestRecorderCountsStatesAndForgets(t *testing.T) {
+	r := NewRecorder()
+	running := job("m1", "a", convoy.StateRunning, convoy.ConditionRunning)
+	running.Status.Workers.Active = 2
+	running.Status.Progress = "40%"
+	running.Status.Metrics = &convoy.TrainingMetrics{Loss: ptr.To(0.5)}
+	r.ObserveJob(running, &convoy.TrainingJobStatus{})
+	r.ObserveJob(job("m1", "b", convoy.StateRunning, convoy.ConditionRunning), &convoy.TrainingJobStatus{})
+	if got := testutil.ToFloat64(jobs.WithLabelValues("m1", "Running")); got != 2 {
+		t.Errorf("trainingjob_total{Running} = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(allocatedGPUs.WithLabelValues("m1", "a")); got != 16 {
+		t.Errorf("trainingjob_allocated_gpus = %v, want 16", got)
+	}
+	if got := testutil.ToFloat64(progressPercent.WithLabelValues("m1", "a")); got != 40 {
+		t.Errorf("trainingjob_progress_percent = %v, want 40", got)
+	}
+
+	failedBefore := testutil.ToFloat64(failed.WithLabelValues(convoy.ReasonDeadlineExceeded))
+	done := job("m1", "b", convoy.StateFailed, convoy.ConditionFailed)
+	done.Status.FailureReason = convoy.ReasonDeadlineExceeded
+	r.ObserveJob(done, &job("m1", "b", convoy.StateRunning, convoy.ConditionRunning).Status)
+	r.ObserveJob(done, &done.Status) // a later reconcile of the finished job counts nothing more
+	if got := testutil.ToFloat64(jobs.WithLabelValues("m1", "Running")); got != 1 {
+		t.Errorf("trainingjob_total{Running} = %v after one failed, want 1", got)
+	}
+	if got := testutil.ToFloat64(failed.WithLabelValues(convoy.ReasonDeadlineExceeded)) - failedBefore; got != 1 {
+		t.Errorf("trainingjob_failed_total{DeadlineExceeded} grew by %v, want 1", got)
+	}
+
+	r.Forget(types.NamespacedName{Namespace: "m1", Name: "a"})
+	if got := testutil.ToFloat64(jobs.WithLabelValues("m1", "Running")); got != 0 {
+		t.Errorf("trainingjob_total{Running} = %v after the job went, want 0", got)
+	}
+	if n := testutil.CollectAndCount(allocatedGPUs, "trainingjob_allocated_gpus"); n != 1 {
+		t.Errorf("%d trainingjob_allocated_gpus series, want only b's", n)
+	}
+}
+
+func TestErrorType(t *testing.T) {
+	gr := schema.GroupResource{Group: "convoy.dev", Resource: "trainingjobs"}
+	cases := map[string]struct {
+		err  error
+		want string
+	}{
+		"conflict":  {err: apierrors.NewConflict(gr, "a", errors.New("x")), want: "conflict"},
+		"forbidden": {err: apierrors.NewForbidden(gr, "a", errors.New("x")), want: "forbidden"},
+		"throttled": {err: apierrors.NewTooManyRequests("slow down", 1), want: "timeout"},
+		"other":     {err: errors.New("dial tcp: refused"), want: "other"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := errorType(tc.err); got != tc.want {
+				t.Errorf("errorType = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

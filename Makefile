@@ -21,13 +21,12 @@ all: build
 ##@ Build
 
 .PHONY: bin
-bin: ## Build the control plane (etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, ...) into bin/; rebuilt only when go.mod changes.
+bin: ## Build the control plane (etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, Kueue; rebuilt only when go.mod changes) and Convoy's binaries into bin/.
 	$(GO) run ./test/cmd/localcluster build
 
 .PHONY: build
-build: ## Compile every package and Convoy's own binaries into bin/.
+build: bin ## Compile every package; Convoy's binaries (convoy-operator, convoy-scheduler, convoy-node-agent) go to bin/.
 	$(GO) build ./...
-	$(GO) build -o $(BIN)/ ./test/cmd/localcluster
 
 ##@ Code generation
 

@@ -61,6 +61,9 @@ var Binaries = []Binary{
 	{Name: KueueManager, Module: KueueModule, Package: "./cmd/kueue", LDFlags: KueueLDFlags},
 	{Name: Kueuectl, Module: KueueModule, Package: "./cmd/kueuectl", LDFlags: KueueLDFlags},
 	{Name: "localcluster", Package: "./test/cmd/localcluster", Project: true},
+	{Name: "convoy-operator", Package: "./operator/cmd/convoy-operator", Project: true},
+	{Name: "convoy-scheduler", Package: "./scheduler-plugin/cmd/kube-scheduler", LDFlags: VersionLDFlags, Project: true},
+	{Name: "convoy-node-agent", Package: "./scheduler-plugin/cmd/convoy-node-agent", Project: true},
 }
 
 // stampFile records what the non-project binaries in the bin directory were built from.
@@ -99,6 +102,10 @@ func BuildBinaries(ctx context.Context, root string, bins []Binary, log io.Write
 		}
 	}
 
+	if len(pinned) == 0 {
+		// Only project binaries: the stamp describes the pinned set and must stay as it is.
+		return buildGroup(ctx, root, binDir, project, log)
+	}
 	stamp, err := buildStamp(ctx, root, pinned)
 	if err != nil {
 		return err

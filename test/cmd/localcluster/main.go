@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
 )
 
@@ -54,7 +55,7 @@ func main() {
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage: localcluster build [--root DIR]
        localcluster up --state-dir DIR [--bin-dir DIR] [--zones N] [--blocks-per-zone N] [--racks-per-block N]
-                       [--nodes-per-rack N] [--gpus-per-node N] [--gpu-product NAME]
+                       [--nodes-per-rack N] [--gpus-per-node N] [--gpu-product NAME] [--convoy [--pcie-nodes N]]
        localcluster down --state-dir DIR`)
 	os.Exit(2)
 }
@@ -85,6 +86,9 @@ func up(args []string) error {
 	fs.IntVar(&fleet.NodesPerRack, "nodes-per-rack", 4, "nodes per rack (0: no nodes)")
 	fs.IntVar(&fleet.GPUsPerNode, "gpus-per-node", 8, "nvidia.com/gpu per node")
 	fs.StringVar(&fleet.Product, "gpu-product", "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.product label")
+	withConvoy := fs.Bool("convoy", false, "also start the whole Convoy stack (test/e2e/stack): Kueue, deploy/, the operator, the scheduler and mock node agents")
+	simEpoch := fs.Duration("simtrainer-epoch", 0, "with --convoy: run test/cmd/simtrainer, reporting one epoch of every running job per interval (0: not at all)")
+	pcieNodes := fs.Int("pcie-nodes", 0, "with --convoy: a rack of this many 4-GPU PCIe (L40S) nodes besides the fleet")
 	_ = fs.Parse(args)
 	if *stateDir == "" {
 		return errors.New("--state-dir is required")
@@ -114,7 +118,7 @@ func up(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := serve(ctx, c, fleet, began); err != nil {
+	if err := serve(ctx, c, fleet, *withConvoy, *pcieNodes, *simEpoch, began); err != nil {
 		_ = c.Stop()
 		return err
 	}
@@ -123,10 +127,31 @@ func up(args []string) error {
 }
 
 // serve creates the fleet, marks the cluster ready and waits for a signal or a component's death.
-func serve(ctx context.Context, c *framework.Cluster, fleet framework.Fleet, began time.Time) error {
-	nodes := fleet.Nodes()
+func serve(ctx context.Context, c *framework.Cluster, fleet framework.Fleet, withConvoy bool, pcieNodes int, simEpoch time.Duration, began time.Time) error {
+	var nodes []framework.NodeSpec
+	if withConvoy {
+		// deploy/queue's flavors select on-demand capacity by this label.
+		fleet.Labels = map[string]string{stack.LabelCapacityType: "on-demand"}
+		nodes = append(fleet.Nodes(), stack.PCIeRack(pcieNodes)...)
+	} else {
+		nodes = fleet.Nodes()
+	}
 	if err := c.CreateNodes(ctx, nodes...); err != nil {
 		return err
+	}
+	if withConvoy {
+		opts := stack.Options{SimTrainer: simEpoch, Log: func(format string, args ...any) { fmt.Printf(format+"\n", args...) }}
+		opts.Agents = append(opts.Agents, stack.AgentPool{Profile: stack.ProfileFor(fleet.Product), Selector: framework.LabelGPUProduct + "=" + fleet.Product})
+		if pcieNodes > 0 {
+			opts.Agents = append(opts.Agents, stack.AgentPool{Profile: "pcie-4", Selector: framework.LabelGPUProduct + "=" + stack.PCIeProduct})
+		}
+		s, err := stack.Start(ctx, c, opts)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(c.StateDir, "progress-url"), []byte(s.ProgressURL+"\n"), 0o644); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(c.StateDir, readyFile), []byte(c.KubeconfigPath+"\n"), 0o644); err != nil {
 		return err

@@ -1,0 +1,380 @@
+// Package stack starts the whole Convoy stack on a local control plane from test/framework, the
+// way a platform team installs it from deploy/: Convoy's and the PodGroup CRDs, the real Kueue
+// manager with deploy/kueue's configuration, deploy/queue's flavors, queues and priority classes,
+// and Convoy's three binaries as separate processes, each as its own ServiceAccount with exactly
+// the RBAC in deploy/ (tokens from the TokenRequest API, never the admin's certificate):
+//
+//	convoy-operator     deploy/operator/rbac and deploy/kueue/rbac; its queue webhook registered from deploy/kueue/webhook.yaml
+//	convoy-scheduler    deploy/scheduler/config.yaml and deploy/scheduler/rbac.yaml
+//	convoy-node-agent   deploy/node-agent/simulator, mock NVML serving every fake node of a profile
+//
+// `make demo` (through `localcluster up --convoy`) and the e2e tests both start it with Start.
+package stack
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+// Process and binary names of Convoy's components, and the namespace deploy/ runs them in.
+const (
+	Namespace = "convoy-system"
+	Operator  = "convoy-operator"
+	Scheduler = "convoy-scheduler"
+	NodeAgent = "convoy-node-agent"
+	// NodeAgentSA is the node agent simulator's ServiceAccount (deploy/node-agent/simulator).
+	NodeAgentSA = "convoy-node-agent-simulator"
+	// SimTrainer is test/cmd/simtrainer's binary and process name.
+	SimTrainer = "simtrainer"
+)
+
+// Binaries are the executables Start needs in the cluster's bin directory besides the control plane's.
+var Binaries = []string{Operator, Scheduler, NodeAgent, framework.KueueManager, "kubectl"}
+
+// AgentPool is one node agent process: mock NVML with Profile for every node matching Selector.
+type AgentPool struct {
+	// Profile is a mock NVML profile of the node agent (h100-8, a100-8, pcie-4, ...).
+	Profile string
+	// Selector is a label selector of the nodes the process serves, e.g. "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3".
+	Selector string
+}
+
+// Options configure Start.
+type Options struct {
+	// Agents are the node agent processes to run; none when empty.
+	Agents []AgentPool
+	// SimTrainer, when not zero, runs bin/simtrainer with this epoch interval: it reports progress
+	// and checkpoints for every running gang through the operator's progress endpoint.
+	SimTrainer time.Duration
+	// Log receives one line per step; nothing when nil.
+	Log func(format string, args ...any)
+}
+
+// Stack is a running Convoy stack.
+type Stack struct {
+	Cluster *framework.Cluster
+	// Root is the repository root.
+	Root string
+	// Kueue is the running Kueue manager.
+	Kueue *framework.Kueue
+	// ProgressURL is the operator's HTTPS progress endpoint.
+	ProgressURL string
+	// AgentURLs are the node agents' metrics addresses (/metrics, /faults), in Options.Agents' order.
+	AgentURLs []string
+
+	operatorArgs  []string
+	operatorEnv   []string
+	schedulerArgs []string
+	operatorReady string
+	schedReady    string
+	log           func(format string, args ...any)
+}
+
+// Start installs deploy/ on c and starts Kueue and Convoy's components; they run until c stops.
+func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Stack, error) {
+	if err := framework.CheckBinaries(c.BinDir, Binaries...); err != nil {
+		return nil, err
+	}
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{Cluster: c, Root: root, log: opts.Log}
+	if s.log == nil {
+		s.log = func(string, ...any) {}
+	}
+	began := time.Now()
+
+	pluginsDir, err := goListModuleDir(ctx, root, "sigs.k8s.io/scheduler-plugins")
+	if err != nil {
+		return nil, err
+	}
+	if err := c.InstallCRDs(ctx, s.path("deploy/crd/bases"), filepath.Join(pluginsDir, "config/crd/bases")); err != nil {
+		return nil, err
+	}
+	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	s.log("CRDs installed (%.1fs)", time.Since(began).Seconds())
+
+	if s.Kueue, err = c.StartKueue(ctx, framework.KueueOptions{ConfigFile: s.path("deploy/kueue/controller_manager_config.yaml")}); err != nil {
+		return nil, err
+	}
+	s.log("Kueue %s ready (%.1fs)", framework.KueueVersion, time.Since(began).Seconds())
+
+	// What `kubectl apply -k deploy/...` would install, less the Deployments this stack replaces
+	// with local processes and Kueue's release manifests StartKueue installed.
+	for _, args := range [][]string{
+		{"-k", s.path("deploy/operator/rbac")},
+		{"-f", s.path("deploy/kueue/rbac")},
+		{"-f", s.path("deploy/kueue/kueue_trainingjob_role.yaml")},
+		{"-f", s.path("deploy/scheduler/rbac.yaml")},
+		{"-k", s.path("deploy/node-agent/simulator")},
+		{"-k", s.path("deploy/queue")},
+	} {
+		if _, err := s.Kubectl(ctx, append([]string{"apply", "--server-side", "--force-conflicts"}, args...)...); err != nil {
+			return nil, err
+		}
+	}
+	s.log("deploy/ RBAC, queues and priority classes applied (%.1fs)", time.Since(began).Seconds())
+
+	if err := s.setupOperator(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.StartOperator(ctx); err != nil {
+		return nil, err
+	}
+	s.log("Operator ready (%.1fs)", time.Since(began).Seconds())
+	if err := s.setupScheduler(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.StartScheduler(ctx); err != nil {
+		return nil, err
+	}
+	s.log("Scheduler ready (%.1fs)", time.Since(began).Seconds())
+	if err := s.startAgents(ctx, opts.Agents); err != nil {
+		return nil, err
+	}
+	s.log("Node agents ready (%.1fs)", time.Since(began).Seconds())
+	if opts.SimTrainer > 0 {
+		// It acts for the pods (it mints their tokens), so it runs as the administrator.
+		args := []string{"--kubeconfig=" + c.KubeconfigPath, "--epoch-interval=" + opts.SimTrainer.String()}
+		if err := c.StartProcess(SimTrainer, SimTrainer, args, nil); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// setupOperator writes the operator's ServiceAccount kubeconfig and webhook certificate, and its
+// command line with loopback addresses.
+func (s *Stack) setupOperator(ctx context.Context) error {
+	c := s.Cluster
+	kubeconfig, err := c.ServiceAccountKubeconfig(ctx, Namespace, Operator)
+	if err != nil {
+		return err
+	}
+	ports, err := freePorts(4)
+	if err != nil {
+		return err
+	}
+	certDir := filepath.Join(c.StateDir, "operator-webhook")
+	caPEM, err := c.IssueServingCertificate("convoy-operator-queue-webhook", certDir)
+	if err != nil {
+		return err
+	}
+	s.ProgressURL = "https://" + hostPort(ports[2])
+	webhookURL := "https://" + hostPort(ports[3])
+	s.operatorReady = "http://" + hostPort(ports[1]) + "/readyz"
+	s.operatorEnv = []string{"KUBECONFIG=" + kubeconfig}
+	s.operatorArgs = []string{
+		"--namespace=" + Namespace,
+		"--kueue=true",
+		"--metrics-bind-address=" + hostPort(ports[0]),
+		"--health-probe-bind-address=" + hostPort(ports[1]),
+		"--progress-bind-address=" + hostPort(ports[2]),
+		"--progress-url=" + s.ProgressURL,
+		"--queue-webhook-bind-address=" + hostPort(ports[3]),
+		"--queue-webhook-cert-dir=" + certDir,
+	}
+	webhooks, err := os.ReadFile(s.path("deploy/kueue/webhook.yaml"))
+	if err != nil {
+		return err
+	}
+	return c.ApplyLocalWebhooks(ctx, webhooks, webhookURL, caPEM, nil)
+}
+
+// StartOperator starts the operator process and waits until it is ready. Its leader election
+// keeps a restarted operator waiting until the previous one's Lease expires.
+func (s *Stack) StartOperator(ctx context.Context) error {
+	if err := s.Cluster.StartProcess(Operator, Operator, s.operatorArgs, s.operatorEnv); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return s.Cluster.WaitHealthy(ctx, Operator, s.operatorReady)
+}
+
+// StopOperator kills the operator.
+func (s *Stack) StopOperator() error { return s.Cluster.StopProcess(Operator) }
+
+// setupScheduler writes deploy/scheduler/config.yaml with the scheduler's ServiceAccount
+// kubeconfig; leader election stays on, as deployed.
+func (s *Stack) setupScheduler(ctx context.Context) error {
+	c := s.Cluster
+	kubeconfig, err := c.ServiceAccountKubeconfig(ctx, Namespace, Scheduler)
+	if err != nil {
+		return err
+	}
+	data, err := os.ReadFile(s.path("deploy/scheduler/config.yaml"))
+	if err != nil {
+		return err
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return err
+	}
+	conn, _ := cfg["clientConnection"].(map[string]any)
+	if conn == nil {
+		conn = map[string]any{}
+	}
+	conn["kubeconfig"] = kubeconfig
+	cfg["clientConnection"] = conn
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	cfgPath := filepath.Join(c.StateDir, "convoy-scheduler.yaml")
+	if err := os.WriteFile(cfgPath, out, 0o644); err != nil {
+		return err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return err
+	}
+	s.schedReady = "https://" + hostPort(ports[0]) + "/readyz"
+	s.schedulerArgs = []string{"--config=" + cfgPath, "--secure-port=" + strconv.Itoa(ports[0]), "--bind-address=127.0.0.1", "--v=2"}
+	return nil
+}
+
+// StartScheduler starts the scheduler process and waits until it is ready.
+func (s *Stack) StartScheduler(ctx context.Context) error {
+	if err := s.Cluster.StartProcess(Scheduler, Scheduler, s.schedulerArgs, nil); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return s.Cluster.WaitHealthy(ctx, Scheduler, s.schedReady)
+}
+
+// StopScheduler kills the scheduler.
+func (s *Stack) StopScheduler() error { return s.Cluster.StopProcess(Scheduler) }
+
+// startAgents starts one node agent per pool, as the simulator's ServiceAccount.
+func (s *Stack) startAgents(ctx context.Context, pools []AgentPool) error {
+	if len(pools) == 0 {
+		return nil
+	}
+	c := s.Cluster
+	kubeconfig, err := c.ServiceAccountKubeconfig(ctx, Namespace, NodeAgentSA)
+	if err != nil {
+		return err
+	}
+	ports, err := freePorts(len(pools))
+	if err != nil {
+		return err
+	}
+	for i, p := range pools {
+		name := fmt.Sprintf("%s-%s", NodeAgent, p.Profile)
+		addr := hostPort(ports[i])
+		args := []string{
+			"--kubeconfig=" + kubeconfig,
+			"--nvml=mock:" + p.Profile,
+			"--node-selector=" + p.Selector,
+			"--metrics-bind-address=" + addr,
+			"--poll-interval=2s",
+			"--kube-api-qps=100", "--kube-api-burst=200",
+		}
+		if err := c.StartProcess(name, NodeAgent, args, nil); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := c.WaitHealthy(wctx, name, "http://"+addr+"/healthz")
+		cancel()
+		if err != nil {
+			return err
+		}
+		s.AgentURLs = append(s.AgentURLs, "http://"+addr)
+	}
+	return nil
+}
+
+// Kubectl runs bin/kubectl as the cluster's administrator and returns its combined output.
+// kubectl finds its plugins (kubectl-kueue) in bin/.
+func (s *Stack) Kubectl(ctx context.Context, args ...string) (string, error) {
+	c := s.Cluster
+	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kubectl"), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "PATH="+c.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+func (s *Stack) path(rel string) string { return filepath.Join(s.Root, filepath.FromSlash(rel)) }
+
+func goListModuleDir(ctx context.Context, root, module string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", module)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go list -m %s: %w", module, err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// LabelCapacityType is the node label deploy/queue's ResourceFlavors tell on-demand from spot by.
+const LabelCapacityType = "karpenter.sh/capacity-type"
+
+// PCIeProduct is the nvidia.com/gpu.product of PCIeRack's nodes, which the pcie-4 mock profile imitates.
+const PCIeProduct = "NVIDIA-L40S"
+
+// PCIeRack returns n on-demand nodes of 4 PCIe L40S GPUs in one rack of their own, rack-pcie.
+func PCIeRack(n int) []framework.NodeSpec {
+	var specs []framework.NodeSpec
+	for i := range n {
+		specs = append(specs, framework.NodeSpec{
+			Name: fmt.Sprintf("pcie-%d", i), GPUs: 4, GPUProduct: PCIeProduct, CPU: "64", Memory: "512Gi",
+			Zone: "zone-0", Block: "block-pcie", Rack: "rack-pcie",
+			Labels: map[string]string{LabelCapacityType: "on-demand"},
+		})
+	}
+	return specs
+}
+
+// ProfileFor returns the mock NVML profile that imitates a nvidia.com/gpu.product.
+func ProfileFor(product string) string {
+	switch {
+	case strings.Contains(product, "A100"):
+		return "a100-8"
+	case strings.Contains(product, "L40S"):
+		return "pcie-4"
+	}
+	return "h100-8"
+}

@@ -25,7 +25,7 @@ import (
 
 // harness is a State over a fake framework handle whose snapshot a test can replace.
 type harness struct {
-	t         *testing.T
+	t         testing.TB
 	state     *State
 	snap      *snapshot
 	activated *activator
@@ -63,7 +63,7 @@ func (a *activator) Activate(_ klog.Logger, pods map[string]*corev1.Pod) {
 	}
 }
 
-func newHarness(t *testing.T, nodes []*corev1.Node, pods []*corev1.Pod, gpuNodes ...*convoy.GPUNode) *harness {
+func newHarness(t testing.TB, nodes []*corev1.Node, pods []*corev1.Pod, gpuNodes ...*convoy.GPUNode) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -53,15 +53,16 @@ type claim struct {
 	indexed bool
 }
 
-// claims returns, by node, the slots other gangs' plans hold that g may not take.
-func (s *State) claims(g *gang) map[string][]claim {
+// claims returns, by node, the slots other gangs' plans hold that g may not take; on one node
+// only when node is set.
+func (s *State) claims(g *gang, node string) map[string][]claim {
 	out := map[string][]claim{}
 	for key, p := range s.plans {
 		if key == g.key || p.priority < g.priority {
 			continue
 		}
 		for _, sl := range p.slots {
-			if sl.phase == slotPlanned {
+			if sl.phase == slotPlanned && (node == "" || sl.Node == node) {
 				out[sl.Node] = append(out[sl.Node], claim{sl.GPUs, sl.Indexed})
 			}
 		}
@@ -199,7 +200,7 @@ func (s *State) slotHolds(pod *corev1.Pod, key string, priority int32, sl *slot)
 		return false
 	}
 	g := &gang{key: key, priority: priority, pendingUIDs: map[types.UID]bool{}}
-	pn := s.nodeView(ni, g, s.claims(g)[sl.Node], nil, false)
+	pn := s.nodeView(ni, g, s.claims(g, sl.Node)[sl.Node], nil, false)
 	if pn.Indexed != sl.Indexed {
 		return false
 	}

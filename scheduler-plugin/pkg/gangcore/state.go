@@ -51,7 +51,9 @@ type State struct {
 	gpuMu    sync.RWMutex
 	gpuNodes map[string]*gpuNode
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// bases caches each node's GPU view; see nodeBase.
+	bases    map[string]*nodeBase
 	plans    map[string]*plan
 	reserved map[types.UID]reservation
 	verdicts map[string]verdict
@@ -120,6 +122,7 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 		now:             time.Now,
 		gpuNodes:        map[string]*gpuNode{},
 		minMember:       map[string]int32{},
+		bases:           map[string]*nodeBase{},
 		plans:           map[string]*plan{},
 		reserved:        map[types.UID]reservation{},
 		verdicts:        map[string]verdict{},

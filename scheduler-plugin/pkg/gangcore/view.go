@@ -165,7 +165,7 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 	if o.victims {
 		vt = &victimTable{index: map[string]int{}}
 	}
-	claims := s.claims(o.gang)
+	claims := s.claims(o.gang, "")
 	var anchor *corev1.Node
 	for _, ni := range nodes {
 		if ni.Node() != nil && ni.Node().Name == o.gang.anchor {
@@ -217,15 +217,37 @@ func (s *State) sameDomain(anchor, node *corev1.Node, g *gang) bool {
 	return true
 }
 
-// nodeView is one node for gang g: its topology labels, and its free GPUs after the pods on it,
-// the pods nominated to it with g's priority or more, and the claims of other gangs' plans.
-func (s *State) nodeView(ni fwk.NodeInfo, g *gang, claims []claim, vt *victimTable, lonePods bool) planner.Node {
+// nodeBase is what a node's GPUs look like before any gang's view of them: its labels, its free
+// GPUs after every pod on it, and those pods' holds. It is cached per node and recomputed only
+// when the node's NodeInfo generation or GPUNode changes.
+type nodeBase struct {
+	generation int64
+	gn         *gpuNode
+	pn         planner.Node
+	// room is the device plugin's allocatable less the pods' requests.
+	room    int
+	holders []hold
+}
+
+// hold is one pod's GPUs on a node.
+type hold struct {
+	pod  *corev1.Pod
+	gpus planner.GPUSet
+	n    int
+}
+
+// base returns the node's cached base, computing it when the snapshot or GPUNode changed.
+func (s *State) base(ni fwk.NodeInfo) *nodeBase {
 	node := ni.Node()
+	gn := s.gpuNode(node.Name)
+	if b := s.bases[node.Name]; b != nil && b.generation == ni.GetGeneration() && b.gn == gn {
+		return b
+	}
+	b := &nodeBase{generation: ni.GetGeneration(), gn: gn}
 	pn := planner.Node{Name: node.Name, Zone: node.Labels[s.opts.ZoneLabel], Block: node.Labels[s.opts.BlockLabel],
 		Rack: node.Labels[s.opts.RackLabel]}
 	alloc := int(ni.GetAllocatable().GetScalarResources()[s.opts.GPUResource])
-	room := alloc - int(ni.GetRequested().GetScalarResources()[s.opts.GPUResource])
-	gn := s.gpuNode(node.Name)
+	b.room = alloc - int(ni.GetRequested().GetScalarResources()[s.opts.GPUResource])
 	var free planner.GPUSet
 	if gn != nil {
 		pn.Indexed, pn.GPUs, pn.Unhealthy, pn.Topology = true, gn.total, gn.unhealthy, gn.topology
@@ -234,44 +256,59 @@ func (s *State) nodeView(ni fwk.NodeInfo, g *gang, claims []claim, vt *victimTab
 		pn.GPUs = min(alloc, planner.MaxGPUsPerNode)
 		free = planner.FirstGPUs(pn.GPUs)
 	}
-	type unknown struct {
-		victim int
-		n      int
-	}
-	var unknowns []unknown
+	var unknown []int
 	for _, pi := range ni.GetPods() {
 		p := pi.GetPod()
 		n := GPURequest(p, s.opts.GPUResource)
 		if n == 0 {
 			continue
 		}
-		if g.pendingUIDs[p.UID] {
-			room += n
-			continue
-		}
-		v := -1
-		if vt != nil {
-			v = vt.add(p, g, n, lonePods)
-		}
 		set := s.knownGPUs(p, gn)
 		if set == 0 {
-			unknowns = append(unknowns, unknown{v, n})
-			continue
+			unknown = append(unknown, len(b.holders))
 		}
 		free &^= set
-		pn.Holders = append(pn.Holders, planner.Holder{Victim: v, GPUs: set})
+		b.holders = append(b.holders, hold{pod: p, gpus: set, n: n})
 	}
 	// Pods whose GPUs are not known hold some of the free ones: the highest, by convention.
-	for _, u := range unknowns {
-		set := highest(free, u.n)
+	for _, i := range unknown {
+		set := highest(free, b.holders[i].n)
 		free &^= set
-		pn.Holders = append(pn.Holders, planner.Holder{Victim: u.victim, GPUs: set})
+		b.holders[i].gpus = set
 	}
-	for _, pi := range s.handle.NominatedPodsForNode(node.Name) {
+	pn.Free = free
+	b.pn = pn
+	s.bases[node.Name] = b
+	return b
+}
+
+// nodeView is one node for gang g: its base, with the GPUs of g's own pending pods free again (g
+// is being planned anew), less the pods nominated to it with g's priority or more and the claims
+// of other gangs' plans, and never more than the device plugin's allocatable leaves. With vt it
+// also numbers the pods' victims.
+func (s *State) nodeView(ni fwk.NodeInfo, g *gang, claims []claim, vt *victimTable, lonePods bool) planner.Node {
+	b := s.base(ni)
+	pn := b.pn
+	free, room := pn.Free, b.room
+	if vt != nil || len(g.pendingUIDs) > 0 {
+		pn.Holders = make([]planner.Holder, 0, len(b.holders))
+		for _, h := range b.holders {
+			if g.pendingUIDs[h.pod.UID] {
+				free |= h.gpus
+				room += h.n
+				continue
+			}
+			v := -1
+			if vt != nil {
+				v = vt.add(h.pod, g, h.n, lonePods)
+			}
+			pn.Holders = append(pn.Holders, planner.Holder{Victim: v, GPUs: h.gpus})
+		}
+	}
+	for _, pi := range s.handle.NominatedPodsForNode(pn.Name) {
 		p := pi.GetPod()
 		if p.Spec.NodeName == "" && GangKey(p) != g.key && corev1helpers.PodPriority(p) >= g.priority {
-			n := GPURequest(p, s.opts.GPUResource)
-			room -= n
+			room -= GPURequest(p, s.opts.GPUResource)
 		}
 	}
 	for _, c := range claims {
@@ -281,9 +318,8 @@ func (s *State) nodeView(ni fwk.NodeInfo, g *gang, claims []claim, vt *victimTab
 			room -= c.gpus.Len()
 		}
 	}
-	// Never more than the device plugin's allocatable leaves.
 	if free.Len() > room {
-		free = free &^ highest(free, free.Len()-max(room, 0))
+		free &^= highest(free, free.Len()-max(room, 0))
 	}
 	pn.Free = free
 	return pn

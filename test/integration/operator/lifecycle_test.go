@@ -392,6 +392,28 @@ func TestTargetAccuracyCompletesEarly(t *testing.T) {
 	}
 }
 
+// TestEarlyStopping completes a job whose reported loss stopped improving for the patience.
+func TestEarlyStopping(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	e.create(utiltesting.MakeTrainingJob("es", e.ns).Workers(1).Patience(2).Obj())
+	pod := e.startGang("es", 1, 0)["es-worker-0"]
+	for epoch, loss := range []float64{0.9, 0.5, 0.6, 0.55} {
+		e.report(pod, "progress", progress.Report{Epoch: ptr.To(int32(epoch + 1)), Metrics: map[string]float64{"loss": loss}})
+		if epoch < 3 {
+			if got := e.job("es").Status.State; got != convoy.StateRunning {
+				t.Fatalf("state %s at epoch %d, want Running", got, epoch+1)
+			}
+		}
+	}
+	job := e.waitState("es", convoy.StateCompleted)
+	c := e.wantCondition(job, convoy.ConditionCompleted, convoy.ReasonEarlyStopping)
+	if b := job.Status.Best; b == nil || b.Name != "loss" || b.Value != 0.5 || b.Epoch != 2 {
+		t.Errorf("status.best = %+v, want loss 0.5 at epoch 2", b)
+	}
+	t.Logf("Completed: %s", c.Message)
+}
+
 func body0() progress.Report { return progress.Report{Epoch: ptr.To[int32](5)} }
 
 // TestTTLDeletesFinishedJob: ttlSecondsAfterFinished deletes the job, which leaves its children to

@@ -32,14 +32,16 @@ build: bin ## Compile every package; Convoy's binaries (convoy-operator, convoy-
 
 .PHONY: generate
 generate: ## Regenerate deepcopy, CRDs and RBAC with controller-gen.
-	$(GO) tool controller-gen object paths=./api/...
+	$(GO) tool controller-gen object paths=./api/... paths=./scheduler-plugin/apis/...
 	$(GO) tool controller-gen crd:allowDangerousTypes=true paths=./api/... output:crd:artifacts:config=deploy/crd/bases
+	$(GO) tool controller-gen rbac:roleName=convoy-operator paths=./operator/... output:rbac:artifacts:config=deploy/operator/rbac
+	$(GO) tool controller-gen rbac:roleName=convoy-operator-queue paths=./queue/... output:rbac:artifacts:config=deploy/kueue/rbac
 
 .PHONY: verify
 verify: ## Fail when generated files are stale or gofmt/go vet complain.
-	@before=$$(find api deploy -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/rbac/role.yaml' \) -print0 | sort -z | xargs -0 sha256sum); \
+	@before=$$(find api deploy scheduler-plugin/apis -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/rbac/role.yaml' \) -print0 | sort -z | xargs -0 sha256sum); \
 	$(MAKE) --no-print-directory generate >/dev/null; \
-	after=$$(find api deploy -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/rbac/role.yaml' \) -print0 | sort -z | xargs -0 sha256sum); \
+	after=$$(find api deploy scheduler-plugin/apis -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/rbac/role.yaml' \) -print0 | sort -z | xargs -0 sha256sum); \
 	if [ "$$before" != "$$after" ]; then echo "Generated files were stale; 'make generate' has updated them: review and commit."; \
 		diff <(echo "$$before") <(echo "$$after") || true; exit 1; fi
 	@$(MAKE) --no-print-directory lint

@@ -1,12 +1,60 @@
 #!/usr/bin/env bash
-# make demo / make demo-down: a local simulated GPU cluster (no Docker), left running for kubectl.
+# make demo / make demo-down: the whole Convoy stack on a local simulated GPU fleet (no Docker), a
+# scripted story from deploy/samples/demo, and the cluster left running for kubectl.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 BIN=$ROOT/bin
 STATE=${STATE:-$ROOT/.convoy}
 export KUBECONFIG=$STATE/kubeconfig
+export PATH=$BIN:$PATH
+# How long the simulated trainer takes per epoch.
+EPOCH=${DEMO_EPOCH:-2s}
 kubectl() { "$BIN/kubectl" "$@"; }
+
+BEGAN=$SECONDS
+say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+stamp() { printf '[%4ds] ' $((SECONDS - BEGAN)); }
+
+# field JOB JSONPATH: one field of team-a's (or the given namespace/name) TrainingJob.
+field() {
+	local ns=${1%%/*} name=${1##*/}
+	kubectl get trainingjob -n "$ns" "$name" -o "jsonpath=$2" 2>/dev/null || true
+}
+
+# wait_for DESCRIPTION SECONDS COMMAND...: poll until COMMAND succeeds.
+wait_for() {
+	local what=$1 timeout=$2
+	shift 2
+	local deadline=$((SECONDS + timeout))
+	until "$@"; do
+		if [ $SECONDS -gt $deadline ]; then
+			echo "Timed out after ${timeout}s waiting for $what. The cluster keeps running (make demo-down stops it); logs in $STATE/logs."
+			exit 1
+		fi
+		sleep 1
+	done
+}
+state_is() { [ "$(field "$1" '{.status.state}')" = "$2" ]; }
+epoch_at_least() { [ "$(field "$1" '{.status.currentEpoch}')" -ge "$2" ] 2>/dev/null; }
+
+# timeline prints every change of a TrainingJob's state, with the condition's message, until killed.
+timeline() {
+	declare -A last
+	while sleep 1; do
+		while IFS='|' read -r job st epoch restarts; do
+			[ -n "$job" ] || continue
+			key="$st/$restarts"
+			[ "${last[$job]:-}" = "$key" ] && continue
+			last[$job]=$key
+			msg=$(field "$job" "{.status.conditions[?(@.type==\"$st\")].message}")
+			case $st in
+			Running) msg="$(field "$job" '{.status.resources.placement}'), from epoch ${epoch:-0}" ;;
+			esac
+			printf '%s%-24s %-12s %s\n' "$(stamp)" "$job" "$st" "$msg"
+		done < <(kubectl get trainingjobs -A -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}|{.status.state}|{.status.currentEpoch}|{.status.restartCount}{"\n"}{end}' 2>/dev/null)
+	done
+}
 
 up() {
 	if [ -f "$STATE/localcluster.pid" ] && kill -0 "$(cat "$STATE/localcluster.pid")" 2>/dev/null; then
@@ -15,46 +63,88 @@ up() {
 	fi
 	mkdir -p "$STATE"
 	rm -f "$STATE/ready"
-	echo "==> Starting the local control plane with a simulated GPU fleet (state in $STATE)"
+	say "Starting the local cluster and Convoy (state and logs in $STATE)"
+	cat <<'MSG'
+    fleet: 2 zones × 2 blocks × 2 racks × 4 nodes of 8× H100 (NVSwitch), and a rack of 4 nodes of 4× L40S (PCIe)
+    etcd, kube-apiserver, kube-controller-manager, kwok (the fake kubelets), Kueue, convoy-operator,
+    convoy-scheduler and convoy-node-agent (mock NVML) as separate processes; Convoy's components run as
+    their ServiceAccounts with the RBAC in deploy/; simtrainer plays the training code of the fake pods.
+MSG
 	# setsid: the cluster outlives this script and is stopped by 'make demo-down'.
-	setsid nohup "$BIN/localcluster" up --state-dir "$STATE" \
-		--zones 1 --blocks-per-zone 1 --racks-per-block 2 --nodes-per-rack 4 --gpus-per-node 8 \
+	setsid nohup "$BIN/localcluster" up --state-dir "$STATE" --convoy --simtrainer-epoch "$EPOCH" \
+		--zones 2 --blocks-per-zone 2 --racks-per-block 2 --nodes-per-rack 4 --gpus-per-node 8 --pcie-nodes 4 \
 		>"$STATE/localcluster.out" 2>&1 </dev/null &
-	local deadline=$((SECONDS + 240))
+	local pid=$!
+	local deadline=$((SECONDS + 300))
 	until [ -f "$STATE/ready" ]; do
-		if ! kill -0 $! 2>/dev/null; then
+		if ! kill -0 $pid 2>/dev/null; then
 			echo "The local cluster failed to start:"; tail -n 30 "$STATE/localcluster.out"; exit 1
 		fi
-		if [ $SECONDS -gt $deadline ]; then echo "The local cluster did not become ready in 240 s"; exit 1; fi
+		if [ $SECONDS -gt $deadline ]; then echo "The local cluster did not become ready in 300 s; see $STATE/localcluster.out"; exit 1; fi
 		sleep 1
 	done
-	echo "==> Installing Convoy's CRDs"
-	kubectl apply --server-side -f deploy/crd/bases >/dev/null
-	# Right after creation a CRD has no conditions yet, and kubectl wait fails instead of waiting.
-	for _ in $(seq 60); do
-		kubectl wait --for condition=Established --timeout=30s crd/trainingjobs.convoy.dev crd/gpunodes.convoy.dev >/dev/null 2>&1 && break
-		sleep 0.5
+	sed 's/^/    /' "$STATE/localcluster.out"
+	wait_for "the node agents' GPUNodes" 60 bash -c '[ "$("$0" get gpunodes --no-headers 2>/dev/null | wc -l)" -ge 36 ]' "$BIN/kubectl"
+	kubectl get gpunodes gpu-0-0-0-0 pcie-0
+
+	say "The administrator fits deploy/queue to this fleet: only on-demand H100 nodes exist, so the queues keep only that flavor"
+	echo '    team-a: 32 H100 GPUs of its own, and it may borrow what team-b lends (8)'
+	for cq in team-a team-b; do
+		kubectl patch clusterqueue "$cq" --type json -p '[{"op": "remove", "path": "/spec/resourceGroups/0/flavors/3"},
+			{"op": "remove", "path": "/spec/resourceGroups/0/flavors/2"}, {"op": "remove", "path": "/spec/resourceGroups/0/flavors/1"}]' >/dev/null
 	done
-	echo "==> Applying the sample TrainingJob (deploy/samples/pytorch-llama.yaml)"
-	kubectl create namespace team-a --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-	kubectl apply --server-side -f deploy/samples/pytorch-llama.yaml
+	kubectl get clusterqueues
+
+	say "The story (a timeline line whenever a job's state changes)"
+	timeline &
+	local watcher=$!
+	trap 'kill $watcher 2>/dev/null || true' EXIT
+
+	stamp; echo "team-a submits resnet-sweep: low priority, 4 × 8 GPUs, the whole of its quota"
+	kubectl apply --server-side -f deploy/samples/demo/resnet-sweep.yaml >/dev/null
+	wait_for "resnet-sweep to run" 120 state_is team-a/resnet-sweep Running
+	wait_for "resnet-sweep's third epoch" 120 epoch_at_least team-a/resnet-sweep 3
+
+	stamp; echo "team-a submits bert-eval: 2 × 8 GPUs more than its quota and borrowing allow"
+	kubectl apply --server-side -f deploy/samples/demo/bert-eval.yaml >/dev/null
+	wait_for "bert-eval to be queued" 60 state_is team-a/bert-eval Queued
+	sleep 3
+
+	stamp; echo "team-a submits llama-urgent: high priority, 4 × 8 GPUs; Kueue preempts resnet-sweep whole"
+	kubectl apply --server-side -f deploy/samples/demo/llama-urgent.yaml >/dev/null
+	stamp; echo "a small job without a queue lands on the PCIe rack: mnist-pcie, 2 × 4 L40S"
+	kubectl apply --server-side -f deploy/samples/demo/mnist-pcie.yaml >/dev/null
+	wait_for "resnet-sweep to be preempted" 120 state_is team-a/resnet-sweep Queued
+	stamp; echo "resnet-sweep was preempted whole at epoch $(field team-a/resnet-sweep '{.status.currentEpoch}'); its last checkpoint: $(field team-a/resnet-sweep '{.status.checkpoint.latest}')"
+	wait_for "llama-urgent to run" 120 state_is team-a/llama-urgent Running
+
+	for job in team-a/llama-urgent default/mnist-pcie team-a/resnet-sweep team-a/bert-eval; do
+		wait_for "$job to complete" 300 state_is "$job" Completed
+	done
+	sleep 1.5
+	kill $watcher 2>/dev/null || true
+	trap - EXIT
+
+	say "How resnet-sweep resumed (simtrainer, the pods' training code)"
+	grep -h 'resnet-sweep resumes' "$STATE/logs/simtrainer.log" | sed 's/^/    /' || true
+
+	say "Summary"
+	kubectl get trainingjobs -A -o custom-columns='NAMESPACE:.metadata.namespace,JOB:.metadata.name,STATE:.status.state,EPOCH:.status.currentEpoch,ACCURACY:.status.metrics.accuracy,RESTARTS:.status.restartCount,PLACEMENT:.status.resources.placement,LAST CHECKPOINT:.status.checkpoint.latest,RAN:.status.duration'
 	echo
-	kubectl get nodes -L topology.kubernetes.io/zone,convoy.dev/topology-rack
-	echo
-	kubectl get gpunodes
-	echo
-	kubectl get trainingjobs -A
+	kubectl get workloads -A
+
 	cat <<MSG
 
-The cluster keeps running. Use it with:
-  export KUBECONFIG=$KUBECONFIG
-  $BIN/kubectl get trainingjobs -A
-Stop it with: make demo-down
+The demo took $((SECONDS - BEGAN)) s. The cluster keeps running. Use it with:
+  export KUBECONFIG=$KUBECONFIG PATH=$BIN:\$PATH
+  kubectl get trainingjobs,workloads -A; kubectl get gpunodes; kubectl kueue list clusterqueue
+  kubectl apply -f deploy/samples/pytorch-llama.yaml
+Logs of every process: $STATE/logs. Stop everything with: make demo-down
 MSG
 }
 
 down() {
-	if [ ! -f "$STATE/localcluster.pid" ]; then
+	if [ ! -f "$STATE/localcluster.pid" ] && [ ! -f "$STATE/pids" ]; then
 		echo "No demo cluster state in $STATE: nothing to stop."
 		return 0
 	fi

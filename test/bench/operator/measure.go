@@ -1,0 +1,130 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Result is one contender's figures.
+type Result struct {
+	System string
+	// Jobs and Pods are what was submitted and expected; PodsSeen what appeared before the timeout.
+	Jobs, Pods, PodsSeen int
+	// Total runs from the first job submitted to the last pod observed.
+	Total time.Duration
+	// P50 and P99 are of per-job times: the job's creation to its last pod observed.
+	P50, P99 time.Duration
+	// CPUSeconds is the operator's CPU time during the batch; PeakRSSMiB its VmHWM.
+	CPUSeconds float64
+	PeakRSSMiB float64
+	// APIServerCPUSeconds is the API server's CPU time during the batch.
+	APIServerCPUSeconds float64
+	// HasOperator is false for the plain-client ceiling, which has no operator to measure.
+	HasOperator bool
+	// LoadAverage is /proc/loadavg's first three figures when the batch started.
+	LoadAverage string
+}
+
+func (r *Result) podsPerSecond() float64 {
+	if r.Total <= 0 {
+		return 0
+	}
+	return float64(r.PodsSeen) / r.Total.Seconds()
+}
+
+func (r *Result) line() string {
+	return fmt.Sprintf("%s: %d/%d pods in %.1fs (%.0f pods/s), per job p50 %.2fs p99 %.2fs, operator CPU %.1fs, peak RSS %.0f MiB, API server CPU %.1fs",
+		r.System, r.PodsSeen, r.Pods, r.Total.Seconds(), r.podsPerSecond(), r.P50.Seconds(), r.P99.Seconds(),
+		r.CPUSeconds, r.PeakRSSMiB, r.APIServerCPUSeconds)
+}
+
+func table(results []*Result) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "system\tpods\tall pods (s)\tper-job p50 (s)\tper-job p99 (s)\tpods/s\toperator CPU (s)\tpeak RSS (MiB)\tapiserver CPU (s)\tload avg at start\t")
+	for _, r := range results {
+		cpu, rss, p50, p99 := "-", "-", "-", "-"
+		if r.HasOperator {
+			cpu, rss = fmt.Sprintf("%.1f", r.CPUSeconds), fmt.Sprintf("%.0f", r.PeakRSSMiB)
+			p50, p99 = fmt.Sprintf("%.2f", r.P50.Seconds()), fmt.Sprintf("%.2f", r.P99.Seconds())
+		}
+		fmt.Fprintf(w, "%s\t%d/%d\t%.1f\t%s\t%s\t%.0f\t%s\t%s\t%.1f\t%s\t\n", r.System, r.PodsSeen, r.Pods,
+			r.Total.Seconds(), p50, p99, r.podsPerSecond(), cpu, rss, r.APIServerCPUSeconds, r.LoadAverage)
+	}
+	_ = w.Flush()
+	return b.String()
+}
+
+// percentile returns the p-th percentile (0-100) of ds by the nearest-rank method.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.5) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's CPU times; 100 on every Linux that Go
+// supports.
+const clockTicks = 100
+
+// cpuSeconds returns the user and system CPU time of process pid so far.
+func cpuSeconds(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces: count fields after it.
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	// utime and stime are fields 14 and 15 of the line, 12 and 13 after the command name.
+	utime, err1 := strconv.ParseFloat(fields[11], 64)
+	stime, err2 := strconv.ParseFloat(fields[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: bad CPU times", pid)
+	}
+	return (utime + stime) / clockTicks, nil
+}
+
+// peakRSSMiB returns process pid's peak resident set size (VmHWM).
+func peakRSSMiB(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/%d/status: %q: %w", pid, line, err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no VmHWM", pid)
+}
+
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func numCPU() int { return runtime.NumCPU() }

@@ -1,0 +1,486 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	fixtures "github.com/convoy-dev/convoy/operator/pkg/testing"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+const (
+	namespace       = "bench"
+	warmupNamespace = "warmup"
+	// schedulerName is served by no scheduler, so nothing but the operator acts on the pods.
+	schedulerName = "bench-unscheduled"
+	image         = "trainer:1"
+
+	trainingOperatorModule = "github.com/kubeflow/training-operator@v1.9.2"
+	trainingOperatorBinary = "training-operator"
+	// trainingOperatorNamespace holds its (unused) webhook certificate Secret; its main reads the
+	// namespace from MY_POD_NAMESPACE.
+	trainingOperatorNamespace = "kubeflow"
+)
+
+// run measures one contender on a fresh control plane.
+func run(ctx context.Context, o options, sys System) (*Result, error) {
+	stateDir := ""
+	if o.stateDir != "" {
+		stateDir = filepath.Join(o.stateDir, string(sys))
+	}
+	c, err := framework.Start(ctx, framework.Options{
+		BinDir:       o.binDir,
+		StateDir:     stateDir,
+		AddToScheme:  []func(*runtime.Scheme) error{convoy.AddToScheme, schedv1alpha1.AddToScheme},
+		StartTimeout: 3 * time.Minute,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = c.Stop() }()
+	if err := setup(ctx, c, sys); err != nil {
+		return nil, err
+	}
+	var pid int
+	switch sys {
+	case Convoy:
+		pid, err = startConvoy(ctx, c, o)
+	case TrainingOperator:
+		pid, err = startTrainingOperator(ctx, c, o, 0)
+	case TrainingOperator32:
+		pid, err = startTrainingOperator(ctx, c, o, o.trainingOpThreads)
+	}
+	if err != nil {
+		return nil, err
+	}
+
+	cfg := rest.CopyConfig(c.RESTConfig)
+	cfg.QPS, cfg.Burst = o.qps, o.burst
+	k, err := client.New(cfg, client.Options{Scheme: c.Scheme})
+	if err != nil {
+		return nil, err
+	}
+	if sys != APICeiling {
+		// One job through the operator first, so that the batch meets an operator with its caches
+		// synced and its controllers started (training-operator starts them only after its
+		// webhook certificates are ready).
+		if err := warmUp(ctx, k, sys, o.podsPerJob); err != nil {
+			return nil, fmt.Errorf("warming up: %w (logs in %s)", err, filepath.Join(c.StateDir, "logs"))
+		}
+	}
+
+	w, err := watchPods(ctx, cfg, o.jobs*o.podsPerJob)
+	if err != nil {
+		return nil, err
+	}
+	defer w.stop()
+
+	apiserverPid := 0
+	for _, p := range c.Processes() {
+		if p.Name == framework.APIServer {
+			apiserverPid = p.Pid
+		}
+	}
+	r := &Result{System: string(sys), Jobs: o.jobs, Pods: o.jobs * o.podsPerJob, HasOperator: sys != APICeiling, LoadAverage: loadAverage()}
+	cpu0, _ := cpuSeconds(pid)
+	apiCPU0, _ := cpuSeconds(apiserverPid)
+	began := time.Now()
+	created, err := submit(ctx, k, sys, o)
+	if err != nil {
+		return nil, err
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	select {
+	case <-w.done:
+	case <-waitCtx.Done():
+		fmt.Fprintf(os.Stderr, "%s: stopped waiting after %s with %d of %d pods\n", sys, o.timeout, w.count(), r.Pods)
+	}
+	last, perJob := w.results()
+	r.PodsSeen = w.count()
+	r.Total = last.Sub(began)
+	var durations []time.Duration
+	for job, at := range created {
+		if lastPod, ok := perJob[job]; ok {
+			durations = append(durations, lastPod.Sub(at))
+		}
+	}
+	r.P50, r.P99 = percentile(durations, 50), percentile(durations, 99)
+	apiCPU1, _ := cpuSeconds(apiserverPid)
+	r.APIServerCPUSeconds = apiCPU1 - apiCPU0
+	if pid != 0 {
+		cpu1, err := cpuSeconds(pid)
+		if err != nil {
+			return nil, fmt.Errorf("the operator is gone: %w (logs in %s)", err, filepath.Join(c.StateDir, "logs"))
+		}
+		r.CPUSeconds = cpu1 - cpu0
+		if r.PeakRSSMiB, err = peakRSSMiB(pid); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// setup creates the namespaces and installs the CRDs the contender needs.
+func setup(ctx context.Context, c *framework.Cluster, sys System) error {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return err
+	}
+	for _, ns := range []string{namespace, warmupNamespace, "convoy-system", trainingOperatorNamespace} {
+		if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			return err
+		}
+	}
+	// Pods are refused until a namespace's default ServiceAccount exists.
+	for _, ns := range []string{namespace, warmupNamespace} {
+		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			return c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{}) == nil, nil
+		})
+		if err != nil {
+			return fmt.Errorf("waiting for the default ServiceAccount of %s: %w", ns, err)
+		}
+	}
+	switch sys {
+	case Convoy:
+		out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/scheduler-plugins").Output()
+		if err != nil {
+			return fmt.Errorf("locating the scheduler-plugins module for its PodGroup CRD: %w", err)
+		}
+		return c.InstallCRDs(ctx, filepath.Join(root, "deploy/crd/bases"), filepath.Join(strings.TrimSpace(string(out)), "config/crd/bases"))
+	case TrainingOperator, TrainingOperator32:
+		dir, err := framework.ModuleDir(ctx, root, trainingOperatorModule)
+		if err != nil {
+			return err
+		}
+		if err := c.InstallCRDs(ctx, filepath.Join(dir, "manifests/base/crds")); err != nil {
+			return err
+		}
+		// Its certificate rotator fills this Secret; with no ValidatingWebhookConfiguration
+		// registered it reports the CA injected and the controllers start.
+		return c.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: trainingOperatorNamespace, Name: "training-operator-webhook-cert"}})
+	}
+	return nil
+}
+
+func startConvoy(ctx context.Context, c *framework.Cluster, o options) (int, error) {
+	ports, err := freePorts(3)
+	if err != nil {
+		return 0, err
+	}
+	probe := fmt.Sprintf("127.0.0.1:%d", ports[1])
+	args := []string{
+		"--kubeconfig=" + c.KubeconfigPath,
+		"--leader-elect=false",
+		"--kueue=false",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]),
+		"--health-probe-bind-address=" + probe,
+		fmt.Sprintf("--progress-bind-address=127.0.0.1:%d", ports[2]),
+		fmt.Sprintf("--progress-url=https://127.0.0.1:%d", ports[2]),
+		fmt.Sprintf("--kube-api-qps=%g", o.qps),
+		fmt.Sprintf("--kube-api-burst=%d", o.burst),
+	}
+	if o.convoyReconciles > 0 {
+		args = append(args, fmt.Sprintf("--max-concurrent-reconciles=%d", o.convoyReconciles))
+	}
+	args = append(args, o.convoyExtraArgs...)
+	if err := c.StartProcess("convoy-operator", filepath.Join(o.binDir, "convoy-operator"), args, []string{"LOG_LEVEL=error"}); err != nil {
+		return 0, err
+	}
+	if err := c.WaitHealthy(ctx, "convoy-operator", "http://"+probe+"/readyz"); err != nil {
+		return 0, err
+	}
+	return pidOf(c, "convoy-operator")
+}
+
+// startTrainingOperator runs training-operator's manager for PyTorchJobs only; threads 0 keeps
+// its default worker count.
+func startTrainingOperator(ctx context.Context, c *framework.Cluster, o options, threads int) (int, error) {
+	ports, err := freePorts(3)
+	if err != nil {
+		return 0, err
+	}
+	probe := fmt.Sprintf("127.0.0.1:%d", ports[1])
+	args := []string{
+		"--kubeconfig=" + c.KubeconfigPath,
+		"--enable-scheme=pytorchjob",
+		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[0]),
+		"--health-probe-bind-address=" + probe,
+		fmt.Sprintf("--webhook-server-port=%d", ports[2]),
+		fmt.Sprintf("--kube-api-qps=%d", int(o.qps)),
+		fmt.Sprintf("--kube-api-burst=%d", o.burst),
+		"--zap-log-level=error",
+	}
+	if threads > 0 {
+		args = append(args, fmt.Sprintf("--controller-threads=%d", threads))
+	}
+	if err := c.StartProcess(trainingOperatorBinary, o.trainingOperator, args, []string{"MY_POD_NAMESPACE=" + trainingOperatorNamespace}); err != nil {
+		return 0, err
+	}
+	if err := c.WaitHealthy(ctx, trainingOperatorBinary, "http://"+probe+"/readyz"); err != nil {
+		return 0, err
+	}
+	return pidOf(c, trainingOperatorBinary)
+}
+
+func pidOf(c *framework.Cluster, name string) (int, error) {
+	for _, p := range c.Processes() {
+		if p.Name == name {
+			return p.Pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no process %s", name)
+}
+
+// job returns the contender's job i in namespace ns.
+func job(sys System, ns string, i, pods int) client.Object {
+	name := fmt.Sprintf("job-%04d", i)
+	if sys == Convoy {
+		tj := fixtures.MakeTrainingJob(name, ns).Workers(int32(pods)).GPUs(1).Image(image).
+			Scheduling(convoy.SchedulingSpec{SchedulerName: schedulerName}).Obj()
+		tj.UID = ""
+		return tj
+	}
+	replica := func(n int) map[string]any {
+		return map[string]any{
+			"replicas":      int64(n),
+			"restartPolicy": "OnFailure",
+			"template": map[string]any{"spec": map[string]any{
+				"schedulerName": schedulerName,
+				"containers": []any{map[string]any{
+					"name":      "pytorch",
+					"image":     image,
+					"resources": map[string]any{"limits": map[string]any{"nvidia.com/gpu": int64(1)}},
+				}},
+			}},
+		}
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "kubeflow.org/v1",
+		"kind":       "PyTorchJob",
+		"metadata":   map[string]any{"name": name, "namespace": ns},
+		"spec": map[string]any{"pytorchReplicaSpecs": map[string]any{
+			"Master": replica(1),
+			"Worker": replica(pods - 1),
+		}},
+	}}
+	return u
+}
+
+// apiPod is one pod of the plain-client ceiling, as big as the operators' pods are small.
+func apiPod(i, pods int) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: namespace,
+			Name:      fmt.Sprintf("job-%04d-worker-%d", i/pods, i%pods),
+			Labels:    map[string]string{"bench/job": fmt.Sprintf("job-%04d", i/pods)},
+		},
+		Spec: corev1.PodSpec{
+			SchedulerName: schedulerName,
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name:      "trainer",
+				Image:     image,
+				Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}},
+			}},
+		},
+	}
+}
+
+func warmUp(ctx context.Context, k client.Client, sys System, pods int) error {
+	if err := k.Create(ctx, job(sys, warmupNamespace, 0, pods)); err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PodList"))
+		if err := k.List(ctx, list, client.InNamespace(warmupNamespace)); err != nil {
+			return false, err
+		}
+		return len(list.Items) >= pods, nil
+	})
+}
+
+// submit creates every job (or, for the ceiling, every pod) from o.creators goroutines and returns
+// when each job's creation returned.
+func submit(ctx context.Context, k client.Client, sys System, o options) (map[string]time.Time, error) {
+	n := o.jobs
+	if sys == APICeiling {
+		n = o.jobs * o.podsPerJob
+	}
+	var (
+		next    atomic.Int64
+		mu      sync.Mutex
+		created = map[string]time.Time{}
+		errs    []error
+		wg      sync.WaitGroup
+	)
+	for range o.creators {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				var obj client.Object
+				if sys == APICeiling {
+					obj = apiPod(i, o.podsPerJob)
+				} else {
+					obj = job(sys, namespace, i, o.podsPerJob)
+				}
+				err := k.Create(ctx, obj)
+				now := time.Now()
+				mu.Lock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("creating %s: %w", obj.GetName(), err))
+				} else if sys != APICeiling {
+					created[obj.GetName()] = now
+				}
+				mu.Unlock()
+				if err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return created, errors.Join(errs...)
+}
+
+// podWatch notes when each pod of the bench namespace is first observed.
+type podWatch struct {
+	want   int
+	done   chan struct{}
+	cancel context.CancelFunc
+
+	mu     sync.Mutex
+	seen   map[string]bool
+	last   time.Time
+	perJob map[string]time.Time
+}
+
+func watchPods(ctx context.Context, cfg *rest.Config, want int) (*podWatch, error) {
+	mc, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	w := &podWatch{want: want, done: make(chan struct{}), cancel: cancel, seen: map[string]bool{}, perJob: map[string]time.Time{}}
+	factory := metadatainformer.NewFilteredSharedInformerFactory(mc, 0, namespace, nil)
+	inf := factory.ForResource(corev1.SchemeGroupVersion.WithResource("pods")).Informer()
+	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: func(obj any) {
+		now := time.Now()
+		m, ok := obj.(*metav1.PartialObjectMetadata)
+		if !ok {
+			return
+		}
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.seen[m.Name] {
+			return
+		}
+		w.seen[m.Name] = true
+		w.last = now
+		if owner := metav1.GetControllerOf(m); owner != nil {
+			w.perJob[owner.Name] = now
+		}
+		if len(w.seen) == w.want {
+			close(w.done)
+		}
+	}})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		cancel()
+		return nil, errors.New("pod watch did not sync")
+	}
+	return w, nil
+}
+
+func (w *podWatch) stop() { w.cancel() }
+
+func (w *podWatch) count() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.seen)
+}
+
+// results returns when the last pod was observed and, per job, when its last pod was.
+func (w *podWatch) results() (time.Time, map[string]time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	perJob := make(map[string]time.Time, len(w.perJob))
+	for k, v := range w.perJob {
+		perJob[k] = v
+	}
+	return w.last, perJob
+}
+
+// ensureTrainingOperator builds training-operator's manager into binDir unless it is there. It is
+// built in its own module directory with its own go.mod, as framework.Build builds kwok; it is not
+// in framework.Binaries because adding a pinned binary there changes the stamp and makes every
+// `make bin` rebuild the whole control plane for a binary only this benchmark uses.
+func ensureTrainingOperator(ctx context.Context, binDir string) (string, error) {
+	path := filepath.Join(binDir, trainingOperatorBinary)
+	if _, err := os.Stat(path); err == nil {
+		return path, nil
+	}
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := framework.ModuleDir(ctx, root, trainingOperatorModule)
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(os.Stderr, "Building %s from %s\n", path, trainingOperatorModule)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", path, "./cmd/training-operator.v1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-buildvcs=false -mod=readonly")
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("building training-operator in %s: %w", dir, err)
+	}
+	return path, nil
+}
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}

@@ -64,6 +64,7 @@ var Binaries = []Binary{
 	{Name: "convoy-operator", Package: "./operator/cmd/convoy-operator", Project: true},
 	{Name: "convoy-scheduler", Package: "./scheduler-plugin/cmd/kube-scheduler", LDFlags: VersionLDFlags, Project: true},
 	{Name: "convoy-node-agent", Package: "./scheduler-plugin/cmd/convoy-node-agent", Project: true},
+	{Name: "simtrainer", Package: "./test/cmd/simtrainer", Project: true},
 }
 
 // stampFile records what the non-project binaries in the bin directory were built from.

@@ -1,0 +1,466 @@
+// Package e2e tests Convoy as a platform team meets it: the whole stack from test/e2e/stack (the
+// real kube-apiserver, Kueue manager, convoy-operator, convoy-scheduler and mock node agents,
+// each of Convoy's components as its ServiceAccount with deploy/'s RBAC) on 16 kwok H100 nodes in
+// 4 racks, with simtrainer reporting progress for the running gangs. Every test has its own
+// namespace and ClusterQueue, and asserts what a user sees with kubectl.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/e2e/stack"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+func TestMain(m *testing.M) {
+	framework.Main(m, framework.Options{AddToScheme: []func(*runtime.Scheme) error{
+		convoy.AddToScheme, kueue.AddToScheme, schedv1alpha1.AddToScheme}})
+}
+
+const (
+	// timeout bounds every wait; the operator's restarted leader waits out a 15 s Lease.
+	timeout = 90 * time.Second
+	product = "NVIDIA-H100-80GB-HBM3"
+	// flavor is deploy/queue's ResourceFlavor of on-demand H100 nodes.
+	flavor = "h100-on-demand"
+)
+
+// fleet is 1 zone × 2 blocks × 2 racks × 4 nodes of 8 GPUs: 128 GPUs, 32 per rack.
+var fleet = framework.Fleet{Zones: 1, BlocksPerZone: 2, RacksPerBlock: 2, NodesPerRack: 4, GPUsPerNode: 8,
+	Product: product, Labels: map[string]string{stack.LabelCapacityType: "on-demand"}}
+
+var (
+	setupOnce sync.Once
+	shared    *stack.Stack
+	setupErr  error
+)
+
+// env is one test's view: the stack, and the test's namespace with its LocalQueue "training".
+type env struct {
+	*stack.Stack
+	t  *testing.T
+	k  client.Client
+	ns string
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	c := framework.Shared(t)
+	setupOnce.Do(func() {
+		ctx := context.Background()
+		if setupErr = c.CreateNodes(ctx, fleet.Nodes()...); setupErr != nil {
+			return
+		}
+		shared, setupErr = stack.Start(ctx, c, stack.Options{
+			Agents:     []stack.AgentPool{{Profile: "h100-8", Selector: framework.LabelGPUProduct + "=" + product}},
+			SimTrainer: time.Second,
+		})
+	})
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	ns := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
+	ns = strings.TrimSuffix(ns[:min(len(ns), 50)], "-")
+	return &env{Stack: shared, t: t, k: c.Client, ns: ns}
+}
+
+// queue creates the test's namespace, a ClusterQueue of gpus H100 GPUs (no cohort) as an
+// administrator would, and the LocalQueue "training". Cleanup deletes the jobs and waits until
+// their pods are gone, so the next test finds the fleet empty.
+func (e *env) queue(gpus int) {
+	e.t.Helper()
+	ctx := e.t.Context()
+	must(e.t, e.k.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}))
+	quota := func(name corev1.ResourceName, q string) kueue.ResourceQuota {
+		return kueue.ResourceQuota{Name: name, NominalQuota: resource.MustParse(q)}
+	}
+	cq := &kueue.ClusterQueue{
+		ObjectMeta: metav1.ObjectMeta{Name: e.ns},
+		Spec: kueue.ClusterQueueSpec{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: e.ns}},
+			Preemption:        &kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyLowerPriority},
+			ResourceGroups: []kueue.ResourceGroup{{
+				CoveredResources: []corev1.ResourceName{framework.ResourceGPU, corev1.ResourceCPU, corev1.ResourceMemory},
+				Flavors: []kueue.FlavorQuotas{{Name: flavor, Resources: []kueue.ResourceQuota{
+					quota(framework.ResourceGPU, strconv.Itoa(gpus)), quota(corev1.ResourceCPU, "10k"), quota(corev1.ResourceMemory, "100Ti"),
+				}}},
+			}},
+		},
+	}
+	must(e.t, e.k.Create(ctx, cq))
+	must(e.t, e.k.Create(ctx, &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "training"},
+		Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(e.ns)}}))
+	e.t.Cleanup(func() {
+		ctx := context.Background()
+		_ = e.k.DeleteAllOf(ctx, &convoy.TrainingJob{}, client.InNamespace(e.ns))
+		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			pods := &corev1.PodList{}
+			if err := e.k.List(ctx, pods, client.InNamespace(e.ns)); err != nil {
+				return false, nil
+			}
+			return len(pods.Items) == 0, nil
+		})
+		_ = e.k.Delete(ctx, cq)
+	})
+}
+
+// job is a TrainingJob of workers × gpus in the test's queue, packed in a rack. Without
+// targetAccuracy it keeps running after simtrainer's last epoch.
+func (e *env) job(name string, workers, gpus int32, priorityClass string) *convoy.TrainingJob {
+	return &convoy.TrainingJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+		Spec: convoy.TrainingJobSpec{
+			Model: "llama-3-8b", Dataset: "s3://corpus/en", Framework: convoy.FrameworkPyTorch,
+			NumWorkers: workers, GPUsPerWorker: ptr.To(gpus), Image: "trainer:1",
+			Scheduling: &convoy.SchedulingSpec{Queue: "training", PriorityClassName: priorityClass,
+				Topology: &convoy.TopologySpec{Level: convoy.TopologyRack}},
+		},
+	}
+}
+
+func (e *env) create(job *convoy.TrainingJob) {
+	e.t.Helper()
+	must(e.t, e.k.Create(e.t.Context(), job))
+}
+
+// get returns the job as it is now.
+func (e *env) get(name string) *convoy.TrainingJob {
+	e.t.Helper()
+	job := &convoy.TrainingJob{}
+	must(e.t, e.k.Get(e.t.Context(), client.ObjectKey{Namespace: e.ns, Name: name}, job))
+	return job
+}
+
+// waitJob waits until cond holds for the job and returns it.
+func (e *env) waitJob(name, what string, cond func(*convoy.TrainingJob) bool) *convoy.TrainingJob {
+	e.t.Helper()
+	var job *convoy.TrainingJob
+	err := wait.PollUntilContextTimeout(e.t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		j := &convoy.TrainingJob{}
+		if err := e.k.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, j); err != nil {
+			return false, nil
+		}
+		job = j
+		return cond(j), nil
+	})
+	if err != nil {
+		e.t.Fatalf("waiting for %s to be %s: %v; its status: %+v", name, what, err, statusOf(job))
+	}
+	return job
+}
+
+func (e *env) waitState(name string, state convoy.TrainingJobState) *convoy.TrainingJob {
+	e.t.Helper()
+	return e.waitJob(name, string(state), func(j *convoy.TrainingJob) bool { return j.Status.State == state })
+}
+
+// pods returns the job's pods, by name.
+func (e *env) pods(name string) []corev1.Pod {
+	e.t.Helper()
+	pods := &corev1.PodList{}
+	must(e.t, e.k.List(e.t.Context(), pods, client.InNamespace(e.ns), client.MatchingLabels{convoy.LabelJobName: name}))
+	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return pods.Items
+}
+
+// racks returns the racks the job's pods are bound to; "" stands for an unbound pod.
+func (e *env) racks(pods []corev1.Pod) []string {
+	e.t.Helper()
+	var racks []string
+	for _, p := range pods {
+		rack := ""
+		if p.Spec.NodeName != "" {
+			node := &corev1.Node{}
+			must(e.t, e.k.Get(e.t.Context(), client.ObjectKey{Name: p.Spec.NodeName}, node))
+			rack = node.Labels[framework.LabelRack]
+		}
+		if !slices.Contains(racks, rack) {
+			racks = append(racks, rack)
+		}
+	}
+	return racks
+}
+
+// requireWholeGang fails unless the job has exactly workers pods, one per rank, every one Running
+// and not being deleted, all in one rack.
+func (e *env) requireWholeGang(name string, workers int) []corev1.Pod {
+	e.t.Helper()
+	pods := e.pods(name)
+	var ranks []string
+	for _, p := range pods {
+		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			e.t.Errorf("pod %s is %s (deleting: %v), want Running", p.Name, p.Status.Phase, p.DeletionTimestamp != nil)
+		}
+		ranks = append(ranks, p.Labels[convoy.LabelReplicaRank])
+	}
+	slices.Sort(ranks)
+	if len(pods) != workers || len(slices.Compact(ranks)) != workers {
+		e.t.Fatalf("%s has %d pods with ranks %v, want %d, one per rank", name, len(pods), ranks, workers)
+	}
+	if racks := e.racks(pods); len(racks) != 1 || racks[0] == "" {
+		e.t.Errorf("%s's pods are in racks %q, want one rack", name, racks)
+	}
+	return pods
+}
+
+func statusOf(job *convoy.TrainingJob) any {
+	if job == nil {
+		return "not found"
+	}
+	return job.Status
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDeployManifestsApplyServerSide(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	// deploy/kueue's kustomization pulls Kueue's release from GitHub and a cert-manager Certificate;
+	// its own files are applied one by one and certificate.yaml is left out (no cert-manager here).
+	for _, args := range [][]string{
+		{"-f", "deploy/crd/bases"},
+		{"-k", "deploy/operator/rbac"},
+		{"-k", "deploy/scheduler"},
+		{"-k", "deploy/node-agent"},
+		{"-k", "deploy/node-agent/simulator"},
+		{"-k", "deploy/queue"},
+		{"-f", "deploy/kueue/kueue_trainingjob_role.yaml"},
+		{"-f", "deploy/kueue/rbac"},
+		{"-f", "deploy/samples", "--recursive"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			args := slices.Clone(args)
+			args[1] = filepath.Join(e.Root, args[1])
+			// A dry run: the stack already installed most of these, as other field managers
+			// (the framework points the webhooks at local URLs), so conflicts are forced.
+			out, err := e.Kubectl(ctx, append([]string{"apply", "--server-side", "--dry-run=server", "--force-conflicts"}, args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "serverside-applied") {
+				t.Errorf("kubectl apply printed no applied object:\n%s", out)
+			}
+		})
+	}
+	// The stack points the live webhook configurations at a local URL, which would merge with the
+	// manifest's Service reference into an invalid object: check the manifest under other names.
+	t.Run("-f deploy/kueue/webhook.yaml", func(t *testing.T) {
+		data, err := os.ReadFile(filepath.Join(e.Root, "deploy/kueue/webhook.yaml"))
+		must(t, err)
+		renamed := filepath.Join(t.TempDir(), "webhook.yaml")
+		must(t, os.WriteFile(renamed, bytes.ReplaceAll(data, []byte("name: convoy-trainingjob-queue\n"), []byte("name: e2e-convoy-trainingjob-queue\n")), 0o644))
+		out, err := e.Kubectl(ctx, "apply", "--server-side", "--dry-run=server", "--force-conflicts", "-f", renamed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(out, "webhookconfiguration.admissionregistration.k8s.io/e2e-convoy-trainingjob-queue serverside-applied"); n != 2 {
+			t.Errorf("want both webhook configurations applied, got:\n%s", out)
+		}
+	})
+}
+
+func TestTrainingJobRunsAndCompletes(t *testing.T) {
+	e := setup(t)
+	e.queue(64)
+	job := e.job("llm", 4, 8, "normal")
+	job.Spec.SuccessPolicy = &convoy.SuccessPolicy{TargetAccuracy: ptr.To(0.9)}
+	e.create(job)
+
+	e.waitJob("llm", "admitted by Kueue", func(j *convoy.TrainingJob) bool { return j.Status.Admission != nil })
+	wls := &kueue.WorkloadList{}
+	must(t, e.k.List(t.Context(), wls, client.InNamespace(e.ns)))
+	if len(wls.Items) != 1 || !meta.IsStatusConditionTrue(wls.Items[0].Status.Conditions, kueue.WorkloadAdmitted) {
+		t.Fatalf("want one admitted Workload, got %d: %+v", len(wls.Items), wls.Items)
+	}
+	pg := &schedv1alpha1.PodGroup{}
+	must(t, e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "llm"}, pg))
+	if pg.Spec.MinMember != 4 {
+		t.Errorf("PodGroup minMember = %d, want 4", pg.Spec.MinMember)
+	}
+
+	running := e.waitState("llm", convoy.StateRunning)
+	e.requireWholeGang("llm", 4)
+	if got := running.Status.Resources; got == nil || !strings.Contains(got.Placement, "1 rack") {
+		t.Errorf("status.resources = %+v, want a placement in 1 rack", got)
+	}
+
+	done := e.waitState("llm", convoy.StateCompleted)
+	if c := meta.FindStatusCondition(done.Status.Conditions, string(convoy.ConditionCompleted)); c == nil || c.Reason != convoy.ReasonTargetAccuracy {
+		t.Errorf("Completed condition = %+v, want reason %s", c, convoy.ReasonTargetAccuracy)
+	}
+	if done.Status.CurrentEpoch == 0 || done.Status.Metrics == nil || done.Status.Metrics.Accuracy == nil {
+		t.Errorf("status has no progress from the trainer: %+v", done.Status)
+	}
+}
+
+func TestOverQuotaJobWaitsUntilQuotaIsRaised(t *testing.T) {
+	e := setup(t)
+	e.queue(16)
+	e.create(e.job("big", 4, 8, "normal"))
+
+	queued := e.waitJob("big", "queued with a reason", func(j *convoy.TrainingJob) bool {
+		c := meta.FindStatusCondition(j.Status.Conditions, string(convoy.ConditionQueued))
+		return c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, "nvidia.com/gpu")
+	})
+	msg := meta.FindStatusCondition(queued.Status.Conditions, string(convoy.ConditionQueued)).Message
+	if !strings.Contains(msg, flavor) {
+		t.Errorf("Queued message %q does not name the flavor %s", msg, flavor)
+	}
+	if pods := e.pods("big"); len(pods) != 0 {
+		t.Fatalf("a queued job has %d pods", len(pods))
+	}
+
+	// The administrator raises the quota.
+	if _, err := e.Kubectl(t.Context(), "patch", "clusterqueue", e.ns, "--type=json", "-p",
+		`[{"op": "replace", "path": "/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota", "value": 32}]`); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState("big", convoy.StateRunning)
+	e.requireWholeGang("big", 4)
+}
+
+func TestQueuePreemptsWholeGang(t *testing.T) {
+	e := setup(t)
+	e.queue(16)
+	e.create(e.job("low", 2, 8, "low"))
+	e.waitState("low", convoy.StateRunning)
+
+	e.create(e.job("high", 2, 8, "high"))
+	e.waitState("high", convoy.StateRunning)
+	e.requireWholeGang("high", 2)
+	low := e.waitState("low", convoy.StateQueued)
+	if pods := e.pods("low"); len(pods) != 0 {
+		t.Errorf("the preempted job still has pods: %v", podNames(pods))
+	}
+	if low.Status.Admission != nil {
+		t.Errorf("the preempted job keeps its admission: %+v", low.Status.Admission)
+	}
+}
+
+func TestSchedulerPreemptsWholeGangWhenNodesAreFull(t *testing.T) {
+	e := setup(t)
+	e.queue(1000)
+	// Four gangs of a rack each fill the fleet.
+	lows := []string{"low-0", "low-1", "low-2", "low-3"}
+	for _, name := range lows {
+		e.create(e.job(name, 4, 8, "low"))
+	}
+	for _, name := range lows {
+		e.waitState(name, convoy.StateRunning)
+	}
+
+	e.create(e.job("high", 4, 8, "high"))
+	e.waitState("high", convoy.StateRunning)
+	e.requireWholeGang("high", 4)
+
+	var preempted []string
+	for _, name := range lows {
+		j := e.get(name)
+		if j.Status.RestartCount == 0 {
+			e.requireWholeGang(name, 4)
+			continue
+		}
+		preempted = append(preempted, name)
+		for _, p := range e.pods(name) {
+			if p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
+				t.Errorf("pod %s of the preempted gang %s is bound to %s", p.Name, name, p.Spec.NodeName)
+			}
+		}
+	}
+	if len(preempted) != 1 {
+		t.Errorf("preempted gangs: %v, want exactly one", preempted)
+	}
+}
+
+func TestOperatorRestartLeavesNoDuplicateOrPartialGang(t *testing.T) {
+	e := setup(t)
+	e.queue(64)
+	e.create(e.job("llm", 4, 8, "normal"))
+	// Kill the operator while it creates the gang.
+	e.waitJob("llm", "creating pods", func(j *convoy.TrainingJob) bool { return j.Status.Admission != nil })
+	must(t, e.StopOperator())
+	must(t, e.StartOperator(t.Context()))
+
+	e.waitState("llm", convoy.StateRunning)
+	e.requireWholeGang("llm", 4)
+}
+
+func TestSchedulerRestartLeavesNoPartialGang(t *testing.T) {
+	e := setup(t)
+	e.queue(64)
+	must(t, e.StopScheduler())
+	e.create(e.job("llm", 4, 8, "normal"))
+	e.waitJob("llm", "with its pods created", func(*convoy.TrainingJob) bool { return len(e.pods("llm")) == 4 })
+	for _, p := range e.pods("llm") {
+		if p.Spec.NodeName != "" {
+			t.Errorf("pod %s is bound to %s with no scheduler running", p.Name, p.Spec.NodeName)
+		}
+	}
+	must(t, e.StartScheduler(t.Context()))
+
+	e.waitState("llm", convoy.StateRunning)
+	e.requireWholeGang("llm", 4)
+}
+
+func TestDeletedNodeRestartsGangElsewhere(t *testing.T) {
+	e := setup(t)
+	e.queue(64)
+	e.create(e.job("llm", 2, 8, "normal"))
+	e.waitState("llm", convoy.StateRunning)
+	lost := e.requireWholeGang("llm", 2)[0].Spec.NodeName
+
+	node := &corev1.Node{}
+	must(t, e.k.Get(t.Context(), client.ObjectKey{Name: lost}, node))
+	must(t, e.k.Delete(t.Context(), node))
+	t.Cleanup(func() {
+		for _, spec := range fleet.Nodes() {
+			if spec.Name == lost {
+				_ = e.Cluster.CreateNodes(context.Background(), spec)
+			}
+		}
+	})
+
+	e.waitJob("llm", "restarted", func(j *convoy.TrainingJob) bool {
+		return j.Status.RestartCount >= 1 && j.Status.State == convoy.StateRunning
+	})
+	for _, p := range e.requireWholeGang("llm", 2) {
+		if p.Spec.NodeName == lost {
+			t.Errorf("pod %s runs on the deleted node %s", p.Name, lost)
+		}
+	}
+}
+
+func podNames(pods []corev1.Pod) []string {
+	var names []string
+	for _, p := range pods {
+		names = append(names, fmt.Sprintf("%s@%s", p.Name, p.Spec.NodeName))
+	}
+	return names
+}

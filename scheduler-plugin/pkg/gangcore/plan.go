@@ -149,10 +149,11 @@ func (s *State) PlanFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())
 		// Siblings rejected earlier for another reason (Coscheduling's "not enough sibling pods")
 		// wait for events that may never come: retry them now so that every pod of the gang says
-		// why it does not fit. Only a fresh verdict does this, so it cannot loop.
+		// why it does not fit. Those that already say it (even with older numbers) are left alone:
+		// retrying them would cost a cycle and a status update each.
 		activate = map[string]*corev1.Pod{}
 		for _, p := range g.pending {
-			if p.UID != pod.UID && !saysAlready(p, err.Error()) {
+			if p.UID != pod.UID && !saysAlready(p, key+" needs ") {
 				activate[p.Namespace+"/"+p.Name] = p
 			}
 		}

@@ -7,13 +7,17 @@
 //
 // Nodes are plain Ready Node objects (no kubelet, no kwok: the node lifecycle controller is off so
 // they stay schedulable) in 2 zones of 4 blocks of 16-node racks, 8 GPUs each, with a GPUNode each.
-// Gangs (a PodGroup with minMember = all its pods, and pods labelled and annotated as the
-// operator makes them) are created one after another while the scheduler runs. Every scheduler
-// gets a fresh control plane and the same client QPS and burst.
+// Gangs are a PodGroup with minMember = all its pods, and pods labelled and annotated as the
+// operator makes them. Every contender gets a fresh control plane and the same client QPS and burst.
 //
-// It reports pods bound per second, the time from a gang's last pod created to its last pod bound
-// (p50, p99), gangs left unplaced (and how many of them would still fit), racks per placed gang
-// against the fewest possible, and free GPUs stranded on partly used nodes.
+// By default (-arrival burst) every gang exists before the contender starts, as when a queue admits
+// a backlog at once: pods/s is then the contender's own rate and the binder's is the API server's
+// ceiling. With -arrival stream gangs are created while the contender runs.
+//
+// It reports pods bound per second, each gang's time to all bound (from the contender's start, or
+// from its last pod created when streaming; p50, p99), gangs left unplaced (and how many of them
+// would still fit), racks per placed gang against the fewest possible, and free GPUs stranded on
+// partly used nodes.
 package main
 
 import (
@@ -56,6 +60,7 @@ type options struct {
 	stateDir   string
 	verbosity  int
 	extraArgs  []string
+	stream     bool
 }
 
 func main() {
@@ -72,12 +77,20 @@ func main() {
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest run")
 	flag.StringVar(&o.binDir, "bin-dir", "", "directory with the control plane and convoy-scheduler; default bin/")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results to this file")
+	arrival := flag.String("arrival", "burst", "burst: every gang exists before the contender starts (throughput, time to drain a backlog); stream: gangs are created while it runs (latency from each gang's last pod created)")
 	flag.StringVar(&o.stateDir, "state-dir", "", "keep each run's control plane state and logs under this directory")
 	flag.IntVar(&o.verbosity, "v", 1, "the scheduler's log verbosity")
 	extra := flag.String("scheduler-args", "", "space-separated extra flags for the schedulers, e.g. for profiling")
 	flag.Parse()
 	o.qps = float32(*qps)
 	o.extraArgs = strings.Fields(*extra)
+	switch *arrival {
+	case "burst":
+	case "stream":
+		o.stream = true
+	default:
+		fail(fmt.Errorf("-arrival: %q is neither burst nor stream", *arrival))
+	}
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil || n < 16 {

@@ -103,6 +103,14 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	factory.Start(runCtx.Done())
 	factory.WaitForCacheSync(runCtx.Done())
 
+	created := make([]time.Time, len(spec.gangs))
+	if !o.stream {
+		began := time.Now()
+		if err := createGangs(runCtx, cl, spec.gangs, created); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(os.Stderr, "   %d gangs created in %.1fs before the contender starts\n", len(spec.gangs), time.Since(began).Seconds())
+	}
 	switch sc {
 	case Convoy, Coscheduling:
 		if err := startScheduler(ctx, c, root, sc, o); err != nil {
@@ -116,14 +124,19 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 		go b.run(runCtx, factory)
 	}
 
-	created := make([]time.Time, len(spec.gangs))
 	start := time.Now()
 	var createErr error
 	var createdAll time.Time
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		createErr = createGangs(runCtx, cl, spec.gangs, created)
+		if o.stream {
+			createErr = createGangs(runCtx, cl, spec.gangs, created)
+		} else {
+			for i := range created {
+				created[i] = start
+			}
+		}
 		createdAll = time.Now()
 	}()
 
@@ -146,7 +159,9 @@ wait:
 			if createErr != nil {
 				return nil, createErr
 			}
-			fmt.Fprintf(os.Stderr, "   %d gangs (%d pods) created in %.1fs\n", len(spec.gangs), total, createdAll.Sub(start).Seconds())
+			if o.stream {
+				fmt.Fprintf(os.Stderr, "   %d gangs (%d pods) created in %.1fs\n", len(spec.gangs), total, createdAll.Sub(start).Seconds())
+			}
 		case <-tick.C:
 		}
 		bound, last := rec.progress()

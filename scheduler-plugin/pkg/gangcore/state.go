@@ -145,6 +145,7 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 				s.bump()
 			}
 		},
+		DeleteFunc: s.onNodeDelete,
 	}); err != nil {
 		return nil, err
 	}
@@ -214,6 +215,17 @@ func (s *State) bump() {
 	s.mu.Lock()
 	s.generation++
 	s.mu.Unlock()
+}
+
+func (s *State) onNodeDelete(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if n, ok := obj.(*corev1.Node); ok {
+		s.mu.Lock()
+		delete(s.bases, n.Name)
+		s.mu.Unlock()
+	}
 }
 
 func (s *State) onPodDelete(obj any) {

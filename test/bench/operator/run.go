@@ -43,6 +43,9 @@ const (
 	// trainingOperatorNamespace holds its (unused) webhook certificate Secret; its main reads the
 	// namespace from MY_POD_NAMESPACE.
 	trainingOperatorNamespace = "kubeflow"
+	// trainingOperatorCertSecret and trainingOperatorCertDir are fixed in its main.
+	trainingOperatorCertSecret = "training-operator-webhook-cert"
+	trainingOperatorCertDir    = "/tmp/k8s-webhook-server/serving-certs"
 )
 
 // run measures one contender on a fresh control plane.
@@ -181,7 +184,7 @@ func setup(ctx context.Context, c *framework.Cluster, sys System) error {
 		}
 		// Its certificate rotator fills this Secret; with no ValidatingWebhookConfiguration
 		// registered it reports the CA injected and the controllers start.
-		return c.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: trainingOperatorNamespace, Name: "training-operator-webhook-cert"}})
+		return c.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: trainingOperatorNamespace, Name: trainingOperatorCertSecret}})
 	}
 	return nil
 }
@@ -240,10 +243,38 @@ func startTrainingOperator(ctx context.Context, c *framework.Cluster, o options,
 	if err := c.StartProcess(trainingOperatorBinary, o.trainingOperator, args, []string{"MY_POD_NAMESPACE=" + trainingOperatorNamespace}); err != nil {
 		return 0, err
 	}
+	if err := mountWebhookCert(ctx, c); err != nil {
+		return 0, err
+	}
 	if err := c.WaitHealthy(ctx, trainingOperatorBinary, "http://"+probe+"/readyz"); err != nil {
 		return 0, err
 	}
 	return pidOf(c, trainingOperatorBinary)
+}
+
+// mountWebhookCert does what the kubelet's Secret volume does for training-operator's Deployment:
+// its certificate rotator fills the Secret, then waits for tls.crt and tls.key to appear in its
+// fixed certificate directory before it starts its controllers.
+func mountWebhookCert(ctx context.Context, c *framework.Cluster) error {
+	secret := &corev1.Secret{}
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: trainingOperatorNamespace, Name: trainingOperatorCertSecret}, secret); err != nil {
+			return false, err
+		}
+		return len(secret.Data["tls.crt"]) > 0 && len(secret.Data["tls.key"]) > 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for training-operator to fill its certificate Secret: %w", err)
+	}
+	if err := os.MkdirAll(trainingOperatorCertDir, 0o755); err != nil {
+		return err
+	}
+	for _, name := range []string{"tls.crt", "tls.key", "ca.crt"} {
+		if err := os.WriteFile(filepath.Join(trainingOperatorCertDir, name), secret.Data[name], 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func pidOf(c *framework.Cluster, name string) (int, error) {

@@ -35,7 +35,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	framework.Main(m, framework.Options{AddToScheme: []func(*runtime.Scheme) error{
+	kwokArgs, err := stack.KwokArgs(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	framework.Main(m, framework.Options{KwokArgs: kwokArgs, AddToScheme: []func(*runtime.Scheme) error{
 		convoy.AddToScheme, kueue.AddToScheme, schedv1alpha1.AddToScheme}})
 }
 
@@ -126,14 +131,15 @@ func (e *env) queue(gpus int) {
 	})
 }
 
-// job is a TrainingJob of workers × gpus in the test's queue, packed in a rack. Without
-// targetAccuracy it keeps running after simtrainer's last epoch.
+// job is a TrainingJob of workers × gpus in the test's queue, packed in a rack, with more epochs
+// than any test waits for: it runs until the test changes that.
 func (e *env) job(name string, workers, gpus int32, priorityClass string) *convoy.TrainingJob {
 	return &convoy.TrainingJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
 		Spec: convoy.TrainingJobSpec{
 			Model: "llama-3-8b", Dataset: "s3://corpus/en", Framework: convoy.FrameworkPyTorch,
 			NumWorkers: workers, GPUsPerWorker: ptr.To(gpus), Image: "trainer:1",
+			Hyperparameters: &convoy.Hyperparameters{Epochs: ptr.To[int32](10000)},
 			Scheduling: &convoy.SchedulingSpec{Queue: "training", PriorityClassName: priorityClass,
 				Topology: &convoy.TopologySpec{Level: convoy.TopologyRack}},
 		},
@@ -290,6 +296,8 @@ func TestTrainingJobRunsAndCompletes(t *testing.T) {
 	e := setup(t)
 	e.queue(64)
 	job := e.job("llm", 4, 8, "normal")
+	// simtrainer's accuracy reaches the target at the last epoch.
+	job.Spec.Hyperparameters.Epochs = ptr.To[int32](5)
 	job.Spec.SuccessPolicy = &convoy.SuccessPolicy{TargetAccuracy: ptr.To(0.9)}
 	e.create(job)
 
@@ -317,6 +325,48 @@ func TestTrainingJobRunsAndCompletes(t *testing.T) {
 	}
 	if done.Status.CurrentEpoch == 0 || done.Status.Metrics == nil || done.Status.Metrics.Accuracy == nil {
 		t.Errorf("status has no progress from the trainer: %+v", done.Status)
+	}
+}
+
+func TestTrainingJobCompletesWhenItsWorkersExit(t *testing.T) {
+	e := setup(t)
+	e.queue(64)
+	job := e.job("llm", 2, 8, "normal")
+	job.Spec.Hyperparameters.Epochs = ptr.To[int32](3)
+	e.create(job)
+
+	// After its last epoch simtrainer makes every worker exit 0 (convoy.dev/sim-exit-code).
+	done := e.waitState("llm", convoy.StateCompleted)
+	if c := meta.FindStatusCondition(done.Status.Conditions, string(convoy.ConditionCompleted)); c == nil || c.Reason != convoy.ReasonAllWorkersSucceeded {
+		t.Errorf("Completed condition = %+v, want reason %s", c, convoy.ReasonAllWorkersSucceeded)
+	}
+	for _, p := range e.pods("llm") {
+		if p.Status.Phase != corev1.PodSucceeded {
+			t.Errorf("pod %s is %s, want Succeeded", p.Name, p.Status.Phase)
+		}
+	}
+}
+
+func TestFailedWorkerRestartsWholeGang(t *testing.T) {
+	e := setup(t)
+	e.queue(64)
+	job := e.job("llm", 2, 8, "normal")
+	job.Spec.FailurePolicy = &convoy.FailurePolicy{RestartPolicy: convoy.RestartOnFailure, BackoffLimit: ptr.To[int32](3)}
+	e.create(job)
+	e.waitState("llm", convoy.StateRunning)
+	worker := e.requireWholeGang("llm", 2)[1]
+
+	// The worker's process is OOM-killed.
+	if _, err := e.Kubectl(t.Context(), "annotate", "pod", "-n", e.ns, worker.Name, stack.AnnotationSimExitCode+"=137"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitJob("llm", "restarted and running", func(j *convoy.TrainingJob) bool {
+		return j.Status.RestartCount >= 1 && j.Status.State == convoy.StateRunning
+	})
+	for _, p := range e.requireWholeGang("llm", 2) {
+		if p.UID == worker.UID {
+			t.Errorf("the failed pod %s is still the gang's", p.Name)
+		}
 	}
 }
 

@@ -114,7 +114,13 @@ func up(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	began := time.Now()
-	c, err := framework.Start(ctx, framework.Options{StateDir: dir, BinDir: *binDir, Log: os.Stdout})
+	opts := framework.Options{StateDir: dir, BinDir: *binDir, Log: os.Stdout}
+	if *withConvoy {
+		if opts.KwokArgs, err = stack.KwokArgs(ctx); err != nil {
+			return err
+		}
+	}
+	c, err := framework.Start(ctx, opts)
 	if err != nil {
 		return err
 	}

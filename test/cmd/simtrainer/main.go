@@ -8,7 +8,9 @@
 // A gang resumes where its CONVOY_RESUME_FROM checkpoint left off ("<uri>/epoch-<N>"). Accuracy
 // climbs linearly to spec.successPolicy.targetAccuracy at the last epoch
 // (spec.hyperparameters.epochs, default 10), so a job with a target completes
-// (TargetAccuracyReached); a job without one stops reporting after its last epoch.
+// (TargetAccuracyReached); the workers of a job without one exit 0 after its last epoch (the pod
+// annotation convoy.dev/sim-exit-code, which kwok's convoy-sim-exit stage of test/e2e/stack turns
+// into a Succeeded pod), so it completes with AllWorkersSucceeded.
 package main
 
 import (
@@ -48,6 +50,9 @@ const (
 	audience = "convoy.dev/progress"
 	// caKey is the key of the progress endpoint's CA in the job's ConfigMap (operator/pkg/builder).
 	caKey = "progress-ca.crt"
+	// annotationSimExitCode makes kwok end a fake pod's containers with that exit code
+	// (test/e2e/stack.AnnotationSimExitCode).
+	annotationSimExitCode = "convoy.dev/sim-exit-code"
 	// defaultEpochs is the operator's default of spec.hyperparameters.epochs.
 	defaultEpochs = 10
 )
@@ -185,7 +190,7 @@ func (t *trainer) report(ctx context.Context, job *convoy.TrainingJob, pod *core
 		total = *hp.Epochs
 	}
 	if g.epoch >= total {
-		return nil
+		return t.finish(ctx, job, pod)
 	}
 	httpClient, err := t.httpClient(ctx, pod)
 	if err != nil {
@@ -211,6 +216,36 @@ func (t *trainer) report(ctx context.Context, job *convoy.TrainingJob, pod *core
 		if err := post(ctx, httpClient, url+"/checkpoint", g.token, map[string]any{"path": path, "epoch": g.epoch}); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// finish makes every worker of a gang that has no target accuracy exit 0 after the last epoch,
+// through kwok's convoy-sim-exit stage (test/e2e/stack.AnnotationSimExitCode).
+func (t *trainer) finish(ctx context.Context, job *convoy.TrainingJob, rank0 *corev1.Pod) error {
+	if sp := job.Spec.SuccessPolicy; sp != nil && sp.TargetAccuracy != nil {
+		return nil
+	}
+	pods := &corev1.PodList{}
+	if err := t.k.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{
+		convoy.LabelJobName: job.Name, convoy.LabelRestartAttempt: rank0.Labels[convoy.LabelRestartAttempt],
+	}); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if _, done := p.Annotations[annotationSimExitCode]; done || p.DeletionTimestamp != nil {
+			continue
+		}
+		patch := client.MergeFrom(p.DeepCopy())
+		if p.Annotations == nil {
+			p.Annotations = map[string]string{}
+		}
+		p.Annotations[annotationSimExitCode] = "0"
+		if err := t.k.Patch(ctx, p, patch); err != nil {
+			return err
+		}
+		fmt.Printf("simtrainer: %s/%s worker %s exits 0\n", job.Namespace, job.Name, p.Name)
 	}
 	return nil
 }

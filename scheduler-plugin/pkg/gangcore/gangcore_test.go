@@ -210,7 +210,7 @@ func TestNodeView(t *testing.T) {
 			}
 			h := newHarness(t, []*corev1.Node{node}, tc.pods, inv...)
 			ni, _ := h.snap.NodeInfos().Get("a")
-			pn := h.state.nodeView(ni, &gang{key: "other", pendingUIDs: nil}, nil, nil, false)
+			pn := h.state.nodeView(ni, h.state.gpuNode("a"), &gang{key: "other", pendingUIDs: nil}, nil, nil, false)
 			if got := FormatGPUIndices(pn.Free); got != tc.wantFree || pn.Indexed != tc.indexed {
 				t.Errorf("free = %q indexed %v, want %q indexed %v", got, pn.Indexed, tc.wantFree, tc.indexed)
 			}

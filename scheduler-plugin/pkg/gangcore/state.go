@@ -53,10 +53,12 @@ type State struct {
 
 	mu sync.Mutex
 	// bases caches each node's GPU view; see nodeBase.
-	bases    map[string]*nodeBase
-	plans    map[string]*plan
-	reserved map[types.UID]reservation
-	verdicts map[string]verdict
+	bases map[string]*nodeBase
+	// lastCluster lends its topology index to the next view with the same nodes.
+	lastCluster *planner.Cluster
+	plans       map[string]*plan
+	reserved    map[types.UID]reservation
+	verdicts    map[string]verdict
 	// preemptVerdicts remember that preemption cannot make room for a gang.
 	preemptVerdicts map[string]verdict
 	preemptions     map[string]*preemption

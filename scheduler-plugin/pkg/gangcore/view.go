@@ -172,12 +172,14 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 			anchor = ni.Node()
 		}
 	}
+	s.gpuMu.RLock()
+	defer s.gpuMu.RUnlock()
 	for _, ni := range nodes {
 		node := ni.Node()
 		if node == nil {
 			continue
 		}
-		pn := s.nodeView(ni, o.gang, claims[node.Name], vt, o.lonePods)
+		pn := s.nodeView(ni, s.gpuNodes[node.Name], o.gang, claims[node.Name], vt, o.lonePods)
 		pn.Excluded = o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang)
 		if !pn.Excluded {
 			pn.MaxPods = o.elig.maxPods(ni, s.opts.GPUResource)
@@ -188,6 +190,11 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 		s.fillWorkLost(ctx, vt)
 		cl.Victims = vt.list
 	}
+	// Node names and labels rarely change between plans: keep the planner's topology index.
+	if s.lastCluster != nil && cl.ShareIndex(s.lastCluster) {
+		return cl, vt
+	}
+	s.lastCluster = cl
 	return cl, vt
 }
 
@@ -236,10 +243,9 @@ type hold struct {
 	n    int
 }
 
-// base returns the node's cached base, computing it when the snapshot or GPUNode changed.
-func (s *State) base(ni fwk.NodeInfo) *nodeBase {
+// base returns the node's cached base, computing it when the snapshot or GPUNode (gn) changed.
+func (s *State) base(ni fwk.NodeInfo, gn *gpuNode) *nodeBase {
 	node := ni.Node()
-	gn := s.gpuNode(node.Name)
 	if b := s.bases[node.Name]; b != nil && b.generation == ni.GetGeneration() && b.gn == gn {
 		return b
 	}
@@ -286,8 +292,8 @@ func (s *State) base(ni fwk.NodeInfo) *nodeBase {
 // is being planned anew), less the pods nominated to it with g's priority or more and the claims
 // of other gangs' plans, and never more than the device plugin's allocatable leaves. With vt it
 // also numbers the pods' victims.
-func (s *State) nodeView(ni fwk.NodeInfo, g *gang, claims []claim, vt *victimTable, lonePods bool) planner.Node {
-	b := s.base(ni)
+func (s *State) nodeView(ni fwk.NodeInfo, gn *gpuNode, g *gang, claims []claim, vt *victimTable, lonePods bool) planner.Node {
+	b := s.base(ni, gn)
 	pn := b.pn
 	free, room := pn.Free, b.room
 	if vt != nil || len(g.pendingUIDs) > 0 {

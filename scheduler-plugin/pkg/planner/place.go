@@ -27,6 +27,24 @@ type index struct {
 	nodes    [numLevels][][]int32 // nodes[L][d]: the nodes inside domain d
 }
 
+// ShareIndex lets c use prev's topology index when both have the same nodes, in the same order,
+// with the same zone, block and rack: callers that build a Cluster per decision skip rebuilding it.
+// It reports whether it did.
+func (c *Cluster) ShareIndex(prev *Cluster) bool {
+	ix := prev.idx
+	if ix == nil || len(prev.Nodes) != len(c.Nodes) {
+		return false
+	}
+	for i := range c.Nodes {
+		a, b := &c.Nodes[i], &prev.Nodes[i]
+		if a.Name != b.Name || a.Zone != b.Zone || a.Block != b.Block || a.Rack != b.Rack {
+			return false
+		}
+	}
+	c.idx = ix
+	return true
+}
+
 func (c *Cluster) index() *index {
 	if c.idx != nil && len(c.idx.of[LevelNode]) == len(c.Nodes) {
 		return c.idx

@@ -15,6 +15,8 @@ kubectl() { "$BIN/kubectl" "$@"; }
 BEGAN=$SECONDS
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 stamp() { printf '[%4ds] ' $((SECONDS - BEGAN)); }
+# note prints one timeline line in one write, so it does not interleave with the watcher's.
+note() { printf '%s%s\n' "$(stamp)" "$*"; }
 
 # field JOB JSONPATH: one field of team-a's (or the given namespace/name) TrainingJob.
 field() {
@@ -49,7 +51,7 @@ timeline() {
 			last[$job]=$key
 			msg=$(field "$job" "{.status.conditions[?(@.type==\"$st\")].message}")
 			case $st in
-			Running) msg="$(field "$job" '{.status.resources.placement}'), from epoch ${epoch:-0}" ;;
+			Running) msg="$(field "$job" '{.status.resources.placement}'), at epoch ${epoch:-0}" ;;
 			esac
 			printf '%s%-24s %-12s %s\n' "$(stamp)" "$job" "$st" "$msg"
 		done < <(kubectl get trainingjobs -A -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}|{.status.state}|{.status.currentEpoch}|{.status.restartCount}{"\n"}{end}' 2>/dev/null)
@@ -100,22 +102,22 @@ MSG
 	local watcher=$!
 	trap 'kill $watcher 2>/dev/null || true' EXIT
 
-	stamp; echo "team-a submits resnet-sweep: low priority, 4 × 8 GPUs, the whole of its quota"
+	note "team-a submits resnet-sweep: low priority, 4 × 8 GPUs, the whole of its quota"
 	kubectl apply --server-side -f deploy/samples/demo/resnet-sweep.yaml >/dev/null
 	wait_for "resnet-sweep to run" 120 state_is team-a/resnet-sweep Running
 	wait_for "resnet-sweep's third epoch" 120 epoch_at_least team-a/resnet-sweep 3
 
-	stamp; echo "team-a submits bert-eval: 2 × 8 GPUs more than its quota and borrowing allow"
+	note "team-a submits bert-eval: 2 × 8 GPUs more than its quota and borrowing allow"
 	kubectl apply --server-side -f deploy/samples/demo/bert-eval.yaml >/dev/null
 	wait_for "bert-eval to be queued" 60 state_is team-a/bert-eval Queued
 	sleep 3
 
-	stamp; echo "team-a submits llama-urgent: high priority, 4 × 8 GPUs; Kueue preempts resnet-sweep whole"
+	note "team-a submits llama-urgent: high priority, 4 × 8 GPUs; Kueue preempts resnet-sweep whole"
 	kubectl apply --server-side -f deploy/samples/demo/llama-urgent.yaml >/dev/null
-	stamp; echo "a small job without a queue lands on the PCIe rack: mnist-pcie, 2 × 4 L40S"
+	note "a small job without a queue lands on the PCIe rack: mnist-pcie, 2 × 4 L40S"
 	kubectl apply --server-side -f deploy/samples/demo/mnist-pcie.yaml >/dev/null
 	wait_for "resnet-sweep to be preempted" 120 state_is team-a/resnet-sweep Queued
-	stamp; echo "resnet-sweep was preempted whole at epoch $(field team-a/resnet-sweep '{.status.currentEpoch}'); its last checkpoint: $(field team-a/resnet-sweep '{.status.checkpoint.latest}')"
+	note "resnet-sweep was preempted whole at epoch $(field team-a/resnet-sweep '{.status.currentEpoch}'); its last checkpoint: $(field team-a/resnet-sweep '{.status.checkpoint.latest}')"
 	wait_for "llama-urgent to run" 120 state_is team-a/llama-urgent Running
 
 	for job in team-a/llama-urgent default/mnist-pcie team-a/resnet-sweep team-a/bert-eval; do

@@ -286,7 +286,6 @@ func (s *Stack) startAgents(ctx context.Context, pools []AgentPool) error {
 			"--nvml=mock:" + p.Profile,
 			"--node-selector=" + p.Selector,
 			"--metrics-bind-address=" + addr,
-			"--poll-interval=2s",
 			"--kube-api-qps=100", "--kube-api-burst=200",
 		}
 		if err := c.StartProcess(name, NodeAgent, args, nil); err != nil {

@@ -252,7 +252,7 @@ func TestDeployManifestsApplyServerSide(t *testing.T) {
 	// its own files are applied one by one and certificate.yaml is left out (no cert-manager here).
 	for _, args := range [][]string{
 		{"-f", "deploy/crd/bases"},
-		{"-k", "deploy/operator/rbac"},
+		{"-k", "deploy/operator"},
 		{"-k", "deploy/scheduler"},
 		{"-k", "deploy/node-agent"},
 		{"-k", "deploy/node-agent/simulator"},

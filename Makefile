@@ -12,7 +12,9 @@ export KUBEBUILDER_ASSETS := $(BIN)
 # Packages whose tests need no control plane.
 UNIT_PKGS     = $(shell $(GO) list ./... | grep -v '/test/')
 # Packages whose tests start the real control plane from test/framework.
-INTEG_PKGS    = $(shell $(GO) list ./test/... | grep -v '/test/cmd/')
+INTEG_PKGS    = $(shell $(GO) list ./test/... | grep -v -e '/test/cmd/' -e '/test/e2e' -e '/test/bench/')
+# The whole stack (Kueue, operator, scheduler, node agents) end to end.
+E2E_PKGS      = ./test/e2e/...
 TEST_FLAGS   ?= -count=1 -timeout=30m
 
 .PHONY: all
@@ -54,7 +56,7 @@ lint: ## gofmt and go vet.
 ##@ Test
 
 .PHONY: test
-test: verify test-unit test-integration ## Every test tier: what CI runs.
+test: verify test-unit test-integration test-e2e ## Every test tier: what CI runs.
 
 .PHONY: test-unit
 test-unit: ## Unit tests: pure logic, no control plane.
@@ -63,6 +65,10 @@ test-unit: ## Unit tests: pure logic, no control plane.
 .PHONY: test-integration
 test-integration: bin ## Integration tests against the real kube-apiserver, etcd and kwok built into bin/.
 	$(GO) test $(TEST_FLAGS) -p 1 $(INTEG_PKGS)
+
+.PHONY: test-e2e
+test-e2e: bin ## End-to-end tests: the real binaries, each with the RBAC in deploy/, on a simulated GPU fleet.
+	$(GO) test $(TEST_FLAGS) -p 1 $(E2E_PKGS)
 
 ##@ Demo
 

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -283,5 +284,47 @@ func TestMissing(t *testing.T) {
 	}
 	if got := h.state.Missing(lone("ns", "solo", 1).Obj()); got != 0 {
 		t.Errorf("Missing() of a lone pod = %d, want 0", got)
+	}
+}
+
+// TestLess orders the queue: priority, then gangs not just found unplaceable, then older
+// PodGroups, then a gang's pods in rank order.
+func TestLess(t *testing.T) {
+	h := newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8)}, nil)
+	old, young := metav1.NewTime(time.Unix(1000, 0)), metav1.NewTime(time.Unix(2000, 0))
+	for name, created := range map[string]metav1.Time{"old": old, "young": young, "stuck": old} {
+		h.state.SetPodGroup(&schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: created}})
+	}
+	h.state.deferred.Store("ns/stuck", time.Now())
+	queued := func(p *corev1.Pod) fwk.QueuedPodInfo {
+		pi, err := framework.NewPodInfo(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &framework.QueuedPodInfo{PodInfo: pi}
+	}
+	pods := []*corev1.Pod{
+		member("ns", "stuck", 0, 8).Obj(),
+		member("ns", "young", 1, 8).Obj(),
+		member("ns", "old", 1, 8).Obj(),
+		member("ns", "young", 0, 8).Priority(5).Obj(),
+		member("ns", "old", 0, 8).Obj(),
+	}
+	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
+		if h.state.Less(queued(a), queued(b)) {
+			return -1
+		}
+		if h.state.Less(queued(b), queued(a)) {
+			return 1
+		}
+		return 0
+	})
+	var got []string
+	for _, p := range pods {
+		got = append(got, p.Name)
+	}
+	want := []string{"young-0", "old-0", "old-1", "young-1", "stuck-0"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("queue order (-want,+got):\n%s", diff)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -146,6 +147,7 @@ func (s *State) PlanFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	pl, err := cl.Place(g.plannerGang())
 	if err != nil {
 		s.verdicts[key] = verdict{generation: s.generation, at: now, message: err.Error()}
+		s.deferred.Store(key, now)
 		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())
 		// Siblings rejected earlier for another reason (Coscheduling's "not enough sibling pods")
 		// wait for events that may never come: retry them now so that every pod of the gang says
@@ -160,6 +162,7 @@ func (s *State) PlanFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 		return &CycleState{Gang: key, Unplaceable: err.Error()}, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
 	delete(s.verdicts, key)
+	s.deferred.Delete(key)
 	p := s.storePlanLocked(key, g, pl, false)
 	logger.V(2).Info("Planned the gang", "gang", key, "pods", len(g.pending), "level", pl.Level.String(),
 		"domain", pl.Domain, "nodes", pl.Nodes(), "racks", pl.Racks())
@@ -271,4 +274,47 @@ func (s *State) Bound(pod *corev1.Pod) {
 		}
 	}
 	delete(s.plans, key)
+}
+
+// Less orders the scheduling queue: higher priority first; then gangs not found unplaceable in the
+// last verdictTTL before those that were, so that gangs that fit are not held up behind gangs
+// that do not (the way Coscheduling demotes a group that just failed, but from the planner's
+// verdict); then older PodGroups (or, for a pod of no gang, older first attempts); then the
+// gang's pods together, in rank order.
+func (s *State) Less(a, b fwk.QueuedPodInfo) bool {
+	pa, pb := a.GetPodInfo().GetPod(), b.GetPodInfo().GetPod()
+	if x, y := corev1helpers.PodPriority(pa), corev1helpers.PodPriority(pb); x != y {
+		return x > y
+	}
+	ka, kb := GangKey(pa), GangKey(pb)
+	if da, db := s.isDeferred(ka), s.isDeferred(kb); da != db {
+		return db
+	}
+	if ta, tb := s.since(pa, a), s.since(pb, b); !ta.Equal(tb) {
+		return ta.Before(tb)
+	}
+	if ka != kb {
+		return ka < kb
+	}
+	if ra, rb := rank(pa), rank(pb); ra != rb {
+		return ra < rb
+	}
+	return pa.Name < pb.Name
+}
+
+func (s *State) isDeferred(key string) bool {
+	at, ok := s.deferred.Load(key)
+	return ok && s.now().Sub(at.(time.Time)) < verdictTTL
+}
+
+func (s *State) since(p *corev1.Pod, qi fwk.QueuedPodInfo) time.Time {
+	if pg := PodGroupName(p); pg != "" {
+		if info, ok := s.podGroup(p.Namespace, pg); ok {
+			return info.created
+		}
+	}
+	if t := qi.GetInitialAttemptTimestamp(); t != nil {
+		return *t
+	}
+	return p.CreationTimestamp.Time
 }

@@ -39,9 +39,12 @@ type State struct {
 	pods   corelisters.PodLister
 	// byGang indexes pods by "namespace/podgroup".
 	byGang toolscache.Indexer
-	// minMember is each PodGroup's spec.minMember, by "namespace/name".
+	// podGroups holds each PodGroup's minMember and creation time, by "namespace/name".
 	minMu     sync.RWMutex
-	minMember map[string]int32
+	podGroups map[string]podGroupInfo
+	// deferred maps a gang found unplaceable to when: the queue order puts it after the others.
+	// Its own map, without s.mu: the scheduling queue reads it under its lock.
+	deferred sync.Map
 	// reader reads PodGroups and, where their CRD is installed, TrainingJobs; nil without a cluster.
 	reader       client.Reader
 	gpuNodesOK   bool
@@ -123,7 +126,7 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 		handle:          h,
 		now:             time.Now,
 		gpuNodes:        map[string]*gpuNode{},
-		minMember:       map[string]int32{},
+		podGroups:       map[string]podGroupInfo{},
 		bases:           map[string]*nodeBase{},
 		plans:           map[string]*plan{},
 		reserved:        map[types.UID]reservation{},
@@ -283,16 +286,30 @@ func (s *State) onPodGroupDelete(obj any) {
 	}
 	if pg, ok := obj.(*schedv1alpha1.PodGroup); ok {
 		s.minMu.Lock()
-		delete(s.minMember, pg.Namespace+"/"+pg.Name)
+		delete(s.podGroups, pg.Namespace+"/"+pg.Name)
 		s.minMu.Unlock()
 	}
 }
 
-// SetPodGroup records a PodGroup's minMember. The PodGroup informer calls it; tests may too.
+// podGroupInfo is what the plugins need of a PodGroup.
+type podGroupInfo struct {
+	minMember int32
+	created   time.Time
+}
+
+// SetPodGroup records a PodGroup's minMember and creation time. The PodGroup informer calls it;
+// tests may too.
 func (s *State) SetPodGroup(pg *schedv1alpha1.PodGroup) {
 	s.minMu.Lock()
-	s.minMember[pg.Namespace+"/"+pg.Name] = pg.Spec.MinMember
+	s.podGroups[pg.Namespace+"/"+pg.Name] = podGroupInfo{minMember: pg.Spec.MinMember, created: pg.CreationTimestamp.Time}
 	s.minMu.Unlock()
+}
+
+func (s *State) podGroup(namespace, name string) (podGroupInfo, bool) {
+	s.minMu.RLock()
+	defer s.minMu.RUnlock()
+	pg, ok := s.podGroups[namespace+"/"+name]
+	return pg, ok
 }
 
 // Missing is how many more pods the pod's PodGroup needs before Coscheduling would let any of them
@@ -303,13 +320,11 @@ func (s *State) Missing(pod *corev1.Pod) int {
 	if pg == "" {
 		return 0
 	}
-	s.minMu.RLock()
-	want, ok := s.minMember[pod.Namespace+"/"+pg]
-	s.minMu.RUnlock()
+	info, ok := s.podGroup(pod.Namespace, pg)
 	if !ok {
 		return 0
 	}
-	return max(int(want)-len(s.members(pod.Namespace, pg)), 0)
+	return max(int(info.minMember)-len(s.members(pod.Namespace, pg)), 0)
 }
 
 func (s *State) onGPUNode(obj any) {

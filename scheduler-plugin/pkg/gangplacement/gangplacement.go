@@ -37,6 +37,7 @@ type GangPlacement struct {
 }
 
 var (
+	_ framework.QueueSortPlugin   = &GangPlacement{}
 	_ framework.PreEnqueuePlugin  = &GangPlacement{}
 	_ framework.PreFilterPlugin   = &GangPlacement{}
 	_ framework.FilterPlugin      = &GangPlacement{}
@@ -71,6 +72,10 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 
 // Name returns the plugin's name.
 func (pl *GangPlacement) Name() string { return Name }
+
+// Less orders the scheduling queue: priority, then gangs not just found unplaceable before those
+// that were, then the oldest PodGroup, with a gang's pods together in rank order.
+func (pl *GangPlacement) Less(a, b fwk.QueuedPodInfo) bool { return pl.state.Less(a, b) }
 
 // PreEnqueue keeps the pods of an incomplete gang out of the active queue: Coscheduling would
 // reject each of them in a full scheduling cycle, with a status update, until the last pod of the

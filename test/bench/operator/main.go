@@ -33,7 +33,9 @@ import (
 type System string
 
 const (
-	Convoy           System = "convoy"
+	Convoy System = "convoy"
+	// Convoy32 is convoy-operator with --max-concurrent-reconciles=32.
+	Convoy32         System = "convoy-32"
 	TrainingOperator System = "training-operator"
 	// TrainingOperator32 is training-operator with --controller-threads=32.
 	TrainingOperator32 System = "training-operator-32"
@@ -47,7 +49,6 @@ type options struct {
 	podsPerJob        int
 	qps               float32
 	burst             int
-	convoyReconciles  int
 	timeout           time.Duration
 	binDir            string
 	stateDir          string
@@ -59,11 +60,10 @@ type options struct {
 
 func main() {
 	var o options
-	systems := flag.String("systems", "convoy,training-operator,training-operator-32,api", "comma-separated contenders: convoy, training-operator (its default single worker), training-operator-32 (32 workers), api (a plain client creating the pods)")
+	systems := flag.String("systems", "convoy,convoy-32,training-operator,training-operator-32,api", "comma-separated contenders: convoy (its default 16 concurrent reconciles), convoy-32 (32), training-operator (its default single worker), training-operator-32 (32 workers), api (a plain client creating the pods)")
 	flag.IntVar(&o.jobs, "jobs", 1000, "jobs submitted at once")
 	qps := flag.Float64("qps", 1000, "client QPS of every operator, the job creator and the plain pod creator")
 	flag.IntVar(&o.burst, "burst", 2000, "client burst of every operator, the job creator and the plain pod creator")
-	flag.IntVar(&o.convoyReconciles, "convoy-reconciles", 0, "convoy-operator --max-concurrent-reconciles; 0 keeps its default")
 	flag.IntVar(&o.creators, "creators", 32, "goroutines submitting jobs (and creating pods for the api ceiling)")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest wait for one contender's pods")
 	flag.StringVar(&o.binDir, "bin-dir", "", "directory with the control plane, convoy-operator and training-operator; default bin/")
@@ -76,7 +76,7 @@ func main() {
 	o.convoyExtraArgs = strings.Fields(*extra)
 	for _, s := range strings.Split(*systems, ",") {
 		switch sys := System(strings.TrimSpace(s)); sys {
-		case Convoy, TrainingOperator, TrainingOperator32, APICeiling:
+		case Convoy, Convoy32, TrainingOperator, TrainingOperator32, APICeiling:
 			o.systems = append(o.systems, sys)
 		default:
 			fail(fmt.Errorf("-systems: unknown contender %q", s))

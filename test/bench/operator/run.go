@@ -70,7 +70,9 @@ func run(ctx context.Context, o options, sys System) (*Result, error) {
 	var pid int
 	switch sys {
 	case Convoy:
-		pid, err = startConvoy(ctx, c, o)
+		pid, err = startConvoy(ctx, c, o, 0)
+	case Convoy32:
+		pid, err = startConvoy(ctx, c, o, 32)
 	case TrainingOperator:
 		pid, err = startTrainingOperator(ctx, c, o, 0)
 	case TrainingOperator32:
@@ -168,7 +170,7 @@ func setup(ctx context.Context, c *framework.Cluster, sys System) error {
 		}
 	}
 	switch sys {
-	case Convoy:
+	case Convoy, Convoy32:
 		out, err := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/scheduler-plugins").Output()
 		if err != nil {
 			return fmt.Errorf("locating the scheduler-plugins module for its PodGroup CRD: %w", err)
@@ -189,7 +191,8 @@ func setup(ctx context.Context, c *framework.Cluster, sys System) error {
 	return nil
 }
 
-func startConvoy(ctx context.Context, c *framework.Cluster, o options) (int, error) {
+// startConvoy runs bin/convoy-operator; reconciles 0 keeps its default concurrency.
+func startConvoy(ctx context.Context, c *framework.Cluster, o options, reconciles int) (int, error) {
 	ports, err := freePorts(3)
 	if err != nil {
 		return 0, err
@@ -206,8 +209,8 @@ func startConvoy(ctx context.Context, c *framework.Cluster, o options) (int, err
 		fmt.Sprintf("--kube-api-qps=%g", o.qps),
 		fmt.Sprintf("--kube-api-burst=%d", o.burst),
 	}
-	if o.convoyReconciles > 0 {
-		args = append(args, fmt.Sprintf("--max-concurrent-reconciles=%d", o.convoyReconciles))
+	if reconciles > 0 {
+		args = append(args, fmt.Sprintf("--max-concurrent-reconciles=%d", reconciles))
 	}
 	args = append(args, o.convoyExtraArgs...)
 	if err := c.StartProcess("convoy-operator", filepath.Join(o.binDir, "convoy-operator"), args, []string{"LOG_LEVEL=error"}); err != nil {
@@ -289,7 +292,7 @@ func pidOf(c *framework.Cluster, name string) (int, error) {
 // job returns the contender's job i in namespace ns.
 func job(sys System, ns string, i, pods int) client.Object {
 	name := fmt.Sprintf("job-%04d", i)
-	if sys == Convoy {
+	if sys == Convoy || sys == Convoy32 {
 		tj := fixtures.MakeTrainingJob(name, ns).Workers(int32(pods)).GPUs(1).Image(image).
 			Scheduling(convoy.SchedulingSpec{SchedulerName: schedulerName}).Obj()
 		tj.UID = ""

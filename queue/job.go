@@ -205,3 +205,20 @@ func (j *Job) scheduling() *convoy.SchedulingSpec {
 	}
 	return j.Spec.Scheduling
 }
+
+// changedForKueue reports whether an update of a TrainingJob changes anything Kueue's job
+// reconciler reads: the spec, the metadata, or the part of the status behind IsActive, PodsReady
+// and Finished. The operator rewrites the status for much else (progress, messages), and every
+// reconcile it saves is one less race to create the job's Workload twice.
+func changedForKueue(oldJob, newJob *convoy.TrainingJob) bool {
+	if oldJob.Generation != newJob.Generation || !newJob.DeletionTimestamp.IsZero() ||
+		!maps.Equal(oldJob.Labels, newJob.Labels) || !maps.Equal(oldJob.Annotations, newJob.Annotations) ||
+		!slices.Equal(oldJob.Finalizers, newJob.Finalizers) || !equality.Semantic.DeepEqual(oldJob.OwnerReferences, newJob.OwnerReferences) {
+		return true
+	}
+	o, n := (*Job)(oldJob), (*Job)(newJob)
+	_, oldSuccess, oldFinished := o.Finished(context.Background())
+	_, newSuccess, newFinished := n.Finished(context.Background())
+	return o.IsActive() != n.IsActive() || o.PodsReady(context.Background()) != n.PodsReady(context.Background()) ||
+		oldFinished != newFinished || oldSuccess != newSuccess
+}

@@ -241,3 +241,34 @@ func TestPriorityClass(t *testing.T) {
 		t.Errorf("GVK = %v", got)
 	}
 }
+
+func TestChangedForKueue(t *testing.T) {
+	base := utiltesting.MakeTrainingJob("a", "ns").Queue("q").Suspend(true).Obj()
+	cond := func(condType string) metav1.Condition {
+		return metav1.Condition{Type: condType, Status: metav1.ConditionTrue, Reason: "R"}
+	}
+	cases := map[string]struct {
+		change func(j *convoy.TrainingJob)
+		want   bool
+	}{
+		"a new Queued message":      {change: func(j *convoy.TrainingJob) { j.Status.Conditions = []metav1.Condition{cond(convoy.ConditionQueued)} }},
+		"progress reported":         {change: func(j *convoy.TrainingJob) { j.Status.Progress, j.Status.CurrentEpoch = "40%", 4 }},
+		"spec changed":              {change: func(j *convoy.TrainingJob) { j.Generation++ }, want: true},
+		"label changed":             {change: func(j *convoy.TrainingJob) { j.Labels = map[string]string{"x": "y"} }, want: true},
+		"a pod started":             {change: func(j *convoy.TrainingJob) { j.Status.Workers.Pending = 1 }, want: true},
+		"every pod runs":            {change: func(j *convoy.TrainingJob) { j.Status.Conditions = []metav1.Condition{cond(convoy.ConditionRunning)} }, want: true},
+		"completed":                 {change: func(j *convoy.TrainingJob) { j.Status.Conditions = []metav1.Condition{cond(convoy.ConditionCompleted)} }, want: true},
+		"failed":                    {change: func(j *convoy.TrainingJob) { j.Status.Conditions = []metav1.Condition{cond(convoy.ConditionFailed)} }, want: true},
+		"being deleted":             {change: func(j *convoy.TrainingJob) { now := metav1.Now(); j.DeletionTimestamp = &now }, want: true},
+		"active count changes only": {change: func(j *convoy.TrainingJob) { j.Status.Workers.Succeeded = 1 }},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			changed := base.DeepCopy()
+			tc.change(changed)
+			if got := changedForKueue(base, changed); got != tc.want {
+				t.Errorf("changedForKueue = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -12,6 +12,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	configapi "sigs.k8s.io/kueue/apis/config/v1beta2"
@@ -36,7 +39,18 @@ type Options struct {
 	// WaitForPodsReady must be true when Kueue's configuration sets waitForPodsReady: the job
 	// reconciler then reports the gang's PodsReady condition on its Workload.
 	WaitForPodsReady bool
+	// MaxConcurrentReconciles is how many TrainingJobs Kueue's job reconciler handles at once;
+	// DefaultMaxConcurrentReconciles when zero.
+	MaxConcurrentReconciles int
+	// QPS and Burst limit the requests of Kueue's job reconciler, apart from the operator's own:
+	// creating the gangs of admitted jobs must not hold back the Workloads of new ones. Kueue's
+	// defaults for its own integrations (50 and 100) when zero.
+	QPS   float32
+	Burst int
 }
+
+// DefaultMaxConcurrentReconciles matches the operator's TrainingJob controller.
+const DefaultMaxConcurrentReconciles = 16
 
 // DefaultWebhookAddr is where the webhook server listens by default; the operator's progress
 // endpoint has 9443.
@@ -55,6 +69,12 @@ var _ controller.ManagedQueue = &Integration{}
 func New(opts Options) *Integration {
 	if opts.WebhookAddr == "" {
 		opts.WebhookAddr = DefaultWebhookAddr
+	}
+	if opts.MaxConcurrentReconciles == 0 {
+		opts.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if opts.QPS == 0 {
+		opts.QPS, opts.Burst = 50, 100
 	}
 	return &Integration{opts: opts}
 }
@@ -77,6 +97,14 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 		return err
 	}
 	i.client = mgr.GetClient()
+	// Reads come from the manager's cache; writes have a rate limit of their own.
+	cfg := rest.CopyConfig(mgr.GetConfig())
+	cfg.QPS, cfg.Burst, cfg.RateLimiter = i.opts.QPS, i.opts.Burst, nil
+	kc, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		Cache: &client.CacheOptions{Reader: mgr.GetCache()}})
+	if err != nil {
+		return err
+	}
 	if err := jobframework.SetupWorkloadOwnerIndex(ctx, mgr.GetFieldIndexer(), GVK); err != nil {
 		return fmt.Errorf("indexing Workloads by their TrainingJob: %w", err)
 	}
@@ -86,10 +114,16 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 	}
 	named := func(b *ctrlbuilder.Builder, _ client.Client) *ctrlbuilder.Builder {
 		// The operator's own TrainingJob controller already has the kind's default name.
-		return b.Named(ControllerName)
+		return b.Named(ControllerName).
+			WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: i.opts.MaxConcurrentReconciles}).
+			WithEventFilter(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				oldJob, ok := e.ObjectOld.(*convoy.TrainingJob)
+				newJob, _ := e.ObjectNew.(*convoy.TrainingJob)
+				return !ok || newJob == nil || changedForKueue(oldJob, newJob)
+			}})
 	}
 	r, err := jobframework.NewGenericReconcilerFactory(func() jobframework.GenericJob { return &Job{} }, named)(
-		ctx, mgr.GetClient(), mgr.GetFieldIndexer(), mgr.GetEventRecorderFor(ControllerName), opts...)
+		ctx, kc, mgr.GetFieldIndexer(), mgr.GetEventRecorderFor(ControllerName), opts...)
 	if err != nil {
 		return err
 	}

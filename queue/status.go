@@ -104,7 +104,8 @@ func describe(wl *kueue.Workload, clusterQueue string, preemptor *kueue.Workload
 	case evicted != nil && evicted.Status == metav1.ConditionTrue && reserved != nil && reserved.Status == metav1.ConditionTrue:
 		qs.WaitingMessage = fmt.Sprintf("evicted from %s (%s); the gang is stopping and the job then waits to be admitted again", where, evicted.Reason)
 	case meta.IsStatusConditionTrue(conds, kueue.WorkloadAdmitted):
-		qs.WaitingMessage = fmt.Sprintf("admitted by %s; starting", where)
+		// Admitted: the job starts in a moment; the message it waited with stays, and so the status
+		// is written once less for every job.
 	case reserved != nil && reserved.Status == metav1.ConditionTrue:
 		qs.WaitingMessage = fmt.Sprintf("quota reserved in %s; waiting for admission checks%s", where, pendingChecks(wl))
 	case reserved != nil && reserved.Message != "" && !strings.HasPrefix(reserved.Message, "Preempted to accommodate"):
@@ -112,7 +113,8 @@ func describe(wl *kueue.Workload, clusterQueue string, preemptor *kueue.Workload
 	case qs.Preempted != "":
 		qs.WaitingMessage = fmt.Sprintf("waiting in %s to be admitted again after its preemption", where)
 	default:
-		qs.WaitingMessage = fmt.Sprintf("waiting in %s for Kueue to consider the job", where)
+		// Kueue has no verdict yet (most jobs are admitted before it has one): the operator's generic
+		// message says where the job waits.
 	}
 	return qs
 }

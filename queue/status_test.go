@@ -46,10 +46,10 @@ func TestDescribe(t *testing.T) {
 		preemptor    *kueue.Workload
 		want         controller.QueueStatus
 	}{
-		"new": {
+		"new, no verdict yet": {
 			wl:           workload(),
 			clusterQueue: "team-a",
-			want:         controller.QueueStatus{WaitingMessage: `waiting in ClusterQueue "team-a" (LocalQueue "training") for Kueue to consider the job`},
+			want:         controller.QueueStatus{},
 		},
 		"over quota": {
 			wl: workload(cond(kueue.WorkloadQuotaReserved, metav1.ConditionFalse, "Pending",
@@ -68,8 +68,7 @@ func TestDescribe(t *testing.T) {
 				cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, "Admitted", ""))),
 			clusterQueue: "team-a",
 			want: controller.QueueStatus{
-				WaitingMessage: `admitted by ClusterQueue "team-a" (LocalQueue "training"); starting`,
-				Admission:      &convoy.AdmissionStatus{ClusterQueue: "team-a", Flavors: map[string]string{"nvidia.com/gpu": "h100", "cpu": "h100,cpu-only"}},
+				Admission: &convoy.AdmissionStatus{ClusterQueue: "team-a", Flavors: map[string]string{"nvidia.com/gpu": "h100", "cpu": "h100,cpu-only"}},
 			},
 		},
 		"preempted, the gang still stopping": {

@@ -65,12 +65,24 @@ type Env struct {
 	ProgressURL string
 	// Kueue is the running Kueue manager.
 	Kueue *framework.Kueue
+
+	stopOperator context.CancelFunc
+	operatorDone chan struct{}
+}
+
+// Stop stops the operator and waits for it; Kueue stops with the cluster.
+func (e *Env) Stop() {
+	if e.stopOperator != nil {
+		e.stopOperator()
+		<-e.operatorDone
+	}
 }
 
 var setLoggerOnce sync.Once
 
-// Start installs Convoy's and the PodGroup CRDs, runs Kueue and the operator until ctx ends, and
-// returns once the operator's webhook answers.
+// Start installs Convoy's and the PodGroup CRDs, runs Kueue and the operator, and returns once the
+// operator's webhook answers. ctx bounds the start only; the operator runs until Stop or the end of
+// the process.
 func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Env, error) {
 	root, err := framework.RepoRoot()
 	if err != nil {
@@ -170,8 +182,11 @@ func (e *Env) startOperator(ctx context.Context, opts Options, q controller.Queu
 	if err != nil {
 		return err
 	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.stopOperator, e.operatorDone = cancel, make(chan struct{})
 	go func() {
-		if err := mgr.Start(context.WithoutCancel(ctx)); err != nil {
+		defer close(e.operatorDone)
+		if err := mgr.Start(runCtx); err != nil {
 			fmt.Fprintf(os.Stderr, "the operator stopped: %v\n", err)
 		}
 	}()

@@ -40,8 +40,12 @@ func main() {
 	flag.StringVar(&queueOpts.WebhookAddr, "queue-webhook-bind-address", queue.DefaultWebhookAddr, "Address of the TrainingJob admission webhook that keeps queued jobs suspended until Kueue admits them.")
 	flag.StringVar(&queueOpts.WebhookCertDir, "queue-webhook-cert-dir", "", "Directory with the webhook's tls.crt and tls.key (default /tmp/k8s-webhook-server/serving-certs).")
 	flag.BoolVar(&queueOpts.WaitForPodsReady, "kueue-wait-for-pods-ready", false, "Report the gang's readiness to Kueue; set it when Kueue's configuration sets waitForPodsReady.")
+	var kueueQPS float64
+	flag.Float64Var(&kueueQPS, "kueue-api-qps", 50, "Sustained requests per second of Kueue's job reconciler, apart from --kube-api-qps.")
+	flag.IntVar(&queueOpts.Burst, "kueue-api-burst", 100, "Burst of requests of Kueue's job reconciler.")
 	flag.Parse()
 	queueOpts.MaxConcurrentReconciles = opts.MaxConcurrentReconciles
+	queueOpts.QPS = float32(kueueQPS)
 
 	level, err := logLevel(os.Getenv("LOG_LEVEL"))
 	if err != nil {

@@ -57,6 +57,7 @@ type config struct {
 	qps             float64
 	burst           int
 	once, print     bool
+	evict           bool
 }
 
 func main() {
@@ -78,6 +79,7 @@ func main() {
 	flag.DurationVar(&c.retry, "nvml-retry-interval", nodeagent.DefaultRetryInterval, "How often NVML is retried after it failed.")
 	flag.Float64Var(&c.qps, "kube-api-qps", 20, "Client-side rate limit of API requests; raise it when serving many fake nodes.")
 	flag.IntVar(&c.burst, "kube-api-burst", 40, "Client-side burst of API requests.")
+	flag.BoolVar(&c.evict, "evict-on-unhealthy", true, "Evict, through the Eviction API, the pod holding a GPU when the GPU turns unhealthy, so that its job restarts elsewhere.")
 	flag.BoolVar(&c.once, "once", false, "Read NVML once, print the GPUNode it would publish as YAML (with --print) and exit; needs no cluster.")
 	flag.BoolVar(&c.print, "print", false, "With --once: print the GPUNode.")
 	flag.Parse()
@@ -139,6 +141,7 @@ func run(ctx context.Context, c config) error {
 		PollInterval:       c.poll,
 		Heartbeat:          c.heartbeat,
 		RetryInterval:      c.retry,
+		EvictOnUnhealthy:   c.evict,
 	}
 	switch {
 	case fleet != nil:

@@ -40,6 +40,9 @@ const (
 	ReasonGPUUnhealthy    = "GPUUnhealthy"
 	ReasonGPURecovered    = "GPURecovered"
 	ReasonNVMLUnavailable = "NVMLUnavailable"
+	// ReasonPodEvicted is a Warning on the Node, related to the pod, when the agent evicts a pod
+	// holding a GPU that turned unhealthy.
+	ReasonPodEvicted = "PodEvicted"
 )
 
 // Defaults of Options.
@@ -78,6 +81,10 @@ type Options struct {
 	PollInterval  time.Duration
 	Heartbeat     time.Duration
 	RetryInterval time.Duration
+
+	// EvictOnUnhealthy makes the agent evict, through the Eviction API, the pod holding a GPU when
+	// the GPU turns unhealthy: once per transition, retried while a PodDisruptionBudget refuses it.
+	EvictOnUnhealthy bool
 
 	// FieldManager names the agent's writes; FieldManager when empty.
 	FieldManager string
@@ -184,7 +191,8 @@ func byObject(opts Options) map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{&corev1.Pod{}: pods, &corev1.Node{}: nodes, &convoy.GPUNode{}: gpuNodes}
 }
 
-// trimPod keeps what GPU assignment reads: identity, the GPU request, the scheduler's indices.
+// trimPod keeps what GPU assignment and eviction read: identity, the GPU request, the scheduler's
+// indices, whether the pod is being deleted.
 func trimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -192,7 +200,7 @@ func trimPod(obj any) (any, error) {
 	}
 	keep := &corev1.Pod{}
 	keep.Name, keep.Namespace, keep.UID, keep.ResourceVersion = p.Name, p.Namespace, p.UID, p.ResourceVersion
-	keep.CreationTimestamp = p.CreationTimestamp
+	keep.CreationTimestamp, keep.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
 	if v, ok := p.Annotations[convoy.AnnotationGPUIndices]; ok {
 		keep.Annotations = map[string]string{convoy.AnnotationGPUIndices: v}
 	}

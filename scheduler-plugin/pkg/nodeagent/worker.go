@@ -50,6 +50,7 @@ type worker struct {
 	seeded     bool
 	conditions []metav1.Condition
 	health     map[int32]convoy.GPUHealth
+	evictions  []Eviction // pods holding GPUs that turned unhealthy, still to evict
 
 	// written is the GPUNode our last write returned, used instead of the cache while the cache
 	// still shows one of the older versions: the one before our writes, or one our own earlier
@@ -163,6 +164,10 @@ func (w *worker) poll(ctx context.Context) {
 	}
 	w.publish(ctx, node, current, desired)
 	w.publishLabels(ctx, node, &desired)
+	// After the status write: the scheduler must see the GPU unhealthy before the gang comes back.
+	if len(w.evictions) > 0 {
+		w.evict(ctx, node, &desired)
+	}
 }
 
 // open initialises NVML for the node, retrying every RetryInterval while it fails.
@@ -288,6 +293,9 @@ func (w *worker) report(node *corev1.Node, s *convoy.GPUNodeStatus, samples []gp
 		w.a.recorder.Eventf(node, nil, corev1.EventTypeWarning, ReasonGPUUnhealthy, "CheckHealth",
 			"GPU %d (%s) is unhealthy: %s", g.Index, g.UUID, g.HealthReason)
 	}
+	if w.a.opts.EvictOnUnhealthy {
+		w.queueEvictions(Evictions(unhealthy))
+	}
 	for _, g := range recovered {
 		w.log.Info("GPU recovered", "gpu", g.Index, "uuid", g.UUID)
 		w.a.recorder.Eventf(node, nil, corev1.EventTypeNormal, ReasonGPURecovered, "CheckHealth",
@@ -307,6 +315,19 @@ func (w *worker) report(node *corev1.Node, s *convoy.GPUNodeStatus, samples []gp
 		}
 		m.healthy.Set(boolFloat(g.Health == convoy.GPUHealthy))
 		m.held.Set(boolFloat(g.AllocatedTo != ""))
+	}
+}
+
+// queueEvictions adds evictions to the pending ones, merging those of a pod already pending.
+func (w *worker) queueEvictions(evictions []Eviction) {
+	for _, e := range evictions {
+		i := slices.IndexFunc(w.evictions, func(p Eviction) bool { return p.Pod == e.Pod })
+		if i < 0 {
+			w.evictions = append(w.evictions, e)
+			continue
+		}
+		w.evictions[i].GPUs = append(w.evictions[i].GPUs, e.GPUs...)
+		w.evictions[i].Reason += "; " + e.Reason
 	}
 }
 

@@ -1,0 +1,98 @@
+package nodeagent
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent/nvmlmock"
+)
+
+// The DaemonSet's agent, with its own RBAC and admission policies, evicts the pod holding a GPU
+// that turns unhealthy, and only that pod.
+func TestUnhealthyGPUEvictsItsPod(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	createNodes(t, c, 8, "evict-x")
+	cfg := nodeBoundConfig(t, c, "evict-x")
+	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "evict"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for _, p := range []*corev1.Pod{gpuPod("evict", "train", "evict-x", 2, "2,3"), gpuPod("evict", "other", "evict-x", 2, "4,5")} {
+		if err := c.Client.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := startAgent(t, cfg, nvmlmock.ProfileH100x8, nodeagent.Options{NodeName: "evict-x", PollInterval: 200 * time.Millisecond, EvictOnUnhealthy: true})
+	waitGPUNode(t, c, "evict-x", 20*time.Second, "both pods holding their GPUs", func(g *convoy.GPUNode) bool {
+		h := holders(g)
+		return len(h["evict/train"]) == 2 && len(h["evict/other"]) == 2
+	})
+
+	w, err := c.Clientset.CoreV1().Pods("evict").Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "train").String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := run.fleet.Inject("evict-x", 3, nvmlmock.Fault{Kind: nvmlmock.FaultXID, XID: 79}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The API server marks the pod DisruptionTarget before deleting it (no PodDisruptionBudget).
+	var disrupted *corev1.PodCondition
+	deleting := false
+	timeout := time.After(10 * time.Second)
+	for disrupted == nil || !deleting {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch of evict/train ended")
+			}
+			p, isPod := ev.Object.(*corev1.Pod)
+			if !isPod {
+				continue
+			}
+			for i, cond := range p.Status.Conditions {
+				if cond.Type == corev1.DisruptionTarget && cond.Status == corev1.ConditionTrue {
+					disrupted = &p.Status.Conditions[i]
+				}
+			}
+			deleting = deleting || p.DeletionTimestamp != nil || ev.Type == watch.Deleted
+		case <-timeout:
+			t.Fatalf("evict/train not evicted 10 s after XID 79 on its GPU 3: DisruptionTarget %+v, deleting %v", disrupted, deleting)
+		}
+	}
+	if disrupted.Reason != "EvictionByEvictionAPI" {
+		t.Errorf("DisruptionTarget reason %q, want EvictionByEvictionAPI", disrupted.Reason)
+	}
+
+	e := waitEvent(t, c, "evict-x", nodeagent.ReasonPodEvicted)
+	if e.Type != corev1.EventTypeWarning || e.Related == nil || e.Related.Kind != "Pod" || e.Related.Name != "train" ||
+		!strings.Contains(e.Note, "evict/train") || !strings.Contains(e.Note, "GPU 3") || !strings.Contains(e.Note, "XID 79") {
+		t.Errorf("Event %s related %+v: %q; want a Warning about evict/train naming GPU 3 and XID 79", e.Type, e.Related, e.Note)
+	}
+	// The pod on healthy GPUs stays; GPU 3 is unhealthy and GPU 2 free once the evicted pod is gone.
+	g := waitGPUNode(t, c, "evict-x", 40*time.Second, "evict/train's GPUs released", func(g *convoy.GPUNode) bool {
+		return len(holders(g)["evict/train"]) == 0
+	})
+	if g.Status.GPUs[3].Health != convoy.GPUUnhealthy || g.Status.Free != 5 {
+		t.Errorf("GPU 3 %s, %d free; want GPU 3 unhealthy and 5 free", g.Status.GPUs[3].Health, g.Status.Free)
+	}
+	other := &corev1.Pod{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "evict", Name: "other"}, other); err != nil || other.DeletionTimestamp != nil {
+		t.Errorf("evict/other, on healthy GPUs: %v, deleting %v; want it left alone", err, other.DeletionTimestamp != nil)
+	}
+	if n := len(nodeEvents(t, c, "evict-x", nodeagent.ReasonPodEvicted)); n != 1 {
+		t.Errorf("%d PodEvicted Events, want 1: one eviction per transition", n)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -513,4 +516,86 @@ func podNames(pods []corev1.Pod) []string {
 		names = append(names, fmt.Sprintf("%s@%s", p.Name, p.Spec.NodeName))
 	}
 	return names
+}
+
+func TestUnhealthyGPUMovesGangOffIt(t *testing.T) {
+	e := setup(t)
+	e.queue(64)
+	e.create(e.job("llm", 2, 4, "normal"))
+	e.waitState("llm", convoy.StateRunning)
+	victim := e.requireWholeGang("llm", 2)[0]
+	node := victim.Spec.NodeName
+
+	// The GPU the node agent says the worker holds develops uncorrectable ECC errors.
+	var bad int32 = -1
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		g := &convoy.GPUNode{}
+		if err := e.k.Get(ctx, client.ObjectKey{Name: node}, g); err != nil {
+			return false, nil
+		}
+		for _, d := range g.Status.GPUs {
+			if d.AllocatedTo == e.ns+"/"+victim.Name {
+				bad = d.Index
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("GPUNode %s never showed a GPU held by %s: %v", node, victim.Name, err)
+	}
+	fault := fmt.Sprintf("%s/faults?node=%s&gpu=%d", e.AgentURLs[0], node, bad)
+	e.agentFault(http.MethodPost, fault+"&fault=ecc")
+	t.Cleanup(func() {
+		// The next test finds the node's GPUs healthy again.
+		e.agentFault(http.MethodDelete, fault)
+		_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			g := &convoy.GPUNode{}
+			return e.k.Get(ctx, client.ObjectKey{Name: node}, g) == nil && g.Status.Healthy == g.Status.Capacity, nil
+		})
+	})
+
+	restarted := e.waitJob("llm", "restarted and running", func(j *convoy.TrainingJob) bool {
+		return j.Status.RestartCount >= 1 && j.Status.State == convoy.StateRunning
+	})
+	if restarted.Status.FailureRestarts != 0 {
+		t.Errorf("failureRestarts = %d: a GPU fault spent the job's backoffLimit", restarted.Status.FailureRestarts)
+	}
+	gang := e.requireWholeGang("llm", 2)
+	t.Logf("GPU %d of %s failed under %s; the restarted gang: %v", bad, node, victim.Name, podNames(gang))
+	for _, p := range gang {
+		if p.UID == victim.UID {
+			t.Errorf("the evicted pod %s is still the gang's", p.Name)
+		}
+		if p.Spec.NodeName != node {
+			continue
+		}
+		indices := p.Annotations[convoy.AnnotationGPUIndices]
+		if indices == "" || slices.Contains(strings.Split(indices, ","), strconv.Itoa(int(bad))) {
+			t.Errorf("pod %s is on %s with GPUs %q; want GPUs that avoid the unhealthy GPU %d", p.Name, node, indices, bad)
+		}
+	}
+	events := &eventsv1.EventList{}
+	must(t, e.k.List(t.Context(), events, client.InNamespace(metav1.NamespaceDefault)))
+	evicted := false
+	for _, ev := range events.Items {
+		evicted = evicted || ev.Reason == "PodEvicted" && ev.Regarding.Name == node && ev.Related != nil && ev.Related.Name == victim.Name
+	}
+	if !evicted {
+		t.Errorf("no PodEvicted Event on node %s about %s", node, victim.Name)
+	}
+}
+
+// agentFault sends a fault request to a node agent's /faults endpoint.
+func (e *env) agentFault(method, url string) {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), method, url, nil)
+	must(e.t, err)
+	resp, err := http.DefaultClient.Do(req)
+	must(e.t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		e.t.Fatalf("%s %s: %s %s", method, url, resp.Status, body)
+	}
 }

@@ -118,6 +118,7 @@ func main() {
 			fail(fmt.Errorf("%s: %w", sys, err))
 		}
 		fmt.Fprintln(os.Stderr, r.line())
+		fmt.Fprintf(os.Stderr, "%s: API writes during the batch: %s\n", sys, r.Writes)
 		results = append(results, r)
 	}
 	fmt.Printf("%d jobs x %d pods, client QPS %g / burst %d, %d CPUs, load average after: %s\n\n",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"runtime"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/convoy-dev/convoy/test/framework"
 )
 
 // Result is one contender's figures.
@@ -29,6 +32,8 @@ type Result struct {
 	HasOperator bool
 	// LoadAverage is /proc/loadavg's first three figures when the batch started.
 	LoadAverage string
+	// Writes are the API server's mutating requests during the batch, from every client.
+	Writes string
 }
 
 func (r *Result) podsPerSecond() float64 {
@@ -128,3 +133,66 @@ func loadAverage() string {
 }
 
 func numCPU() int { return runtime.NumCPU() }
+
+// writeCounts returns the API server's count of mutating requests so far, by "VERB resource"
+// (apiserver_request_total summed over codes, scopes and components).
+func writeCounts(ctx context.Context, c *framework.Cluster) (map[string]float64, error) {
+	data, err := c.Clientset.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	counts := map[string]float64{}
+	for _, line := range strings.Split(string(data), "\n") {
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		end := strings.LastIndexByte(line, '}')
+		labels, value := line[len("apiserver_request_total{"):end], strings.TrimSpace(line[end+1:])
+		var verb, res, sub string
+		for _, kv := range strings.Split(labels, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			v = strings.Trim(v, `"`)
+			switch k {
+			case "verb":
+				verb = v
+			case "resource":
+				res = v
+			case "subresource":
+				sub = v
+			}
+		}
+		switch verb {
+		case "GET", "LIST", "WATCH", "CONNECT":
+			continue
+		}
+		if sub != "" {
+			res += "/" + sub
+		}
+		n, err := strconv.ParseFloat(value, 64)
+		if err != nil {
+			continue
+		}
+		counts[verb+" "+res] += n
+	}
+	return counts, nil
+}
+
+// writesLine formats the growth of writeCounts between before and after, largest first.
+func writesLine(before, after map[string]float64) string {
+	type kv struct {
+		k string
+		v float64
+	}
+	var d []kv
+	for k, v := range after {
+		if n := v - before[k]; n >= 1 {
+			d = append(d, kv{k, n})
+		}
+	}
+	slices.SortFunc(d, func(a, b kv) int { return int(b.v - a.v) })
+	var parts []string
+	for _, e := range d {
+		parts = append(parts, fmt.Sprintf("%s %.0f", e.k, e.v))
+	}
+	return strings.Join(parts, ", ")
+}

@@ -110,6 +110,7 @@ func run(ctx context.Context, o options, sys System) (*Result, error) {
 		}
 	}
 	r := &Result{System: string(sys), Jobs: o.jobs, Pods: o.jobs * o.podsPerJob, HasOperator: sys != APICeiling, LoadAverage: loadAverage()}
+	writes0, _ := writeCounts(ctx, c)
 	cpu0, _ := cpuSeconds(pid)
 	apiCPU0, _ := cpuSeconds(apiserverPid)
 	began := time.Now()
@@ -135,6 +136,9 @@ func run(ctx context.Context, o options, sys System) (*Result, error) {
 	}
 	r.P50, r.P99 = percentile(durations, 50), percentile(durations, 99)
 	apiCPU1, _ := cpuSeconds(apiserverPid)
+	if writes1, err := writeCounts(ctx, c); err == nil {
+		r.Writes = writesLine(writes0, writes1)
+	}
 	r.APIServerCPUSeconds = apiCPU1 - apiCPU0
 	if pid != 0 {
 		cpu1, err := cpuSeconds(pid)

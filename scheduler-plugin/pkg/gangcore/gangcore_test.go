@@ -295,7 +295,7 @@ func TestLess(t *testing.T) {
 	for name, created := range map[string]metav1.Time{"old": old, "young": young, "stuck": old} {
 		h.state.SetPodGroup(&schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: created}})
 	}
-	h.state.deferred.Store("ns/stuck", time.Now())
+	h.state.deferred.Store("ns/stuck", h.state.generation.Load())
 	queued := func(p *corev1.Pod) fwk.QueuedPodInfo {
 		pi, err := framework.NewPodInfo(p)
 		if err != nil {

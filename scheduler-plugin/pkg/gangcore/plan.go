@@ -139,15 +139,16 @@ func (s *State) PlanFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 		logger.V(2).Info("Dropping the gang's plan", "gang", key, "reason", reason)
 		s.dropPlanLocked(key, reason)
 	}
-	if v, ok := s.verdicts[key]; ok && v.generation == s.generation && now.Sub(v.at) < verdictTTL {
+	if v, ok := s.verdicts[key]; ok && v.generation == s.generation.Load() && now.Sub(v.at) < verdictTTL {
 		return &CycleState{Gang: key, Unplaceable: v.message}, fwk.NewStatus(fwk.Unschedulable, v.message)
 	}
 	g := s.gangOf(pod)
 	cl, _ := s.view(ctx, nodes, viewOptions{gang: g, elig: newEligibility(pod)})
 	pl, err := cl.Place(g.plannerGang())
 	if err != nil {
-		s.verdicts[key] = verdict{generation: s.generation, at: now, message: err.Error()}
-		s.deferred.Store(key, now)
+		gen := s.generation.Load()
+		s.verdicts[key] = verdict{generation: gen, at: now, message: err.Error()}
+		s.deferred.Store(key, gen)
 		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())
 		// Siblings rejected earlier for another reason (Coscheduling's "not enough sibling pods")
 		// wait for events that may never come: retry them now so that every pod of the gang says
@@ -218,6 +219,8 @@ func (s *State) slotHolds(pod *corev1.Pod, key string, priority int32, sl *slot)
 // that no part of the gang binds on a stale plan.
 func (s *State) dropPlanLocked(key, reason string) {
 	delete(s.plans, key)
+	// Its claims are free again.
+	s.bump()
 	s.handle.IterateOverWaitingPods(func(wp framework.WaitingPod) {
 		if GangKey(wp.GetPod()) == key {
 			wp.Reject("GangPlacement", "the gang's plan was dropped: "+reason)
@@ -247,7 +250,7 @@ func (s *State) Unreserve(pod *corev1.Pod) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.reserved, pod.UID)
-	s.generation++
+	s.bump()
 	key := GangKey(pod)
 	if p := s.plans[key]; p != nil {
 		if sl := p.slots[pod.UID]; sl != nil && sl.phase == slotReserved {
@@ -276,8 +279,8 @@ func (s *State) Bound(pod *corev1.Pod) {
 	delete(s.plans, key)
 }
 
-// Less orders the scheduling queue: higher priority first; then gangs not found unplaceable in the
-// last verdictTTL before those that were, so that gangs that fit are not held up behind gangs
+// Less orders the scheduling queue: higher priority first; then gangs not found unplaceable since
+// the cluster last changed before those that were, so that gangs that fit are not held up behind gangs
 // that do not (the way Coscheduling demotes a group that just failed, but from the planner's
 // verdict); then older PodGroups (or, for a pod of no gang, older first attempts); then the
 // gang's pods together, in rank order.
@@ -303,8 +306,8 @@ func (s *State) Less(a, b fwk.QueuedPodInfo) bool {
 }
 
 func (s *State) isDeferred(key string) bool {
-	at, ok := s.deferred.Load(key)
-	return ok && s.now().Sub(at.(time.Time)) < verdictTTL
+	gen, ok := s.deferred.Load(key)
+	return ok && gen.(int64) == s.generation.Load()
 }
 
 func (s *State) since(p *corev1.Pod, qi fwk.QueuedPodInfo) time.Time {

@@ -73,11 +73,11 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s waits for the pods it preempted to terminate", key))
 	}
 	now := s.now()
-	if v, ok := s.preemptVerdicts[key]; ok && v.generation == s.generation && now.Sub(v.at) < verdictTTL {
+	if v, ok := s.preemptVerdicts[key]; ok && v.generation == s.generation.Load() && now.Sub(v.at) < verdictTTL {
 		return nil, fwk.NewStatus(fwk.Unschedulable, v.message)
 	}
 	cannot := func(msg string) (*Victims, *fwk.Status) {
-		s.preemptVerdicts[key] = verdict{generation: s.generation, at: now, message: msg}
+		s.preemptVerdicts[key] = verdict{generation: s.generation.Load(), at: now, message: msg}
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	g := s.gangOf(pod)

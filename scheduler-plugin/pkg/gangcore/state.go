@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,8 +43,9 @@ type State struct {
 	// podGroups holds each PodGroup's minMember and creation time, by "namespace/name".
 	minMu     sync.RWMutex
 	podGroups map[string]podGroupInfo
-	// deferred maps a gang found unplaceable to when: the queue order puts it after the others.
-	// Its own map, without s.mu: the scheduling queue reads it under its lock.
+	// deferred maps a gang found unplaceable to the generation it was found so: until that
+	// changes the queue order puts it after the others. Its own map, without s.mu: the scheduling
+	// queue reads it under its lock.
 	deferred sync.Map
 	// reader reads PodGroups and, where their CRD is installed, TrainingJobs; nil without a cluster.
 	reader       client.Reader
@@ -65,9 +67,10 @@ type State struct {
 	// preemptVerdicts remember that preemption cannot make room for a gang.
 	preemptVerdicts map[string]verdict
 	preemptions     map[string]*preemption
-	// generation changes whenever GPUs may have been freed: a pod deleted, a node or GPUNode
-	// added or changed. A gang found unplaceable stays so until it changes.
-	generation int64
+	// generation changes whenever GPUs may have been freed: a pod deleted or unreserved, a node
+	// or GPUNode added or changed, a plan dropped. A gang found unplaceable stays so until it
+	// changes. Atomic: the queue order reads it.
+	generation atomic.Int64
 }
 
 // reservation is a pod's GPUs from Reserve until the pod is deleted.
@@ -83,8 +86,9 @@ type verdict struct {
 	message    string
 }
 
-// verdictTTL bounds how long a verdict is trusted without a change in generation.
-const verdictTTL = 10 * time.Second
+// verdictTTL bounds how long a verdict is trusted without a change in generation: a safety net
+// for a change the generation misses.
+const verdictTTL = 5 * time.Minute
 
 var (
 	registryMu sync.Mutex
@@ -216,11 +220,7 @@ func (s *State) watch(ctx context.Context, cfg *rest.Config) error {
 	return nil
 }
 
-func (s *State) bump() {
-	s.mu.Lock()
-	s.generation++
-	s.mu.Unlock()
-}
+func (s *State) bump() { s.generation.Add(1) }
 
 func (s *State) onNodeDelete(obj any) {
 	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
@@ -243,8 +243,8 @@ func (s *State) onPodDelete(obj any) {
 	}
 	s.mu.Lock()
 	delete(s.reserved, pod.UID)
-	s.generation++
 	s.mu.Unlock()
+	s.bump()
 }
 
 // podGroupIndex indexes pods by "namespace/podgroup".

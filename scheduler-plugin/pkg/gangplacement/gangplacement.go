@@ -168,7 +168,7 @@ func (pl *GangPlacement) EventsToRegister(_ context.Context) ([]fwk.ClusterEvent
 	events := []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: isSibling},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.Update}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}},
 		{Event: fwk.ClusterEvent{Resource: PodGroupEvent, ActionType: fwk.Add | fwk.Update}},
 	}
 	if pl.state.WatchesGPUNodes() {

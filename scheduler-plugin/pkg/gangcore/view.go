@@ -289,9 +289,13 @@ func (s *State) base(ni fwk.NodeInfo, gn *gpuNode) *nodeBase {
 }
 
 // nodeView is one node for gang g: its base, with the GPUs of g's own pending pods free again (g
-// is being planned anew), less the pods nominated to it with g's priority or more and the claims
-// of other gangs' plans, and never more than the device plugin's allocatable leaves. With vt it
-// also numbers the pods' victims.
+// is being planned anew), less the claims of other gangs' plans of g's priority or more, and never
+// more than the device plugin's allocatable leaves. With vt it also numbers the pods' victims.
+//
+// Pods nominated by GangPreemption hold claims through their gang's plan; the scheduling queue's
+// nominated pods are not read here: that takes the queue's locks, once per node, and a plan at
+// 5,000 nodes took 100-300 ms while binds flooded the queue with events. Nodes' Filter still
+// accounts for nominated pods.
 func (s *State) nodeView(ni fwk.NodeInfo, gn *gpuNode, g *gang, claims []claim, vt *victimTable, lonePods bool) planner.Node {
 	b := s.base(ni, gn)
 	pn := b.pn
@@ -309,12 +313,6 @@ func (s *State) nodeView(ni fwk.NodeInfo, gn *gpuNode, g *gang, claims []claim, 
 				v = vt.add(h.pod, g, h.n, lonePods)
 			}
 			pn.Holders = append(pn.Holders, planner.Holder{Victim: v, GPUs: h.gpus})
-		}
-	}
-	for _, pi := range s.handle.NominatedPodsForNode(pn.Name) {
-		p := pi.GetPod()
-		if p.Spec.NodeName == "" && GangKey(p) != g.key && corev1helpers.PodPriority(p) >= g.priority {
-			room -= GPURequest(p, s.opts.GPUResource)
 		}
 	}
 	for _, c := range claims {

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -544,6 +545,10 @@ func TestUnhealthyGPUMovesGangOffIt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("GPUNode %s never showed a GPU held by %s: %v", node, victim.Name, err)
 	}
+	before := map[types.UID]bool{}
+	for _, p := range e.pods("llm") {
+		before[p.UID] = true
+	}
 	fault := fmt.Sprintf("%s/faults?node=%s&gpu=%d", e.AgentURLs[0], node, bad)
 	e.agentFault(http.MethodPost, fault+"&fault=ecc")
 	t.Cleanup(func() {
@@ -555,17 +560,15 @@ func TestUnhealthyGPUMovesGangOffIt(t *testing.T) {
 		})
 	})
 
-	// The evicted worker is replaced, off the unhealthy GPU. The operator restarts the whole gang
-	// when it sees the evicted pod terminating; kwok deletes a pod at once, and a pod the operator
-	// never saw terminating is recreated alone, so the test asks only that no pod stays on the GPU.
+	// The eviction restarts the whole gang (a new pod for every rank), off the unhealthy GPU.
 	var gang []corev1.Pod
-	moved := e.waitJob("llm", "running without the evicted pod", func(j *convoy.TrainingJob) bool {
+	moved := e.waitJob("llm", "running again as a whole new gang", func(j *convoy.TrainingJob) bool {
 		gang = e.pods("llm")
-		if j.Status.State != convoy.StateRunning || len(gang) != 2 {
+		if j.Status.State != convoy.StateRunning || j.Status.RestartCount < 1 || len(gang) != 2 {
 			return false
 		}
 		for _, p := range gang {
-			if p.UID == victim.UID || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
+			if before[p.UID] || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 				return false
 			}
 		}

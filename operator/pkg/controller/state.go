@@ -292,6 +292,17 @@ func decide(o observation) plan {
 		restart(convoy.ReasonNodeLost, lostMsg+"; restarting the whole gang from the latest checkpoint without spending backoffLimit", false)
 		return p
 	}
+	// Every pod of a Running gang was seen: one that vanished since was deleted or evicted so fast
+	// (a force delete, or kwok) that it was never seen terminating. Its gang restarts whole.
+	if isTrue(convoy.ConditionRunning) {
+		for _, r := range missing {
+			name := framework.PodName(job, r)
+			if !slices.ContainsFunc(o.pods, func(pod *corev1.Pod) bool { return pod.Name == name }) {
+				restart(convoy.ReasonNodeLost, fmt.Sprintf("pod %s of the running gang was deleted or evicted; restarting the whole gang from the latest checkpoint without spending backoffLimit", name), false)
+				return p
+			}
+		}
+	}
 
 	p.ensureChildren = true
 	for _, r := range missing {

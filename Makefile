@@ -70,6 +70,20 @@ test-integration: bin ## Integration tests against the real kube-apiserver, etcd
 test-e2e: bin ## End-to-end tests: the real binaries, each with the RBAC in deploy/, on a simulated GPU fleet.
 	$(GO) test $(TEST_FLAGS) -p 1 $(E2E_PKGS)
 
+##@ Benchmarks (commands that print figures; see each test/bench/*/README.md)
+
+.PHONY: bench-operator
+bench-operator: bin ## 1,000 TrainingJobs × 8 pods: Convoy's operator vs Kubeflow training-operator v1.9.2 vs the API server.
+	$(GO) run ./test/bench/operator -jobs 1000
+
+.PHONY: bench-scheduler
+bench-scheduler: bin ## Gangs on 1,000 and 5,000 fake nodes: Convoy's scheduler vs kube-scheduler with Coscheduling vs a bare binder.
+	$(GO) run ./test/bench/scheduler -nodes 1000,5000 -mixes mixed,whole-node
+
+.PHONY: bench-queue
+bench-queue: bin ## Admission rate of 1,000 TrainingJobs vs 1,000 batch/v1 Jobs through the same Kueue.
+	$(GO) test ./test/bench/queue -run '^$$' -bench BenchmarkAdmission -benchtime 1x -timeout 40m
+
 ##@ Demo
 
 .PHONY: demo

@@ -1,0 +1,50 @@
+package gangpreemption
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
+)
+
+func TestNewRejectsWrongArgs(t *testing.T) {
+	if _, err := New(context.Background(), &config.GangPlacementArgs{}, nil); err == nil {
+		t.Error("New() with GangPlacementArgs succeeded")
+	}
+	if _, err := New(context.Background(), &config.GangPreemptionArgs{VictimTerminationSeconds: 0}, nil); err == nil {
+		t.Error("New() with a zero wait succeeded, want a validation error")
+	}
+}
+
+// TestPostFilterOnlyPreemptsForGPUs: no preemption when GangPlacement did not reject the gang for
+// want of GPUs, or when the pod may not preempt.
+func TestPostFilterOnlyPreemptsForGPUs(t *testing.T) {
+	never := corev1.PreemptNever
+	cases := map[string]struct {
+		state   *gangcore.CycleState
+		policy  *corev1.PreemptionPolicy
+		wantMsg string
+	}{
+		"another plugin rejected the pod":     {},
+		"a filter failed on the planned node": {state: &gangcore.CycleState{Gang: "ns/job", Placed: true}},
+		"the pod's preemptionPolicy is Never": {state: &gangcore.CycleState{Gang: "ns/job", Unplaceable: "no room"}, policy: &never, wantMsg: "the pod's preemptionPolicy is Never"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cs := framework.NewCycleState()
+			if tc.state != nil {
+				cs.Write(gangcore.StateKey, tc.state)
+			}
+			pod := &corev1.Pod{Spec: corev1.PodSpec{PreemptionPolicy: tc.policy}}
+			res, status := (&GangPreemption{}).PostFilter(context.Background(), cs, pod, nil)
+			if res != nil || status.Code() != fwk.Unschedulable || status.Message() != tc.wantMsg {
+				t.Errorf("PostFilter() = %v, %v %q; want nil, Unschedulable %q", res, status.Code(), status.Message(), tc.wantMsg)
+			}
+		})
+	}
+}

@@ -287,15 +287,13 @@ func TestMissing(t *testing.T) {
 	}
 }
 
-// TestLess orders the queue: priority, then gangs not just found unplaceable, then older
-// PodGroups, then a gang's pods in rank order.
+// TestLess orders the queue: priority, then older PodGroups, then a gang's pods in rank order.
 func TestLess(t *testing.T) {
 	h := newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8)}, nil)
 	old, young := metav1.NewTime(time.Unix(1000, 0)), metav1.NewTime(time.Unix(2000, 0))
-	for name, created := range map[string]metav1.Time{"old": old, "young": young, "stuck": old} {
+	for name, created := range map[string]metav1.Time{"old": old, "young": young} {
 		h.state.SetPodGroup(&schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, CreationTimestamp: created}})
 	}
-	h.state.deferred.Store("ns/stuck", h.state.generation.Load())
 	queued := func(p *corev1.Pod) fwk.QueuedPodInfo {
 		pi, err := framework.NewPodInfo(p)
 		if err != nil {
@@ -304,11 +302,11 @@ func TestLess(t *testing.T) {
 		return &framework.QueuedPodInfo{PodInfo: pi}
 	}
 	pods := []*corev1.Pod{
-		member("ns", "stuck", 0, 8).Obj(),
 		member("ns", "young", 1, 8).Obj(),
 		member("ns", "old", 1, 8).Obj(),
 		member("ns", "young", 0, 8).Priority(5).Obj(),
 		member("ns", "old", 0, 8).Obj(),
+		member("ns", "young", 2, 8).Obj(),
 	}
 	slices.SortStableFunc(pods, func(a, b *corev1.Pod) int {
 		if h.state.Less(queued(a), queued(b)) {
@@ -323,7 +321,7 @@ func TestLess(t *testing.T) {
 	for _, p := range pods {
 		got = append(got, p.Name)
 	}
-	want := []string{"young-0", "old-0", "old-1", "young-1", "stuck-0"}
+	want := []string{"young-0", "old-0", "old-1", "young-1", "young-2"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("queue order (-want,+got):\n%s", diff)
 	}

@@ -146,9 +146,7 @@ func (s *State) PlanFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	cl, _ := s.view(ctx, nodes, viewOptions{gang: g, elig: newEligibility(pod)})
 	pl, err := cl.Place(g.plannerGang())
 	if err != nil {
-		gen := s.generation.Load()
-		s.verdicts[key] = verdict{generation: gen, at: now, message: err.Error()}
-		s.deferred.Store(key, gen)
+		s.verdicts[key] = verdict{generation: s.generation.Load(), at: now, message: err.Error()}
 		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())
 		// Siblings rejected earlier for another reason (Coscheduling's "not enough sibling pods")
 		// wait for events that may never come: retry them now so that every pod of the gang says
@@ -163,7 +161,6 @@ func (s *State) PlanFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 		return &CycleState{Gang: key, Unplaceable: err.Error()}, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
 	delete(s.verdicts, key)
-	s.deferred.Delete(key)
 	p := s.storePlanLocked(key, g, pl, false)
 	logger.V(2).Info("Planned the gang", "gang", key, "pods", len(g.pending), "level", pl.Level.String(),
 		"domain", pl.Domain, "nodes", pl.Nodes(), "racks", pl.Racks())
@@ -279,35 +276,26 @@ func (s *State) Bound(pod *corev1.Pod) {
 	delete(s.plans, key)
 }
 
-// Less orders the scheduling queue: higher priority first; then gangs not found unplaceable since
-// the cluster last changed before those that were, so that gangs that fit are not held up behind gangs
-// that do not (the way Coscheduling demotes a group that just failed, but from the planner's
-// verdict); then older PodGroups (or, for a pod of no gang, older first attempts); then the
-// gang's pods together, in rank order.
+// Less orders the scheduling queue: higher priority first; then older PodGroups (or, for a pod of
+// no gang, older first attempts); then the gang's pods together, in rank order. Every key is fixed
+// for the pod's life in the queue: a key that changed while the pod sits in the heap (as
+// Coscheduling's, which moves a group that just failed behind the others) leaves it where it was,
+// comparing larger than its children, and starves everything beneath it.
 func (s *State) Less(a, b fwk.QueuedPodInfo) bool {
 	pa, pb := a.GetPodInfo().GetPod(), b.GetPodInfo().GetPod()
 	if x, y := corev1helpers.PodPriority(pa), corev1helpers.PodPriority(pb); x != y {
 		return x > y
 	}
-	ka, kb := GangKey(pa), GangKey(pb)
-	if da, db := s.isDeferred(ka), s.isDeferred(kb); da != db {
-		return db
-	}
 	if ta, tb := s.since(pa, a), s.since(pb, b); !ta.Equal(tb) {
 		return ta.Before(tb)
 	}
-	if ka != kb {
+	if ka, kb := GangKey(pa), GangKey(pb); ka != kb {
 		return ka < kb
 	}
 	if ra, rb := rank(pa), rank(pb); ra != rb {
 		return ra < rb
 	}
 	return pa.Name < pb.Name
-}
-
-func (s *State) isDeferred(key string) bool {
-	gen, ok := s.deferred.Load(key)
-	return ok && gen.(int64) == s.generation.Load()
 }
 
 func (s *State) since(p *corev1.Pod, qi fwk.QueuedPodInfo) time.Time {

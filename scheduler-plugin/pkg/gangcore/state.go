@@ -43,10 +43,6 @@ type State struct {
 	// podGroups holds each PodGroup's minMember and creation time, by "namespace/name".
 	minMu     sync.RWMutex
 	podGroups map[string]podGroupInfo
-	// deferred maps a gang found unplaceable to the generation it was found so: until that
-	// changes the queue order puts it after the others. Its own map, without s.mu: the scheduling
-	// queue reads it under its lock.
-	deferred sync.Map
 	// reader reads PodGroups and, where their CRD is installed, TrainingJobs; nil without a cluster.
 	reader       client.Reader
 	gpuNodesOK   bool
@@ -69,7 +65,7 @@ type State struct {
 	preemptions     map[string]*preemption
 	// generation changes whenever GPUs may have been freed: a pod deleted or unreserved, a node
 	// or GPUNode added or changed, a plan dropped. A gang found unplaceable stays so until it
-	// changes. Atomic: the queue order reads it.
+	// changes.
 	generation atomic.Int64
 }
 

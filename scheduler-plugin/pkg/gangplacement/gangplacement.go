@@ -73,8 +73,8 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 // Name returns the plugin's name.
 func (pl *GangPlacement) Name() string { return Name }
 
-// Less orders the scheduling queue: priority, then gangs not just found unplaceable before those
-// that were, then the oldest PodGroup, with a gang's pods together in rank order.
+// Less orders the scheduling queue: priority, then the oldest PodGroup, with a gang's pods
+// together in rank order.
 func (pl *GangPlacement) Less(a, b fwk.QueuedPodInfo) bool { return pl.state.Less(a, b) }
 
 // PreEnqueue keeps the pods of an incomplete gang out of the active queue: Coscheduling would

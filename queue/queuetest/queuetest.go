@@ -6,14 +6,10 @@
 package queuetest
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -24,14 +20,11 @@ import (
 
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	"sigs.k8s.io/yaml"
 
 	"github.com/convoy-dev/convoy/operator/pkg/controller"
 	"github.com/convoy-dev/convoy/operator/pkg/operator"
@@ -111,7 +104,7 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Env, error
 		}
 	}
 	for _, file := range []string{"deploy/operator/rbac/role.yaml", "deploy/kueue/rbac/role.yaml"} {
-		if err := bindRoles(ctx, c.Client, filepath.Join(root, file)); err != nil {
+		if err := framework.BindRoles(ctx, c.Client, filepath.Join(root, file), OperatorNamespace, OperatorSA); err != nil {
 			return nil, err
 		}
 	}
@@ -205,51 +198,6 @@ func (e *Env) Kubectl(ctx context.Context, args ...string) (string, error) {
 		return string(out), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
 	}
 	return string(out), nil
-}
-
-// bindRoles creates the ClusterRoles and Roles in path and binds them to the operator's ServiceAccount.
-func bindRoles(ctx context.Context, k client.Client, path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: OperatorNamespace, Name: OperatorSA}}
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := docs.Read()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal(doc, &tm); err != nil {
-			return err
-		}
-		var objs []client.Object
-		switch tm.Kind {
-		case "ClusterRole":
-			role := &rbacv1.ClusterRole{}
-			if err := yaml.Unmarshal(doc, role); err != nil {
-				return err
-			}
-			objs = append(objs, role, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name}, Subjects: subject,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}})
-		case "Role":
-			role := &rbacv1.Role{}
-			if err := yaml.Unmarshal(doc, role); err != nil {
-				return err
-			}
-			objs = append(objs, role, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: role.Namespace, Name: role.Name}, Subjects: subject,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}})
-		}
-		for _, o := range objs {
-			if err := k.Create(ctx, o); err != nil {
-				return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
-			}
-		}
-	}
 }
 
 func freeAddr() (string, error) {

@@ -10,7 +10,6 @@
 package operator
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -32,19 +31,16 @@ import (
 	"go.uber.org/zap/zapcore"
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-	"sigs.k8s.io/yaml"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/controller"
@@ -134,50 +130,7 @@ func setupCluster(ctx context.Context, c *framework.Cluster) error {
 	if err := c.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: operatorSA}}); err != nil {
 		return err
 	}
-	return applyRBAC(ctx, c.Client, filepath.Join(root, "deploy/operator/rbac/role.yaml"))
-}
-
-// applyRBAC creates the generated roles and binds them to the operator's ServiceAccount.
-func applyRBAC(ctx context.Context, k client.Client, path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: operatorNamespace, Name: operatorSA}}
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := docs.Read()
-		if err != nil {
-			break
-		}
-		var tm metav1.TypeMeta
-		if err := yaml.Unmarshal(doc, &tm); err != nil {
-			return err
-		}
-		var objs []client.Object
-		switch tm.Kind {
-		case "ClusterRole":
-			role := &rbacv1.ClusterRole{}
-			if err := yaml.Unmarshal(doc, role); err != nil {
-				return err
-			}
-			objs = append(objs, role, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name}, Subjects: subject,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}})
-		case "Role":
-			role := &rbacv1.Role{}
-			if err := yaml.Unmarshal(doc, role); err != nil {
-				return err
-			}
-			objs = append(objs, role, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: role.Namespace, Name: role.Name}, Subjects: subject,
-				RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name}})
-		}
-		for _, o := range objs {
-			if err := k.Create(ctx, o); err != nil {
-				return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
-			}
-		}
-	}
-	return nil
+	return framework.BindRoles(ctx, c.Client, filepath.Join(root, "deploy/operator/rbac/role.yaml"), operatorNamespace, operatorSA)
 }
 
 // runningOperator is an operator started by a test.

@@ -10,8 +10,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -58,8 +60,50 @@ func TestPlanForUnplaceable(t *testing.T) {
 			t.Errorf("PlanFor(%s) = %v %q, want Unschedulable %q", p.Name, status.Code(), status.Message(), want)
 		}
 	}
-	if diff := cmp.Diff([]string{"ns/job-1"}, h.activated.pods); diff != "" {
-		t.Errorf("activated siblings (-want,+got):\n%s", diff)
+	// The sibling that showed another message is told, off the scheduling cycle.
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := h.cs.CoreV1().Pods("ns").Get(ctx, "job-1", metav1.GetOptions{})
+		return err == nil && saysAlready(p, want), nil
+	}); err != nil {
+		t.Errorf("the waiting sibling was not told why the gang does not fit: %v", err)
+	}
+}
+
+// TestGate holds a complete gang's pods but its leader until the gang has a plan.
+func TestGate(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8)}
+	pods := []*corev1.Pod{member("ns", "job", 0, 4).Obj(), member("ns", "job", 1, 4).Obj(),
+		st.MakePod().Namespace("ns").Name("job-ps").UID("ns-job-ps").SchedulerName("convoy-scheduler").
+			Label(schedv1alpha1.PodGroupLabel, "job").Obj()}
+	h := newHarness(t, nodes, pods, inventory("a", 8))
+	h.state.SetPodGroup(&schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 4}})
+	gate := func() []string {
+		var out []string
+		for _, p := range pods {
+			ok, why := h.state.Gate(p)
+			if ok {
+				why = "through"
+			}
+			out = append(out, p.Name+": "+why)
+		}
+		return out
+	}
+	if diff := cmp.Diff([]string{"job-0: waiting for 1 more pod(s) of gang ns/job", "job-1: waiting for 1 more pod(s) of gang ns/job",
+		"job-ps: waiting for 1 more pod(s) of gang ns/job"}, gate()); diff != "" {
+		t.Errorf("incomplete gang (-want,+got):\n%s", diff)
+	}
+	h.state.SetPodGroup(&schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 3}})
+	if diff := cmp.Diff([]string{"job-0: through", "job-1: waiting for gang ns/job to be planned", "job-ps: through"}, gate()); diff != "" {
+		t.Errorf("complete gang without a plan (-want,+got):\n%s", diff)
+	}
+	if _, status := h.state.PlanFor(context.Background(), pods[0], h.nodeInfos()); !status.IsSuccess() {
+		t.Fatal(status)
+	}
+	if diff := cmp.Diff([]string{"job-0: through", "job-1: through", "job-ps: through"}, gate()); diff != "" {
+		t.Errorf("gang with a plan (-want,+got):\n%s", diff)
+	}
+	if got := h.activated.list(); !slices.Contains(got, "ns/job-1") {
+		t.Errorf("activated %v, want the waiting sibling ns/job-1", got)
 	}
 }
 

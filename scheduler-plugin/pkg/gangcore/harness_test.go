@@ -2,6 +2,7 @@ package gangcore
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -53,6 +54,12 @@ func (nominator) NominatedPodsForNode(string) []fwk.PodInfo                     
 type activator struct {
 	mu   sync.Mutex
 	pods []string
+}
+
+func (a *activator) list() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.pods)
 }
 
 func (a *activator) Activate(_ klog.Logger, pods map[string]*corev1.Pod) {

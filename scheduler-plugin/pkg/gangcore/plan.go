@@ -108,11 +108,17 @@ func ReadCycleState(cs fwk.CycleState) (*CycleState, error) {
 func (s *State) PlanFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeInfo) (*CycleState, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	key := GangKey(pod)
-	// Siblings to retry, after the lock: see below.
+	// After the lock: siblings to activate once the gang has a plan that holds, or to tell why
+	// the gang does not fit (see PreEnqueue).
 	var activate map[string]*corev1.Pod
+	var tell []*corev1.Pod
+	var told string
 	defer func() {
 		if len(activate) > 0 {
 			s.handle.Activate(logger, activate)
+		}
+		if len(tell) > 0 {
+			go s.tellUnplaceable(logger, tell, told)
 		}
 	}()
 	s.mu.Lock()
@@ -129,6 +135,9 @@ func (s *State) PlanFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 		case now.Sub(p.created) > s.opts.PlanTimeout:
 			reason = "the plan timed out"
 		case s.slotHolds(pod, key, p.priority, sl):
+			if _, open := s.open.LoadOrStore(key, true); !open {
+				activate = s.gatedSiblings(pod)
+			}
 			return &CycleState{Gang: key, Placed: true, Slot: sl.Slot}, nil
 		case p.preempting && s.victimsRemain(key):
 			msg := fmt.Sprintf("%s waits for the pods it preempted to terminate", key)
@@ -148,20 +157,20 @@ func (s *State) PlanFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	if err != nil {
 		s.verdicts[key] = verdict{generation: s.generation.Load(), at: now, message: err.Error()}
 		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())
-		// Siblings rejected earlier for another reason (Coscheduling's "not enough sibling pods")
-		// wait for events that may never come: retry them now so that every pod of the gang says
-		// why it does not fit. Those that already say it (even with older numbers) are left alone:
-		// retrying them would cost a cycle and a status update each.
-		activate = map[string]*corev1.Pod{}
+		// The siblings wait in PreEnqueue for a plan: tell them why there is none. Those that
+		// already say it, even with older numbers, are left alone.
 		for _, p := range g.pending {
 			if p.UID != pod.UID && !saysAlready(p, key+" needs ") {
-				activate[p.Namespace+"/"+p.Name] = p
+				tell = append(tell, p)
 			}
 		}
+		told = err.Error()
 		return &CycleState{Gang: key, Unplaceable: err.Error()}, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
 	delete(s.verdicts, key)
 	p := s.storePlanLocked(key, g, pl, false)
+	s.open.Store(key, true)
+	activate = s.gatedSiblings(pod)
 	logger.V(2).Info("Planned the gang", "gang", key, "pods", len(g.pending), "level", pl.Level.String(),
 		"domain", pl.Domain, "nodes", pl.Nodes(), "racks", pl.Racks())
 	return &CycleState{Gang: key, Placed: true, Slot: p.slots[pod.UID].Slot}, nil
@@ -216,6 +225,7 @@ func (s *State) slotHolds(pod *corev1.Pod, key string, priority int32, sl *slot)
 // that no part of the gang binds on a stale plan.
 func (s *State) dropPlanLocked(key, reason string) {
 	delete(s.plans, key)
+	s.open.Delete(key)
 	// Its claims are free again.
 	s.bump()
 	s.handle.IterateOverWaitingPods(func(wp framework.WaitingPod) {
@@ -274,6 +284,7 @@ func (s *State) Bound(pod *corev1.Pod) {
 		}
 	}
 	delete(s.plans, key)
+	s.open.Delete(key)
 }
 
 // Less orders the scheduling queue: higher priority first; then older PodGroups (or, for a pod of

@@ -40,6 +40,11 @@ type State struct {
 	pods   corelisters.PodLister
 	// byGang indexes pods by "namespace/podgroup".
 	byGang toolscache.Indexer
+	// open holds the gangs with a plan that holds: PreEnqueue lets all their pods through. Its own
+	// map, without s.mu: the scheduling queue calls PreEnqueue under its lock.
+	open sync.Map
+	// kicked holds, by gang, the leader last activated by a sibling (see Gate).
+	kicked sync.Map
 	// podGroups holds each PodGroup's minMember and creation time, by "namespace/name".
 	minMu     sync.RWMutex
 	podGroups map[string]podGroupInfo

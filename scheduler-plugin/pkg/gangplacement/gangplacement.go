@@ -77,12 +77,15 @@ func (pl *GangPlacement) Name() string { return Name }
 // together in rank order.
 func (pl *GangPlacement) Less(a, b fwk.QueuedPodInfo) bool { return pl.state.Less(a, b) }
 
-// PreEnqueue keeps the pods of an incomplete gang out of the active queue: Coscheduling would
-// reject each of them in a full scheduling cycle, with a status update, until the last pod of the
-// gang is created. The sibling's arrival brings them back (see EventsToRegister).
+// PreEnqueue keeps a gang's pods out of the active queue until they can be placed: while the gang
+// lacks members (Coscheduling would reject each in a full scheduling cycle, with a status update,
+// until the last one is created), and then, but for the gang's leader, until the leader has
+// planned the whole gang. Siblings of a gang that does not fit thus wait without a cycle each; the
+// plan lets them through (Activate), a sibling's arrival or deletion brings them back for another
+// look (see EventsToRegister).
 func (pl *GangPlacement) PreEnqueue(_ context.Context, pod *corev1.Pod) *fwk.Status {
-	if n := pl.state.Missing(pod); n > 0 {
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("waiting for %d more pod(s) of gang %s", n, gangcore.GangKey(pod)))
+	if ok, why := pl.state.Gate(pod); !ok {
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
 	return nil
 }

@@ -1,0 +1,113 @@
+package gangcore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	apipod "k8s.io/kubernetes/pkg/api/v1/pod"
+	"k8s.io/kubernetes/pkg/scheduler/util"
+)
+
+// Gate says whether a pod may enter the active queue, and why not. A pod of a PodGroup waits
+// while the group lacks members (Coscheduling would reject it anyway) and, once complete, until
+// its gang has a plan: only the gang's leader, its pending GPU pod of the lowest rank, is
+// scheduled first and plans the whole gang. If the gang fits, its siblings are let through; if
+// not, they wait without a scheduling cycle each, and are told why (tellUnplaceable). Pods that
+// ask no GPU are never held for a plan: they do not take part in one.
+func (s *State) Gate(pod *corev1.Pod) (bool, string) {
+	pg := PodGroupName(pod)
+	if pg == "" {
+		return true, ""
+	}
+	if n := s.Missing(pod); n > 0 {
+		return false, fmt.Sprintf("waiting for %d more pod(s) of gang %s", n, GangKey(pod))
+	}
+	if GPURequest(pod, s.opts.GPUResource) == 0 {
+		return true, ""
+	}
+	key := GangKey(pod)
+	if _, open := s.open.Load(key); open {
+		return true, ""
+	}
+	l := s.leader(pod)
+	if l == nil || l.UID == pod.UID {
+		return true, ""
+	}
+	// The leader may itself wait here since it was created, for members: a pod's creation
+	// requeues no other pod, so bring it back, once.
+	if prev, ok := s.kicked.Load(key); !ok || prev.(types.UID) != l.UID {
+		s.kicked.Store(key, l.UID)
+		// Not from here: the scheduling queue calls PreEnqueue under the lock Activate takes.
+		go s.handle.Activate(klog.Background(), map[string]*corev1.Pod{l.Namespace + "/" + l.Name: l})
+	}
+	return false, fmt.Sprintf("waiting for gang %s to be planned", key)
+}
+
+// leader is the pending GPU pod of the pod's gang, of its scheduler and without scheduling gates,
+// of the lowest rank (then name).
+func (s *State) leader(pod *corev1.Pod) *corev1.Pod {
+	var best *corev1.Pod
+	for _, p := range s.members(pod.Namespace, PodGroupName(pod)) {
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Spec.SchedulerName != pod.Spec.SchedulerName ||
+			len(p.Spec.SchedulingGates) > 0 || GPURequest(p, s.opts.GPUResource) == 0 {
+			continue
+		}
+		if best == nil || rank(p) < rank(best) || rank(p) == rank(best) && p.Name < best.Name {
+			best = p
+		}
+	}
+	return best
+}
+
+// gatedSiblings are the pod's pending siblings, to activate once the gang has a plan.
+func (s *State) gatedSiblings(pod *corev1.Pod) map[string]*corev1.Pod {
+	pg := PodGroupName(pod)
+	if pg == "" {
+		return nil
+	}
+	out := map[string]*corev1.Pod{}
+	for _, p := range s.members(pod.Namespace, pg) {
+		if p.UID != pod.UID && p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			out[p.Namespace+"/"+p.Name] = p
+		}
+	}
+	return out
+}
+
+// tellUnplaceable sets the PodScheduled condition of a gang's waiting pods to why the gang does
+// not fit, as the scheduler would have after a cycle each, in parallel and off the scheduling
+// cycle. The scheduler never writes the condition of a pod PreEnqueue holds back.
+func (s *State) tellUnplaceable(logger klog.Logger, pods []*corev1.Pod, msg string) {
+	const workers = 16
+	ctx := context.Background()
+	jobs := make(chan *corev1.Pod)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range jobs {
+				status := p.Status.DeepCopy()
+				if !apipod.UpdatePodCondition(status, &corev1.PodCondition{
+					Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+					Message: msg, LastTransitionTime: metav1.Now(),
+				}) {
+					continue
+				}
+				if err := util.PatchPodStatus(ctx, s.handle.ClientSet(), p.Name, p.Namespace, &p.Status, status); err != nil {
+					logger.V(2).Info("Cannot say why the pod's gang does not fit", "pod", klog.KObj(p), "err", err)
+				}
+			}
+		}()
+	}
+	for _, p := range pods {
+		jobs <- p
+	}
+	close(jobs)
+	wg.Wait()
+}

@@ -61,7 +61,7 @@ func TestPlanForUnplaceable(t *testing.T) {
 		}
 	}
 	// The sibling that showed another message is told, off the scheduling cycle.
-	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true, func(ctx context.Context) (bool, error) {
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, tellDelay+5*time.Second, true, func(ctx context.Context) (bool, error) {
 		p, err := h.cs.CoreV1().Pods("ns").Get(ctx, "job-1", metav1.GetOptions{})
 		return err == nil && saysAlready(p, want), nil
 	}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,11 +80,17 @@ func (s *State) gatedSiblings(pod *corev1.Pod) map[string]*corev1.Pod {
 	return out
 }
 
+// tellDelay is how long a gang stays unplaceable before its waiting pods are told: a gang placed
+// moments later is never told, and a burst of binds is not slowed by status updates.
+const tellDelay = 3 * time.Second
+
 // tellUnplaceable sets the PodScheduled condition of a gang's waiting pods to why the gang does
 // not fit, as the scheduler would have after a cycle each, in parallel and off the scheduling
-// cycle. The scheduler never writes the condition of a pod PreEnqueue holds back.
+// cycle, after tellDelay, to the pods still waiting then. The scheduler never writes the condition
+// of a pod PreEnqueue holds back.
 func (s *State) tellUnplaceable(logger klog.Logger, pods []*corev1.Pod, msg string) {
 	const workers = 16
+	time.Sleep(tellDelay)
 	ctx := context.Background()
 	jobs := make(chan *corev1.Pod)
 	var wg sync.WaitGroup
@@ -92,6 +99,13 @@ func (s *State) tellUnplaceable(logger klog.Logger, pods []*corev1.Pod, msg stri
 		go func() {
 			defer wg.Done()
 			for p := range jobs {
+				if _, open := s.open.Load(GangKey(p)); open {
+					continue
+				}
+				p, err := s.pods.Pods(p.Namespace).Get(p.Name)
+				if err != nil || p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
+					continue
+				}
 				status := p.Status.DeepCopy()
 				if !apipod.UpdatePodCondition(status, &corev1.PodCondition{
 					Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,

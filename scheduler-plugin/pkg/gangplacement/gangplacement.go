@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -34,6 +35,7 @@ const (
 type GangPlacement struct {
 	handle framework.Handle
 	state  *gangcore.State
+	gpu    corev1.ResourceName
 }
 
 var (
@@ -67,7 +69,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	if err != nil {
 		return nil, err
 	}
-	return &GangPlacement{handle: h, state: st}, nil
+	return &GangPlacement{handle: h, state: st, gpu: corev1.ResourceName(args.GPUResourceName)}, nil
 }
 
 // Name returns the plugin's name.
@@ -80,9 +82,9 @@ func (pl *GangPlacement) Less(a, b fwk.QueuedPodInfo) bool { return pl.state.Les
 // PreEnqueue keeps a gang's pods out of the active queue until they can be placed: while the gang
 // lacks members (Coscheduling would reject each in a full scheduling cycle, with a status update,
 // until the last one is created), and then, but for the gang's leader, until the leader has
-// planned the whole gang. Siblings of a gang that does not fit thus wait without a cycle each; the
-// plan lets them through (Activate), a sibling's arrival or deletion brings them back for another
-// look (see EventsToRegister).
+// planned the whole gang. Siblings of a gang that does not fit thus wait without a cycle each. The
+// pod that completes the gang brings the leader back, the plan lets the siblings through (both by
+// Activate: a pod's creation requeues no other pod).
 func (pl *GangPlacement) PreEnqueue(_ context.Context, pod *corev1.Pod) *fwk.Status {
 	if ok, why := pl.state.Gate(pod); !ok {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
@@ -164,29 +166,71 @@ func (pl *GangPlacement) PostBind(_ context.Context, _ fwk.CycleState, pod *core
 	pl.state.Bound(pod)
 }
 
-// EventsToRegister lists what can make room for a gang: a pod deleted, a node added or changed, a
-// GPUNode changed (a GPU healthy again); and what can complete a gang: a sibling created, its
-// PodGroup created or changed.
+// EventsToRegister lists what can make room for a gang: a pod that held GPUs deleted, a node added
+// or its allocatable, labels or taints changed, a GPUNode with more healthy or free GPUs; and what
+// can let a waiting gang's pods through: its PodGroup created or changed, a sibling deleted.
 func (pl *GangPlacement) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	events := []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}},
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: isSibling},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: pl.freesGPUsOrSibling},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}},
-		{Event: fwk.ClusterEvent{Resource: PodGroupEvent, ActionType: fwk.Add | fwk.Update}},
+		{Event: fwk.ClusterEvent{Resource: PodGroupEvent, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: ownPodGroup},
 	}
 	if pl.state.WatchesGPUNodes() {
-		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: GPUNodeEvent, ActionType: fwk.All}})
+		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: GPUNodeEvent, ActionType: fwk.All}, QueueingHintFn: moreGPUs})
 	}
 	return events, nil
 }
 
-// isSibling requeues a pod when a pod of its own gang is added, and skips every other pod's.
-func isSibling(_ klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
-	added, ok := newObj.(*corev1.Pod)
+// The hints run for every pod this plugin holds back on every such event, under the scheduling
+// queue's lock: they must be cheap, and skip what cannot help.
+
+// freesGPUsOrSibling requeues a pod when a bound pod that held GPUs, or a pod of its own gang (its
+// leader may change), is deleted.
+func (pl *GangPlacement) freesGPUsOrSibling(_ klog.Logger, pod *corev1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+	gone, ok := oldObj.(*corev1.Pod)
 	if !ok {
 		return fwk.Queue, nil
 	}
-	if pg := gangcore.PodGroupName(pod); pg != "" && added.Namespace == pod.Namespace && gangcore.PodGroupName(added) == pg {
+	if pg := gangcore.PodGroupName(pod); pg != "" && gone.Namespace == pod.Namespace && gangcore.PodGroupName(gone) == pg {
+		return fwk.Queue, nil
+	}
+	if gone.Spec.NodeName != "" && gangcore.GPURequest(gone, pl.gpu) > 0 {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// ownPodGroup requeues a pod when its own PodGroup is added or changed.
+func ownPodGroup(_ klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
+	pg, ok := newObj.(interface {
+		GetNamespace() string
+		GetName() string
+	})
+	if !ok {
+		return fwk.Queue, nil
+	}
+	if pg.GetNamespace() == pod.Namespace && pg.GetName() == gangcore.PodGroupName(pod) {
+		return fwk.Queue, nil
+	}
+	return fwk.QueueSkip, nil
+}
+
+// moreGPUs requeues pods when a GPUNode appears, or reports more healthy or more free GPUs: not on
+// the node agent's heartbeats.
+func moreGPUs(_ klog.Logger, _ *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
+	count := func(obj any, field string) (int64, bool) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return 0, false
+		}
+		n, _, _ := unstructured.NestedInt64(u.Object, "status", field)
+		return n, true
+	}
+	oldFree, ok1 := count(oldObj, "free")
+	newFree, ok2 := count(newObj, "free")
+	oldHealthy, _ := count(oldObj, "healthy")
+	newHealthy, _ := count(newObj, "healthy")
+	if !ok1 || !ok2 || newFree > oldFree || newHealthy > oldHealthy {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

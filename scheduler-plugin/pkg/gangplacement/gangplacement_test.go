@@ -5,9 +5,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
@@ -49,6 +52,42 @@ func TestFilter(t *testing.T) {
 			got := (&GangPlacement{}).Filter(context.Background(), cs, &corev1.Pod{}, ni)
 			if got.Code() != tc.wantCode || got.Message() != tc.wantMsg {
 				t.Errorf("Filter() = %v %q, want %v %q", got.Code(), got.Message(), tc.wantCode, tc.wantMsg)
+			}
+		})
+	}
+}
+
+func TestQueueingHints(t *testing.T) {
+	pl := &GangPlacement{gpu: "nvidia.com/gpu"}
+	pod := st.MakePod().Namespace("ns").Name("job-1").Label(schedv1alpha1.PodGroupLabel, "job").Obj()
+	gpuPod := func(name, node string) *corev1.Pod {
+		return st.MakePod().Namespace("ns").Name(name).Node(node).Req(map[corev1.ResourceName]string{"nvidia.com/gpu": "1"}).Obj()
+	}
+	gpuNode := func(free, healthy int64) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"free": free, "healthy": healthy}}}
+	}
+	cases := map[string]struct {
+		hint     fwk.QueueingHintFn
+		old, new any
+		want     fwk.QueueingHint
+	}{
+		"a bound GPU pod deleted":    {hint: pl.freesGPUsOrSibling, old: gpuPod("x", "a"), want: fwk.Queue},
+		"an unbound GPU pod deleted": {hint: pl.freesGPUsOrSibling, old: gpuPod("x", ""), want: fwk.QueueSkip},
+		"a CPU pod deleted":          {hint: pl.freesGPUsOrSibling, old: st.MakePod().Namespace("ns").Name("x").Node("a").Obj(), want: fwk.QueueSkip},
+		"a sibling deleted":          {hint: pl.freesGPUsOrSibling, old: st.MakePod().Namespace("ns").Name("job-0").Label(schedv1alpha1.PodGroupLabel, "job").Obj(), want: fwk.Queue},
+		"its PodGroup changed":       {hint: ownPodGroup, new: &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "job"}}}, want: fwk.Queue},
+		"another PodGroup changed":   {hint: ownPodGroup, new: &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "other"}}}, want: fwk.QueueSkip},
+		"a GPUNode added":            {hint: moreGPUs, new: gpuNode(8, 8), want: fwk.Queue},
+		"a GPU freed":                {hint: moreGPUs, old: gpuNode(3, 8), new: gpuNode(4, 8), want: fwk.Queue},
+		"a GPU healthy again":        {hint: moreGPUs, old: gpuNode(3, 7), new: gpuNode(3, 8), want: fwk.Queue},
+		"the node agent's heartbeat": {hint: moreGPUs, old: gpuNode(3, 8), new: gpuNode(3, 8), want: fwk.QueueSkip},
+		"a GPU taken":                {hint: moreGPUs, old: gpuNode(3, 8), new: gpuNode(2, 8), want: fwk.QueueSkip},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := tc.hint(klog.Background(), pod, tc.old, tc.new)
+			if err != nil || got != tc.want {
+				t.Errorf("hint = %v, %v; want %v", got, err, tc.want)
 			}
 		})
 	}

@@ -1,5 +1,5 @@
 // Command kube-scheduler is the upstream kube-scheduler with scheduler-plugins' Coscheduling and
-// Convoy's GangPlacement and GangPreemption plugins registered. It is configured only through
+// Convoy's GangGate, GangPlacement and GangPreemption plugins registered. It is configured only through
 // KubeSchedulerConfiguration: see deploy/scheduler.
 package main
 
@@ -17,6 +17,7 @@ import (
 	_ "github.com/convoy-dev/convoy/scheduler-plugin/apis/config/scheme"
 	_ "sigs.k8s.io/scheduler-plugins/apis/config/scheme"
 
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/ganggate"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangplacement"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangpreemption"
 )
@@ -26,6 +27,7 @@ func main() {
 	ctrllog.SetLogger(klog.NewKlogr())
 	cmd := app.NewSchedulerCommand(
 		app.WithPlugin(coscheduling.Name, coscheduling.New),
+		app.WithPlugin(ganggate.Name, ganggate.New),
 		app.WithPlugin(gangplacement.Name, gangplacement.New),
 		app.WithPlugin(gangpreemption.Name, gangpreemption.New),
 	)

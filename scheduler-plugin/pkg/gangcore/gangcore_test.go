@@ -77,17 +77,7 @@ func TestGate(t *testing.T) {
 			Label(schedv1alpha1.PodGroupLabel, "job").Obj()}
 	h := newHarness(t, nodes, pods, inventory("a", 8))
 	h.state.SetPodGroup(&schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 4}})
-	gate := func() []string {
-		var out []string
-		for _, p := range pods {
-			ok, why := h.state.Gate(p)
-			if ok {
-				why = "through"
-			}
-			out = append(out, p.Name+": "+why)
-		}
-		return out
-	}
+	gate := func() []string { return gateAll(h.state, pods) }
 	if diff := cmp.Diff([]string{"job-0: waiting for 1 more pod(s) of gang ns/job", "job-1: waiting for 1 more pod(s) of gang ns/job",
 		"job-ps: waiting for 1 more pod(s) of gang ns/job"}, gate()); diff != "" {
 		t.Errorf("incomplete gang (-want,+got):\n%s", diff)
@@ -369,4 +359,54 @@ func TestLess(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("queue order (-want,+got):\n%s", diff)
 	}
+}
+
+// gateAll says, for each pod, "<name>: through" or "<name>: <why Gate holds it>".
+func gateAll(s *State, pods []*corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		ok, why := s.Gate(p)
+		if ok {
+			why = "through"
+		}
+		out = append(out, p.Name+": "+why)
+	}
+	return out
+}
+
+// TestLeaderFollowsPodEvents: the cached leader and member count of a gang change as its pods are
+// bound and deleted.
+func TestLeaderFollowsPodEvents(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8)}
+	pods := []*corev1.Pod{member("ns", "job", 0, 1).Obj(), member("ns", "job", 1, 1).Obj(), member("ns", "job", 2, 1).Obj()}
+	h := newHarness(t, nodes, pods, inventory("a", 8))
+	h.state.SetPodGroup(&schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 3}})
+	pending := pods
+	eventually := func(what string, want ...string) {
+		t.Helper()
+		var got []string
+		if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+			got = gateAll(h.state, pending)
+			return slices.Equal(got, want), nil
+		}); err != nil {
+			t.Errorf("%s: Gate() = %q, want %q", what, got, want)
+		}
+	}
+	planned := "waiting for gang ns/job to be planned"
+	eventually("job-0 leads", "job-0: through", "job-1: "+planned, "job-2: "+planned)
+
+	bound := pods[0].DeepCopy()
+	bound.Spec.NodeName = "a"
+	if _, err := h.cs.CoreV1().Pods("ns").Update(context.Background(), bound, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pending = pods[1:]
+	eventually("job-0 bound, job-1 leads", "job-1: through", "job-2: "+planned)
+
+	if err := h.cs.CoreV1().Pods("ns").Delete(context.Background(), "job-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The gang lacks a member again.
+	pending = pods[2:]
+	eventually("job-1 deleted", "job-2: waiting for 1 more pod(s) of gang ns/job")
 }

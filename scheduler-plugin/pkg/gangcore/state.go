@@ -16,6 +16,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -45,6 +46,10 @@ type State struct {
 	open sync.Map
 	// kicked holds, by gang, the leader last activated by a sibling (see Gate).
 	kicked sync.Map
+	// gangs holds a *gangSummary by "namespace/podgroup".
+	gangs sync.Map
+	// tellLimiter paces the status updates that tell waiting pods why their gang does not fit.
+	tellLimiter flowcontrol.RateLimiter
 	// podGroups holds each PodGroup's minMember and creation time, by "namespace/name".
 	minMu     sync.RWMutex
 	podGroups map[string]podGroupInfo
@@ -138,6 +143,7 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 		verdicts:        map[string]verdict{},
 		preemptVerdicts: map[string]verdict{},
 		preemptions:     map[string]*preemption{},
+		tellLimiter:     flowcontrol.NewTokenBucketRateLimiter(tellQPS, tellQPS),
 	}
 	pods := h.SharedInformerFactory().Core().V1().Pods()
 	s.pods = pods.Lister()
@@ -145,7 +151,17 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 		return nil, err
 	}
 	s.byGang = pods.Informer().GetIndexer()
-	if _, err := pods.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: s.onPodDelete}); err != nil {
+	if _, err := pods.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: s.touchGang,
+		UpdateFunc: func(o, n any) {
+			s.touchGang(o)
+			s.touchGang(n)
+		},
+		DeleteFunc: func(obj any) {
+			s.touchGang(obj)
+			s.onPodDelete(obj)
+		},
+	}); err != nil {
 		return nil, err
 	}
 	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -325,7 +341,7 @@ func (s *State) Missing(pod *corev1.Pod) int {
 	if !ok {
 		return 0
 	}
-	return max(int(info.minMember)-len(s.members(pod.Namespace, pg)), 0)
+	return max(int(info.minMember)-s.summary(pod.Namespace, pg, pod.Spec.SchedulerName).members, 0)
 }
 
 func (s *State) onGPUNode(obj any) {

@@ -20,6 +20,7 @@ import (
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config/validation"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/ganggate"
 )
 
 // Name is the plugin's name in the registry and in KubeSchedulerConfiguration.
@@ -28,7 +29,7 @@ const Name = "GangPlacement"
 // Cluster events of GPUNodes and PodGroups, in the scheduler's GVK spelling.
 const (
 	GPUNodeEvent  fwk.EventResource = "gpunodes.v1alpha1.convoy.dev"
-	PodGroupEvent fwk.EventResource = "podgroups.v1alpha1.scheduling.x-k8s.io"
+	PodGroupEvent                   = ganggate.PodGroupEvent
 )
 
 // GangPlacement plans a whole gang in PreFilter and makes each pod follow the plan.
@@ -40,7 +41,6 @@ type GangPlacement struct {
 
 var (
 	_ framework.QueueSortPlugin   = &GangPlacement{}
-	_ framework.PreEnqueuePlugin  = &GangPlacement{}
 	_ framework.PreFilterPlugin   = &GangPlacement{}
 	_ framework.FilterPlugin      = &GangPlacement{}
 	_ framework.ReservePlugin     = &GangPlacement{}
@@ -78,19 +78,6 @@ func (pl *GangPlacement) Name() string { return Name }
 // Less orders the scheduling queue: priority, then the oldest PodGroup, with a gang's pods
 // together in rank order.
 func (pl *GangPlacement) Less(a, b fwk.QueuedPodInfo) bool { return pl.state.Less(a, b) }
-
-// PreEnqueue keeps a gang's pods out of the active queue until they can be placed: while the gang
-// lacks members (Coscheduling would reject each in a full scheduling cycle, with a status update,
-// until the last one is created), and then, but for the gang's leader, until the leader has
-// planned the whole gang. Siblings of a gang that does not fit thus wait without a cycle each. The
-// pod that completes the gang brings the leader back, the plan lets the siblings through (both by
-// Activate: a pod's creation requeues no other pod).
-func (pl *GangPlacement) PreEnqueue(_ context.Context, pod *corev1.Pod) *fwk.Status {
-	if ok, why := pl.state.Gate(pod); !ok {
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
-	}
-	return nil
-}
 
 // PreFilter checks that the pod's gang is complete (as Coscheduling's PreFilter would, from an
 // index instead of a list of the namespace), gives the pod its slot in the gang's plan, planning
@@ -166,14 +153,16 @@ func (pl *GangPlacement) PostBind(_ context.Context, _ fwk.CycleState, pod *core
 	pl.state.Bound(pod)
 }
 
-// EventsToRegister lists what can make room for a gang: a pod that held GPUs deleted, a node added
-// or its allocatable, labels or taints changed, a GPUNode with more healthy or free GPUs; and what
-// can let a waiting gang's pods through: its PodGroup created or changed, a sibling deleted.
+// EventsToRegister lists, for the pods GangPlacement rejected (a gang's leader, or a pod that
+// failed on its planned node), what can make room for a gang: a pod that held GPUs deleted, a node
+// added or its allocatable, labels or taints changed, a GPUNode with more healthy or free GPUs; and
+// what changes the gang: its PodGroup created or changed, a sibling deleted. The siblings held for
+// a plan are GangGate's, requeued by its own events.
 func (pl *GangPlacement) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
 	events := []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: pl.freesGPUsOrSibling},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}},
-		{Event: fwk.ClusterEvent{Resource: PodGroupEvent, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: ownPodGroup},
+		{Event: fwk.ClusterEvent{Resource: PodGroupEvent, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: ganggate.OwnPodGroup},
 	}
 	if pl.state.WatchesGPUNodes() {
 		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: GPUNodeEvent, ActionType: fwk.All}, QueueingHintFn: moreGPUs})
@@ -181,7 +170,7 @@ func (pl *GangPlacement) EventsToRegister(_ context.Context) ([]fwk.ClusterEvent
 	return events, nil
 }
 
-// The hints run for every pod this plugin holds back on every such event, under the scheduling
+// The hints run for every pod this plugin rejected on every such event, under the scheduling
 // queue's lock: they must be cheap, and skip what cannot help.
 
 // freesGPUsOrSibling requeues a pod when a bound pod that held GPUs, or a pod of its own gang (its
@@ -195,21 +184,6 @@ func (pl *GangPlacement) freesGPUsOrSibling(_ klog.Logger, pod *corev1.Pod, oldO
 		return fwk.Queue, nil
 	}
 	if gone.Spec.NodeName != "" && gangcore.GPURequest(gone, pl.gpu) > 0 {
-		return fwk.Queue, nil
-	}
-	return fwk.QueueSkip, nil
-}
-
-// ownPodGroup requeues a pod when its own PodGroup is added or changed.
-func ownPodGroup(_ klog.Logger, pod *corev1.Pod, _, newObj any) (fwk.QueueingHint, error) {
-	pg, ok := newObj.(interface {
-		GetNamespace() string
-		GetName() string
-	})
-	if !ok {
-		return fwk.Queue, nil
-	}
-	if pg.GetNamespace() == pod.Namespace && pg.GetName() == gangcore.PodGroupName(pod) {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

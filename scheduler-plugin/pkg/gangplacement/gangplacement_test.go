@@ -75,8 +75,6 @@ func TestQueueingHints(t *testing.T) {
 		"an unbound GPU pod deleted": {hint: pl.freesGPUsOrSibling, old: gpuPod("x", ""), want: fwk.QueueSkip},
 		"a CPU pod deleted":          {hint: pl.freesGPUsOrSibling, old: st.MakePod().Namespace("ns").Name("x").Node("a").Obj(), want: fwk.QueueSkip},
 		"a sibling deleted":          {hint: pl.freesGPUsOrSibling, old: st.MakePod().Namespace("ns").Name("job-0").Label(schedv1alpha1.PodGroupLabel, "job").Obj(), want: fwk.Queue},
-		"its PodGroup changed":       {hint: ownPodGroup, new: &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "job"}}}, want: fwk.Queue},
-		"another PodGroup changed":   {hint: ownPodGroup, new: &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"namespace": "ns", "name": "other"}}}, want: fwk.QueueSkip},
 		"a GPUNode added":            {hint: moreGPUs, new: gpuNode(8, 8), want: fwk.Queue},
 		"a GPU freed":                {hint: moreGPUs, old: gpuNode(3, 8), new: gpuNode(4, 8), want: fwk.Queue},
 		"a GPU healthy again":        {hint: moreGPUs, old: gpuNode(3, 7), new: gpuNode(3, 8), want: fwk.Queue},

@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -18,21 +20,24 @@ import (
 
 // binder binds pods in the order they arrive to the first node with enough free GPUs: no gang,
 // topology or fragmentation logic. It is the ceiling of what the API server lets any scheduler
-// bind per second on this machine.
+// bind per second on this machine. With events it also records the Scheduled event that
+// kube-scheduler records for every pod it binds: the ceiling of any scheduler built on
+// kube-scheduler.
 type binder struct {
-	cs    kubernetes.Interface
-	names []string
-	free  []int
-	first int
-	queue chan *corev1.Pod
+	events bool
+	cs     kubernetes.Interface
+	names  []string
+	free   []int
+	first  int
+	queue  chan *corev1.Pod
 }
 
-func newBinder(cfg *rest.Config, f synth.Fleet) (*binder, error) {
+func newBinder(cfg *rest.Config, f synth.Fleet, events bool) (*binder, error) {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	b := &binder{cs: cs, names: make([]string, f.Nodes), free: make([]int, f.Nodes), queue: make(chan *corev1.Pod, 1<<16)}
+	b := &binder{events: events, cs: cs, names: make([]string, f.Nodes), free: make([]int, f.Nodes), queue: make(chan *corev1.Pod, 1<<16)}
 	for i := range f.Nodes {
 		b.names[i], b.free[i] = f.Node(i).Name, f.GPUsPerNode
 	}
@@ -52,20 +57,41 @@ func (b *binder) run(ctx context.Context, factory informers.SharedInformerFactor
 		node string
 	}
 	binds := make(chan bind, 1024)
+	// Events are written apart from the binds, as kube-scheduler's events broadcaster does.
+	events := make(chan bind, 1<<16)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for x := range binds {
-				_ = b.cs.CoreV1().Pods(x.pod.Namespace).Bind(ctx, &corev1.Binding{
+				err := b.cs.CoreV1().Pods(x.pod.Namespace).Bind(ctx, &corev1.Binding{
 					ObjectMeta: metav1.ObjectMeta{Namespace: x.pod.Namespace, Name: x.pod.Name, UID: x.pod.UID},
 					Target:     corev1.ObjectReference{Kind: "Node", Name: x.node},
+				}, metav1.CreateOptions{})
+				if err == nil && b.events {
+					events <- x
+				}
+			}
+		}()
+	}
+	var ewg sync.WaitGroup
+	for range workers {
+		ewg.Add(1)
+		go func() {
+			defer ewg.Done()
+			for x := range events {
+				_, _ = b.cs.EventsV1().Events(x.pod.Namespace).Create(ctx, &eventsv1.Event{
+					ObjectMeta: metav1.ObjectMeta{Namespace: x.pod.Namespace, GenerateName: x.pod.Name + "."},
+					EventTime:  metav1.NowMicro(), ReportingController: "default-scheduler", ReportingInstance: "default-scheduler-bench",
+					Action: "Binding", Reason: "Scheduled", Type: corev1.EventTypeNormal,
+					Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: x.pod.Namespace, Name: x.pod.Name, UID: x.pod.UID, APIVersion: "v1"},
+					Note:      fmt.Sprintf("Successfully assigned %s/%s to %s", x.pod.Namespace, x.pod.Name, x.node),
 				}, metav1.CreateOptions{})
 			}
 		}()
 	}
-	defer func() { close(binds); wg.Wait() }()
+	defer func() { close(binds); wg.Wait(); close(events); ewg.Wait() }()
 	for {
 		select {
 		case <-ctx.Done():

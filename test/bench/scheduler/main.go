@@ -43,6 +43,9 @@ const (
 	Convoy       Scheduler = "convoy"
 	Coscheduling Scheduler = "coscheduling"
 	Binder       Scheduler = "binder"
+	// BinderEvents is the binder that also records a Scheduled event per pod, as kube-scheduler
+	// does: the ceiling of any scheduler built on kube-scheduler.
+	BinderEvents Scheduler = "binder+events"
 )
 
 type options struct {
@@ -68,7 +71,7 @@ func main() {
 	var sizes, mixes, schedulers string
 	flag.StringVar(&sizes, "nodes", "5000", "comma-separated fleet sizes")
 	flag.StringVar(&mixes, "mixes", "mixed,whole-node", "comma-separated gang mixes: mixed (1, 2, 4 or 8 GPUs per worker), whole-node (8)")
-	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,binder", "comma-separated contenders")
+	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,binder,binder+events", "comma-separated contenders: convoy, coscheduling, binder, binder+events (the binder recording kube-scheduler's Scheduled event per pod)")
 	flag.IntVar(&o.gangs, "gangs", 0, "gangs per run; 0 for one per 5 nodes (1,000 at 5,000 nodes)")
 	flag.Uint64Var(&o.seed, "seed", 42, "seed of the gang mix")
 	qps := flag.Float64("qps", 1000, "client QPS of every scheduler, the binder and the gang creator")
@@ -110,7 +113,7 @@ func main() {
 	}
 	for _, s := range strings.Split(schedulers, ",") {
 		switch sc := Scheduler(strings.TrimSpace(s)); sc {
-		case Convoy, Coscheduling, Binder:
+		case Convoy, Coscheduling, Binder, BinderEvents:
 			o.schedulers = append(o.schedulers, sc)
 		default:
 			fail(fmt.Errorf("-schedulers: unknown contender %q", s))

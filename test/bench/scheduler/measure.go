@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"os/exec"
@@ -82,6 +83,16 @@ type Result struct {
 	MinRacksPerGang float64 `json:"minRacksPerGang"`
 	// Stranded is the free GPUs on partly used nodes at the end.
 	Stranded int `json:"strandedGPUs"`
+	// FirstBind is seconds from the contender's start to its first pod bound.
+	FirstBind float64 `json:"firstBindSeconds"`
+	// APIWrites is the API server's write requests while the contender ran, but for the pods and
+	// PodGroups the benchmark creates; Writes the same by verb and resource; WritesPerPod is
+	// APIWrites per pod bound.
+	APIWrites    int            `json:"apiWrites"`
+	WritesPerPod float64        `json:"apiWritesPerBoundPod"`
+	Writes       map[string]int `json:"writes"`
+	// BindingMillis is the API server's mean time serving a binding.
+	BindingMillis float64 `json:"bindingMilliseconds"`
 	// Seconds is how long the run lasted, from the first gang created.
 	Seconds float64 `json:"seconds"`
 }
@@ -102,7 +113,15 @@ func measure(spec runSpec, sc Scheduler, rec *recorder, created []time.Time, sta
 	}
 	var latencies []float64
 	var racks, minRacks int
-	var lastBind time.Time
+	var lastBind, firstBind time.Time
+	for _, b := range rec.bound {
+		if firstBind.IsZero() || b.at.Before(firstBind) {
+			firstBind = b.at
+		}
+	}
+	if !firstBind.IsZero() {
+		r.FirstBind = firstBind.Sub(start).Seconds()
+	}
 	var unplaced []planner.Gang
 	for i, g := range spec.gangs {
 		r.Pods += g.Workers
@@ -177,18 +196,23 @@ func percentile(sorted []float64, q float64) float64 {
 }
 
 func (r *Result) line() string {
-	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %d GPUs stranded, %.0fs",
-		r.Scheduler, r.BoundPods, r.Pods, r.PodsPerSec, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit,
-		r.RacksPerGang, r.MinRacksPerGang, r.Stranded, r.Seconds)
+	keys := slices.Sorted(maps.Keys(r.Writes))
+	writes := make([]string, 0, len(keys))
+	for _, k := range keys {
+		writes = append(writes, fmt.Sprintf("%s %d", k, r.Writes[k]))
+	}
+	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, first bind %.1fs, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %d GPUs stranded, %.0fs\n   API writes: %.2f per pod bound (%s); the API server served a binding in %.0f ms on average",
+		r.Scheduler, r.BoundPods, r.Pods, r.PodsPerSec, r.FirstBind, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit,
+		r.RacksPerGang, r.MinRacksPerGang, r.Stranded, r.Seconds, r.WritesPerPod, strings.Join(writes, ", "), r.BindingMillis)
 }
 
 func table(results []*Result) string {
 	var b strings.Builder
-	b.WriteString("| nodes | mix | scheduler | pods/s | gang p50 (s) | gang p99 (s) | gangs placed / partial / unplaced (fit) | racks per gang (min) | stranded GPUs |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| nodes | mix | scheduler | pods/s | first bind (s) | gang p50 (s) | gang p99 (s) | gangs placed / partial / unplaced (fit) | racks per gang (min) | stranded GPUs | API writes per pod |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %.1f | %.1f | %d / %d / %d (%d) | %.2f (%.2f) | %d |\n", r.Nodes, r.Mix, r.Scheduler,
-			r.PodsPerSec, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit, r.RacksPerGang, r.MinRacksPerGang, r.Stranded)
+		fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %.1f | %.1f | %.1f | %d / %d / %d (%d) | %.2f (%.2f) | %d | %.2f |\n", r.Nodes, r.Mix, r.Scheduler,
+			r.PodsPerSec, r.FirstBind, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit, r.RacksPerGang, r.MinRacksPerGang, r.Stranded, r.WritesPerPod)
 	}
 	b.WriteString("\n")
 	seen := map[string]bool{}

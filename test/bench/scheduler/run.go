@@ -111,13 +111,17 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 		}
 		fmt.Fprintf(os.Stderr, "   %d gangs created in %.1fs before the contender starts\n", len(spec.gangs), time.Since(began).Seconds())
 	}
+	writesBefore, err := apiWrites(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
 	switch sc {
 	case Convoy, Coscheduling:
 		if err := startScheduler(ctx, c, root, sc, o); err != nil {
 			return nil, err
 		}
-	case Binder:
-		b, err := newBinder(cfg, spec.fleet)
+	case Binder, BinderEvents:
+		b, err := newBinder(cfg, spec.fleet, sc == BinderEvents)
 		if err != nil {
 			return nil, err
 		}
@@ -177,7 +181,19 @@ wait:
 		}
 		break wait
 	}
-	return measure(spec, sc, rec, created, start), nil
+	r := measure(spec, sc, rec, created, start)
+	writesAfter, err := apiWrites(ctx, cs)
+	if err != nil {
+		return nil, err
+	}
+	r.Writes, r.APIWrites = contenderWrites(writesBefore, writesAfter)
+	if n := r.Writes["POST pods/binding"]; n > 0 {
+		r.BindingMillis = 1000 * (writesAfter[bindingSeconds] - writesBefore[bindingSeconds]) / float64(n)
+	}
+	if r.BoundPods > 0 {
+		r.WritesPerPod = float64(r.APIWrites) / float64(r.BoundPods)
+	}
+	return r, nil
 }
 
 func maxTime(a, b time.Time) time.Time {

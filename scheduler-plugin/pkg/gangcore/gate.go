@@ -4,13 +4,11 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	apipod "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/kubernetes/pkg/scheduler/util"
@@ -52,90 +50,21 @@ func (s *State) Gate(pod *corev1.Pod) (bool, string) {
 }
 
 // leader is the pending GPU pod of the pod's gang, of its scheduler and without scheduling gates,
-// of the lowest rank (then name); nil for a pod of no gang.
+// of the lowest rank (then name). It reads the gang's pods from the index on every call: a cache
+// kept fresh by the pod informer's events would lag the scheduling queue, which hears of a new
+// pod on its own handler, and hold a complete gang for a member it already has.
 func (s *State) leader(pod *corev1.Pod) *corev1.Pod {
-	pg := PodGroupName(pod)
-	if pg == "" {
-		return nil
-	}
-	return s.summary(pod.Namespace, pg, pod.Spec.SchedulerName).leader
-}
-
-// gangSummary caches what PreEnqueue and the queueing hints ask of a gang for every pod they hold,
-// on every cluster event, under the scheduling queue's lock: its member count and leader. Any
-// event of one of the gang's pods bumps version, and the next question recomputes it.
-type gangSummary struct {
-	version atomic.Int64
-
-	mu        sync.Mutex
-	at        int64 // the version members and leader were computed at; 0: never
-	scheduler string
-	members   int
-	leader    *corev1.Pod
-}
-
-// gangFacts is a gang's member count and leader at one moment.
-type gangFacts struct {
-	members int
-	leader  *corev1.Pod
-}
-
-func (s *State) gangEntry(key string) *gangSummary {
-	if e, ok := s.gangs.Load(key); ok {
-		return e.(*gangSummary)
-	}
-	e := &gangSummary{}
-	e.version.Store(1)
-	actual, _ := s.gangs.LoadOrStore(key, e)
-	return actual.(*gangSummary)
-}
-
-// summary returns the member count and, among the pods of scheduler, the leader of PodGroup
-// namespace/name, from the cache while no pod of the gang changed.
-func (s *State) summary(namespace, name, scheduler string) gangFacts {
-	e := s.gangEntry(namespace + "/" + name)
-	v := e.version.Load()
-	e.mu.Lock()
-	if e.at == v && e.scheduler == scheduler {
-		f := gangFacts{members: e.members, leader: e.leader}
-		e.mu.Unlock()
-		return f
-	}
-	e.mu.Unlock()
-	// Read the index after the version: a change the index shows before its event bumps the
-	// version is only read early, and the bump makes the next question read it again.
-	var f gangFacts
-	for _, p := range s.members(namespace, name) {
-		f.members++
-		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Spec.SchedulerName != scheduler ||
+	var best *corev1.Pod
+	for _, p := range s.members(pod.Namespace, PodGroupName(pod)) {
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Spec.SchedulerName != pod.Spec.SchedulerName ||
 			len(p.Spec.SchedulingGates) > 0 || GPURequest(p, s.opts.GPUResource) == 0 {
 			continue
 		}
-		if f.leader == nil || rank(p) < rank(f.leader) || rank(p) == rank(f.leader) && p.Name < f.leader.Name {
-			f.leader = p
+		if best == nil || rank(p) < rank(best) || rank(p) == rank(best) && p.Name < best.Name {
+			best = p
 		}
 	}
-	e.mu.Lock()
-	if v >= e.at {
-		e.at, e.scheduler, e.members, e.leader = v, scheduler, f.members, f.leader
-	}
-	e.mu.Unlock()
-	return f
-}
-
-// touchGang marks the cached summary of the pod's gang stale; the pod informer calls it for
-// every pod added, changed or deleted.
-func (s *State) touchGang(obj any) {
-	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return
-	}
-	if pg := PodGroupName(pod); pg != "" {
-		s.gangEntry(pod.Namespace + "/" + pg).version.Add(1)
-	}
+	return best
 }
 
 // gatedSiblings are the pod's pending siblings, to activate once the gang has a plan.

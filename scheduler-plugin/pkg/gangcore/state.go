@@ -46,8 +46,6 @@ type State struct {
 	open sync.Map
 	// kicked holds, by gang, the leader last activated by a sibling (see Gate).
 	kicked sync.Map
-	// gangs holds a *gangSummary by "namespace/podgroup".
-	gangs sync.Map
 	// tellLimiter paces the status updates that tell waiting pods why their gang does not fit.
 	tellLimiter flowcontrol.RateLimiter
 	// podGroups holds each PodGroup's minMember and creation time, by "namespace/name".
@@ -151,17 +149,7 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 		return nil, err
 	}
 	s.byGang = pods.Informer().GetIndexer()
-	if _, err := pods.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: s.touchGang,
-		UpdateFunc: func(o, n any) {
-			s.touchGang(o)
-			s.touchGang(n)
-		},
-		DeleteFunc: func(obj any) {
-			s.touchGang(obj)
-			s.onPodDelete(obj)
-		},
-	}); err != nil {
+	if _, err := pods.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{DeleteFunc: s.onPodDelete}); err != nil {
 		return nil, err
 	}
 	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -291,6 +279,15 @@ func (s *State) members(namespace, name string) []*corev1.Pod {
 	return out
 }
 
+// memberCount is how many pods are labelled for PodGroup namespace/name.
+func (s *State) memberCount(namespace, name string) int {
+	keys, err := s.byGang.IndexKeys(podGroupIndex, namespace+"/"+name)
+	if err != nil {
+		return 0
+	}
+	return len(keys)
+}
+
 func (s *State) onPodGroup(obj any) {
 	if pg, ok := obj.(*schedv1alpha1.PodGroup); ok {
 		s.SetPodGroup(pg)
@@ -341,7 +338,7 @@ func (s *State) Missing(pod *corev1.Pod) int {
 	if !ok {
 		return 0
 	}
-	return max(int(info.minMember)-s.summary(pod.Namespace, pg, pod.Spec.SchedulerName).members, 0)
+	return max(int(info.minMember)-s.memberCount(pod.Namespace, pg), 0)
 }
 
 func (s *State) onGPUNode(obj any) {

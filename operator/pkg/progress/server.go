@@ -18,6 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apiserver/pkg/authentication/authenticator"
+	tokencache "k8s.io/apiserver/pkg/authentication/token/cache"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -58,7 +61,17 @@ type Server struct {
 
 	mu      sync.Mutex
 	pending map[types.NamespacedName]*batch
+
+	tokensOnce sync.Once
+	tokens     authenticator.Token
 }
+
+// tokenCacheTTL is how long a token the API server accepted is trusted without another
+// TokenReview, as the API server's own webhook token cache does (there, 2 minutes): a worker
+// reporting every few seconds costs one review a minute, not one a report. Rejections and failed
+// reviews are not cached. Whether the token's pod still exists and belongs to the job is checked
+// on every report.
+const tokenCacheTTL = time.Minute
 
 // batch is the updates of one job waiting for, or in, a status write.
 type batch struct {
@@ -152,20 +165,24 @@ func (s *Server) authorize(ctx context.Context, req *http.Request, key types.Nam
 	if !ok || token == "" {
 		return http.StatusUnauthorized, errors.New("no bearer token: send the token in $CONVOY_PROGRESS_TOKEN_FILE as 'Authorization: Bearer <token>'")
 	}
-	tr := &authv1.TokenReview{Spec: authv1.TokenReviewSpec{Token: token, Audiences: []string{Audience}}}
-	if err := s.Client.Create(ctx, tr); err != nil {
+	s.tokensOnce.Do(func() { s.tokens = tokencache.New(&tokenReviewer{client: s.Client}, false, tokenCacheTTL, 0) })
+	resp, ok, err := s.tokens.AuthenticateToken(authenticator.WithAudiences(ctx, authenticator.Audiences{Audience}), token)
+	var rejected rejectedToken
+	switch {
+	case errors.As(err, &rejected):
+		return http.StatusUnauthorized, fmt.Errorf("the token was not accepted for audience %s: %s", Audience, rejected.reason)
+	case err != nil:
 		return http.StatusServiceUnavailable, fmt.Errorf("reviewing the token failed: %v; retry later", err)
+	case !ok:
+		return http.StatusUnauthorized, fmt.Errorf("the token was not accepted for audience %s", Audience)
 	}
-	if !tr.Status.Authenticated {
-		return http.StatusUnauthorized, fmt.Errorf("the token was not accepted for audience %s: %s", Audience, tr.Status.Error)
-	}
-	user := tr.Status.User
-	podName, podUID := first(user.Extra[extraPodName]), first(user.Extra[extraPodUID])
-	if podName == "" || !strings.HasPrefix(user.Username, "system:serviceaccount:"+key.Namespace+":") {
-		return http.StatusForbidden, fmt.Errorf("the token of %s is not bound to a pod of namespace %s: use the projected token in $CONVOY_PROGRESS_TOKEN_FILE", user.Username, key.Namespace)
+	who := resp.User
+	podName, podUID := first(who.GetExtra()[extraPodName]), first(who.GetExtra()[extraPodUID])
+	if podName == "" || !strings.HasPrefix(who.GetName(), "system:serviceaccount:"+key.Namespace+":") {
+		return http.StatusForbidden, fmt.Errorf("the token of %s is not bound to a pod of namespace %s: use the projected token in $CONVOY_PROGRESS_TOKEN_FILE", who.GetName(), key.Namespace)
 	}
 	pod := &corev1.Pod{}
-	err := s.Client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: podName}, pod)
+	err = s.Client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: podName}, pod)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return http.StatusServiceUnavailable, err
 	}
@@ -175,7 +192,35 @@ func (s *Server) authorize(ctx context.Context, req *http.Request, key types.Nam
 	return 0, nil
 }
 
-func first(values authv1.ExtraValue) string {
+// tokenReviewer asks the API server to review a token for the audiences in the context.
+type tokenReviewer struct {
+	client client.Client
+}
+
+// rejectedToken is a token the API server did not accept, and why.
+type rejectedToken struct{ reason string }
+
+func (r rejectedToken) Error() string { return r.reason }
+
+func (t *tokenReviewer) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
+	auds, _ := authenticator.AudiencesFrom(ctx)
+	tr := &authv1.TokenReview{Spec: authv1.TokenReviewSpec{Token: token, Audiences: auds}}
+	if err := t.client.Create(ctx, tr); err != nil {
+		return nil, false, err
+	}
+	if !tr.Status.Authenticated {
+		return nil, false, rejectedToken{reason: tr.Status.Error}
+	}
+	u := tr.Status.User
+	extra := make(map[string][]string, len(u.Extra))
+	for k, v := range u.Extra {
+		extra[k] = v
+	}
+	return &authenticator.Response{Audiences: tr.Status.Audiences,
+		User: &user.DefaultInfo{Name: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra}}, true, nil
+}
+
+func first(values []string) string {
 	if len(values) == 0 {
 		return ""
 	}

@@ -372,6 +372,35 @@ func TestProgressReports(t *testing.T) {
 	}
 }
 
+// TestProgressTokensReviewedOnce: a worker reporting again and again with its token costs one
+// TokenReview, not one a report.
+func TestProgressTokensReviewedOnce(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	e.create(utiltesting.MakeTrainingJob("often", e.ns).Workers(1).Hyperparameters(convoy.Hyperparameters{Epochs: ptr.To[int32](10)}).Obj())
+	pod := e.waitPods("often", 1, 0)["often-worker-0"]
+	token := e.podToken(pod, progress.Audience)
+	reviews := func() float64 {
+		got, err := framework.APIRequests(t.Context(), e.c.Clientset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got["POST tokenreviews"]
+	}
+	before := reviews()
+	for epoch := range int32(5) {
+		if code, answer := e.post(pod, "progress", token, progress.Report{Epoch: ptr.To(epoch + 1)}); code != http.StatusNoContent {
+			t.Fatalf("report %d = %d %s, want 204", epoch+1, code, answer)
+		}
+	}
+	if got := reviews() - before; got != 1 {
+		t.Errorf("5 reports with one token made %v TokenReviews, want 1", got)
+	}
+	if got := e.job("often").Status.CurrentEpoch; got != 5 {
+		t.Errorf("currentEpoch %d after 5 reports, want 5", got)
+	}
+}
+
 // TestTargetAccuracyCompletesEarly: a reported accuracy at the target completes the job and stops
 // the gang.
 func TestTargetAccuracyCompletesEarly(t *testing.T) {

@@ -111,7 +111,7 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 		}
 		fmt.Fprintf(os.Stderr, "   %d gangs created in %.1fs before the contender starts\n", len(spec.gangs), time.Since(began).Seconds())
 	}
-	writesBefore, err := apiWrites(ctx, cs)
+	writesBefore, err := framework.APIRequests(ctx, cs)
 	if err != nil {
 		return nil, err
 	}
@@ -182,13 +182,14 @@ wait:
 		break wait
 	}
 	r := measure(spec, sc, rec, created, start)
-	writesAfter, err := apiWrites(ctx, cs)
+	writesAfter, err := framework.APIRequests(ctx, cs)
 	if err != nil {
 		return nil, err
 	}
 	r.Writes, r.APIWrites = contenderWrites(writesBefore, writesAfter)
 	if n := r.Writes["POST pods/binding"]; n > 0 {
-		r.BindingMillis = 1000 * (writesAfter[bindingSeconds] - writesBefore[bindingSeconds]) / float64(n)
+		const served = "POST pods/binding seconds"
+		r.BindingMillis = 1000 * (writesAfter[served] - writesBefore[served]) / float64(n)
 	}
 	if r.BoundPods > 0 {
 		r.WritesPerPod = float64(r.APIWrites) / float64(r.BoundPods)

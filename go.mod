@@ -130,7 +130,7 @@ require (
 	github.com/project-codeflare/appwrapper v1.1.2 // indirect
 	github.com/prometheus/client_golang v1.23.2 // indirect
 	github.com/prometheus/client_model v0.6.2 // indirect
-	github.com/prometheus/common v0.66.1 // indirect
+	github.com/prometheus/common v0.66.1
 	github.com/prometheus/procfs v0.17.0 // indirect
 	github.com/ray-project/kuberay/ray-operator v1.5.1 // indirect
 	github.com/robfig/cron/v3 v3.0.1 // indirect
@@ -187,7 +187,7 @@ require (
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/apiextensions-apiserver v0.34.7 // indirect
-	k8s.io/apiserver v0.34.7 // indirect
+	k8s.io/apiserver v0.34.7
 	k8s.io/cli-runtime v0.34.4 // indirect
 	k8s.io/client-go v0.34.7 // indirect
 	k8s.io/cloud-provider v0.34.7 // indirect

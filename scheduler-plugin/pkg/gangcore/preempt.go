@@ -21,10 +21,13 @@ import (
 type preemption struct {
 	victims  []types.NamespacedName
 	uids     []types.UID
+	nodes    []string
 	deadline time.Time
 }
 
-// victimsRemain reports whether pods the gang preempted still exist and it has not waited too long.
+// victimsRemain reports whether pods the gang preempted still exist, in the informer or in the
+// scheduling cycle's snapshot (which lags it: a plan checked on a snapshot that still holds a
+// victim would look broken, be dropped, and preempt again), and it has not waited too long.
 func (s *State) victimsRemain(key string) bool {
 	pr := s.preemptions[key]
 	if pr == nil {
@@ -37,6 +40,13 @@ func (s *State) victimsRemain(key string) bool {
 	for i, n := range pr.victims {
 		if p, err := s.pods.Pods(n.Namespace).Get(n.Name); err == nil && p.UID == pr.uids[i] {
 			return true
+		}
+		if ni, err := s.handle.SnapshotSharedLister().NodeInfos().Get(pr.nodes[i]); err == nil {
+			for _, pi := range ni.GetPods() {
+				if pi.GetPod().UID == pr.uids[i] {
+					return true
+				}
+			}
 		}
 	}
 	delete(s.preemptions, key)
@@ -114,6 +124,7 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 			out.Pods = append(out.Pods, p)
 			pr.victims = append(pr.victims, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
 			pr.uids = append(pr.uids, p.UID)
+			pr.nodes = append(pr.nodes, p.Spec.NodeName)
 		}
 	}
 	p := s.storePlanLocked(key, g, res.Plan, len(out.Pods) > 0)

@@ -413,7 +413,9 @@ func (c *Cluster) explain(g Gang, caps, frees [numLevels][]int32) string {
 	} else {
 		best := int32(-1)
 		for d := int32(0); d < int32(ix.count[l]); d++ {
-			if best < 0 || caps[l][d] > caps[l][best] || caps[l][d] == caps[l][best] && frees[l][d] > frees[l][best] {
+			// The roomiest, then the freest, then the first by name, so the message is stable.
+			if best < 0 || caps[l][d] > caps[l][best] || caps[l][d] == caps[l][best] && (frees[l][d] > frees[l][best] ||
+				frees[l][d] == frees[l][best] && ix.names[l][d] < ix.names[l][best]) {
 				best = d
 			}
 		}

@@ -185,7 +185,7 @@ func (c *Cluster) start(ctx context.Context, opts Options, logw io.Writer) error
 	if err != nil {
 		return err
 	}
-	ports, err := freePorts(5)
+	ports, err := FreePorts(5)
 	if err != nil {
 		return err
 	}

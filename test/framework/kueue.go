@@ -100,7 +100,7 @@ func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (*Kueue, er
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(3)
+	ports, err := FreePorts(3)
 	if err != nil {
 		return nil, err
 	}

@@ -339,9 +339,9 @@ func (c *Cluster) poll(ctx context.Context, name string, cond func() (bool, erro
 
 const pollInterval = 100 * time.Millisecond
 
-// freePorts reserves n distinct free loopback TCP ports. They are released before they are used,
+// FreePorts reserves n distinct free loopback TCP ports. They are released before they are used,
 // so another process may take one in between; that rare race shows up as a bind error in a log.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -197,7 +196,7 @@ func setup(ctx context.Context, c *framework.Cluster, sys System) error {
 
 // startConvoy runs bin/convoy-operator; reconciles 0 keeps its default concurrency.
 func startConvoy(ctx context.Context, c *framework.Cluster, o options, reconciles int) (int, error) {
-	ports, err := freePorts(3)
+	ports, err := framework.FreePorts(3)
 	if err != nil {
 		return 0, err
 	}
@@ -229,7 +228,7 @@ func startConvoy(ctx context.Context, c *framework.Cluster, o options, reconcile
 // startTrainingOperator runs training-operator's manager for PyTorchJobs only; threads 0 keeps
 // its default worker count.
 func startTrainingOperator(ctx context.Context, c *framework.Cluster, o options, threads int) (int, error) {
-	ports, err := freePorts(3)
+	ports, err := framework.FreePorts(3)
 	if err != nil {
 		return 0, err
 	}
@@ -508,17 +507,4 @@ func ensureTrainingOperator(ctx context.Context, binDir string) (string, error) 
 		return "", fmt.Errorf("building training-operator in %s: %w", dir, err)
 	}
 	return path, nil
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

@@ -1,12 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"math"
-	"net"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -223,25 +220,4 @@ func table(results []*Result) string {
 		}
 	}
 	return b.String()
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func moduleDir(root, module string) (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("go list -m %s: %w: %s", module, err, stderr.String())
-	}
-	return strings.TrimSpace(string(out)), nil
 }

@@ -73,7 +73,7 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	if err != nil {
 		return nil, err
 	}
-	spDir, err := moduleDir(root, "sigs.k8s.io/scheduler-plugins")
+	spDir, err := framework.ModuleDir(ctx, root, "sigs.k8s.io/scheduler-plugins")
 	if err != nil {
 		return nil, err
 	}
@@ -363,10 +363,11 @@ func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc S
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		return err
 	}
-	port, err := freePort()
+	ports, err := framework.FreePorts(1)
 	if err != nil {
 		return err
 	}
+	port := ports[0]
 	args := append([]string{"--config=" + path, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
 		fmt.Sprintf("--v=%d", o.verbosity)}, o.extraArgs...)
 	fmt.Fprintf(os.Stderr, "   scheduler on https://127.0.0.1:%d\n", port)

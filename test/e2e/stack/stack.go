@@ -168,7 +168,7 @@ func (s *Stack) setupOperator(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	ports, err := freePorts(4)
+	ports, err := framework.FreePorts(4)
 	if err != nil {
 		return err
 	}
@@ -242,7 +242,7 @@ func (s *Stack) setupScheduler(ctx context.Context) error {
 	if err := os.WriteFile(cfgPath, out, 0o644); err != nil {
 		return err
 	}
-	ports, err := freePorts(1)
+	ports, err := framework.FreePorts(1)
 	if err != nil {
 		return err
 	}
@@ -274,7 +274,7 @@ func (s *Stack) startAgents(ctx context.Context, pools []AgentPool) error {
 	if err != nil {
 		return err
 	}
-	ports, err := freePorts(len(pools))
+	ports, err := framework.FreePorts(len(pools))
 	if err != nil {
 		return err
 	}
@@ -325,25 +325,6 @@ func goListModuleDir(ctx context.Context, root, module string) (string, error) {
 		return "", fmt.Errorf("go list -m %s: %w", module, err)
 	}
 	return strings.TrimSpace(string(out)), nil
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }

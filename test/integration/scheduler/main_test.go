@@ -10,11 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -82,7 +79,7 @@ func newEnv(ctx context.Context, c *framework.Cluster) (*env, error) {
 	if err != nil {
 		return nil, err
 	}
-	podGroupCRDs, err := moduleDir(root, "sigs.k8s.io/scheduler-plugins")
+	podGroupCRDs, err := framework.ModuleDir(ctx, root, "sigs.k8s.io/scheduler-plugins")
 	if err != nil {
 		return nil, err
 	}
@@ -140,10 +137,11 @@ func (e *env) writeConfig(ctx context.Context) error {
 
 // startScheduler starts bin/convoy-scheduler and waits until it is ready to schedule.
 func (e *env) startScheduler(ctx context.Context) error {
-	port, err := freePort()
+	ports, err := framework.FreePorts(1)
 	if err != nil {
 		return err
 	}
+	port := ports[0]
 	e.port = port
 	args := []string{"--config=" + e.cfgPath, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--v=3"}
 	if err := e.c.StartProcess(schedulerProcess, schedulerBinary, args, nil); err != nil {
@@ -165,27 +163,6 @@ func (e *env) schedulerLog() string {
 		}
 	}
 	return ""
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func moduleDir(root, module string) (string, error) {
-	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", module)
-	cmd.Dir = root
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return "", fmt.Errorf("go list -m %s: %w: %s", module, err, stderr.String())
-	}
-	return strings.TrimSpace(string(out)), nil
 }
 
 // applyFile creates or updates every object of a multi-document YAML file.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -433,4 +434,43 @@ func TestLeaderFollowsPodEvents(t *testing.T) {
 	// The gang lacks a member again.
 	pending = pods[2:]
 	eventually("job-1 deleted", "job-2: waiting for 1 more pod(s) of gang ns/job")
+}
+
+// TestGPUNodeWakesWaitingPods activates the pod whose gang found no room when a GPUNode appears or
+// reports more healthy or free GPUs, once for a burst of updates, and not on a heartbeat or for
+// fewer GPUs.
+func TestGPUNodeWakesWaitingPods(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8)}
+	leader := member("ns", "job", 0, 8).Obj()
+	sick := inventory("a", 8)
+	sick.Status.GPUs[3].Health = convoy.GPUUnhealthy
+	h := newHarness(t, nodes, []*corev1.Pod{leader}, sick)
+	waitActivated := func(want []string) {
+		t.Helper()
+		// Longer than wakeDelay: an activation that is not wanted would have come by then.
+		time.Sleep(wakeDelay + 500*time.Millisecond)
+		if diff := cmp.Diff(want, h.activated.list(), cmpopts.EquateEmpty()); diff != "" {
+			t.Errorf("activated pods (-want +got):\n%s", diff)
+		}
+	}
+	waitActivated(nil) // the GPUNode's first sight woke no one: no pod waited yet
+	if _, status := h.state.PlanFor(context.Background(), leader, h.nodeInfos()); status.IsSuccess() {
+		t.Fatal("an 8-GPU pod fits on a node with 7 healthy GPUs")
+	}
+	h.state.SetGPUNode(sick) // the node agent's heartbeat
+	fewer := inventory("a", 8)
+	fewer.Status.GPUs[3].Health, fewer.Status.GPUs[4].Health = convoy.GPUUnhealthy, convoy.GPUUnhealthy
+	h.state.SetGPUNode(fewer)
+	waitActivated(nil)
+
+	h.state.SetGPUNode(sick)
+	h.state.SetGPUNode(inventory("a", 8)) // GPUs 3 and 4 healthy again
+	waitActivated([]string{"ns/job-0"})
+
+	// Activated pods are forgotten until their gang again finds no room.
+	h.state.SetGPUNode(inventory("b", 8))
+	waitActivated([]string{"ns/job-0"})
+	if n := h.state.Waiting(); n != 0 {
+		t.Errorf("%d pods wait for room after their activation, want 0", n)
+	}
 }

@@ -24,6 +24,15 @@ func (g *gpuNode) equal(o *gpuNode) bool {
 		maps.Equal(g.allocated, o.allocated) && g.topology.Equal(o.topology)
 }
 
+// free is how many healthy GPUs no pod holds.
+func (g *gpuNode) free() int {
+	free := g.healthy
+	for _, set := range g.allocated {
+		free &^= set
+	}
+	return free.Len()
+}
+
 // linkScore rates one GPU pair of a GPUNode's link matrix.
 func linkScore(l convoy.GPULink) int {
 	switch l.Type {

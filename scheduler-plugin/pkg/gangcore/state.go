@@ -60,6 +60,12 @@ type State struct {
 	gpuMu    sync.RWMutex
 	gpuNodes map[string]*gpuNode
 
+	// waiting holds the pods whose gang found no room, by UID; wake asks wakeLoop to activate
+	// them (see wake.go).
+	waitMu  sync.Mutex
+	waiting map[types.UID]*corev1.Pod
+	wake    chan struct{}
+
 	mu sync.Mutex
 	// bases caches each node's GPU view; see nodeBase.
 	bases map[string]*nodeBase
@@ -142,7 +148,10 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 		preemptVerdicts: map[string]verdict{},
 		preemptions:     map[string]*preemption{},
 		tellLimiter:     flowcontrol.NewTokenBucketRateLimiter(tellQPS, tellQPS),
+		waiting:         map[types.UID]*corev1.Pod{},
+		wake:            make(chan struct{}, 1),
 	}
+	go s.wakeLoop(ctx)
 	pods := h.SharedInformerFactory().Core().V1().Pods()
 	s.pods = pods.Lister()
 	if err := pods.Informer().AddIndexers(toolscache.Indexers{podGroupIndex: indexByGang}); err != nil {
@@ -249,6 +258,7 @@ func (s *State) onPodDelete(obj any) {
 	s.mu.Lock()
 	delete(s.reserved, pod.UID)
 	s.mu.Unlock()
+	s.roomFound(pod.UID)
 	s.bump()
 }
 
@@ -362,7 +372,8 @@ func (s *State) onGPUNodeDelete(obj any) {
 }
 
 // SetGPUNode records a GPUNode's inventory. The GPUNode informer calls it; tests may too. Only a
-// change of health, holders or links counts as a change of the cluster, not the agent's heartbeat.
+// change of health, holders or links counts as a change of the cluster, not the agent's heartbeat;
+// a new GPUNode, or one with more healthy or free GPUs, wakes the pods whose gang found no room.
 func (s *State) SetGPUNode(g *convoy.GPUNode) {
 	n := newGPUNode(g)
 	s.gpuMu.Lock()
@@ -371,6 +382,9 @@ func (s *State) SetGPUNode(g *convoy.GPUNode) {
 	s.gpuMu.Unlock()
 	if old == nil || !old.equal(n) {
 		s.bump()
+	}
+	if old == nil || n.healthy.Len() > old.healthy.Len() || n.free() > old.free() {
+		s.moreRoom()
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -26,11 +25,8 @@ import (
 // Name is the plugin's name in the registry and in KubeSchedulerConfiguration.
 const Name = "GangPlacement"
 
-// Cluster events of GPUNodes and PodGroups, in the scheduler's GVK spelling.
-const (
-	GPUNodeEvent  fwk.EventResource = "gpunodes.v1alpha1.convoy.dev"
-	PodGroupEvent                   = ganggate.PodGroupEvent
-)
+// PodGroupEvent is the cluster event of PodGroups, in the scheduler's GVK spelling.
+const PodGroupEvent = ganggate.PodGroupEvent
 
 // GangPlacement plans a whole gang in PreFilter and makes each pod follow the plan.
 type GangPlacement struct {
@@ -155,19 +151,17 @@ func (pl *GangPlacement) PostBind(_ context.Context, _ fwk.CycleState, pod *core
 
 // EventsToRegister lists, for the pods GangPlacement rejected (a gang's leader, or a pod that
 // failed on its planned node), what can make room for a gang: a pod that held GPUs deleted, a node
-// added or its allocatable, labels or taints changed, a GPUNode with more healthy or free GPUs; and
-// what changes the gang: its PodGroup created or changed, a sibling deleted. The siblings held for
-// a plan are GangGate's, requeued by its own events.
+// added or its allocatable, labels or taints changed; and what changes the gang: its PodGroup
+// created or changed, a sibling deleted. The siblings held for a plan are GangGate's, requeued by
+// its own events. GPUNodes are not registered: the State activates the pods that wait for room
+// when a GPUNode reports more GPUs, where the scheduling queue would walk every pending pod on
+// every GPUNode update.
 func (pl *GangPlacement) EventsToRegister(_ context.Context) ([]fwk.ClusterEventWithHint, error) {
-	events := []fwk.ClusterEventWithHint{
+	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: pl.freesGPUsOrSibling},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}},
 		{Event: fwk.ClusterEvent{Resource: PodGroupEvent, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: ganggate.OwnPodGroup},
-	}
-	if pl.state.WatchesGPUNodes() {
-		events = append(events, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{Resource: GPUNodeEvent, ActionType: fwk.All}, QueueingHintFn: moreGPUs})
-	}
-	return events, nil
+	}, nil
 }
 
 // The hints run for every pod this plugin rejected on every such event, under the scheduling
@@ -184,27 +178,6 @@ func (pl *GangPlacement) freesGPUsOrSibling(_ klog.Logger, pod *corev1.Pod, oldO
 		return fwk.Queue, nil
 	}
 	if gone.Spec.NodeName != "" && gangcore.GPURequest(gone, pl.gpu) > 0 {
-		return fwk.Queue, nil
-	}
-	return fwk.QueueSkip, nil
-}
-
-// moreGPUs requeues pods when a GPUNode appears, or reports more healthy or more free GPUs: not on
-// the node agent's heartbeats.
-func moreGPUs(_ klog.Logger, _ *corev1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-	count := func(obj any, field string) (int64, bool) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
-			return 0, false
-		}
-		n, _, _ := unstructured.NestedInt64(u.Object, "status", field)
-		return n, true
-	}
-	oldFree, ok1 := count(oldObj, "free")
-	newFree, ok2 := count(newObj, "free")
-	oldHealthy, _ := count(oldObj, "healthy")
-	newHealthy, _ := count(newObj, "healthy")
-	if !ok1 || !ok2 || newFree > oldFree || newHealthy > oldHealthy {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

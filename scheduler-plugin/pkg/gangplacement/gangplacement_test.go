@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -63,9 +62,6 @@ func TestQueueingHints(t *testing.T) {
 	gpuPod := func(name, node string) *corev1.Pod {
 		return st.MakePod().Namespace("ns").Name(name).Node(node).Req(map[corev1.ResourceName]string{"nvidia.com/gpu": "1"}).Obj()
 	}
-	gpuNode := func(free, healthy int64) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"free": free, "healthy": healthy}}}
-	}
 	cases := map[string]struct {
 		hint     fwk.QueueingHintFn
 		old, new any
@@ -75,11 +71,6 @@ func TestQueueingHints(t *testing.T) {
 		"an unbound GPU pod deleted": {hint: pl.freesGPUsOrSibling, old: gpuPod("x", ""), want: fwk.QueueSkip},
 		"a CPU pod deleted":          {hint: pl.freesGPUsOrSibling, old: st.MakePod().Namespace("ns").Name("x").Node("a").Obj(), want: fwk.QueueSkip},
 		"a sibling deleted":          {hint: pl.freesGPUsOrSibling, old: st.MakePod().Namespace("ns").Name("job-0").Label(schedv1alpha1.PodGroupLabel, "job").Obj(), want: fwk.Queue},
-		"a GPUNode added":            {hint: moreGPUs, new: gpuNode(8, 8), want: fwk.Queue},
-		"a GPU freed":                {hint: moreGPUs, old: gpuNode(3, 8), new: gpuNode(4, 8), want: fwk.Queue},
-		"a GPU healthy again":        {hint: moreGPUs, old: gpuNode(3, 7), new: gpuNode(3, 8), want: fwk.Queue},
-		"the node agent's heartbeat": {hint: moreGPUs, old: gpuNode(3, 8), new: gpuNode(3, 8), want: fwk.QueueSkip},
-		"a GPU taken":                {hint: moreGPUs, old: gpuNode(3, 8), new: gpuNode(2, 8), want: fwk.QueueSkip},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

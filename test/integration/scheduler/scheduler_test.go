@@ -198,6 +198,35 @@ func TestUnhealthyGPUIsAvoided(t *testing.T) {
 	}
 }
 
+// TestGangStartsWhenItsGPUsRecover: a gang that waits because a GPU is unhealthy binds as soon as
+// the node agent reports the GPU healthy again, with no other change in the cluster to requeue it.
+func TestGangStartsWhenItsGPUsRecover(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 1, GPUsPerNode: 8}.Nodes()
+	node := specs[0].Name
+	e.nodes(t, specs, makeGPUNode(node, 8).Unhealthy(2, 5).Obj())
+
+	gang := makeGang(ns, "whole-node", 1, 8).create(t, e.c.Client)
+	waitFor(t, bindTimeout, "the pod to show why it does not fit", func() (bool, string) {
+		pods := get(t, e.c.Client, ns, gang.names())
+		return all(pods, func(p *corev1.Pod) bool {
+			return strings.Contains(unschedulableMessage(p), "needs 1 pod(s) × 8 GPU(s)")
+		}), describe(pods)
+	})
+	var g convoy.GPUNode
+	if err := e.c.Client.Get(t.Context(), client.ObjectKey{Name: node}, &g); err != nil {
+		t.Fatal(err)
+	}
+	g.Status = makeGPUNode(node, 8).Obj().Status
+	if err := e.c.Client.Status().Update(t.Context(), &g); err != nil {
+		t.Fatal(err)
+	}
+	if p := waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)[0]; p.Spec.NodeName != node {
+		t.Errorf("the pod went to %s, want %s", p.Spec.NodeName, node)
+	}
+}
+
 // TestPodsOfAnotherSchedulerAreLeftAlone: the scheduler binds its own pods and never touches a pod
 // that names another scheduler.
 func TestPodsOfAnotherSchedulerAreLeftAlone(t *testing.T) {

@@ -1,0 +1,78 @@
+package gangcore
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// wakeDelay gathers the GPUNode updates of a moment (a node agent restarted across the fleet, a
+// switch's GPUs healthy again) into one activation.
+const wakeDelay = time.Second
+
+// A GPUNode's changes reach the pods GangPlacement rejected through the State, not the scheduling
+// queue: a plugin that registers a cluster event makes the queue walk every pending pod on every
+// such event, the thousands PreEnqueue holds included, and node agents update their GPUNodes as
+// pods come and go. Instead the State remembers the pods whose gang found no room (awaitRoom) and
+// activates just those when a GPUNode appears or reports more healthy or free GPUs.
+
+// awaitRoom records that the pod's gang found no room.
+func (s *State) awaitRoom(pod *corev1.Pod) {
+	s.waitMu.Lock()
+	s.waiting[pod.UID] = pod
+	s.waitMu.Unlock()
+}
+
+// roomFound forgets the pod: its gang has a plan, or it is gone.
+func (s *State) roomFound(uid types.UID) {
+	s.waitMu.Lock()
+	delete(s.waiting, uid)
+	s.waitMu.Unlock()
+}
+
+// Waiting returns how many pods wait for room.
+func (s *State) Waiting() int {
+	s.waitMu.Lock()
+	defer s.waitMu.Unlock()
+	return len(s.waiting)
+}
+
+// moreRoom asks, without blocking, for the waiting pods to be activated.
+func (s *State) moreRoom() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// wakeLoop activates the waiting pods, wakeDelay after the first ask of a burst. They are
+// forgotten: each one that still finds no room is recorded again by its next cycle.
+func (s *State) wakeLoop(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wakeDelay):
+		}
+		s.waitMu.Lock()
+		pods := make(map[string]*corev1.Pod, len(s.waiting))
+		for _, p := range s.waiting {
+			pods[p.Namespace+"/"+p.Name] = p
+		}
+		clear(s.waiting)
+		s.waitMu.Unlock()
+		if len(pods) > 0 {
+			logger.V(3).Info("GPUs freed or healthy again: activating the pods whose gangs found no room", "pods", len(pods))
+			s.handle.Activate(logger, pods)
+		}
+	}
+}

@@ -166,10 +166,20 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 		vt = &victimTable{index: map[string]int{}}
 	}
 	claims := s.claims(o.gang, "")
+	// The nodes where the gang's own pending pods hold GPUs (reserved, not yet bound): they count
+	// as free for the new plan.
+	held := map[string]bool{}
+	for uid := range o.gang.pendingUIDs {
+		if r, ok := s.reserved[uid]; ok {
+			held[r.node] = true
+		}
+	}
 	var anchor *corev1.Node
-	for _, ni := range nodes {
-		if ni.Node() != nil && ni.Node().Name == o.gang.anchor {
-			anchor = ni.Node()
+	if o.gang.anchor != "" {
+		for _, ni := range nodes {
+			if ni.Node() != nil && ni.Node().Name == o.gang.anchor {
+				anchor = ni.Node()
+			}
 		}
 	}
 	s.gpuMu.RLock()
@@ -179,7 +189,14 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 		if node == nil {
 			continue
 		}
-		pn := s.nodeView(ni, s.gpuNodes[node.Name], o.gang, claims[node.Name], vt, o.lonePods)
+		gn := s.gpuNodes[node.Name]
+		// Most nodes of a busy cluster have no free GPU: without victims to count, such a node is
+		// its base, and its eligibility does not matter.
+		if b := s.base(ni, gn); vt == nil && b.pn.Free == 0 && !held[node.Name] {
+			cl.Nodes = append(cl.Nodes, b.pn)
+			continue
+		}
+		pn := s.nodeView(ni, gn, o.gang, claims[node.Name], vt, o.lonePods)
 		pn.Excluded = o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang)
 		if !pn.Excluded {
 			pn.MaxPods = o.elig.maxPods(ni, s.opts.GPUResource)

@@ -271,3 +271,36 @@ func TestEnvtestStartsWithTheseBinaries(t *testing.T) {
 		t.Errorf("envtest's kube-apiserver is %s, want %s", version.GitVersion, framework.KubernetesVersion)
 	}
 }
+
+// TestCPUTime reads a process's CPU time: this test's own, which the kernel also reports through
+// getrusage, before and after it keeps a core busy.
+func TestCPUTime(t *testing.T) {
+	self := framework.Process{Name: "test", Pid: os.Getpid()}
+	rusage := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	before, err := self.CPUTime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := rusage()
+	for n := 0; rusage()-start < 300*time.Millisecond; n++ {
+		_ = n * n
+	}
+	after, err := self.CPUTime()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same kernel accounting, in 10 ms ticks.
+	want := rusage() - start
+	if got := after - before; got < want-50*time.Millisecond || got > want+50*time.Millisecond {
+		t.Errorf("CPU time grew by %s while getrusage says %s", got, want)
+	}
+	if _, err := (framework.Process{Pid: 1 << 30}).CPUTime(); err == nil {
+		t.Error("CPUTime of a process that does not exist: no error")
+	}
+}

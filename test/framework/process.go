@@ -355,3 +355,35 @@ func FreePorts(n int) ([]int, error) {
 }
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// userHZ is the unit of /proc/<pid>/stat's CPU times (USER_HZ, 100 on every Linux kernel built
+// for the architectures Go runs on).
+const userHZ = 100
+
+// CPUTime returns the CPU time (user and system) the process has used so far, from
+// /proc/<pid>/stat; its children are not counted.
+func (p Process) CPUTime() (time.Duration, error) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the parenthesised command name, which may hold spaces: state is the first,
+	// utime and stime the 12th and 13th.
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: no command name", p.Pid)
+	}
+	f := strings.Fields(string(stat[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name, want 13 or more", p.Pid, len(f))
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", p.Pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}

@@ -63,7 +63,9 @@ type options struct {
 	stateDir   string
 	verbosity  int
 	extraArgs  []string
-	stream     bool
+	// apiServerArgs are appended to kube-apiserver's flags.
+	apiServerArgs []string
+	stream        bool
 }
 
 func main() {
@@ -84,9 +86,11 @@ func main() {
 	flag.StringVar(&o.stateDir, "state-dir", "", "keep each run's control plane state and logs under this directory")
 	flag.IntVar(&o.verbosity, "v", 1, "the scheduler's log verbosity")
 	extra := flag.String("scheduler-args", "", "space-separated extra flags for the schedulers, e.g. for profiling")
+	apiExtra := flag.String("apiserver-args", "", "space-separated extra flags for kube-apiserver, e.g. --profiling=true")
 	flag.Parse()
 	o.qps = float32(*qps)
 	o.extraArgs = strings.Fields(*extra)
+	o.apiServerArgs = strings.Fields(*apiExtra)
 	switch *arrival {
 	case "burst":
 	case "stream":

@@ -90,6 +90,10 @@ type Result struct {
 	Writes       map[string]int `json:"writes"`
 	// BindingMillis is the API server's mean time serving a binding.
 	BindingMillis float64 `json:"bindingMilliseconds"`
+	// CPU is the CPU seconds each process used while the contender ran: the control plane's by
+	// their names in test/framework, "scheduler" for Convoy's and Coscheduling's, "benchmark" for
+	// this process (its informers, and the binder contenders).
+	CPU map[string]float64 `json:"cpuSeconds"`
 	// Seconds is how long the run lasted, from the first gang created.
 	Seconds float64 `json:"seconds"`
 }
@@ -198,18 +202,27 @@ func (r *Result) line() string {
 	for _, k := range keys {
 		writes = append(writes, fmt.Sprintf("%s %d", k, r.Writes[k]))
 	}
-	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, first bind %.1fs, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %d GPUs stranded, %.0fs\n   API writes: %.2f per pod bound (%s); the API server served a binding in %.0f ms on average",
+	names := slices.Sorted(maps.Keys(r.CPU))
+	cpu := make([]string, 0, len(names))
+	for _, n := range names {
+		cpu = append(cpu, fmt.Sprintf("%s %.1f", n, r.CPU[n]))
+	}
+	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, first bind %.1fs, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %d GPUs stranded, %.0fs\n   API writes: %.2f per pod bound (%s); the API server served a binding in %.0f ms on average\n   CPU seconds: %s",
 		r.Scheduler, r.BoundPods, r.Pods, r.PodsPerSec, r.FirstBind, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit,
-		r.RacksPerGang, r.MinRacksPerGang, r.Stranded, r.Seconds, r.WritesPerPod, strings.Join(writes, ", "), r.BindingMillis)
+		r.RacksPerGang, r.MinRacksPerGang, r.Stranded, r.Seconds, r.WritesPerPod, strings.Join(writes, ", "), r.BindingMillis, strings.Join(cpu, ", "))
 }
 
 func table(results []*Result) string {
 	var b strings.Builder
-	b.WriteString("| nodes | mix | scheduler | pods/s | first bind (s) | gang p50 (s) | gang p99 (s) | gangs placed / partial / unplaced (fit) | racks per gang (min) | stranded GPUs | API writes per pod |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| nodes | mix | scheduler | pods/s | first bind (s) | gang p50 (s) | gang p99 (s) | gangs placed / partial / unplaced (fit) | racks per gang (min) | stranded GPUs | API writes per pod | scheduler CPU ms per pod |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %.1f | %.1f | %.1f | %d / %d / %d (%d) | %.2f (%.2f) | %d | %.2f |\n", r.Nodes, r.Mix, r.Scheduler,
-			r.PodsPerSec, r.FirstBind, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit, r.RacksPerGang, r.MinRacksPerGang, r.Stranded, r.WritesPerPod)
+		perPod := "–"
+		if s, ok := r.CPU["scheduler"]; ok && r.BoundPods > 0 {
+			perPod = fmt.Sprintf("%.2f", 1000*s/float64(r.BoundPods))
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %.1f | %.1f | %.1f | %d / %d / %d (%d) | %.2f (%.2f) | %d | %.2f | %s |\n", r.Nodes, r.Mix, r.Scheduler,
+			r.PodsPerSec, r.FirstBind, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit, r.RacksPerGang, r.MinRacksPerGang, r.Stranded, r.WritesPerPod, perPod)
 	}
 	b.WriteString("\n")
 	seen := map[string]bool{}

@@ -52,6 +52,7 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 		// Plain Node objects have no kubelet: without the node lifecycle controller they stay
 		// Ready and untainted for the whole run.
 		ControllerManagerArgs: []string{"--controllers=*,-node-lifecycle-controller"},
+		APIServerArgs:         o.apiServerArgs,
 		AddToScheme:           []func(*runtime.Scheme) error{convoy.AddToScheme, schedv1alpha1.AddToScheme},
 		StartTimeout:          3 * time.Minute,
 	})
@@ -115,6 +116,7 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	if err != nil {
 		return nil, err
 	}
+	cpuBefore := cpuTimes(c)
 	switch sc {
 	case Convoy, Coscheduling:
 		if err := startScheduler(ctx, c, root, sc, o); err != nil {
@@ -182,6 +184,7 @@ wait:
 		break wait
 	}
 	r := measure(spec, sc, rec, created, start)
+	r.CPU = cpuSeconds(cpuBefore, cpuTimes(c))
 	writesAfter, err := framework.APIRequests(ctx, cs)
 	if err != nil {
 		return nil, err

@@ -311,13 +311,15 @@ func TestTrainingJobRunsAndCompletes(t *testing.T) {
 	if len(wls.Items) != 1 || !meta.IsStatusConditionTrue(wls.Items[0].Status.Conditions, kueue.WorkloadAdmitted) {
 		t.Fatalf("want one admitted Workload, got %d: %+v", len(wls.Items), wls.Items)
 	}
+
+	running := e.waitState("llm", convoy.StateRunning)
+	// The operator writes the admission to the status before it creates the children: the
+	// PodGroup exists by the time the pods run, not necessarily as soon as admission shows.
 	pg := &schedv1alpha1.PodGroup{}
 	must(t, e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "llm"}, pg))
 	if pg.Spec.MinMember != 4 {
 		t.Errorf("PodGroup minMember = %d, want 4", pg.Spec.MinMember)
 	}
-
-	running := e.waitState("llm", convoy.StateRunning)
 	e.requireWholeGang("llm", 4)
 	if got := running.Status.Resources; got == nil || !strings.Contains(got.Placement, "1 rack") {
 		t.Errorf("status.resources = %+v, want a placement in 1 rack", got)

@@ -270,7 +270,7 @@ func TestNodeView(t *testing.T) {
 			}
 			h := newHarness(t, []*corev1.Node{node}, tc.pods, inv...)
 			ni, _ := h.snap.NodeInfos().Get("a")
-			pn := h.state.nodeView(ni, h.state.gpuNode("a"), &gang{key: "other", pendingUIDs: nil}, nil, nil, false)
+			pn := nodeView(h.state.base(ni, h.state.gpuNode("a")), &gang{key: "other", pendingUIDs: nil}, nil, nil, false)
 			if got := FormatGPUIndices(pn.Free); got != tc.wantFree || pn.Indexed != tc.indexed {
 				t.Errorf("free = %q indexed %v, want %q indexed %v", got, pn.Indexed, tc.wantFree, tc.indexed)
 			}
@@ -470,7 +470,10 @@ func TestGPUNodeWakesWaitingPods(t *testing.T) {
 	// Activated pods are forgotten until their gang again finds no room.
 	h.state.SetGPUNode(inventory("b", 8))
 	waitActivated([]string{"ns/job-0"})
-	if n := h.state.Waiting(); n != 0 {
+	h.state.waitMu.Lock()
+	n := len(h.state.waiting)
+	h.state.waitMu.Unlock()
+	if n != 0 {
 		t.Errorf("%d pods wait for room after their activation, want 0", n)
 	}
 }

@@ -222,7 +222,7 @@ func (s *State) slotHolds(pod *corev1.Pod, key string, priority int32, sl *slot)
 		return false
 	}
 	g := &gang{key: key, priority: priority, pendingUIDs: map[types.UID]bool{}}
-	pn := s.nodeView(ni, s.gpuNode(sl.Node), g, s.claims(g, sl.Node)[sl.Node], nil, false)
+	pn := nodeView(s.base(ni, s.gpuNode(sl.Node)), g, s.claims(g, sl.Node)[sl.Node], nil, false)
 	if pn.Indexed != sl.Indexed {
 		return false
 	}

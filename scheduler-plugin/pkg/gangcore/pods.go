@@ -25,6 +25,12 @@ func GangKey(pod *corev1.Pod) string {
 	return pod.Namespace + "/" + pod.Name + " (pod)"
 }
 
+// SameGang reports whether both pods belong to the same PodGroup.
+func SameGang(a, b *corev1.Pod) bool {
+	pg := PodGroupName(a)
+	return pg != "" && a.Namespace == b.Namespace && PodGroupName(b) == pg
+}
+
 // PodGroupName returns the pod's PodGroup, or "" for a lone pod.
 func PodGroupName(pod *corev1.Pod) string {
 	return pod.Labels[v1alpha1.PodGroupLabel]

@@ -53,7 +53,6 @@ type State struct {
 	podGroups map[string]podGroupInfo
 	// reader reads PodGroups and, where their CRD is installed, TrainingJobs; nil without a cluster.
 	reader       client.Reader
-	gpuNodesOK   bool
 	trainingJobs bool
 	now          func() time.Time
 
@@ -211,8 +210,6 @@ func (s *State) watch(ctx context.Context, cfg *rest.Config) error {
 		DeleteFunc: s.onGPUNodeDelete,
 	}); err != nil {
 		return err
-	} else {
-		s.gpuNodesOK = true
 	}
 	pgs, err := c.GetInformer(syncCtx, &schedv1alpha1.PodGroup{})
 	if err != nil {
@@ -406,9 +403,6 @@ func (s *State) gpuNode(name string) *gpuNode {
 	defer s.gpuMu.RUnlock()
 	return s.gpuNodes[name]
 }
-
-// WatchesGPUNodes reports whether the GPUNode CRD is installed and watched.
-func (s *State) WatchesGPUNodes() bool { return s.gpuNodesOK }
 
 // GPUResource is the GPU extended resource.
 func (s *State) GPUResource() corev1.ResourceName { return s.opts.GPUResource }

@@ -192,11 +192,12 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 		gn := s.gpuNodes[node.Name]
 		// Most nodes of a busy cluster have no free GPU: without victims to count, such a node is
 		// its base, and its eligibility does not matter.
-		if b := s.base(ni, gn); vt == nil && b.pn.Free == 0 && !held[node.Name] {
+		b := s.base(ni, gn)
+		if vt == nil && b.pn.Free == 0 && !held[node.Name] {
 			cl.Nodes = append(cl.Nodes, b.pn)
 			continue
 		}
-		pn := s.nodeView(ni, gn, o.gang, claims[node.Name], vt, o.lonePods)
+		pn := nodeView(b, o.gang, claims[node.Name], vt, o.lonePods)
 		pn.Excluded = o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang)
 		if !pn.Excluded {
 			pn.MaxPods = o.elig.maxPods(ni, s.opts.GPUResource)
@@ -313,8 +314,7 @@ func (s *State) base(ni fwk.NodeInfo, gn *gpuNode) *nodeBase {
 // nominated pods are not read here: that takes the queue's locks, once per node, and a plan at
 // 5,000 nodes took 100-300 ms while binds flooded the queue with events. Nodes' Filter still
 // accounts for nominated pods.
-func (s *State) nodeView(ni fwk.NodeInfo, gn *gpuNode, g *gang, claims []claim, vt *victimTable, lonePods bool) planner.Node {
-	b := s.base(ni, gn)
+func nodeView(b *nodeBase, g *gang, claims []claim, vt *victimTable, lonePods bool) planner.Node {
 	pn := b.pn
 	free, room := pn.Free, b.room
 	if vt != nil || len(g.pendingUIDs) > 0 {

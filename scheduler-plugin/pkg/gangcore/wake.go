@@ -33,13 +33,6 @@ func (s *State) roomFound(uid types.UID) {
 	s.waitMu.Unlock()
 }
 
-// Waiting returns how many pods wait for room.
-func (s *State) Waiting() int {
-	s.waitMu.Lock()
-	defer s.waitMu.Unlock()
-	return len(s.waiting)
-}
-
 // moreRoom asks, without blocking, for the waiting pods to be activated.
 func (s *State) moreRoom() {
 	select {

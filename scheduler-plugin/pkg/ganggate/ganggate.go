@@ -89,7 +89,7 @@ func sibling(_ klog.Logger, pod *corev1.Pod, oldObj, _ any) (fwk.QueueingHint, e
 	if !ok {
 		return fwk.Queue, nil
 	}
-	if pg := gangcore.PodGroupName(pod); pg != "" && gone.Namespace == pod.Namespace && gangcore.PodGroupName(gone) == pg {
+	if gangcore.SameGang(pod, gone) {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

@@ -174,10 +174,7 @@ func (pl *GangPlacement) freesGPUsOrSibling(_ klog.Logger, pod *corev1.Pod, oldO
 	if !ok {
 		return fwk.Queue, nil
 	}
-	if pg := gangcore.PodGroupName(pod); pg != "" && gone.Namespace == pod.Namespace && gangcore.PodGroupName(gone) == pg {
-		return fwk.Queue, nil
-	}
-	if gone.Spec.NodeName != "" && gangcore.GPURequest(gone, pl.gpu) > 0 {
+	if gangcore.SameGang(pod, gone) || gone.Spec.NodeName != "" && gangcore.GPURequest(gone, pl.gpu) > 0 {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

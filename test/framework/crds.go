@@ -1,23 +1,18 @@
 package framework
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -130,31 +125,25 @@ func readCRDs(dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
 		if err != nil {
 			return err
 		}
-		docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for {
-			doc, err := docs.Read()
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			if err != nil {
-				return fmt.Errorf("%s: %w", path, err)
-			}
-			if len(strings.TrimSpace(string(doc))) == 0 {
-				continue
-			}
+		err = EachYAMLDoc(data, func(doc []byte) error {
 			var tm metav1.TypeMeta
 			if err := yaml.Unmarshal(doc, &tm); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return err
 			}
 			if tm.Kind != "CustomResourceDefinition" || tm.APIVersion != apiextensionsv1.SchemeGroupVersion.String() {
-				continue
+				return nil
 			}
 			crd := &apiextensionsv1.CustomResourceDefinition{}
 			if err := yaml.UnmarshalStrict(doc, crd); err != nil {
-				return fmt.Errorf("%s: %w", path, err)
+				return err
 			}
 			crds = append(crds, crd)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
 		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading CRDs from %s: %w", dir, err)

@@ -1,17 +1,12 @@
 package framework
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
@@ -25,15 +20,7 @@ func BindRoles(ctx context.Context, k client.Client, path, namespace, name strin
 		return err
 	}
 	subject := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: name}}
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := docs.Read()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
+	err = EachYAMLDoc(data, func(doc []byte) error {
 		var tm metav1.TypeMeta
 		if err := yaml.Unmarshal(doc, &tm); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
@@ -60,5 +47,10 @@ func BindRoles(ctx context.Context, k client.Client, path, namespace, name strin
 				return fmt.Errorf("creating %T %s: %w", o, o.GetName(), err)
 			}
 		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
+	return nil
 }

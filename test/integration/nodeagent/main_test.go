@@ -4,12 +4,9 @@
 package nodeagent
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os/exec"
 	"path/filepath"
 	"sync"
@@ -24,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,26 +89,19 @@ func applyKustomization(ctx context.Context, c *framework.Cluster, dir string) e
 		}
 		return err
 	}
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out)))
-	for {
-		doc, err := docs.Read()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return framework.EachYAMLDoc(out, func(doc []byte) error {
 		u := &unstructured.Unstructured{}
 		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
 			return err
 		}
 		if len(u.Object) == 0 {
-			continue
+			return nil
 		}
 		if err := c.Client.Patch(ctx, u, client.Apply, client.FieldOwner("nodeagent-test"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
 		}
-	}
+		return nil
+	})
 }
 
 // createNodes creates fake GPU nodes with the framework's labels, nvidia.com/gpu.product among them.

@@ -330,19 +330,34 @@ func TestPodHelpers(t *testing.T) {
 }
 
 // TestMissing counts the pods a PodGroup still lacks, as Coscheduling would.
-func TestMissing(t *testing.T) {
+func TestIncomplete(t *testing.T) {
 	pods := []*corev1.Pod{member("ns", "job", 0, 1).Obj(), member("ns", "job", 1, 1).Obj(), member("other", "job", 2, 1).Obj()}
 	h := newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8)}, pods)
-	if got := h.state.Missing(pods[0]); got != 0 {
-		t.Errorf("Missing() before the PodGroup is seen = %d, want 0", got)
+	want := "waiting for PodGroup ns/job: create it, or remove the pod's scheduling.x-k8s.io/pod-group label"
+	if got := h.state.Incomplete(pods[0]); got != want {
+		t.Errorf("Incomplete() before the PodGroup is seen = %q, want %q", got, want)
+	}
+	if got := h.activated.list(); len(got) != 0 {
+		t.Errorf("activated %v before the PodGroup is seen, want none", got)
 	}
 	pg := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 4}}
 	h.state.SetPodGroup(pg)
-	if got := h.state.Missing(pods[0]); got != 2 {
-		t.Errorf("Missing() = %d, want 2 (minMember 4, two pods in the namespace)", got)
+	// The pods held for the PodGroup are activated once it is seen, the other namespace's not.
+	got := h.activated.list()
+	slices.Sort(got)
+	if diff := cmp.Diff([]string{"ns/job-0", "ns/job-1"}, got); diff != "" {
+		t.Errorf("activated when the PodGroup appeared (-want +got):\n%s", diff)
 	}
-	if got := h.state.Missing(lone("ns", "solo", 1).Obj()); got != 0 {
-		t.Errorf("Missing() of a lone pod = %d, want 0", got)
+	if got, want := h.state.Incomplete(pods[0]), "waiting for 2 more pod(s) of gang ns/job"; got != want {
+		t.Errorf("Incomplete() = %q, want %q (minMember 4, two pods in the namespace)", got, want)
+	}
+	// A PodGroup seen before any pod waited for it activates no one when it changes.
+	h.state.SetPodGroup(pg)
+	if n := len(h.activated.list()); n != 2 {
+		t.Errorf("%d activations after the PodGroup changed, want the 2 from its first sight", n)
+	}
+	if got := h.state.Incomplete(lone("ns", "solo", 1).Obj()); got != "" {
+		t.Errorf("Incomplete() of a lone pod = %q, want \"\"", got)
 	}
 }
 
@@ -475,5 +490,64 @@ func TestGPUNodeWakesWaitingPods(t *testing.T) {
 	h.state.waitMu.Unlock()
 	if n != 0 {
 		t.Errorf("%d pods wait for room after their activation, want 0", n)
+	}
+}
+
+// TestUnreserveRetriesTheGang activates a gang's pending pods after its plan is dropped by an
+// Unreserve (Permit turned a pod away), with a backoff that doubles on each retry.
+func TestUnreserveRetriesTheGang(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8)}
+	pods := []*corev1.Pod{member("ns", "job", 0, 4).Obj(), member("ns", "job", 1, 4).Obj()}
+	h := newHarness(t, nodes, pods, inventory("a", 8))
+	h.state.SetPodGroup(&schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 2}})
+	// dropPlan plans the gang, reserves its leader and unreserves it; it returns what was
+	// activated since, after wait.
+	dropPlan := func(wait time.Duration) []string {
+		t.Helper()
+		st, status := h.state.PlanFor(context.Background(), pods[0], h.nodeInfos())
+		if !status.IsSuccess() {
+			t.Fatal(status)
+		}
+		h.state.Reserve(pods[0], st.Slot.Node)
+		before := len(h.activated.list())
+		h.state.Unreserve(pods[0])
+		time.Sleep(wait)
+		got := h.activated.list()[before:]
+		slices.Sort(got)
+		return got
+	}
+	both := []string{"ns/job-0", "ns/job-1"}
+	if diff := cmp.Diff(both, dropPlan(retryDelay+500*time.Millisecond)); diff != "" {
+		t.Errorf("activated after the first drop (-want +got):\n%s", diff)
+	}
+	// The second retry waits twice as long.
+	if got := dropPlan(retryDelay + 500*time.Millisecond); len(got) != 0 {
+		t.Errorf("activated %v 1.5s after the second drop, want none before 2s", got)
+	}
+	before := len(h.activated.list())
+	time.Sleep(retryDelay)
+	got := h.activated.list()[before:]
+	slices.Sort(got)
+	if diff := cmp.Diff(both, got); diff != "" {
+		t.Errorf("activated 2.5s after the second drop (-want +got):\n%s", diff)
+	}
+	h.state.waitMu.Lock()
+	n := h.state.retries["ns/job"]
+	h.state.waitMu.Unlock()
+	if n != 2 {
+		t.Errorf("%d retries recorded, want 2", n)
+	}
+	// A bound gang starts over.
+	st, _ := h.state.PlanFor(context.Background(), pods[0], h.nodeInfos())
+	st1, _ := h.state.PlanFor(context.Background(), pods[1], h.nodeInfos())
+	h.state.Reserve(pods[0], st.Slot.Node)
+	h.state.Reserve(pods[1], st1.Slot.Node)
+	h.state.Bound(pods[0])
+	h.state.Bound(pods[1])
+	h.state.waitMu.Lock()
+	n = h.state.retries["ns/job"]
+	h.state.waitMu.Unlock()
+	if n != 0 {
+		t.Errorf("%d retries recorded after the gang was bound, want 0", n)
 	}
 }

@@ -15,18 +15,18 @@ import (
 )
 
 // Gate says whether a pod may enter the active queue, and why not. A pod of a PodGroup waits
-// while the group lacks members (Coscheduling would reject it anyway) and, once complete, until
-// its gang has a plan: only the gang's leader, its pending GPU pod of the lowest rank, is
-// scheduled first and plans the whole gang. If the gang fits, its siblings are let through; if
-// not, they wait without a scheduling cycle each, and are told why (tellUnplaceable). Pods that
-// ask no GPU are never held for a plan: they do not take part in one.
+// while its PodGroup is not seen or lacks members (Coscheduling would reject it anyway) and, once
+// complete, until its gang has a plan: only the gang's leader, its pending GPU pod of the lowest
+// rank, is scheduled first and plans the whole gang. If the gang fits, its siblings are let
+// through; if not, they wait without a scheduling cycle each, and are told why (tellUnplaceable).
+// Pods that ask no GPU are never held for a plan: they do not take part in one.
 func (s *State) Gate(pod *corev1.Pod) (bool, string) {
 	pg := PodGroupName(pod)
 	if pg == "" {
 		return true, ""
 	}
-	if n := s.Missing(pod); n > 0 {
-		return false, fmt.Sprintf("waiting for %d more pod(s) of gang %s", n, GangKey(pod))
+	if why := s.Incomplete(pod); why != "" {
+		return false, why
 	}
 	if GPURequest(pod, s.opts.GPUResource) == 0 {
 		return true, ""

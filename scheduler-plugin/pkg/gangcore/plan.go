@@ -263,17 +263,26 @@ func (s *State) Reserve(pod *corev1.Pod, nodeName string) {
 }
 
 // Unreserve releases the pod's GPUs. The gang's plan is dropped: Coscheduling sends the gang's
-// other waiting pods back too, and the gang is planned again as a whole.
+// other waiting pods back too, and the gang is planned again as a whole, after a backoff (see
+// retryGang). The GPUs the plan held may make room for a gang that found none.
 func (s *State) Unreserve(pod *corev1.Pod) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	delete(s.reserved, pod.UID)
 	s.bump()
 	key := GangKey(pod)
+	dropped := false
 	if p := s.plans[key]; p != nil {
 		if sl := p.slots[pod.UID]; sl != nil && sl.phase == slotReserved {
 			s.dropPlanLocked(key, "a pod of the gang was unreserved")
+			dropped = true
 		}
+	}
+	s.mu.Unlock()
+	if dropped {
+		if pg := PodGroupName(pod); pg != "" {
+			s.retryGang(pod.Namespace, pg)
+		}
+		s.moreRoom()
 	}
 }
 
@@ -296,6 +305,7 @@ func (s *State) Bound(pod *corev1.Pod) {
 	}
 	delete(s.plans, key)
 	s.open.Delete(key)
+	s.retried(key)
 }
 
 // Less orders the scheduling queue: higher priority first; then older PodGroups (or, for a pod of

@@ -48,9 +48,11 @@ type State struct {
 	kicked sync.Map
 	// tellLimiter paces the status updates that tell waiting pods why their gang does not fit.
 	tellLimiter flowcontrol.RateLimiter
-	// podGroups holds each PodGroup's minMember and creation time, by "namespace/name".
-	minMu     sync.RWMutex
-	podGroups map[string]podGroupInfo
+	// podGroups holds each PodGroup's minMember and creation time, by "namespace/name";
+	// unseenGroups the PodGroups that pods were held for before this State saw them.
+	minMu        sync.RWMutex
+	podGroups    map[string]podGroupInfo
+	unseenGroups map[string]bool
 	// reader reads PodGroups and, where their CRD is installed, TrainingJobs; nil without a cluster.
 	reader       client.Reader
 	trainingJobs bool
@@ -64,6 +66,10 @@ type State struct {
 	waitMu  sync.Mutex
 	waiting map[types.UID]*corev1.Pod
 	wake    chan struct{}
+	// retries counts, by gang, the retries since it was last bound; retryArmed the gangs with a
+	// retry to come (see retryGang).
+	retries    map[string]int
+	retryArmed map[string]bool
 
 	mu sync.Mutex
 	// bases caches each node's GPU view; see nodeBase.
@@ -140,6 +146,7 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 		now:             time.Now,
 		gpuNodes:        map[string]*gpuNode{},
 		podGroups:       map[string]podGroupInfo{},
+		unseenGroups:    map[string]bool{},
 		bases:           map[string]*nodeBase{},
 		plans:           map[string]*plan{},
 		reserved:        map[types.UID]reservation{},
@@ -148,6 +155,8 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 		preemptions:     map[string]*preemption{},
 		tellLimiter:     flowcontrol.NewTokenBucketRateLimiter(tellQPS, tellQPS),
 		waiting:         map[types.UID]*corev1.Pod{},
+		retries:         map[string]int{},
+		retryArmed:      map[string]bool{},
 		wake:            make(chan struct{}, 1),
 	}
 	go s.wakeLoop(ctx)
@@ -309,6 +318,7 @@ func (s *State) onPodGroupDelete(obj any) {
 		s.minMu.Lock()
 		delete(s.podGroups, pg.Namespace+"/"+pg.Name)
 		s.minMu.Unlock()
+		s.retried(pg.Namespace + "/" + pg.Name)
 	}
 }
 
@@ -319,11 +329,24 @@ type podGroupInfo struct {
 }
 
 // SetPodGroup records a PodGroup's minMember and creation time. The PodGroup informer calls it;
-// tests may too.
+// tests may too. Pods held because their PodGroup was not seen yet are activated: the scheduling
+// queue hears of the PodGroup from its own informer, which may run ahead of this one.
 func (s *State) SetPodGroup(pg *schedv1alpha1.PodGroup) {
+	key := pg.Namespace + "/" + pg.Name
 	s.minMu.Lock()
-	s.podGroups[pg.Namespace+"/"+pg.Name] = podGroupInfo{minMember: pg.Spec.MinMember, created: pg.CreationTimestamp.Time}
+	s.podGroups[key] = podGroupInfo{minMember: pg.Spec.MinMember, created: pg.CreationTimestamp.Time}
+	held := s.unseenGroups[key]
+	delete(s.unseenGroups, key)
 	s.minMu.Unlock()
+	if held {
+		pods := map[string]*corev1.Pod{}
+		for _, p := range s.members(pg.Namespace, pg.Name) {
+			if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+				pods[p.Namespace+"/"+p.Name] = p
+			}
+		}
+		s.handle.Activate(klog.Background(), pods)
+	}
 }
 
 func (s *State) podGroup(namespace, name string) (podGroupInfo, bool) {
@@ -333,19 +356,30 @@ func (s *State) podGroup(namespace, name string) (podGroupInfo, bool) {
 	return pg, ok
 }
 
-// Missing is how many more pods the pod's PodGroup needs before Coscheduling would let any of them
-// through: minMember less the pods labelled for it. Zero for a pod of no PodGroup, or of one not
-// (yet) seen.
-func (s *State) Missing(pod *corev1.Pod) int {
+// Incomplete says why the pod's gang cannot be scheduled yet, where Coscheduling would turn it
+// away: its PodGroup is not seen yet (Coscheduling's Permit would reject the pod with "PodGroup
+// not found"), or fewer pods are labelled for it than its minMember. It is "" for a pod of no
+// PodGroup, or of a complete one. A PodGroup found missing is remembered, so that its pods are
+// activated when it appears (see SetPodGroup).
+func (s *State) Incomplete(pod *corev1.Pod) string {
 	pg := PodGroupName(pod)
 	if pg == "" {
-		return 0
+		return ""
 	}
-	info, ok := s.podGroup(pod.Namespace, pg)
+	key := pod.Namespace + "/" + pg
+	s.minMu.Lock()
+	info, ok := s.podGroups[key]
 	if !ok {
-		return 0
+		s.unseenGroups[key] = true
 	}
-	return max(int(info.minMember)-s.memberCount(pod.Namespace, pg), 0)
+	s.minMu.Unlock()
+	if !ok {
+		return fmt.Sprintf("waiting for PodGroup %s: create it, or remove the pod's %s label", key, schedv1alpha1.PodGroupLabel)
+	}
+	if n := int(info.minMember) - s.memberCount(pod.Namespace, pg); n > 0 {
+		return fmt.Sprintf("waiting for %d more pod(s) of gang %s", n, key)
+	}
+	return ""
 }
 
 func (s *State) onGPUNode(obj any) {

@@ -80,8 +80,8 @@ func (pl *GangPlacement) Less(a, b fwk.QueuedPodInfo) bool { return pl.state.Les
 // the whole gang when it has none, and narrows the nodes to that slot's. A gang that does not fit is rejected here, for all its
 // pods, before anything is reserved. Pods without GPUs are left to the other plugins.
 func (pl *GangPlacement) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
-	if n := pl.state.Missing(pod); n > 0 {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("waiting for %d more pod(s) of gang %s", n, gangcore.GangKey(pod)))
+	if why := pl.state.Incomplete(pod); why != "" {
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
 	if gangcore.GPURequest(pod, pl.state.GPUResource()) == 0 {
 		return nil, fwk.NewStatus(fwk.Skip)

@@ -227,6 +227,38 @@ func TestGangStartsWhenItsGPUsRecover(t *testing.T) {
 	}
 }
 
+// TestGangWaitsForItsPodGroup: pods created before their PodGroup are held, none bound, and the
+// whole gang binds once the PodGroup exists.
+func TestGangWaitsForItsPodGroup(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8}.Nodes()
+	e.nodes(t, specs, gpuNodesFor(specs)...)
+
+	gang := makeGang(ns, "late-podgroup", 3, 4)
+	for _, p := range gang.pods {
+		if err := e.c.Client.Create(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Long enough for a cycle of every pod; no event would end the wait for the PodGroup.
+	time.Sleep(3 * time.Second)
+	if pods := get(t, e.c.Client, ns, gang.names()); !all(pods, func(p *corev1.Pod) bool { return p.Spec.NodeName == "" }) {
+		t.Fatalf("pods bound before their PodGroup exists: %s", describe(pods))
+	}
+	if err := e.c.Client.Create(t.Context(), gang.pg); err != nil {
+		t.Fatal(err)
+	}
+	pods := waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)
+	nodes := map[string]int{}
+	for _, p := range pods {
+		nodes[p.Spec.NodeName]++
+	}
+	if len(nodes) != 2 {
+		t.Errorf("three 4-GPU pods on %v, want two 8-GPU nodes", nodes)
+	}
+}
+
 // TestPodsOfAnotherSchedulerAreLeftAlone: the scheduler binds its own pods and never touches a pod
 // that names another scheduler.
 func TestPodsOfAnotherSchedulerAreLeftAlone(t *testing.T) {

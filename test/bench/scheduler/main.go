@@ -66,6 +66,8 @@ type options struct {
 	// apiServerArgs are appended to kube-apiserver's flags.
 	apiServerArgs []string
 	stream        bool
+	// repeat is how many runs each contender gets, in rounds over the contenders.
+	repeat int
 }
 
 func main() {
@@ -85,10 +87,14 @@ func main() {
 	arrival := flag.String("arrival", "burst", "burst: every gang exists before the contender starts (throughput, time to drain a backlog); stream: gangs are created while it runs (latency from each gang's last pod created)")
 	flag.StringVar(&o.stateDir, "state-dir", "", "keep each run's control plane state and logs under this directory")
 	flag.IntVar(&o.verbosity, "v", 1, "the scheduler's log verbosity")
+	flag.IntVar(&o.repeat, "repeat", 1, "runs per contender, in rounds over the contenders; the table shows each contender's run of median pods/s, with every run's pods/s and gang p99 beside it")
 	extra := flag.String("scheduler-args", "", "space-separated extra flags for the schedulers, e.g. for profiling")
 	apiExtra := flag.String("apiserver-args", "", "space-separated extra flags for kube-apiserver, e.g. --profiling=true")
 	flag.Parse()
 	o.qps = float32(*qps)
+	if o.repeat < 1 {
+		fail(fmt.Errorf("-repeat: %d is not a number of runs", o.repeat))
+	}
 	o.extraArgs = strings.Fields(*extra)
 	o.apiServerArgs = strings.Fields(*apiExtra)
 	switch *arrival {
@@ -144,14 +150,24 @@ func main() {
 				gangs = nodes / 5
 			}
 			spec := runSpec{fleet: synth.DefaultFleet(nodes), mix: mix, gangs: synth.Gangs(o.seed, gangs, mix)}
-			for _, sc := range o.schedulers {
-				fmt.Fprintf(os.Stderr, "== %d nodes, %d %s gangs, %s\n", nodes, gangs, mix.Name, sc)
-				r, err := run(ctx, o, spec, sc)
-				if err != nil {
-					fail(err)
+			runs := make([][]*Result, len(o.schedulers))
+			for round := range o.repeat {
+				for i, sc := range o.schedulers {
+					fmt.Fprintf(os.Stderr, "== %d nodes, %d %s gangs, %s", nodes, gangs, mix.Name, sc)
+					if o.repeat > 1 {
+						fmt.Fprintf(os.Stderr, ", run %d of %d", round+1, o.repeat)
+					}
+					fmt.Fprintln(os.Stderr)
+					r, err := run(ctx, o, spec, sc)
+					if err != nil {
+						fail(err)
+					}
+					fmt.Fprintln(os.Stderr, r.line())
+					runs[i] = append(runs[i], r)
 				}
-				fmt.Fprintln(os.Stderr, r.line())
-				results = append(results, r)
+			}
+			for _, rs := range runs {
+				results = append(results, median(rs))
 			}
 		}
 	}

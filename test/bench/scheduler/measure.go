@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -96,6 +97,22 @@ type Result struct {
 	CPU map[string]float64 `json:"cpuSeconds"`
 	// Seconds is how long the run lasted, from the first gang created.
 	Seconds float64 `json:"seconds"`
+	// Runs holds every run of the contender, when it ran more than once (-repeat); the fields
+	// above are then those of the run of median pods/s.
+	Runs []*Result `json:"runs,omitempty"`
+}
+
+// median returns the run of median pods/s (the lower of the middle two for an even count), with
+// all runs in Runs. Whole runs, not field by field medians: a row of the table is one real run.
+func median(runs []*Result) *Result {
+	if len(runs) == 1 {
+		return runs[0]
+	}
+	sorted := slices.Clone(runs)
+	slices.SortFunc(sorted, func(a, b *Result) int { return cmp.Compare(a.PodsPerSec, b.PodsPerSec) })
+	m := *sorted[(len(sorted)-1)/2]
+	m.Runs = runs
+	return &m
 }
 
 func measure(spec runSpec, sc Scheduler, rec *recorder, created []time.Time, start time.Time) *Result {
@@ -214,15 +231,31 @@ func (r *Result) line() string {
 
 func table(results []*Result) string {
 	var b strings.Builder
-	b.WriteString("| nodes | mix | scheduler | pods/s | first bind (s) | gang p50 (s) | gang p99 (s) | gangs placed / partial / unplaced (fit) | racks per gang (min) | stranded GPUs | API writes per pod | scheduler CPU ms per pod |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	repeated := slices.ContainsFunc(results, func(r *Result) bool { return len(r.Runs) > 0 })
+	b.WriteString("| nodes | mix | scheduler | pods/s | first bind (s) | gang p50 (s) | gang p99 (s) | gangs placed / partial / unplaced (fit) | racks per gang (min) | stranded GPUs | API writes per pod | scheduler CPU ms per pod |")
+	if repeated {
+		b.WriteString(" every run: pods/s, gang p99 (s) |")
+	}
+	b.WriteString("\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+	if repeated {
+		b.WriteString("---|")
+	}
+	b.WriteString("\n")
 	for _, r := range results {
 		perPod := "–"
 		if s, ok := r.CPU["scheduler"]; ok && r.BoundPods > 0 {
 			perPod = fmt.Sprintf("%.2f", 1000*s/float64(r.BoundPods))
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %.1f | %.1f | %.1f | %d / %d / %d (%d) | %.2f (%.2f) | %d | %.2f | %s |\n", r.Nodes, r.Mix, r.Scheduler,
+		fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %.1f | %.1f | %.1f | %d / %d / %d (%d) | %.2f (%.2f) | %d | %.2f | %s |", r.Nodes, r.Mix, r.Scheduler,
 			r.PodsPerSec, r.FirstBind, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit, r.RacksPerGang, r.MinRacksPerGang, r.Stranded, r.WritesPerPod, perPod)
+		if repeated {
+			var each []string
+			for _, run := range r.Runs {
+				each = append(each, fmt.Sprintf("%.0f, %.1f", run.PodsPerSec, run.GangP99))
+			}
+			fmt.Fprintf(&b, " %s |", strings.Join(each, "; "))
+		}
+		b.WriteString("\n")
 	}
 	b.WriteString("\n")
 	seen := map[string]bool{}

@@ -594,7 +594,9 @@ type TrainingJobStatus struct {
 	// +kubebuilder:validation:MaxLength=128
 	FailureReason string `json:"failureReason,omitempty"`
 
-	// restartCount is the number of times the whole gang was restarted, for any cause.
+	// restartCount is the number of times the whole gang was restarted, for any cause: a failed
+	// or lost pod, preemption by the scheduler or by Kueue, or suspension while it ran. Each
+	// restart's pods carry the next attempt number in the convoy.dev/restart-attempt label.
 	// +optional
 	RestartCount int32 `json:"restartCount,omitempty"`
 

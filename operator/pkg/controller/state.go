@@ -118,6 +118,12 @@ func decide(o observation) plan {
 
 	queue := job.QueueName()
 	if job.IsSuspended() {
+		// A gang stopped while it has pods (by the user, or by Kueue evicting or preempting it) is
+		// restarted when it resumes: counted once, as it stops, and not against the backoff limit.
+		// Its next pods are the next attempt's.
+		if !isTrue(convoy.ConditionSuspended) && !isTrue(convoy.ConditionQueued) && len(o.pods) > 0 {
+			st.RestartCount++
+		}
 		if queue != "" {
 			msg := o.queue.WaitingMessage
 			if msg == "" {

@@ -297,7 +297,7 @@ func TestDecide(t *testing.T) {
 			job:  runningJob.Clone().Suspend(true).Obj(),
 			pods: gang(job.Obj(), corev1.PodRunning),
 			want: outcome{State: convoy.StateSuspended, Reasons: with(admitted, convoy.ConditionSuspended, convoy.ReasonUserSuspended),
-				Workers: convoy.WorkerCounts{Active: 2}, Delete: []string{"llm-worker-0", "llm-worker-1"}},
+				Workers: convoy.WorkerCounts{Active: 2}, Delete: []string{"llm-worker-0", "llm-worker-1"}, RestartCount: 1},
 		},
 		"suspended with a queue: queued for admission": {
 			job:  job.Clone().Queue("team-a").Suspend(true).Obj(),
@@ -308,7 +308,8 @@ func TestDecide(t *testing.T) {
 			pods:  gang(job.Obj(), corev1.PodRunning),
 			queue: QueueStatus{WaitingMessage: "waiting", Preempted: "preempted by TrainingJob ns/urgent"},
 			want: outcome{State: convoy.StateQueued, Reasons: map[string]string{convoy.ConditionQueued: convoy.ReasonWaitingForAdmission,
-				convoy.ConditionPreempted: convoy.ReasonPreempted}, Workers: convoy.WorkerCounts{Active: 2}, Delete: []string{"llm-worker-0", "llm-worker-1"}},
+				convoy.ConditionPreempted: convoy.ReasonPreempted}, Workers: convoy.WorkerCounts{Active: 2}, Delete: []string{"llm-worker-0", "llm-worker-1"},
+				RestartCount: 1},
 		},
 		"resumed while the suspended gang still terminates: wait": {
 			job: job.Clone().Status(convoy.TrainingJobStatus{Conditions: []metav1.Condition{

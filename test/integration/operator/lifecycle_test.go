@@ -285,7 +285,7 @@ func TestActiveDeadline(t *testing.T) {
 }
 
 // TestSuspendAndResume: a job created suspended has no pods; suspending a running job deletes its
-// gang; resuming starts it again.
+// gang; resuming starts it again, counted as a restart.
 func TestSuspendAndResume(t *testing.T) {
 	e := newEnv(t)
 	e.startOperator()
@@ -305,8 +305,12 @@ func TestSuspendAndResume(t *testing.T) {
 	}
 	e.eventually("the gang to be deleted", func() (bool, string) { n := len(e.pods("sus")); return n == 0, fmt.Sprint(n) })
 
+	// The gang stopped while it ran: it restarts, as the next attempt, not against the backoff limit.
 	setSuspend(e, "sus", false)
-	e.startGang("sus", 2, 0)
+	e.startGang("sus", 2, 1)
+	if st := e.job("sus").Status; st.RestartCount != 1 || st.FailureRestarts != 0 {
+		t.Errorf("restartCount %d, failureRestarts %d after the resumed gang runs, want 1 and 0", st.RestartCount, st.FailureRestarts)
+	}
 	e.waitEvents("sus", convoy.ReasonUserSuspended, convoy.ReasonResumed)
 }
 

@@ -239,8 +239,17 @@ func TestHighPriorityJobPreemptsAWholeGangThatResumesFromItsCheckpoint(t *testin
 			t.Errorf("pod %s CONVOY_RESUME_FROM = %q, want %q", pod.Name, got, checkpoint)
 		}
 	}
-	if c := condition(e.job(e.ns, "low"), convoy.ConditionPreempted); c != nil {
+	low := e.job(e.ns, "low")
+	if c := condition(low, convoy.ConditionPreempted); c != nil {
 		t.Errorf("the running job still shows Preempted: %+v", c)
+	}
+	if st := low.Status; st.RestartCount != 1 || st.FailureRestarts != 0 {
+		t.Errorf("restartCount %d, failureRestarts %d after the preempted gang runs again, want 1 and 0", st.RestartCount, st.FailureRestarts)
+	}
+	for _, pod := range resumed {
+		if got := pod.Labels[convoy.LabelRestartAttempt]; got != "1" {
+			t.Errorf("pod %s of the resumed gang has attempt %q, want 1", pod.Name, got)
+		}
 	}
 }
 

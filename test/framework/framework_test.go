@@ -51,7 +51,7 @@ func TestControlPlaneServesKubectl(t *testing.T) {
 func TestGPUNodeBecomesReady(t *testing.T) {
 	c := framework.Shared(t)
 	ctx := t.Context()
-	spec := framework.NodeSpec{Name: "ready-gpu", GPUs: 8, GPUProduct: h100, Zone: "zone-a", Block: "block-a", Rack: "rack-a"}
+	spec := framework.NodeSpec{Name: framework.Unique(t, "ready-gpu"), GPUs: 8, GPUProduct: h100, Zone: "zone-a", Block: "block-a", Rack: "rack-a"}
 	if err := c.CreateNodes(ctx, spec); err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestGPUNodeBecomesReady(t *testing.T) {
 		framework.LabelZone:       "zone-a",
 		framework.LabelBlock:      "block-a",
 		framework.LabelRack:       "rack-a",
-		framework.LabelHostname:   "ready-gpu",
+		framework.LabelHostname:   spec.Name,
 		framework.LabelGPUProduct: h100,
 		framework.LabelNodeType:   framework.NodeTypeKwok,
 	}
@@ -88,14 +88,15 @@ func TestGPUNodeBecomesReady(t *testing.T) {
 func TestPodBoundToKwokNodeRuns(t *testing.T) {
 	c := framework.Shared(t)
 	ctx := t.Context()
-	if err := c.CreateNodes(ctx, framework.NodeSpec{Name: "pod-gpu", GPUs: 8, GPUProduct: h100}); err != nil {
+	node := framework.Unique(t, "pod-gpu")
+	if err := c.CreateNodes(ctx, framework.NodeSpec{Name: node, GPUs: 8, GPUProduct: h100}); err != nil {
 		t.Fatal(err)
 	}
 	// No scheduler runs in the cluster: the pod names its node, as Convoy's scheduler would bind it.
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "trainer", Namespace: metav1.NamespaceDefault},
+		ObjectMeta: metav1.ObjectMeta{Name: framework.Unique(t, "trainer"), Namespace: metav1.NamespaceDefault},
 		Spec: corev1.PodSpec{
-			NodeName: "pod-gpu",
+			NodeName: node,
 			Containers: []corev1.Container{{
 				Name:  "trainer",
 				Image: "example.com/trainer:latest",
@@ -123,7 +124,7 @@ func TestPodBoundToKwokNodeRuns(t *testing.T) {
 func TestServiceAccountKubeconfigIsSubjectToRBAC(t *testing.T) {
 	c := framework.Shared(t)
 	ctx := t.Context()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "rbac-test"}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: framework.Unique(t, "rbac-test")}}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "reader", Namespace: ns.Name}}
 	for _, obj := range []client.Object{ns, sa} {
 		if err := c.Client.Create(ctx, obj); err != nil {
@@ -147,11 +148,11 @@ func TestServiceAccountKubeconfigIsSubjectToRBAC(t *testing.T) {
 	}
 
 	role := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "rbac-test-node-reader"},
+		ObjectMeta: metav1.ObjectMeta{Name: ns.Name + "-node-reader"},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}}},
 	}
 	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "rbac-test-node-reader"},
+		ObjectMeta: metav1.ObjectMeta{Name: ns.Name + "-node-reader"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: sa.Namespace, Name: sa.Name}},
 	}
@@ -183,7 +184,7 @@ func TestInstallCRDs(t *testing.T) {
 	widget.SetAPIVersion("test.convoy.dev/v1")
 	widget.SetKind("Widget")
 	widget.SetNamespace(metav1.NamespaceDefault)
-	widget.SetName("w")
+	widget.SetName(framework.Unique(t, "w"))
 	if err := unstructured.SetNestedField(widget.Object, int64(3), "spec", "size"); err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,10 @@ import (
 	"github.com/convoy-dev/convoy/test/framework"
 )
 
+// namespace creates the test's namespace name (framework.Unique) and returns its name.
 func namespace(t *testing.T, c *framework.Cluster, name string) string {
 	t.Helper()
+	name = framework.Unique(t, name)
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
 	if err := c.Client.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -77,7 +79,7 @@ func TestSampleIsAcceptedAndDefaulted(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := fromYAML(t, string(minimal))
-	m.SetNamespace("api-sample")
+	m.SetNamespace(u.GetNamespace())
 	if err := c.Client.Create(ctx, m); err != nil {
 		t.Fatalf("the minimal TrainingJob was rejected: %v", err)
 	}
@@ -274,7 +276,7 @@ func TestKubectlPrintsTheColumns(t *testing.T) {
 		t.Errorf("kubectl explain trainingjob.spec.numWorkers does not show the field's documentation:\n%s", doc)
 	}
 
-	gn := &v1alpha1.GPUNode{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-columns"}}
+	gn := &v1alpha1.GPUNode{ObjectMeta: metav1.ObjectMeta{Name: framework.Unique(t, "gpu-node-columns")}}
 	if err := c.Client.Create(ctx, gn); err != nil {
 		t.Fatal(err)
 	}
@@ -288,12 +290,12 @@ func TestKubectlPrintsTheColumns(t *testing.T) {
 	if err := c.Client.Status().Update(ctx, gn); err != nil {
 		t.Fatal(err)
 	}
-	out = kubectl(t, c, "get", "gpunodes", "gpu-node-columns")
+	out = kubectl(t, c, "get", "gpunodes", gn.Name)
 	lines = strings.Split(strings.TrimSpace(out), "\n")
 	if got, want := strings.Fields(lines[0]), []string{"NAME", "GPUS", "PRODUCT", "HEALTHY", "FREE", "AGE"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("kubectl get gpunodes header = %v, want %v", got, want)
 	}
-	if got, want := strings.Fields(lines[1])[:5], []string{"gpu-node-columns", "3", "NVIDIA-H100-80GB-HBM3", "2", "1"}; strings.Join(got, " ") != strings.Join(want, " ") {
+	if got, want := strings.Fields(lines[1])[:5], []string{gn.Name, "3", "NVIDIA-H100-80GB-HBM3", "2", "1"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("kubectl get gpunodes row = %v, want %v", got, want)
 	}
 }

@@ -17,15 +17,18 @@ import (
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent/nvmlmock"
+	"github.com/convoy-dev/convoy/test/framework"
 )
 
 func TestPublishesGPUNodesAndLabels(t *testing.T) {
 	c := cluster(t)
-	createNodes(t, c, 8, "pub-h100", "pub-pcie")
-	h100 := startAgent(t, nil, nvmlmock.ProfileH100x8, nodeagent.Options{Nodes: []string{"pub-h100"}, PollInterval: 200 * time.Millisecond})
-	startAgent(t, nil, nvmlmock.ProfilePCIe4, nodeagent.Options{Nodes: []string{"pub-pcie"}, PollInterval: 200 * time.Millisecond})
+	pubH100 := framework.Unique(t, "pub-h100")
+	pubPCIe := framework.Unique(t, "pub-pcie")
+	createNodes(t, c, 8, pubH100, pubPCIe)
+	h100 := startAgent(t, nil, nvmlmock.ProfileH100x8, nodeagent.Options{Nodes: []string{pubH100}, PollInterval: 200 * time.Millisecond})
+	startAgent(t, nil, nvmlmock.ProfilePCIe4, nodeagent.Options{Nodes: []string{pubPCIe}, PollInterval: 200 * time.Millisecond})
 
-	h := waitGPUNode(t, c, "pub-h100", 20*time.Second, "8 healthy GPUs", published(8, 8))
+	h := waitGPUNode(t, c, pubH100, 20*time.Second, "8 healthy GPUs", published(8, 8))
 	st := h.Status
 	if st.Product != "NVIDIA H100 80GB HBM3" || st.Free != 8 || st.DriverVersion == "" || st.CUDAVersion != "12.4" {
 		t.Errorf("summary: product %q, free %d, driver %q, CUDA %q", st.Product, st.Free, st.DriverVersion, st.CUDAVersion)
@@ -39,18 +42,18 @@ func TestPublishesGPUNodesAndLabels(t *testing.T) {
 		}
 	}
 	for _, g := range st.GPUs {
-		if g.NVLinkDomain != "pub-h100/nvlink-0" || g.NUMANode == nil || g.Architecture != "Hopper" || g.MIGMode != "Disabled" || len(g.NVLinks) != 18 {
+		if g.NVLinkDomain != pubH100+"/nvlink-0" || g.NUMANode == nil || g.Architecture != "Hopper" || g.MIGMode != "Disabled" || len(g.NVLinks) != 18 {
 			t.Errorf("GPU %d: domain %q, NUMA %v, architecture %q, MIG %q, %d NVLinks", g.Index, g.NVLinkDomain, g.NUMANode, g.Architecture, g.MIGMode, len(g.NVLinks))
 		}
 	}
 	if c := meta(st.Conditions, convoy.GPUNodeNVMLAvailable); c == nil || c.Status != metav1.ConditionTrue || c.Reason != convoy.GPUNodeReasonInitialized {
 		t.Errorf("NVMLAvailable condition: %+v", c)
 	}
-	if len(h.OwnerReferences) != 1 || h.OwnerReferences[0].Kind != "Node" || h.OwnerReferences[0].Name != "pub-h100" {
+	if len(h.OwnerReferences) != 1 || h.OwnerReferences[0].Kind != "Node" || h.OwnerReferences[0].Name != pubH100 {
 		t.Errorf("owner references %+v: want the Node, so that deleting the node deletes its GPUNode", h.OwnerReferences)
 	}
 
-	p := waitGPUNode(t, c, "pub-pcie", 20*time.Second, "4 healthy GPUs", published(4, 4))
+	p := waitGPUNode(t, c, pubPCIe, 20*time.Second, "4 healthy GPUs", published(4, 4))
 	wantPCIe := []convoy.GPULink{
 		{A: 0, B: 1, Type: convoy.LinkPIX}, {A: 0, B: 2, Type: convoy.LinkSYS}, {A: 0, B: 3, Type: convoy.LinkSYS},
 		{A: 1, B: 2, Type: convoy.LinkSYS}, {A: 1, B: 3, Type: convoy.LinkSYS}, {A: 2, B: 3, Type: convoy.LinkPIX},
@@ -72,10 +75,10 @@ func TestPublishesGPUNodesAndLabels(t *testing.T) {
 	// The framework created the nodes with nvidia.com/gpu.product: the agent leaves that label to
 	// its owner and adds memory and count.
 	eventually(t, 10*time.Second, "GPU labels on the nodes", func() (bool, error) {
-		n := getNode(t, c, "pub-pcie")
+		n := getNode(t, c, pubPCIe)
 		return n.Labels[convoy.LabelGPUCount] == "4" && n.Labels[convoy.LabelGPUMemory] == "46068", nil
 	})
-	for _, name := range []string{"pub-h100", "pub-pcie"} {
+	for _, name := range []string{pubH100, pubPCIe} {
 		n := getNode(t, c, name)
 		if n.Labels[convoy.LabelGPUProduct] != h100Product {
 			t.Errorf("node %s: product label %q, want the framework's %q untouched", name, n.Labels[convoy.LabelGPUProduct], h100Product)
@@ -86,7 +89,7 @@ func TestPublishesGPUNodesAndLabels(t *testing.T) {
 			}
 		}
 	}
-	if n := getNode(t, c, "pub-h100"); n.Labels[convoy.LabelGPUCount] != "8" || n.Labels[convoy.LabelGPUMemory] != "81559" {
+	if n := getNode(t, c, pubH100); n.Labels[convoy.LabelGPUCount] != "8" || n.Labels[convoy.LabelGPUMemory] != "81559" {
 		t.Errorf("pub-h100 labels %v", n.Labels)
 	}
 	// Publishing a new node takes three writes: create the GPUNode, its status, the labels.
@@ -109,16 +112,17 @@ func meta(conds []metav1.Condition, typ string) *metav1.Condition {
 
 func TestFaultPublishedWithinASecond(t *testing.T) {
 	c := cluster(t)
-	createNodes(t, c, 8, "fault-xid")
+	node := framework.Unique(t, "fault-xid")
+	createNodes(t, c, 8, node)
 	// An hour between polls: only the NVML event can bring the fault to the API server in time.
-	run := startAgent(t, nil, nvmlmock.ProfileA100x8, nodeagent.Options{Nodes: []string{"fault-xid"}, PollInterval: time.Hour})
-	waitGPUNode(t, c, "fault-xid", 20*time.Second, "8 healthy GPUs", published(8, 8))
+	run := startAgent(t, nil, nvmlmock.ProfileA100x8, nodeagent.Options{Nodes: []string{node}, PollInterval: time.Hour})
+	waitGPUNode(t, c, node, 20*time.Second, "8 healthy GPUs", published(8, 8))
 
 	began := time.Now()
-	if err := run.fleet.Inject("fault-xid", 3, nvmlmock.Fault{Kind: nvmlmock.FaultXID, XID: 79}); err != nil {
+	if err := run.fleet.Inject(node, 3, nvmlmock.Fault{Kind: nvmlmock.FaultXID, XID: 79}); err != nil {
 		t.Fatal(err)
 	}
-	g := waitGPUNode(t, c, "fault-xid", 5*time.Second, "GPU 3 unhealthy", func(g *convoy.GPUNode) bool {
+	g := waitGPUNode(t, c, node, 5*time.Second, "GPU 3 unhealthy", func(g *convoy.GPUNode) bool {
 		return g.Status.GPUs[3].Health == convoy.GPUUnhealthy
 	})
 	latency := time.Since(began)
@@ -129,40 +133,41 @@ func TestFaultPublishedWithinASecond(t *testing.T) {
 	if g.Status.GPUs[3].HealthReason != "XID 79: GPU has fallen off the bus" || g.Status.Healthy != 7 || g.Status.Free != 7 {
 		t.Errorf("after XID 79: reason %q, healthy %d, free %d", g.Status.GPUs[3].HealthReason, g.Status.Healthy, g.Status.Free)
 	}
-	e := waitEvent(t, c, "fault-xid", nodeagent.ReasonGPUUnhealthy)
+	e := waitEvent(t, c, node, nodeagent.ReasonGPUUnhealthy)
 	if e.Type != corev1.EventTypeWarning || !strings.Contains(e.Note, "GPU 3") || !strings.Contains(e.Note, "XID 79") {
 		t.Errorf("Event %s %q", e.Type, e.Note)
 	}
-	if v := run.metric(t, "convoy_gpu_healthy", map[string]string{"node": "fault-xid", "gpu": "3"}); v != 0 {
+	if v := run.metric(t, "convoy_gpu_healthy", map[string]string{"node": node, "gpu": "3"}); v != 0 {
 		t.Errorf("convoy_gpu_healthy for GPU 3 = %v, want 0", v)
 	}
-	if v := run.metric(t, "convoy_gpu_xid_errors_total", map[string]string{"node": "fault-xid", "gpu": "3", "xid": "79"}); v != 1 {
+	if v := run.metric(t, "convoy_gpu_xid_errors_total", map[string]string{"node": node, "gpu": "3", "xid": "79"}); v != 1 {
 		t.Errorf("convoy_gpu_xid_errors_total for XID 79 = %v, want 1", v)
 	}
 }
 
 func TestHealthTransitions(t *testing.T) {
 	c := cluster(t)
-	createNodes(t, c, 8, "fault-ecc")
-	run := startAgent(t, nil, nvmlmock.ProfileH100x8, nodeagent.Options{Nodes: []string{"fault-ecc"}, PollInterval: 200 * time.Millisecond})
-	waitGPUNode(t, c, "fault-ecc", 20*time.Second, "8 healthy GPUs", published(8, 8))
+	node := framework.Unique(t, "fault-ecc")
+	createNodes(t, c, 8, node)
+	run := startAgent(t, nil, nvmlmock.ProfileH100x8, nodeagent.Options{Nodes: []string{node}, PollInterval: 200 * time.Millisecond})
+	waitGPUNode(t, c, node, 20*time.Second, "8 healthy GPUs", published(8, 8))
 
 	for _, fault := range []string{"ecc", "row-remap", "lost"} {
 		f, _ := nvmlmock.ParseFault(fault)
-		if err := run.fleet.Inject("fault-ecc", 6, f); err != nil {
+		if err := run.fleet.Inject(node, 6, f); err != nil {
 			t.Fatal(err)
 		}
-		g := waitGPUNode(t, c, "fault-ecc", 2*time.Second, fault+": GPU 6 unhealthy", func(g *convoy.GPUNode) bool {
+		g := waitGPUNode(t, c, node, 2*time.Second, fault+": GPU 6 unhealthy", func(g *convoy.GPUNode) bool {
 			return g.Status.GPUs[6].Health == convoy.GPUUnhealthy
 		})
 		t.Logf("%s: %q", fault, g.Status.GPUs[6].HealthReason)
-		if err := run.fleet.Clear("fault-ecc", 6); err != nil {
+		if err := run.fleet.Clear(node, 6); err != nil {
 			t.Fatal(err)
 		}
-		waitGPUNode(t, c, "fault-ecc", 5*time.Second, fault+" cleared: GPU 6 healthy", published(8, 8))
+		waitGPUNode(t, c, node, 5*time.Second, fault+" cleared: GPU 6 healthy", published(8, 8))
 	}
-	unhealthy := nodeEvents(t, c, "fault-ecc", nodeagent.ReasonGPUUnhealthy)
-	recovered := waitEvent(t, c, "fault-ecc", nodeagent.ReasonGPURecovered)
+	unhealthy := nodeEvents(t, c, node, nodeagent.ReasonGPUUnhealthy)
+	recovered := waitEvent(t, c, node, nodeagent.ReasonGPURecovered)
 	if len(unhealthy) == 0 || recovered.Type != corev1.EventTypeNormal || !strings.Contains(recovered.Note, "GPU 6") {
 		t.Errorf("Events: %d GPUUnhealthy, GPURecovered %s %q", len(unhealthy), recovered.Type, recovered.Note)
 	}
@@ -170,30 +175,31 @@ func TestHealthTransitions(t *testing.T) {
 
 func TestNoWritesWhenNothingChanged(t *testing.T) {
 	c := cluster(t)
-	createNodes(t, c, 8, "quiet")
-	opts := nodeagent.Options{Nodes: []string{"quiet"}, PollInterval: 100 * time.Millisecond, Heartbeat: time.Hour}
+	node := framework.Unique(t, "quiet")
+	createNodes(t, c, 8, node)
+	opts := nodeagent.Options{Nodes: []string{node}, PollInterval: 100 * time.Millisecond, Heartbeat: time.Hour}
 	run := startAgent(t, nil, nvmlmock.ProfileNVLinkPairs8, opts)
-	waitGPUNode(t, c, "quiet", 20*time.Second, "8 healthy GPUs", published(8, 8))
+	waitGPUNode(t, c, node, 20*time.Second, "8 healthy GPUs", published(8, 8))
 	eventually(t, 10*time.Second, "GPU labels", func() (bool, error) {
-		return getNode(t, c, "quiet").Labels[convoy.LabelGPUCount] == "8", nil
+		return getNode(t, c, node).Labels[convoy.LabelGPUCount] == "8", nil
 	})
 	run.waitPolls(t, 3)
-	gpuNodeRV, nodeRV := mustGPUNode(t, "quiet").ResourceVersion, getNode(t, c, "quiet").ResourceVersion
+	gpuNodeRV, nodeRV := mustGPUNode(t, node).ResourceVersion, getNode(t, c, node).ResourceVersion
 	writes := run.writes(t)
 
 	// Load changes what the metrics show, not what the GPUNode says.
-	srv := run.fleet.Server("quiet", nvmlmock.Options{})
+	srv := run.fleet.Server(node, nvmlmock.Options{})
 	if err := srv.SetLoad(0, 80, 10<<30); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the utilization metric", func() (bool, error) {
-		return run.metric(t, "convoy_gpu_utilization_percent", map[string]string{"node": "quiet", "gpu": "0"}) == 80, nil
+		return run.metric(t, "convoy_gpu_utilization_percent", map[string]string{"node": node, "gpu": "0"}) == 80, nil
 	})
 	run.waitPolls(t, 20)
-	if rv := mustGPUNode(t, "quiet").ResourceVersion; rv != gpuNodeRV {
+	if rv := mustGPUNode(t, node).ResourceVersion; rv != gpuNodeRV {
 		t.Errorf("GPUNode written while nothing changed: resourceVersion %s -> %s", gpuNodeRV, rv)
 	}
-	if rv := getNode(t, c, "quiet").ResourceVersion; rv != nodeRV {
+	if rv := getNode(t, c, node).ResourceVersion; rv != nodeRV {
 		t.Errorf("Node written while nothing changed: resourceVersion %s -> %s", nodeRV, rv)
 	}
 	if w := run.writes(t); w != writes {
@@ -208,19 +214,19 @@ func TestNoWritesWhenNothingChanged(t *testing.T) {
 	if w := again.writes(t); w != 0 {
 		t.Errorf("the restarted agent wrote %v times", w)
 	}
-	if rv := mustGPUNode(t, "quiet").ResourceVersion; rv != gpuNodeRV {
+	if rv := mustGPUNode(t, node).ResourceVersion; rv != gpuNodeRV {
 		t.Errorf("GPUNode written after a restart: resourceVersion %s -> %s", gpuNodeRV, rv)
 	}
-	if rv := getNode(t, c, "quiet").ResourceVersion; rv != nodeRV {
+	if rv := getNode(t, c, node).ResourceVersion; rv != nodeRV {
 		t.Errorf("Node written after a restart: resourceVersion %s -> %s", nodeRV, rv)
 	}
 	again.stop()
 
 	// The heartbeat: an unchanged status is written again once observedTime is older than it.
-	before := mustGPUNode(t, "quiet").Status.ObservedTime.Time
+	before := mustGPUNode(t, node).Status.ObservedTime.Time
 	opts.Heartbeat = 2 * time.Second
 	beat := startAgent(t, nil, nvmlmock.ProfileNVLinkPairs8, opts)
-	g := waitGPUNode(t, c, "quiet", 10*time.Second, "a newer observedTime", func(g *convoy.GPUNode) bool {
+	g := waitGPUNode(t, c, node, 10*time.Second, "a newer observedTime", func(g *convoy.GPUNode) bool {
 		return g.Status.ObservedTime.After(before)
 	})
 	if g.Status.Healthy != 8 {
@@ -244,13 +250,14 @@ func mustGPUNode(t *testing.T, name string) *convoy.GPUNode {
 
 func TestGPUNodeRecreatedAfterDeletion(t *testing.T) {
 	c := cluster(t)
-	createNodes(t, c, 8, "recreate")
-	startAgent(t, nil, nvmlmock.ProfileA100x8, nodeagent.Options{Nodes: []string{"recreate"}, PollInterval: time.Hour})
-	g := waitGPUNode(t, c, "recreate", 20*time.Second, "8 healthy GPUs", published(8, 8))
+	node := framework.Unique(t, "recreate")
+	createNodes(t, c, 8, node)
+	startAgent(t, nil, nvmlmock.ProfileA100x8, nodeagent.Options{Nodes: []string{node}, PollInterval: time.Hour})
+	g := waitGPUNode(t, c, node, 20*time.Second, "8 healthy GPUs", published(8, 8))
 	if err := c.Client.Delete(context.Background(), g); err != nil {
 		t.Fatal(err)
 	}
-	waitGPUNode(t, c, "recreate", 10*time.Second, "recreated", func(n *convoy.GPUNode) bool {
+	waitGPUNode(t, c, node, 10*time.Second, "recreated", func(n *convoy.GPUNode) bool {
 		return n.UID != g.UID && n.Status.Capacity == 8
 	})
 }
@@ -287,30 +294,31 @@ func holders(g *convoy.GPUNode) map[string][]int32 {
 
 func TestWhichPodHoldsWhichGPU(t *testing.T) {
 	c := cluster(t)
+	alloc := framework.Unique(t, "alloc")
 	ctx := context.Background()
-	createNodes(t, c, 8, "alloc")
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "alloc"}}
+	createNodes(t, c, 8, alloc)
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: alloc}}
 	if err := c.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	startAgent(t, nil, nvmlmock.ProfileNVLinkPairs8, nodeagent.Options{Nodes: []string{"alloc"}, PollInterval: 200 * time.Millisecond})
-	waitGPUNode(t, c, "alloc", 20*time.Second, "8 healthy GPUs", published(8, 8))
+	startAgent(t, nil, nvmlmock.ProfileNVLinkPairs8, nodeagent.Options{Nodes: []string{alloc}, PollInterval: 200 * time.Millisecond})
+	waitGPUNode(t, c, alloc, 20*time.Second, "8 healthy GPUs", published(8, 8))
 
 	// The scheduler chose GPUs 6 and 7 for one pod; another comes without a choice.
-	for _, p := range []*corev1.Pod{gpuPod("alloc", "chosen", "alloc", 2, "6,7"), gpuPod("alloc", "free", "alloc", 2, "")} {
+	for _, p := range []*corev1.Pod{gpuPod(alloc, "chosen", alloc, 2, "6,7"), gpuPod(alloc, "free", alloc, 2, "")} {
 		if err := c.Client.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	g := waitGPUNode(t, c, "alloc", 10*time.Second, "both pods holding GPUs", func(g *convoy.GPUNode) bool {
+	g := waitGPUNode(t, c, alloc, 10*time.Second, "both pods holding GPUs", func(g *convoy.GPUNode) bool {
 		h := holders(g)
-		return len(h["alloc/chosen"]) == 2 && len(h["alloc/free"]) == 2
+		return len(h[alloc+"/chosen"]) == 2 && len(h[alloc+"/free"]) == 2
 	})
 	h := holders(g)
-	if !slices.Equal(h["alloc/chosen"], []int32{6, 7}) {
-		t.Errorf("alloc/chosen holds %v, want the scheduler's 6,7", h["alloc/chosen"])
+	if !slices.Equal(h[alloc+"/chosen"], []int32{6, 7}) {
+		t.Errorf("alloc/chosen holds %v, want the scheduler's 6,7", h[alloc+"/chosen"])
 	}
-	free := h["alloc/free"]
+	free := h[alloc+"/free"]
 	for _, l := range g.Status.Links {
 		if l.A == free[0] && l.B == free[1] && l.Type != convoy.LinkNVLink {
 			t.Errorf("alloc/free holds GPUs %v, joined by %s: want an NVLink-bridged pair", free, l.Type)
@@ -322,16 +330,16 @@ func TestWhichPodHoldsWhichGPU(t *testing.T) {
 
 	// The pods keep their GPUs across polls; when one ends, its GPUs are free again.
 	time.Sleep(time.Second)
-	if again := mustGPUNode(t, "alloc"); !mapsEqual(holders(again), h) {
+	if again := mustGPUNode(t, alloc); !mapsEqual(holders(again), h) {
 		t.Errorf("assignment changed between polls: %v -> %v", h, holders(again))
 	}
-	if err := c.Client.Delete(ctx, gpuPod("alloc", "chosen", "alloc", 2, ""), client.GracePeriodSeconds(0)); err != nil {
+	if err := c.Client.Delete(ctx, gpuPod(alloc, "chosen", alloc, 2, ""), client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	g = waitGPUNode(t, c, "alloc", 10*time.Second, "GPUs 6 and 7 free again", func(g *convoy.GPUNode) bool {
+	g = waitGPUNode(t, c, alloc, 10*time.Second, "GPUs 6 and 7 free again", func(g *convoy.GPUNode) bool {
 		return g.Status.GPUs[6].AllocatedTo == "" && g.Status.GPUs[7].AllocatedTo == ""
 	})
-	if g.Status.Free != 6 || !slices.Equal(holders(g)["alloc/free"], free) {
+	if g.Status.Free != 6 || !slices.Equal(holders(g)[alloc+"/free"], free) {
 		t.Errorf("after alloc/chosen ended: free %d, holders %v", g.Status.Free, holders(g))
 	}
 }
@@ -350,15 +358,16 @@ func mapsEqual(a, b map[string][]int32) bool {
 
 func TestNoDriverNoCrash(t *testing.T) {
 	c := cluster(t)
-	createNodes(t, c, 8, "no-driver")
+	node := framework.Unique(t, "no-driver")
+	createNodes(t, c, 8, node)
 	run := startAgent(t, nil, nvmlmock.ProfileA100x8, nodeagent.Options{
-		Nodes: []string{"no-driver"}, PollInterval: 200 * time.Millisecond, RetryInterval: 200 * time.Millisecond,
+		Nodes: []string{node}, PollInterval: 200 * time.Millisecond, RetryInterval: 200 * time.Millisecond,
 		// The real library, pointed where no driver is: NVML answers ERROR_LIBRARY_NOT_FOUND.
 		NVML: func(*corev1.Node) (nvml.Interface, error) {
 			return nvml.New(nvml.WithLibraryPath("/nonexistent/libnvidia-ml.so.1")), nil
 		},
 	})
-	g := waitGPUNode(t, c, "no-driver", 20*time.Second, "NVMLAvailable=False", func(g *convoy.GPUNode) bool {
+	g := waitGPUNode(t, c, node, 20*time.Second, "NVMLAvailable=False", func(g *convoy.GPUNode) bool {
 		cond := meta(g.Status.Conditions, convoy.GPUNodeNVMLAvailable)
 		return cond != nil && cond.Status == metav1.ConditionFalse
 	})
@@ -366,7 +375,7 @@ func TestNoDriverNoCrash(t *testing.T) {
 	if cond.Reason != convoy.GPUNodeReasonLibraryNotFound || !strings.Contains(cond.Message, "libnvidia-ml.so.1") || g.Status.Capacity != 0 {
 		t.Errorf("condition %+v, capacity %d", cond, g.Status.Capacity)
 	}
-	e := waitEvent(t, c, "no-driver", nodeagent.ReasonNVMLUnavailable)
+	e := waitEvent(t, c, node, nodeagent.ReasonNVMLUnavailable)
 	if e.Type != corev1.EventTypeWarning {
 		t.Errorf("Event type %s", e.Type)
 	}
@@ -376,7 +385,7 @@ func TestNoDriverNoCrash(t *testing.T) {
 	if w := run.writes(t); w != writes {
 		t.Errorf("%v writes while NVML stayed missing", w-writes)
 	}
-	if n := getNode(t, c, "no-driver"); n.Labels[convoy.LabelGPUCount] != "" {
+	if n := getNode(t, c, node); n.Labels[convoy.LabelGPUCount] != "" {
 		t.Errorf("GPU count label %q on a node without NVML", n.Labels[convoy.LabelGPUCount])
 	}
 }

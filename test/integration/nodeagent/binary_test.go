@@ -67,13 +67,17 @@ func freePort(t *testing.T) int {
 
 func TestBinaryServesFakeNodes(t *testing.T) {
 	c := cluster(t)
+	binA := framework.Unique(t, "bin-a")
+	binB := framework.Unique(t, "bin-b")
+	binOther := framework.Unique(t, "bin-other")
+	selected := framework.Unique(t, "binary")
 	ctx := context.Background()
 	bin := agentBinary(t)
 	var specs []framework.NodeSpec
-	for _, n := range []string{"bin-a", "bin-b"} {
-		specs = append(specs, framework.NodeSpec{Name: n, GPUs: 8, Labels: map[string]string{"convoy.dev/agent-test": "binary"}})
+	for _, n := range []string{binA, binB} {
+		specs = append(specs, framework.NodeSpec{Name: n, GPUs: 8, Labels: map[string]string{"convoy.dev/agent-test": selected}})
 	}
-	specs = append(specs, framework.NodeSpec{Name: "bin-other", GPUs: 8}) // not selected
+	specs = append(specs, framework.NodeSpec{Name: binOther, GPUs: 8}) // not selected
 	if err := c.CreateNodes(ctx, specs...); err != nil {
 		t.Fatal(err)
 	}
@@ -85,18 +89,18 @@ func TestBinaryServesFakeNodes(t *testing.T) {
 	if err := c.StartProcess("convoy-node-agent", bin, []string{
 		"--kubeconfig=" + kubeconfig,
 		"--nvml=mock:a100-8",
-		"--node-selector=convoy.dev/agent-test=binary",
+		"--node-selector=convoy.dev/agent-test=" + selected,
 		"--metrics-bind-address=" + addr,
 		"--poll-interval=200ms",
-		"--fault=bin-b/2=ecc",
+		"--fault=" + binB + "/2=ecc",
 		"--kube-api-qps=100",
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.StopProcess("convoy-node-agent") })
 
-	waitGPUNode(t, c, "bin-a", 30*time.Second, "8 healthy GPUs", published(8, 8))
-	b := waitGPUNode(t, c, "bin-b", 30*time.Second, "7 healthy GPUs (the --fault flag)", published(8, 7))
+	waitGPUNode(t, c, binA, 30*time.Second, "8 healthy GPUs", published(8, 8))
+	b := waitGPUNode(t, c, binB, 30*time.Second, "7 healthy GPUs (the --fault flag)", published(8, 7))
 	if b.Status.GPUs[2].Health != convoy.GPUUnhealthy {
 		t.Errorf("bin-b GPU 2 is %s, want Unhealthy from --fault", b.Status.GPUs[2].Health)
 	}
@@ -115,13 +119,13 @@ func TestBinaryServesFakeNodes(t *testing.T) {
 			t.Fatalf("%s /faults?%s: %s %s", method, query, resp.Status, body)
 		}
 	}
-	do(http.MethodPost, "node=bin-a&gpu=5&fault=xid:79")
-	a := waitGPUNode(t, c, "bin-a", 5*time.Second, "GPU 5 unhealthy", published(8, 7))
+	do(http.MethodPost, "node="+binA+"&gpu=5&fault=xid:79")
+	a := waitGPUNode(t, c, binA, 5*time.Second, "GPU 5 unhealthy", published(8, 7))
 	if a.Status.GPUs[5].HealthReason != "XID 79: GPU has fallen off the bus" {
 		t.Errorf("bin-a GPU 5: %q", a.Status.GPUs[5].HealthReason)
 	}
-	do(http.MethodDelete, "node=bin-b&gpu=2")
-	waitGPUNode(t, c, "bin-b", 5*time.Second, "healthy again", published(8, 8))
+	do(http.MethodDelete, "node="+binB+"&gpu=2")
+	waitGPUNode(t, c, binB, 5*time.Second, "healthy again", published(8, 8))
 
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -131,14 +135,14 @@ func TestBinaryServesFakeNodes(t *testing.T) {
 	resp.Body.Close()
 	var healthy5 string
 	for _, line := range strings.Split(string(metrics), "\n") {
-		if strings.HasPrefix(line, "convoy_gpu_healthy{") && strings.Contains(line, `node="bin-a"`) && strings.Contains(line, `gpu="5"`) {
+		if strings.HasPrefix(line, "convoy_gpu_healthy{") && strings.Contains(line, `node="`+binA+`"`) && strings.Contains(line, `gpu="5"`) {
 			healthy5 = line
 		}
 	}
 	if !strings.HasSuffix(healthy5, " 0") || !strings.Contains(string(metrics), "convoy_node_agent_publishes_total{") {
 		t.Errorf("metrics: convoy_gpu_healthy for bin-a GPU 5 is %q; want 0, and publish counts", healthy5)
 	}
-	if _, err := getGPUNode(t, c, "bin-other"); err == nil {
+	if _, err := getGPUNode(t, c, binOther); err == nil {
 		t.Error("the agent published a GPUNode for bin-other, which its --node-selector does not select")
 	}
 }

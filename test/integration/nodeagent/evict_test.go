@@ -16,35 +16,38 @@ import (
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent/nvmlmock"
+	"github.com/convoy-dev/convoy/test/framework"
 )
 
 // The DaemonSet's agent, with its own RBAC and admission policies, evicts the pod holding a GPU
 // that turns unhealthy, and only that pod.
 func TestUnhealthyGPUEvictsItsPod(t *testing.T) {
 	c := cluster(t)
+	node := framework.Unique(t, "evict-x")
+	ns := framework.Unique(t, "evict")
 	ctx := context.Background()
-	createNodes(t, c, 8, "evict-x")
-	cfg := nodeBoundConfig(t, c, "evict-x")
-	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "evict"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+	createNodes(t, c, 8, node)
+	cfg := nodeBoundConfig(t, c, node)
+	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	for _, p := range []*corev1.Pod{gpuPod("evict", "train", "evict-x", 2, "2,3"), gpuPod("evict", "other", "evict-x", 2, "4,5")} {
+	for _, p := range []*corev1.Pod{gpuPod(ns, "train", node, 2, "2,3"), gpuPod(ns, "other", node, 2, "4,5")} {
 		if err := c.Client.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	run := startAgent(t, cfg, nvmlmock.ProfileH100x8, nodeagent.Options{NodeName: "evict-x", PollInterval: 200 * time.Millisecond, EvictOnUnhealthy: true})
-	waitGPUNode(t, c, "evict-x", 20*time.Second, "both pods holding their GPUs", func(g *convoy.GPUNode) bool {
+	run := startAgent(t, cfg, nvmlmock.ProfileH100x8, nodeagent.Options{NodeName: node, PollInterval: 200 * time.Millisecond, EvictOnUnhealthy: true})
+	waitGPUNode(t, c, node, 20*time.Second, "both pods holding their GPUs", func(g *convoy.GPUNode) bool {
 		h := holders(g)
-		return len(h["evict/train"]) == 2 && len(h["evict/other"]) == 2
+		return len(h[ns+"/train"]) == 2 && len(h[ns+"/other"]) == 2
 	})
 
-	w, err := c.Clientset.CoreV1().Pods("evict").Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "train").String()})
+	w, err := c.Clientset.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", "train").String()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer w.Stop()
-	if err := run.fleet.Inject("evict-x", 3, nvmlmock.Fault{Kind: nvmlmock.FaultXID, XID: 79}); err != nil {
+	if err := run.fleet.Inject(node, 3, nvmlmock.Fault{Kind: nvmlmock.FaultXID, XID: 79}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -76,23 +79,23 @@ func TestUnhealthyGPUEvictsItsPod(t *testing.T) {
 		t.Errorf("DisruptionTarget reason %q, want EvictionByEvictionAPI", disrupted.Reason)
 	}
 
-	e := waitEvent(t, c, "evict-x", nodeagent.ReasonPodEvicted)
+	e := waitEvent(t, c, node, nodeagent.ReasonPodEvicted)
 	if e.Type != corev1.EventTypeWarning || e.Related == nil || e.Related.Kind != "Pod" || e.Related.Name != "train" ||
-		!strings.Contains(e.Note, "evict/train") || !strings.Contains(e.Note, "GPU 3") || !strings.Contains(e.Note, "XID 79") {
+		!strings.Contains(e.Note, ns+"/train") || !strings.Contains(e.Note, "GPU 3") || !strings.Contains(e.Note, "XID 79") {
 		t.Errorf("Event %s related %+v: %q; want a Warning about evict/train naming GPU 3 and XID 79", e.Type, e.Related, e.Note)
 	}
 	// The pod on healthy GPUs stays; GPU 3 is unhealthy and GPU 2 free once the evicted pod is gone.
-	g := waitGPUNode(t, c, "evict-x", 40*time.Second, "evict/train's GPUs released", func(g *convoy.GPUNode) bool {
-		return len(holders(g)["evict/train"]) == 0
+	g := waitGPUNode(t, c, node, 40*time.Second, "evict/train's GPUs released", func(g *convoy.GPUNode) bool {
+		return len(holders(g)[ns+"/train"]) == 0
 	})
 	if g.Status.GPUs[3].Health != convoy.GPUUnhealthy || g.Status.Free != 5 {
 		t.Errorf("GPU 3 %s, %d free; want GPU 3 unhealthy and 5 free", g.Status.GPUs[3].Health, g.Status.Free)
 	}
 	other := &corev1.Pod{}
-	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "evict", Name: "other"}, other); err != nil || other.DeletionTimestamp != nil {
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "other"}, other); err != nil || other.DeletionTimestamp != nil {
 		t.Errorf("evict/other, on healthy GPUs: %v, deleting %v; want it left alone", err, other.DeletionTimestamp != nil)
 	}
-	if n := len(nodeEvents(t, c, "evict-x", nodeagent.ReasonPodEvicted)); n != 1 {
+	if n := len(nodeEvents(t, c, node, nodeagent.ReasonPodEvicted)); n != 1 {
 		t.Errorf("%d PodEvicted Events, want 1: one eviction per transition", n)
 	}
 }

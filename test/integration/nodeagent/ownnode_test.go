@@ -68,9 +68,12 @@ func tokenConfig(c *framework.Cluster, token string) *rest.Config {
 
 func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 	c := cluster(t)
+	ownX := framework.Unique(t, "own-x")
+	ownY := framework.Unique(t, "own-y")
+	ownZ := framework.Unique(t, "own-z")
 	ctx := context.Background()
-	createNodes(t, c, 8, "own-x", "own-y")
-	cfg := nodeBoundConfig(t, c, "own-x")
+	createNodes(t, c, 8, ownX, ownY)
+	cfg := nodeBoundConfig(t, c, ownX)
 
 	// The API server puts the pod's node in the token's user info: the admission policies read it.
 	cs := kubernetes.NewForConfigOrDie(cfg)
@@ -79,12 +82,12 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	ui := review.Status.UserInfo
-	if ui.Username != "system:serviceaccount:convoy-system:convoy-node-agent" || !slices.Equal(ui.Extra[nodeNameExtra], []string{"own-x"}) {
+	if ui.Username != "system:serviceaccount:convoy-system:convoy-node-agent" || !slices.Equal(ui.Extra[nodeNameExtra], []string{ownX}) {
 		t.Fatalf("token user %q with %s=%v; want the agent's ServiceAccount on own-x", ui.Username, nodeNameExtra, ui.Extra[nodeNameExtra])
 	}
 
 	// own-y's GPUNode, as its own agent would have published it.
-	if err := c.Client.Create(ctx, &convoy.GPUNode{ObjectMeta: metav1.ObjectMeta{Name: "own-y"}}); err != nil {
+	if err := c.Client.Create(ctx, &convoy.GPUNode{ObjectMeta: metav1.ObjectMeta{Name: ownY}}); err != nil {
 		t.Fatal(err)
 	}
 	agentClient, err := client.New(cfg, client.Options{Scheme: c.Scheme})
@@ -102,7 +105,7 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 	// Admission policies take effect a moment after they are created: wait for the first refusal,
 	// without writing anything (dry run).
 	eventually(t, 30*time.Second, "the admission policies to refuse own-x's agent writing own-y's GPUNode", func() (bool, error) {
-		err := statusApply("own-y", client.DryRunAll)
+		err := statusApply(ownY, client.DryRunAll)
 		return isForbidden(err), err
 	})
 
@@ -118,16 +121,16 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 		}
 	}
 
-	run := startAgent(t, cfg, nvmlmock.ProfileH100x8, nodeagent.Options{NodeName: "own-x", PollInterval: 200 * time.Millisecond})
-	waitGPUNode(t, c, "own-x", 20*time.Second, "published by its own agent", published(8, 8))
+	run := startAgent(t, cfg, nvmlmock.ProfileH100x8, nodeagent.Options{NodeName: ownX, PollInterval: 200 * time.Millisecond})
+	waitGPUNode(t, c, ownX, 20*time.Second, "published by its own agent", published(8, 8))
 	eventually(t, 10*time.Second, "own-x's GPU labels", func() (bool, error) {
-		return getNode(t, c, "own-x").Labels[convoy.LabelGPUCount] == "8", nil
+		return getNode(t, c, ownX).Labels[convoy.LabelGPUCount] == "8", nil
 	})
 	// Its Events about its own node pass too.
-	if err := run.fleet.Inject("own-x", 2, nvmlmock.Fault{Kind: nvmlmock.FaultECC}); err != nil {
+	if err := run.fleet.Inject(ownX, 2, nvmlmock.Fault{Kind: nvmlmock.FaultECC}); err != nil {
 		t.Fatal(err)
 	}
-	waitEvent(t, c, "own-x", nodeagent.ReasonGPUUnhealthy)
+	waitEvent(t, c, ownX, nodeagent.ReasonGPUUnhealthy)
 
 	labels := func(node string, l map[string]string) error {
 		return agentClient.Apply(ctx, corev1ac.Node(node).WithLabels(l), client.FieldOwner(nodeagent.FieldManager))
@@ -137,45 +140,45 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 		want  string
 	}{
 		"another node's GPUNode status": {
-			write: func() error { return statusApply("own-y") },
-			want:  "may write only GPUNode own-x, not own-y",
+			write: func() error { return statusApply(ownY) },
+			want:  "may write only GPUNode " + ownX + ", not " + ownY,
 		},
 		"a GPUNode for another name": {
 			write: func() error {
-				g := &convoy.GPUNode{TypeMeta: metav1.TypeMeta{APIVersion: convoy.GroupVersion.String(), Kind: "GPUNode"}, ObjectMeta: metav1.ObjectMeta{Name: "own-z"}}
+				g := &convoy.GPUNode{TypeMeta: metav1.TypeMeta{APIVersion: convoy.GroupVersion.String(), Kind: "GPUNode"}, ObjectMeta: metav1.ObjectMeta{Name: ownZ}}
 				return agentClient.Patch(ctx, g, client.Apply, client.FieldOwner(nodeagent.FieldManager))
 			},
-			want: "may write only GPUNode own-x, not own-z",
+			want: "may write only GPUNode " + ownX + ", not " + ownZ,
 		},
 		"another node's GPU labels": {
-			write: func() error { return labels("own-y", map[string]string{convoy.LabelGPUCount: "1"}) },
-			want:  "may change only node own-x, not own-y",
+			write: func() error { return labels(ownY, map[string]string{convoy.LabelGPUCount: "1"}) },
+			want:  "may change only node " + ownX + ", not " + ownY,
 		},
 		"its own node's other labels": {
 			write: func() error {
-				return labels("own-x", map[string]string{convoy.LabelGPUCount: "8", convoy.LabelGPUMemory: "81559", convoy.LabelTopologyRack: "rack-9"})
+				return labels(ownX, map[string]string{convoy.LabelGPUCount: "8", convoy.LabelGPUMemory: "81559", convoy.LabelTopologyRack: "rack-9"})
 			},
 			want: "may change only the labels nvidia.com/gpu.product, nvidia.com/gpu.memory and nvidia.com/gpu.count",
 		},
 		"its own node's taints": {
 			write: func() error {
 				patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"unschedulable": true}})
-				return agentClient.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "own-x"}}, client.RawPatch(types.MergePatchType, patch))
+				return agentClient.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: ownX}}, client.RawPatch(types.MergePatchType, patch))
 			},
 			want: "may change only the node's labels, not its spec",
 		},
 		"an Event about another node": {
 			write: func() error {
 				_, err := cs.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, &eventsv1.Event{
-					ObjectMeta:          metav1.ObjectMeta{Name: "own-y.gpu-unhealthy"},
+					ObjectMeta:          metav1.ObjectMeta{Name: ownY + ".gpu-unhealthy"},
 					EventTime:           metav1.NowMicro(),
-					Regarding:           corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: "own-y"},
+					Regarding:           corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: ownY},
 					Reason:              nodeagent.ReasonGPUUnhealthy,
 					Action:              "CheckHealth",
 					Type:                corev1.EventTypeWarning,
 					Note:                "GPU 0 is unhealthy",
 					ReportingController: "convoy.dev/node-agent",
-					ReportingInstance:   "convoy.dev/node-agent-own-x",
+					ReportingInstance:   "convoy.dev/node-agent-" + ownX,
 				}, metav1.CreateOptions{})
 				return err
 			},
@@ -183,7 +186,7 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 		},
 		"deleting its own GPUNode (RBAC)": {
 			write: func() error {
-				return agentClient.Delete(ctx, &convoy.GPUNode{ObjectMeta: metav1.ObjectMeta{Name: "own-x"}})
+				return agentClient.Delete(ctx, &convoy.GPUNode{ObjectMeta: metav1.ObjectMeta{Name: ownX}})
 			},
 			want: `cannot delete resource "gpunodes"`,
 		},
@@ -196,7 +199,7 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 			}
 		})
 	}
-	if n := getNode(t, c, "own-y"); n.Labels[convoy.LabelGPUCount] != "" || n.Labels[convoy.LabelTopologyRack] != "" {
+	if n := getNode(t, c, ownY); n.Labels[convoy.LabelGPUCount] != "" || n.Labels[convoy.LabelTopologyRack] != "" {
 		t.Errorf("own-y's labels changed: %v", n.Labels)
 	}
 
@@ -211,7 +214,7 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 	}
 	g := &convoy.GPUNode{
 		TypeMeta:   metav1.TypeMeta{APIVersion: convoy.GroupVersion.String(), Kind: "GPUNode"},
-		ObjectMeta: metav1.ObjectMeta{Name: "own-x"},
+		ObjectMeta: metav1.ObjectMeta{Name: ownX},
 		Status:     convoy.GPUNodeStatus{GPUs: []convoy.GPUDevice{{Index: 0, Health: convoy.GPUHealthy}}},
 	}
 	err = uc.Status().Patch(ctx, g, client.Apply, client.FieldOwner(nodeagent.FieldManager), client.ForceOwnership)

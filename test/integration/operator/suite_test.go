@@ -90,11 +90,7 @@ func newEnv(t *testing.T) *env {
 		setupDone = true
 	}
 	setupMu.Unlock()
-	ns := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
-	if len(ns) > 50 {
-		ns = ns[:50]
-	}
-	ns = strings.Trim(ns, "-")
+	ns := framework.TestNamespace(t)
 	e := &env{t: t, c: c, k: c.Client, ns: ns}
 	if err := c.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)

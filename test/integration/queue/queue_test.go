@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
+	"github.com/convoy-dev/convoy/test/framework"
 )
 
 // trainingJob is a PyTorch gang of workers × gpus in namespace, in LocalQueue queue at priority.
@@ -33,13 +35,16 @@ func trainingJob(namespace, name, queue, priority string, workers, gpus int32) *
 // labels.
 func TestJobWithinQuotaRunsOnTheFlavorsNodes(t *testing.T) {
 	e := newEnv(t)
-	job := trainingJob("team-a", "llama", "training", "normal", 2, 8)
+	name := framework.Unique(t, "llama")
+	job := trainingJob("team-a", name, "training", "normal", 2, 8)
 	e.create(job)
+	// team-a is the sample's, shared by every run: the job gives its quota back at the end.
+	t.Cleanup(func() { _ = e.k.Delete(context.Background(), job) })
 	if !job.IsSuspended() || job.Labels[convoy.QueueNameLabel] != "training" {
 		t.Errorf("created job: suspend %v, labels %v; want it suspended and labelled for Kueue", job.IsSuspended(), job.Labels)
 	}
 
-	admitted := e.waitJob("team-a", "llama", "admitted", func(j *convoy.TrainingJob) bool { return j.Status.Admission != nil && !j.IsSuspended() })
+	admitted := e.waitJob("team-a", name, "admitted", func(j *convoy.TrainingJob) bool { return j.Status.Admission != nil && !j.IsSuspended() })
 	want := &convoy.AdmissionStatus{ClusterQueue: "team-a", Flavors: map[string]string{"nvidia.com/gpu": "h100-on-demand"}}
 	if got := admitted.Status.Admission; got.ClusterQueue != want.ClusterQueue || got.Flavors["nvidia.com/gpu"] != "h100-on-demand" {
 		t.Errorf("status.admission = %+v, want %+v", got, want)
@@ -56,7 +61,7 @@ func TestJobWithinQuotaRunsOnTheFlavorsNodes(t *testing.T) {
 		t.Errorf("Workload priority %v (%+v), want 1000 from PriorityClass normal", wl.Spec.Priority, wl.Spec.PriorityClassRef)
 	}
 
-	for _, pod := range e.startGang("team-a", "llama", 2) {
+	for _, pod := range e.startGang("team-a", name, 2) {
 		if pod.Spec.NodeSelector[convoy.LabelGPUProduct] != h100 || pod.Spec.NodeSelector[capacityType] != "on-demand" {
 			t.Errorf("pod %s nodeSelector = %v, want the h100-on-demand flavor's labels", pod.Name, pod.Spec.NodeSelector)
 		}

@@ -145,11 +145,7 @@ func newEnv(t *testing.T) *env {
 		shared = s
 	}
 	setupMu.Unlock()
-	ns := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
-	if len(ns) > 50 {
-		ns = ns[:50]
-	}
-	e := &env{suite: shared, t: t, k: c.Client, ns: strings.Trim(ns, "-")}
+	e := &env{suite: shared, t: t, k: c.Client, ns: framework.TestNamespace(t)}
 	e.createNamespace(e.ns)
 	return e
 }

@@ -79,8 +79,8 @@ func TestGate(t *testing.T) {
 	h := newHarness(t, nodes, pods, inventory("a", 8))
 	h.state.SetPodGroup(&schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 4}})
 	gate := func() []string { return gateAll(h.state, pods) }
-	if diff := cmp.Diff([]string{"job-0: waiting for 1 more pod(s) of gang ns/job", "job-1: waiting for 1 more pod(s) of gang ns/job",
-		"job-ps: waiting for 1 more pod(s) of gang ns/job"}, gate()); diff != "" {
+	if diff := cmp.Diff([]string{"job-0: waiting for 1 more pod(s) of gang ns/job (minMember 4)", "job-1: waiting for 1 more pod(s) of gang ns/job (minMember 4)",
+		"job-ps: waiting for 1 more pod(s) of gang ns/job (minMember 4)"}, gate()); diff != "" {
 		t.Errorf("incomplete gang (-want,+got):\n%s", diff)
 	}
 	h.state.SetPodGroup(&schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 3}})
@@ -333,6 +333,20 @@ func TestPodHelpers(t *testing.T) {
 func TestIncomplete(t *testing.T) {
 	pods := []*corev1.Pod{member("ns", "job", 0, 1).Obj(), member("ns", "job", 1, 1).Obj(), member("other", "job", 2, 1).Obj()}
 	h := newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8)}, pods)
+	// told waits until both of the gang's pods show msg in their PodScheduled condition.
+	told := func(msg string) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, tellDelay+5*time.Second, true, func(ctx context.Context) (bool, error) {
+			for _, name := range []string{"job-0", "job-1"} {
+				if p, err := h.cs.CoreV1().Pods("ns").Get(ctx, name, metav1.GetOptions{}); err != nil || !saysAlready(p, msg) {
+					return false, nil
+				}
+			}
+			return true, nil
+		}); err != nil {
+			t.Errorf("the gang's pods were not told %q: %v", msg, err)
+		}
+	}
 	want := "waiting for PodGroup ns/job: create it, or remove the pod's scheduling.x-k8s.io/pod-group label"
 	if got := h.state.Incomplete(pods[0]); got != want {
 		t.Errorf("Incomplete() before the PodGroup is seen = %q, want %q", got, want)
@@ -340,6 +354,8 @@ func TestIncomplete(t *testing.T) {
 	if got := h.activated.list(); len(got) != 0 {
 		t.Errorf("activated %v before the PodGroup is seen, want none", got)
 	}
+	told(want)
+
 	pg := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 4}}
 	h.state.SetPodGroup(pg)
 	// The pods held for the PodGroup are activated once it is seen, the other namespace's not.
@@ -348,9 +364,11 @@ func TestIncomplete(t *testing.T) {
 	if diff := cmp.Diff([]string{"ns/job-0", "ns/job-1"}, got); diff != "" {
 		t.Errorf("activated when the PodGroup appeared (-want +got):\n%s", diff)
 	}
-	if got, want := h.state.Incomplete(pods[0]), "waiting for 2 more pod(s) of gang ns/job"; got != want {
-		t.Errorf("Incomplete() = %q, want %q (minMember 4, two pods in the namespace)", got, want)
+	want = "waiting for 2 more pod(s) of gang ns/job (minMember 4)"
+	if got := h.state.Incomplete(pods[0]); got != want {
+		t.Errorf("Incomplete() = %q, want %q (two pods in the namespace)", got, want)
 	}
+	told(want)
 	// A PodGroup seen before any pod waited for it activates no one when it changes.
 	h.state.SetPodGroup(pg)
 	if n := len(h.activated.list()); n != 2 {
@@ -448,7 +466,7 @@ func TestLeaderFollowsPodEvents(t *testing.T) {
 	}
 	// The gang lacks a member again.
 	pending = pods[2:]
-	eventually("job-1 deleted", "job-2: waiting for 1 more pod(s) of gang ns/job")
+	eventually("job-1 deleted", "job-2: waiting for 1 more pod(s) of gang ns/job (minMember 3)")
 }
 
 // TestGPUNodeWakesWaitingPods activates the pod whose gang found no room when a GPUNode appears or

@@ -82,22 +82,52 @@ func (s *State) gatedSiblings(pod *corev1.Pod) map[string]*corev1.Pod {
 	return out
 }
 
-// tellDelay is how long a gang stays unplaceable before its waiting pods are told: a gang placed
-// moments later is never told. tellQPS caps the status updates of all tells together: they are
-// background work that must not take the API server from binds (a backlog of gangs that do not
-// fit is thousands of pods to tell).
+// tellDelay is how long a gang waits before its waiting pods are told why: a gang placed, or
+// completed, moments later is never told. tellQPS caps the status updates of all tells together:
+// they are background work that must not take the API server from binds (a backlog of gangs that
+// do not fit is thousands of pods to tell).
 const (
 	tellDelay = 3 * time.Second
 	tellQPS   = 50
 )
 
-// tellUnplaceable sets the PodScheduled condition of a gang's waiting pods to why the gang does
-// not fit, as the scheduler would have after a cycle each, in parallel and off the scheduling
-// cycle, after tellDelay, to the pods still waiting then, at most tellQPS a second for all gangs.
-// The scheduler never writes the condition of a pod PreEnqueue holds back.
+// tellUnplaceable tells a gang's waiting pods why the gang does not fit, unless it has a plan by
+// then.
 func (s *State) tellUnplaceable(logger klog.Logger, pods []*corev1.Pod, msg string) {
-	const workers = 16
 	time.Sleep(tellDelay)
+	s.tell(logger, pods, msg, func(p *corev1.Pod) bool {
+		_, open := s.open.Load(GangKey(p))
+		return !open
+	})
+}
+
+// tellIncomplete tells the pending pods of an incomplete gang (its PodGroup not seen, or short of
+// members) why they wait, after tellDelay, if they still do: Coscheduling's PreFilter would have
+// said so in their condition, and a pod held by PreEnqueue gets none from the scheduler. Armed
+// again whenever the reason changes (see incomplete).
+func (s *State) tellIncomplete(logger klog.Logger, namespace, name string) {
+	time.Sleep(tellDelay)
+	var pods []*corev1.Pod
+	for _, p := range s.members(namespace, name) {
+		if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			pods = append(pods, p)
+		}
+	}
+	if len(pods) == 0 {
+		return
+	}
+	why := s.incomplete(pods[0], false)
+	if why == "" {
+		return
+	}
+	s.tell(logger, pods, why, func(p *corev1.Pod) bool { return s.incomplete(p, false) != "" })
+}
+
+// tell sets the PodScheduled condition of the pods that still wait to msg, as the scheduler would
+// have after a cycle each, in parallel and off the scheduling cycle, at most tellQPS a second for
+// all tells. The scheduler never writes the condition of a pod PreEnqueue holds back.
+func (s *State) tell(logger klog.Logger, pods []*corev1.Pod, msg string, waiting func(*corev1.Pod) bool) {
+	const workers = 16
 	ctx := context.Background()
 	jobs := make(chan *corev1.Pod)
 	var wg sync.WaitGroup
@@ -106,18 +136,15 @@ func (s *State) tellUnplaceable(logger klog.Logger, pods []*corev1.Pod, msg stri
 		go func() {
 			defer wg.Done()
 			for p := range jobs {
-				if _, open := s.open.Load(GangKey(p)); open {
+				if !waiting(p) {
 					continue
 				}
 				if s.tellLimiter.Wait(ctx) != nil {
 					return
 				}
 				// The latest pod, after the wait.
-				if _, open := s.open.Load(GangKey(p)); open {
-					continue
-				}
 				p, err := s.pods.Pods(p.Namespace).Get(p.Name)
-				if err != nil || p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
+				if err != nil || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || !waiting(p) {
 					continue
 				}
 				status := p.Status.DeepCopy()
@@ -128,7 +155,7 @@ func (s *State) tellUnplaceable(logger klog.Logger, pods []*corev1.Pod, msg stri
 					continue
 				}
 				if err := util.PatchPodStatus(ctx, s.handle.ClientSet(), p.Name, p.Namespace, &p.Status, status); err != nil {
-					logger.V(2).Info("Cannot say why the pod's gang does not fit", "pod", klog.KObj(p), "err", err)
+					logger.V(2).Info("Cannot say why the pod waits", "pod", klog.KObj(p), "err", err)
 				}
 			}
 		}()

@@ -53,6 +53,9 @@ type State struct {
 	minMu        sync.RWMutex
 	podGroups    map[string]podGroupInfo
 	unseenGroups map[string]bool
+	// toldIncomplete holds, by gang, why its pods are, or are about to be, told it is incomplete
+	// (see tellIncomplete).
+	toldIncomplete map[string]string
 	// reader reads PodGroups and, where their CRD is installed, TrainingJobs; nil without a cluster.
 	reader       client.Reader
 	trainingJobs bool
@@ -147,6 +150,7 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 		gpuNodes:        map[string]*gpuNode{},
 		podGroups:       map[string]podGroupInfo{},
 		unseenGroups:    map[string]bool{},
+		toldIncomplete:  map[string]string{},
 		bases:           map[string]*nodeBase{},
 		plans:           map[string]*plan{},
 		reserved:        map[types.UID]reservation{},
@@ -317,6 +321,7 @@ func (s *State) onPodGroupDelete(obj any) {
 	if pg, ok := obj.(*schedv1alpha1.PodGroup); ok {
 		s.minMu.Lock()
 		delete(s.podGroups, pg.Namespace+"/"+pg.Name)
+		delete(s.toldIncomplete, pg.Namespace+"/"+pg.Name)
 		s.minMu.Unlock()
 		s.retried(pg.Namespace + "/" + pg.Name)
 	}
@@ -360,26 +365,39 @@ func (s *State) podGroup(namespace, name string) (podGroupInfo, bool) {
 // away: its PodGroup is not seen yet (Coscheduling's Permit would reject the pod with "PodGroup
 // not found"), or fewer pods are labelled for it than its minMember. It is "" for a pod of no
 // PodGroup, or of a complete one. A PodGroup found missing is remembered, so that its pods are
-// activated when it appears (see SetPodGroup).
-func (s *State) Incomplete(pod *corev1.Pod) string {
+// activated when it appears (see SetPodGroup), and the gang's pods are told why they wait if they
+// still do after tellDelay.
+func (s *State) Incomplete(pod *corev1.Pod) string { return s.incomplete(pod, true) }
+
+// incomplete is Incomplete; only with record does it remember a missing PodGroup and arm a tell.
+func (s *State) incomplete(pod *corev1.Pod, record bool) string {
 	pg := PodGroupName(pod)
 	if pg == "" {
 		return ""
 	}
 	key := pod.Namespace + "/" + pg
+	var why string
 	s.minMu.Lock()
-	info, ok := s.podGroups[key]
-	if !ok {
-		s.unseenGroups[key] = true
+	defer s.minMu.Unlock()
+	if info, ok := s.podGroups[key]; !ok {
+		why = fmt.Sprintf("waiting for PodGroup %s: create it, or remove the pod's %s label", key, schedv1alpha1.PodGroupLabel)
+		if record {
+			s.unseenGroups[key] = true
+		}
+	} else if n := int(info.minMember) - s.memberCount(pod.Namespace, pg); n > 0 {
+		why = fmt.Sprintf("waiting for %d more pod(s) of gang %s (minMember %d)", n, key, info.minMember)
 	}
-	s.minMu.Unlock()
-	if !ok {
-		return fmt.Sprintf("waiting for PodGroup %s: create it, or remove the pod's %s label", key, schedv1alpha1.PodGroupLabel)
+	if !record {
+		return why
 	}
-	if n := int(info.minMember) - s.memberCount(pod.Namespace, pg); n > 0 {
-		return fmt.Sprintf("waiting for %d more pod(s) of gang %s", n, key)
+	switch told, ok := s.toldIncomplete[key]; {
+	case why != "" && why != told:
+		s.toldIncomplete[key] = why
+		go s.tellIncomplete(klog.Background(), pod.Namespace, pg)
+	case why == "" && ok:
+		delete(s.toldIncomplete, key)
 	}
-	return ""
+	return why
 }
 
 func (s *State) onGPUNode(obj any) {

@@ -227,8 +227,8 @@ func TestGangStartsWhenItsGPUsRecover(t *testing.T) {
 	}
 }
 
-// TestGangWaitsForItsPodGroup: pods created before their PodGroup are held, none bound, and the
-// whole gang binds once the PodGroup exists.
+// TestGangWaitsForItsPodGroup: pods created before their PodGroup are held, none bound, each saying
+// what it waits for, and the whole gang binds once the PodGroup exists.
 func TestGangWaitsForItsPodGroup(t *testing.T) {
 	e := setup(t)
 	ns := e.namespace(t)
@@ -241,8 +241,11 @@ func TestGangWaitsForItsPodGroup(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Long enough for a cycle of every pod; no event would end the wait for the PodGroup.
-	time.Sleep(3 * time.Second)
+	want := "waiting for PodGroup " + ns + "/late-podgroup: create it, or remove the pod's scheduling.x-k8s.io/pod-group label"
+	waitFor(t, bindTimeout, "every pod to say it waits for its PodGroup", func() (bool, string) {
+		pods := get(t, e.c.Client, ns, gang.names())
+		return all(pods, func(p *corev1.Pod) bool { return unschedulableMessage(p) == want }), describe(pods)
+	})
 	if pods := get(t, e.c.Client, ns, gang.names()); !all(pods, func(p *corev1.Pod) bool { return p.Spec.NodeName == "" }) {
 		t.Fatalf("pods bound before their PodGroup exists: %s", describe(pods))
 	}

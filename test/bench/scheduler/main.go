@@ -68,6 +68,8 @@ type options struct {
 	stream        bool
 	// repeat is how many runs each contender gets, in rounds over the contenders.
 	repeat int
+	// namespaces is runSpec.namespaces.
+	namespaces int
 }
 
 func main() {
@@ -87,6 +89,7 @@ func main() {
 	arrival := flag.String("arrival", "burst", "burst: every gang exists before the contender starts (throughput, time to drain a backlog); stream: gangs are created while it runs (latency from each gang's last pod created)")
 	flag.StringVar(&o.stateDir, "state-dir", "", "keep each run's control plane state and logs under this directory")
 	flag.IntVar(&o.verbosity, "v", 1, "the scheduler's log verbosity")
+	flag.IntVar(&o.namespaces, "namespaces", 1, "spread the gangs over this many namespaces, round robin (bench-0, bench-1...); 1 puts them all in bench")
 	flag.IntVar(&o.repeat, "repeat", 1, "runs per contender, in rounds over the contenders; the table shows each contender's run of median pods/s, with every run's pods/s and gang p99 beside it")
 	extra := flag.String("scheduler-args", "", "space-separated extra flags for the schedulers, e.g. for profiling")
 	apiExtra := flag.String("apiserver-args", "", "space-separated extra flags for kube-apiserver, e.g. --profiling=true")
@@ -149,11 +152,14 @@ func main() {
 			if gangs == 0 {
 				gangs = nodes / 5
 			}
-			spec := runSpec{fleet: synth.DefaultFleet(nodes), mix: mix, gangs: synth.Gangs(o.seed, gangs, mix)}
+			spec := runSpec{fleet: synth.DefaultFleet(nodes), mix: mix, gangs: synth.Gangs(o.seed, gangs, mix), namespaces: o.namespaces}
 			runs := make([][]*Result, len(o.schedulers))
 			for round := range o.repeat {
 				for i, sc := range o.schedulers {
 					fmt.Fprintf(os.Stderr, "== %d nodes, %d %s gangs, %s", nodes, gangs, mix.Name, sc)
+					if o.namespaces > 1 {
+						fmt.Fprintf(os.Stderr, ", in %d namespaces", o.namespaces)
+					}
 					if o.repeat > 1 {
 						fmt.Fprintf(os.Stderr, ", run %d of %d", round+1, o.repeat)
 					}

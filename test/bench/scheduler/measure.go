@@ -58,7 +58,9 @@ type Result struct {
 	Nodes     int       `json:"nodes"`
 	Mix       string    `json:"mix"`
 	Gangs     int       `json:"gangs"`
-	Pods      int       `json:"pods"`
+	// Namespaces is how many namespaces the gangs were spread over.
+	Namespaces int `json:"namespaces"`
+	Pods       int `json:"pods"`
 	// DemandGPUs is what all gangs ask; CapacityGPUs what the fleet has.
 	DemandGPUs   int `json:"demandGPUs"`
 	CapacityGPUs int `json:"capacityGPUs"`
@@ -119,7 +121,7 @@ func measure(spec runSpec, sc Scheduler, rec *recorder, created []time.Time, sta
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	f := spec.fleet
-	r := &Result{Scheduler: sc, Nodes: f.Nodes, Mix: spec.mix.Name, Gangs: len(spec.gangs), CapacityGPUs: f.Nodes * f.GPUsPerNode}
+	r := &Result{Scheduler: sc, Nodes: f.Nodes, Mix: spec.mix.Name, Gangs: len(spec.gangs), Namespaces: max(spec.namespaces, 1), CapacityGPUs: f.Nodes * f.GPUsPerNode}
 	used := map[string]int{}
 	for _, b := range rec.bound {
 		used[b.node] += b.gpus
@@ -262,7 +264,7 @@ func table(results []*Result) string {
 	for _, r := range results {
 		if k := fmt.Sprint(r.Nodes, r.Mix); !seen[k] {
 			seen[k] = true
-			fmt.Fprintf(&b, "%d nodes, %s: %d gangs ask %d GPUs in %d pods; the fleet has %d GPUs.\n", r.Nodes, r.Mix, r.Gangs, r.DemandGPUs, r.Pods, r.CapacityGPUs)
+			fmt.Fprintf(&b, "%d nodes, %s: %d gangs in %d namespace(s) ask %d GPUs in %d pods; the fleet has %d GPUs.\n", r.Nodes, r.Mix, r.Gangs, r.Namespaces, r.DemandGPUs, r.Pods, r.CapacityGPUs)
 		}
 	}
 	return b.String()

@@ -38,6 +38,26 @@ type runSpec struct {
 	fleet synth.Fleet
 	mix   synth.Mix
 	gangs []synth.Gang
+	// namespaces spreads the gangs over that many namespaces, round robin (1: all in "bench").
+	namespaces int
+}
+
+// namespaceNames lists the run's namespaces.
+func (s runSpec) namespaceNames() []string {
+	if s.namespaces <= 1 {
+		return []string{namespace}
+	}
+	out := make([]string, s.namespaces)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", namespace, i)
+	}
+	return out
+}
+
+// namespaceOf is gang i's namespace.
+func (s runSpec) namespaceOf(i int) string {
+	names := s.namespaceNames()
+	return names[i%len(names)]
 }
 
 // run measures one contender on a fresh control plane.
@@ -86,12 +106,18 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 		return nil, err
 	}
 	fmt.Fprintf(os.Stderr, "   %d nodes and GPUNodes in %.1fs\n", spec.fleet.Nodes, time.Since(began).Seconds())
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{}); err != nil {
-		return nil, err
+	for _, ns := range spec.namespaceNames() {
+		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			return nil, err
+		}
 	}
 
 	rec := newRecorder()
-	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(namespace))
+	watched := namespace
+	if spec.namespaces > 1 {
+		watched = metav1.NamespaceAll
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(watched))
 	podInformer := factory.Core().V1().Pods().Informer()
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { rec.observe(obj.(*corev1.Pod)) },
@@ -107,7 +133,7 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	created := make([]time.Time, len(spec.gangs))
 	if !o.stream {
 		began := time.Now()
-		if err := createGangs(runCtx, cl, spec.gangs, created); err != nil {
+		if err := createGangs(runCtx, cl, spec, created); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(os.Stderr, "   %d gangs created in %.1fs before the contender starts\n", len(spec.gangs), time.Since(began).Seconds())
@@ -137,7 +163,7 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	go func() {
 		defer close(done)
 		if o.stream {
-			createErr = createGangs(runCtx, cl, spec.gangs, created)
+			createErr = createGangs(runCtx, cl, spec, created)
 		} else {
 			for i := range created {
 				created[i] = start
@@ -281,16 +307,16 @@ func parallel(ctx context.Context, n int, f func(int) error) error {
 
 // createGangs creates each gang's PodGroup and pods, a few gangs at a time in order, and records
 // when each gang's last pod was created.
-func createGangs(ctx context.Context, cl client.Client, gangs []synth.Gang, created []time.Time) error {
-	return parallel(ctx, len(gangs), func(i int) error {
-		g := gangs[i]
-		pg := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: g.Name},
+func createGangs(ctx context.Context, cl client.Client, spec runSpec, created []time.Time) error {
+	return parallel(ctx, len(spec.gangs), func(i int) error {
+		g, ns := spec.gangs[i], spec.namespaceOf(i)
+		pg := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: g.Name},
 			Spec: schedv1alpha1.PodGroupSpec{MinMember: int32(g.Workers)}}
 		if err := cl.Create(ctx, pg); err != nil {
 			return err
 		}
 		for r := range g.Workers {
-			if err := cl.Create(ctx, gangPod(g, r)); err != nil {
+			if err := cl.Create(ctx, gangPod(g, r, ns)); err != nil {
 				return err
 			}
 		}
@@ -299,12 +325,12 @@ func createGangs(ctx context.Context, cl client.Client, gangs []synth.Gang, crea
 	})
 }
 
-// gangPod is worker r of g, as the operator makes it: rack-preferred topology.
-func gangPod(g synth.Gang, r int) *corev1.Pod {
+// gangPod is worker r of g in namespace ns, as the operator makes it: rack-preferred topology.
+func gangPod(g synth.Gang, r int, ns string) *corev1.Pod {
 	gpus := *resource.NewQuantity(int64(g.GPUsPerWorker), resource.DecimalSI)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace: namespace, Name: fmt.Sprintf("%s-worker-%d", g.Name, r),
+			Namespace: ns, Name: fmt.Sprintf("%s-worker-%d", g.Name, r),
 			Labels: map[string]string{schedv1alpha1.PodGroupLabel: g.Name, convoy.LabelJobName: g.Name,
 				convoy.LabelReplicaRole: "worker", convoy.LabelReplicaRank: strconv.Itoa(r)},
 			Annotations: map[string]string{convoy.AnnotationTopologyLevel: string(convoy.TopologyRack),

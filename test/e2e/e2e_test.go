@@ -90,9 +90,7 @@ func setup(t *testing.T) *env {
 	if setupErr != nil {
 		t.Fatal(setupErr)
 	}
-	ns := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
-	ns = strings.TrimSuffix(ns[:min(len(ns), 50)], "-")
-	return &env{Stack: shared, t: t, k: c.Client, ns: ns}
+	return &env{Stack: shared, t: t, k: c.Client, ns: framework.TestNamespace(t)}
 }
 
 // queue creates the test's namespace, a ClusterQueue of gpus H100 GPUs (no cohort) as an

@@ -329,7 +329,8 @@ func TestPodHelpers(t *testing.T) {
 	}
 }
 
-// TestMissing counts the pods a PodGroup still lacks, as Coscheduling would.
+// TestIncomplete holds the pods of a PodGroup not seen yet, or short of members, as Coscheduling
+// would turn them away, activates them when it appears, and tells them why they wait.
 func TestIncomplete(t *testing.T) {
 	pods := []*corev1.Pod{member("ns", "job", 0, 1).Obj(), member("ns", "job", 1, 1).Obj(), member("other", "job", 2, 1).Obj()}
 	h := newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8)}, pods)
@@ -549,11 +550,8 @@ func TestUnreserveRetriesTheGang(t *testing.T) {
 	if diff := cmp.Diff(both, got); diff != "" {
 		t.Errorf("activated 2.5s after the second drop (-want +got):\n%s", diff)
 	}
-	h.state.waitMu.Lock()
-	n := h.state.retries["ns/job"]
-	h.state.waitMu.Unlock()
-	if n != 2 {
-		t.Errorf("%d retries recorded, want 2", n)
+	if d := h.state.retryBackoff.Get("ns/job"); d != 2*retryDelay {
+		t.Errorf("the gang's retry delay after 2 retries = %v, want %v", d, 2*retryDelay)
 	}
 	// A bound gang starts over.
 	st, _ := h.state.PlanFor(context.Background(), pods[0], h.nodeInfos())
@@ -562,10 +560,7 @@ func TestUnreserveRetriesTheGang(t *testing.T) {
 	h.state.Reserve(pods[1], st1.Slot.Node)
 	h.state.Bound(pods[0])
 	h.state.Bound(pods[1])
-	h.state.waitMu.Lock()
-	n = h.state.retries["ns/job"]
-	h.state.waitMu.Unlock()
-	if n != 0 {
-		t.Errorf("%d retries recorded after the gang was bound, want 0", n)
+	if d := h.state.retryBackoff.Get("ns/job"); d != 0 {
+		t.Errorf("the gang's retry delay after it was bound = %v, want 0 (reset)", d)
 	}
 }

@@ -3,6 +3,8 @@ package gangcore
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -73,12 +75,8 @@ func (s *State) gatedSiblings(pod *corev1.Pod) map[string]*corev1.Pod {
 	if pg == "" {
 		return nil
 	}
-	out := map[string]*corev1.Pod{}
-	for _, p := range s.members(pod.Namespace, pg) {
-		if p.UID != pod.UID && p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
-			out[p.Namespace+"/"+p.Name] = p
-		}
-	}
+	out := s.pendingMembers(pod.Namespace, pg)
+	delete(out, pod.Namespace+"/"+pod.Name)
 	return out
 }
 
@@ -107,12 +105,7 @@ func (s *State) tellUnplaceable(logger klog.Logger, pods []*corev1.Pod, msg stri
 // again whenever the reason changes (see incomplete).
 func (s *State) tellIncomplete(logger klog.Logger, namespace, name string) {
 	time.Sleep(tellDelay)
-	var pods []*corev1.Pod
-	for _, p := range s.members(namespace, name) {
-		if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
-			pods = append(pods, p)
-		}
-	}
+	pods := slices.Collect(maps.Values(s.pendingMembers(namespace, name)))
 	if len(pods) == 0 {
 		return
 	}

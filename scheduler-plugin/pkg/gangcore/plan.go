@@ -305,7 +305,7 @@ func (s *State) Bound(pod *corev1.Pod) {
 	}
 	delete(s.plans, key)
 	s.open.Delete(key)
-	s.retried(key)
+	s.retryBackoff.Reset(key)
 }
 
 // Less orders the scheduling queue: higher priority first; then older PodGroups (or, for a pod of

@@ -69,10 +69,10 @@ type State struct {
 	waitMu  sync.Mutex
 	waiting map[types.UID]*corev1.Pod
 	wake    chan struct{}
-	// retries counts, by gang, the retries since it was last bound; retryArmed the gangs with a
-	// retry to come (see retryGang).
-	retries    map[string]int
-	retryArmed map[string]bool
+	// retryBackoff holds, by gang, the delay of its next retry since it was last bound; retryArmed
+	// the gangs with a retry to come (see retryGang).
+	retryBackoff *flowcontrol.Backoff
+	retryArmed   map[string]bool
 
 	mu sync.Mutex
 	// bases caches each node's GPU view; see nodeBase.
@@ -159,7 +159,7 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 		preemptions:     map[string]*preemption{},
 		tellLimiter:     flowcontrol.NewTokenBucketRateLimiter(tellQPS, tellQPS),
 		waiting:         map[types.UID]*corev1.Pod{},
-		retries:         map[string]int{},
+		retryBackoff:    flowcontrol.NewBackOff(retryDelay, maxRetryDelay),
 		retryArmed:      map[string]bool{},
 		wake:            make(chan struct{}, 1),
 	}
@@ -299,6 +299,18 @@ func (s *State) members(namespace, name string) []*corev1.Pod {
 	return out
 }
 
+// pendingMembers are the PodGroup's pods that are neither bound nor going, by "namespace/name" as
+// Activate takes them.
+func (s *State) pendingMembers(namespace, name string) map[string]*corev1.Pod {
+	out := map[string]*corev1.Pod{}
+	for _, p := range s.members(namespace, name) {
+		if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			out[p.Namespace+"/"+p.Name] = p
+		}
+	}
+	return out
+}
+
 // memberCount is how many pods are labelled for PodGroup namespace/name.
 func (s *State) memberCount(namespace, name string) int {
 	keys, err := s.byGang.IndexKeys(podGroupIndex, namespace+"/"+name)
@@ -323,7 +335,7 @@ func (s *State) onPodGroupDelete(obj any) {
 		delete(s.podGroups, pg.Namespace+"/"+pg.Name)
 		delete(s.toldIncomplete, pg.Namespace+"/"+pg.Name)
 		s.minMu.Unlock()
-		s.retried(pg.Namespace + "/" + pg.Name)
+		s.retryBackoff.Reset(pg.Namespace + "/" + pg.Name)
 	}
 }
 
@@ -344,13 +356,7 @@ func (s *State) SetPodGroup(pg *schedv1alpha1.PodGroup) {
 	delete(s.unseenGroups, key)
 	s.minMu.Unlock()
 	if held {
-		pods := map[string]*corev1.Pod{}
-		for _, p := range s.members(pg.Namespace, pg.Name) {
-			if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
-				pods[p.Namespace+"/"+p.Name] = p
-			}
-		}
-		s.handle.Activate(klog.Background(), pods)
+		s.handle.Activate(klog.Background(), s.pendingMembers(pg.Namespace, pg.Name))
 	}
 }
 

@@ -73,7 +73,7 @@ func (s *State) wakeLoop(ctx context.Context) {
 // A gang whose plan was dropped after some of its pods were reserved (Permit timed out, a bind
 // failed, Coscheduling's Permit found no PodGroup in its own cache, which can lag the scheduler's)
 // is tried again: its pending pods are activated after retryDelay, doubled on each retry of the
-// gang up to maxRetryDelay, until the gang is bound. Without it, the pods Permit turned away wait
+// gang up to maxRetryDelay (client-go's per-key Backoff), until the gang is bound. Without it, the pods Permit turned away wait
 // for an unrelated pod or PodGroup event, or for the scheduling queue's five-minute flush.
 const (
 	retryDelay    = time.Second
@@ -89,33 +89,17 @@ func (s *State) retryGang(namespace, name string) {
 		return
 	}
 	s.retryArmed[key] = true
-	n := s.retries[key]
-	s.retries[key] = n + 1
 	s.waitMu.Unlock()
-	delay := maxRetryDelay
-	if n < 6 {
-		delay = min(retryDelay<<n, maxRetryDelay)
-	}
+	s.retryBackoff.GC()
+	s.retryBackoff.Next(key, time.Now())
+	delay := s.retryBackoff.Get(key)
 	time.AfterFunc(delay, func() {
 		s.waitMu.Lock()
 		delete(s.retryArmed, key)
 		s.waitMu.Unlock()
-		pods := map[string]*corev1.Pod{}
-		for _, p := range s.members(namespace, name) {
-			if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
-				pods[p.Namespace+"/"+p.Name] = p
-			}
-		}
-		if len(pods) > 0 {
-			klog.Background().V(3).Info("Trying again the gang whose plan was dropped", "gang", key, "retry", n+1, "pods", len(pods))
+		if pods := s.pendingMembers(namespace, name); len(pods) > 0 {
+			klog.Background().V(3).Info("Trying again the gang whose plan was dropped", "gang", key, "after", delay, "pods", len(pods))
 			s.handle.Activate(klog.Background(), pods)
 		}
 	})
-}
-
-// retried forgets the gang's retries: it is bound.
-func (s *State) retried(key string) {
-	s.waitMu.Lock()
-	delete(s.retries, key)
-	s.waitMu.Unlock()
 }

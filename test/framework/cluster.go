@@ -53,6 +53,12 @@ type Options struct {
 	APIServerArgs         []string
 	ControllerManagerArgs []string
 	KwokArgs              []string
+	// WithoutKwok leaves kwok out, for callers whose nodes are plain Node objects that no kwok
+	// manages. kwok watches every bound pod whether or not it manages the pod's node, and each
+	// time the API server drops that watch as too slow, kwok watches again from resourceVersion 0
+	// and is sent every bound pod anew: under a burst of bindings that costs the API server more
+	// than the bindings themselves.
+	WithoutKwok bool
 	// StartTimeout bounds Start; DefaultStartTimeout when zero.
 	StartTimeout time.Duration
 	// Log receives a line per component as it becomes ready; nil discards them.
@@ -87,7 +93,7 @@ type Cluster struct {
 }
 
 // Start starts a control plane and waits until it is ready: the API server answers /readyz, the
-// controller manager /healthz, kwok runs, and the default ServiceAccount exists, so pods can be
+// controller manager /healthz, kwok runs (unless opts.WithoutKwok), and the default ServiceAccount exists, so pods can be
 // created. ctx bounds only the start; the processes run until Stop. On error everything started is
 // stopped again and the error quotes the end of the failing component's log.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
@@ -107,7 +113,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return nil, err
 		}
 	}
-	if err := CheckBinaries(opts.BinDir, Etcd, APIServer, ControllerManager, Kwok); err != nil {
+	binaries := []string{Etcd, APIServer, ControllerManager}
+	if !opts.WithoutKwok {
+		binaries = append(binaries, Kwok)
+	}
+	if err := CheckBinaries(opts.BinDir, binaries...); err != nil {
 		return nil, err
 	}
 	c = &Cluster{BinDir: opts.BinDir, procs: map[string]*proc{}}
@@ -306,33 +316,36 @@ func (c *Cluster) start(ctx context.Context, opts Options, logw io.Writer) error
 		return err
 	}
 
-	kwokArgs := []string{
-		"--kubeconfig=" + kwokKubeconfig,
-		"--manage-all-nodes=false",
-		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=" + KwokNodeAnnotationValue,
-		"--cidr=" + PodCIDR,
-		"--node-ip=127.0.0.1",
-		// Renew node Leases, as a kubelet does, instead of rewriting node status for heartbeats.
-		"--node-lease-duration-seconds=40",
-		// kwok serves /healthz only when it has an address; the server starts after its controllers.
-		"--server-address=" + hostPort(kwokPort),
+	if !opts.WithoutKwok {
+		kwokArgs := []string{
+			"--kubeconfig=" + kwokKubeconfig,
+			"--manage-all-nodes=false",
+			"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=" + KwokNodeAnnotationValue,
+			"--cidr=" + PodCIDR,
+			"--node-ip=127.0.0.1",
+			// Renew node Leases, as a kubelet does, instead of rewriting node status for heartbeats.
+			"--node-lease-duration-seconds=40",
+			// kwok serves /healthz only when it has an address; the server starts after its controllers.
+			"--server-address=" + hostPort(kwokPort),
+		}
+		kwokEnv := []string{
+			// kwok reads ~/.kwok/kwok.yaml when it exists; point it at an empty directory instead.
+			"KWOK_WORKDIR=" + filepath.Join(c.StateDir, Kwok),
+		}
+		if err := c.StartProcess(Kwok, Kwok, append(kwokArgs, opts.KwokArgs...), kwokEnv); err != nil {
+			return err
+		}
 	}
-	kwokEnv := []string{
-		// kwok reads ~/.kwok/kwok.yaml when it exists; point it at an empty directory instead.
-		"KWOK_WORKDIR=" + filepath.Join(c.StateDir, Kwok),
-	}
-	if err := c.StartProcess(Kwok, Kwok, append(kwokArgs, opts.KwokArgs...), kwokEnv); err != nil {
-		return err
-	}
-
 	if err := c.WaitHealthy(ctx, ControllerManager, fmt.Sprintf("https://%s/healthz", hostPort(kcmPort))); err != nil {
 		return err
 	}
 	fmt.Fprintf(logw, "kube-controller-manager ready (%.1fs)\n", time.Since(began).Seconds())
-	if err := c.WaitHealthy(ctx, Kwok, fmt.Sprintf("http://%s/healthz", hostPort(kwokPort))); err != nil {
-		return err
+	if !opts.WithoutKwok {
+		if err := c.WaitHealthy(ctx, Kwok, fmt.Sprintf("http://%s/healthz", hostPort(kwokPort))); err != nil {
+			return err
+		}
+		fmt.Fprintf(logw, "kwok ready (%.1fs)\n", time.Since(began).Seconds())
 	}
-	fmt.Fprintf(logw, "kwok ready (%.1fs)\n", time.Since(began).Seconds())
 	// Pods are rejected until the serviceaccount controller has created their namespace's default
 	// ServiceAccount.
 	if err := c.poll(ctx, ControllerManager, func() (bool, error) {

@@ -305,3 +305,26 @@ func TestCPUTime(t *testing.T) {
 		t.Error("CPUTime of a process that does not exist: no error")
 	}
 }
+
+func TestWithoutKwok(t *testing.T) {
+	c, err := framework.Start(t.Context(), framework.Options{WithoutKwok: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	var names []string
+	for _, p := range c.Processes() {
+		names = append(names, p.Name)
+	}
+	if diff := cmp.Diff([]string{framework.Etcd, framework.APIServer, framework.ControllerManager}, names); diff != "" {
+		t.Errorf("processes (-want,+got):\n%s", diff)
+	}
+	// Start still waits for the default ServiceAccount, so a pod is admitted at once.
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "no-kwok", Namespace: metav1.NamespaceDefault},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "busybox"}}},
+	}
+	if err := c.Client.Create(t.Context(), pod); err != nil {
+		t.Errorf("creating a pod right after Start: %v", err)
+	}
+}

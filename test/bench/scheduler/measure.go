@@ -91,6 +91,9 @@ type Result struct {
 	APIWrites    int            `json:"apiWrites"`
 	WritesPerPod float64        `json:"apiWritesPerBoundPod"`
 	Writes       map[string]int `json:"writes"`
+	// Reads is the API server's read requests (GET, LIST, WATCH) while the contender ran, by verb
+	// and resource.
+	Reads map[string]int `json:"reads"`
 	// BindingMillis is the API server's mean time serving a binding.
 	BindingMillis float64 `json:"bindingMilliseconds"`
 	// CPU is the CPU seconds each process used while the contender ran: the control plane's by
@@ -221,14 +224,19 @@ func (r *Result) line() string {
 	for _, k := range keys {
 		writes = append(writes, fmt.Sprintf("%s %d", k, r.Writes[k]))
 	}
+	keys = slices.Sorted(maps.Keys(r.Reads))
+	reads := make([]string, 0, len(keys))
+	for _, k := range keys {
+		reads = append(reads, fmt.Sprintf("%s %d", k, r.Reads[k]))
+	}
 	names := slices.Sorted(maps.Keys(r.CPU))
 	cpu := make([]string, 0, len(names))
 	for _, n := range names {
 		cpu = append(cpu, fmt.Sprintf("%s %.1f", n, r.CPU[n]))
 	}
-	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, first bind %.1fs, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %d GPUs stranded, %.0fs\n   API writes: %.2f per pod bound (%s); the API server served a binding in %.0f ms on average\n   CPU seconds: %s",
+	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, first bind %.1fs, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %d GPUs stranded, %.0fs\n   API writes: %.2f per pod bound (%s); the API server served a binding in %.0f ms on average\n   API reads: %s\n   CPU seconds: %s",
 		r.Scheduler, r.BoundPods, r.Pods, r.PodsPerSec, r.FirstBind, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit,
-		r.RacksPerGang, r.MinRacksPerGang, r.Stranded, r.Seconds, r.WritesPerPod, strings.Join(writes, ", "), r.BindingMillis, strings.Join(cpu, ", "))
+		r.RacksPerGang, r.MinRacksPerGang, r.Stranded, r.Seconds, r.WritesPerPod, strings.Join(writes, ", "), r.BindingMillis, strings.Join(reads, ", "), strings.Join(cpu, ", "))
 }
 
 func table(results []*Result) string {

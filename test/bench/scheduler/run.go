@@ -192,6 +192,7 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	creating := true
+	lastBound, cpuAtLastBind := 0, cpuBefore
 wait:
 	for {
 		select {
@@ -209,6 +210,9 @@ wait:
 		case <-tick.C:
 		}
 		bound, last := rec.progress()
+		if bound > lastBound {
+			lastBound, cpuAtLastBind = bound, cpuTimes(c)
+		}
 		now := time.Now()
 		switch {
 		case bound == total && !creating:
@@ -223,6 +227,7 @@ wait:
 	}
 	r := measure(spec, sc, rec, created, start)
 	r.CPU = cpuSeconds(cpuBefore, cpuTimes(c))
+	r.CPUToLastBind = cpuSeconds(cpuBefore, cpuAtLastBind)
 	writesAfter, err := framework.APIRequests(ctx, cs)
 	if err != nil {
 		return nil, err

@@ -119,8 +119,14 @@ MSG
 	wait_for "resnet-sweep to be preempted" 120 state_is team-a/resnet-sweep Queued
 	note "resnet-sweep was preempted whole at epoch $(field team-a/resnet-sweep '{.status.currentEpoch}'); its last checkpoint: $(field team-a/resnet-sweep '{.status.checkpoint.latest}')"
 	wait_for "llama-urgent to run" 120 state_is team-a/llama-urgent Running
+	wait_for "mnist-pcie to run" 120 state_is default/mnist-pcie Running
 
-	for job in team-a/llama-urgent default/mnist-pcie team-a/resnet-sweep team-a/bert-eval; do
+	note "pcie-urgent: high priority, no queue, needs the whole PCIe rack (4 × 4 L40S); the scheduler preempts mnist-pcie whole"
+	kubectl apply --server-side -f deploy/samples/demo/pcie-urgent.yaml >/dev/null
+	wait_for "pcie-urgent to run" 120 state_is default/pcie-urgent Running
+	note "mnist-pcie was preempted whole at epoch $(field default/mnist-pcie '{.status.currentEpoch}') (restarts: $(field default/mnist-pcie '{.status.restartCount}')); it waits for the rack"
+
+	for job in team-a/llama-urgent default/pcie-urgent default/mnist-pcie team-a/resnet-sweep team-a/bert-eval; do
 		wait_for "$job to complete" 300 state_is "$job" Completed
 	done
 	sleep 1.5

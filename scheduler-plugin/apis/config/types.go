@@ -17,6 +17,8 @@ type GangPlacementArgs struct {
 	GPUResourceName string
 	// PlanTimeoutSeconds is how long a gang's plan is kept while its pods are placed one by one.
 	PlanTimeoutSeconds int64
+	// MaxConcurrentBindings caps the Binding requests the plugin has in flight at once.
+	MaxConcurrentBindings int32
 }
 
 // GangPreemptionArgs configures the GangPreemption plugin.

@@ -33,6 +33,8 @@ type GangPlacement struct {
 	handle framework.Handle
 	state  *gangcore.State
 	gpu    corev1.ResourceName
+	// binds holds a token per Binding request in flight (MaxConcurrentBindings).
+	binds chan struct{}
 }
 
 var (
@@ -65,7 +67,8 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	if err != nil {
 		return nil, err
 	}
-	return &GangPlacement{handle: h, state: st, gpu: corev1.ResourceName(args.GPUResourceName)}, nil
+	return &GangPlacement{handle: h, state: st, gpu: corev1.ResourceName(args.GPUResourceName),
+		binds: make(chan struct{}, args.MaxConcurrentBindings)}, nil
 }
 
 // Name returns the plugin's name.
@@ -126,7 +129,9 @@ func (pl *GangPlacement) Unreserve(_ context.Context, _ fwk.CycleState, pod *cor
 
 // Bind binds the pod with its GPU indices in the convoy.dev/gpu-indices annotation, in the one
 // Binding call (the API server copies a Binding's annotations onto the pod). On a node known by
-// GPU count only it leaves binding to DefaultBinder.
+// GPU count only it leaves binding to DefaultBinder. At most MaxConcurrentBindings are in flight;
+// the others wait their turn, in the binding cycle, so that a released gang neither makes the
+// client open new connections nor queues every Binding behind all the others.
 func (pl *GangPlacement) Bind(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
 	st, err := gangcore.ReadCycleState(cs)
 	if err != nil || !st.Placed || !st.Slot.Indexed || st.Slot.Node != nodeName {
@@ -136,6 +141,12 @@ func (pl *GangPlacement) Bind(ctx context.Context, cs fwk.CycleState, pod *corev
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
 			Annotations: map[string]string{gangcore.AnnotationGPUIndices: gangcore.FormatGPUIndices(st.Slot.GPUs)}},
 		Target: corev1.ObjectReference{Kind: "Node", Name: nodeName},
+	}
+	select {
+	case pl.binds <- struct{}{}:
+		defer func() { <-pl.binds }()
+	case <-ctx.Done():
+		return fwk.AsStatus(ctx.Err())
 	}
 	klog.FromContext(ctx).V(3).Info("Binding", "pod", klog.KObj(pod), "node", nodeName, "gpus", binding.Annotations[gangcore.AnnotationGPUIndices])
 	if err := pl.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {

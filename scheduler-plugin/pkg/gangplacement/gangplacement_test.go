@@ -2,9 +2,20 @@ package gangplacement
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -79,5 +90,105 @@ func TestQueueingHints(t *testing.T) {
 				t.Errorf("hint = %v, %v; want %v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// clientHandle is a scheduler framework handle with only a client set.
+type clientHandle struct {
+	framework.Handle
+	cs kubernetes.Interface
+}
+
+func (h clientHandle) ClientSet() kubernetes.Interface { return h.cs }
+
+// TestBindCapsBindingsInFlight: with MaxConcurrentBindings 2, six pods released at once make at
+// most two Binding requests at a time, and all six are bound, each with its GPU indices.
+func TestBindCapsBindingsInFlight(t *testing.T) {
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	var annotations []string
+	release := make(chan struct{})
+	// An API server that holds every Binding until release (a fake clientset runs its reactors
+	// one at a time).
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b corev1.Binding
+		if r.Method != http.MethodPost || !strings.HasSuffix(r.URL.Path, "/binding") || json.NewDecoder(r.Body).Decode(&b) != nil {
+			http.Error(w, "want a Binding", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		annotations = append(annotations, b.Annotations[gangcore.AnnotationGPUIndices])
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Success"}`))
+	}))
+	defer srv.Close()
+	var releaseOnce sync.Once
+	// On a failure, let the held requests go before srv.Close waits for them.
+	defer releaseOnce.Do(func() { close(release) })
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pl := &GangPlacement{handle: clientHandle{cs: cs}, binds: make(chan struct{}, 2)}
+	state := framework.NewCycleState()
+	state.Write(gangcore.StateKey, &gangcore.CycleState{Gang: "ns/job", Placed: true,
+		Slot: gangcore.Slot{Node: "a", Indexed: true, GPUs: planner.NewGPUSet(3)}})
+
+	var wg sync.WaitGroup
+	errs := make(chan *fwk.Status, 6)
+	for i := range 6 {
+		wg.Go(func() {
+			pod := st.MakePod().Namespace("ns").Name(fmt.Sprintf("job-%d", i)).Obj()
+			errs <- pl.Bind(context.Background(), state, pod, "a")
+		})
+	}
+	requests := func() (int, int) {
+		mu.Lock()
+		defer mu.Unlock()
+		return inFlight, len(annotations)
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		n, _ := requests()
+		return n == 2, nil
+	}); err != nil {
+		t.Fatalf("Binding requests in flight never reached 2")
+	}
+	time.Sleep(50 * time.Millisecond) // the other four stay queued
+	if n, made := requests(); n != 2 || made != 2 {
+		t.Errorf("with two Bindings blocked: %d in flight, %d made, want 2 and 2", n, made)
+	}
+	releaseOnce.Do(func() { close(release) })
+	wg.Wait()
+	close(errs)
+	for s := range errs {
+		if !s.IsSuccess() {
+			t.Errorf("Bind() = %v", s)
+		}
+	}
+	if most != 2 {
+		t.Errorf("at most %d Binding requests in flight, want 2", most)
+	}
+	if want := []string{"3", "3", "3", "3", "3", "3"}; !slices.Equal(annotations, want) {
+		t.Errorf("Bindings' GPU indices = %q, want %q", annotations, want)
+	}
+
+	// A pod whose binding cycle ends while it waits for a turn gets an error, and makes no request.
+	pl.binds <- struct{}{}
+	pl.binds <- struct{}{}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if s := pl.Bind(ctx, state, st.MakePod().Namespace("ns").Name("job-6").Obj(), "a"); s.IsSuccess() {
+		t.Error("Bind() with its context done and no turn free succeeded")
+	}
+	if _, made := requests(); made != 6 {
+		t.Errorf("%d Binding requests, want 6", made)
 	}
 }

@@ -66,7 +66,7 @@ func TestDeployedConfigs(t *testing.T) {
 				p := &cfg.Profiles[i]
 				got = append(got, p.SchedulerName)
 				wantPlacement := &config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "convoy.dev/topology-block",
-					RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90}
+					RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64}
 				if diff := cmp.Diff(wantPlacement, args(t, p, "GangPlacement")); diff != "" {
 					t.Errorf("GangPlacement args (-want,+got):\n%s", diff)
 				}
@@ -106,12 +106,12 @@ func TestArgsDefaults(t *testing.T) {
 		"defaults": {
 			args: `{}`,
 			wantPlacement: &config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "convoy.dev/topology-block",
-				RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90},
+				RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64},
 		},
-		"other rack labels": {
-			args: `{rackLabel: example.com/rack, blockLabel: example.com/pod}`,
+		"other rack labels, more Bindings": {
+			args: `{rackLabel: example.com/rack, blockLabel: example.com/pod, maxConcurrentBindings: 900}`,
 			wantPlacement: &config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "example.com/pod",
-				RackLabel: "example.com/rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90},
+				RackLabel: "example.com/rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 900},
 		},
 	}
 	for name, tc := range cases {

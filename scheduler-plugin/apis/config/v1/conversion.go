@@ -14,6 +14,7 @@ func Convert_v1_GangPlacementArgs_To_config_GangPlacementArgs(in *GangPlacementA
 	out.RackLabel = ptr.Deref(in.RackLabel, "")
 	out.GPUResourceName = ptr.Deref(in.GPUResourceName, "")
 	out.PlanTimeoutSeconds = ptr.Deref(in.PlanTimeoutSeconds, 0)
+	out.MaxConcurrentBindings = ptr.Deref(in.MaxConcurrentBindings, 0)
 	return nil
 }
 
@@ -24,6 +25,7 @@ func Convert_config_GangPlacementArgs_To_v1_GangPlacementArgs(in *config.GangPla
 	out.RackLabel = ptr.To(in.RackLabel)
 	out.GPUResourceName = ptr.To(in.GPUResourceName)
 	out.PlanTimeoutSeconds = ptr.To(in.PlanTimeoutSeconds)
+	out.MaxConcurrentBindings = ptr.To(in.MaxConcurrentBindings)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 // Defaults of the args.
 const (
 	DefaultPlanTimeoutSeconds       int64 = 90
+	DefaultMaxConcurrentBindings    int32 = 64
 	DefaultVictimTerminationSeconds int64 = 120
 )
 
@@ -28,6 +29,9 @@ func SetDefaults_GangPlacementArgs(obj *GangPlacementArgs) { //nolint:revive // 
 	}
 	if obj.PlanTimeoutSeconds == nil {
 		obj.PlanTimeoutSeconds = ptr.To(DefaultPlanTimeoutSeconds)
+	}
+	if obj.MaxConcurrentBindings == nil {
+		obj.MaxConcurrentBindings = ptr.To(DefaultMaxConcurrentBindings)
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 )
 
 // ValidateGangPlacementArgs checks that the label keys and the resource name are well formed and
-// the timeout positive.
+// the timeout and the cap on Bindings positive.
 func ValidateGangPlacementArgs(path *field.Path, args *config.GangPlacementArgs) error {
 	var errs field.ErrorList
 	for _, l := range []struct {
@@ -30,6 +30,9 @@ func ValidateGangPlacementArgs(path *field.Path, args *config.GangPlacementArgs)
 	}
 	if args.PlanTimeoutSeconds <= 0 {
 		errs = append(errs, field.Invalid(path.Child("planTimeoutSeconds"), args.PlanTimeoutSeconds, "must be a positive number of seconds"))
+	}
+	if args.MaxConcurrentBindings <= 0 {
+		errs = append(errs, field.Invalid(path.Child("maxConcurrentBindings"), args.MaxConcurrentBindings, "must be a positive number of Binding requests, e.g. 64"))
 	}
 	return errs.ToAggregate()
 }

@@ -10,7 +10,7 @@ import (
 
 func valid() config.GangPlacementArgs {
 	return config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "convoy.dev/topology-block",
-		RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90}
+		RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64}
 }
 
 func TestValidateGangPlacementArgs(t *testing.T) {
@@ -34,6 +34,10 @@ func TestValidateGangPlacementArgs(t *testing.T) {
 		"no plan timeout": {
 			change:  func(a *config.GangPlacementArgs) { a.PlanTimeoutSeconds = 0 },
 			wantErr: `args.planTimeoutSeconds: Invalid value: 0: must be a positive number of seconds`,
+		},
+		"no Binding allowed": {
+			change:  func(a *config.GangPlacementArgs) { a.MaxConcurrentBindings = 0 },
+			wantErr: `args.maxConcurrentBindings: Invalid value: 0: must be a positive number of Binding requests, e.g. 64`,
 		},
 	}
 	for name, tc := range cases {

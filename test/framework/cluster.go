@@ -93,9 +93,9 @@ type Cluster struct {
 }
 
 // Start starts a control plane and waits until it is ready: the API server answers /readyz, the
-// controller manager /healthz, kwok runs (unless opts.WithoutKwok), and the default ServiceAccount exists, so pods can be
-// created. ctx bounds only the start; the processes run until Stop. On error everything started is
-// stopped again and the error quotes the end of the failing component's log.
+// controller manager /healthz, kwok runs (unless opts.WithoutKwok), and the default ServiceAccount
+// exists, so pods can be created. ctx bounds only the start; the processes run until Stop. On error
+// everything started is stopped again and the error quotes the end of the failing component's log.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	began := time.Now()
 	logw := opts.Log

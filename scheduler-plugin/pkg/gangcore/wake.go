@@ -73,8 +73,9 @@ func (s *State) wakeLoop(ctx context.Context) {
 // A gang whose plan was dropped after some of its pods were reserved (Permit timed out, a bind
 // failed, Coscheduling's Permit found no PodGroup in its own cache, which can lag the scheduler's)
 // is tried again: its pending pods are activated after retryDelay, doubled on each retry of the
-// gang up to maxRetryDelay (client-go's per-key Backoff), until the gang is bound. Without it, the pods Permit turned away wait
-// for an unrelated pod or PodGroup event, or for the scheduling queue's five-minute flush.
+// gang up to maxRetryDelay (client-go's per-key Backoff), until the gang is bound. Without it, the
+// pods Permit turned away wait for an unrelated pod or PodGroup event, or for the scheduling
+// queue's five-minute flush.
 const (
 	retryDelay    = time.Second
 	maxRetryDelay = time.Minute

@@ -121,7 +121,7 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 		watched = metav1.NamespaceAll
 	}
 	// The benchmark's own watch of the pods is in protobuf, as kube-scheduler's and the controller
-	// manager's are: in JSON it costs the API server more to encode for it than for the contender.
+	// manager's are, so that the API server encodes the same for the observer as for the contender.
 	watchCfg := rest.CopyConfig(cfg)
 	watchCfg.ContentType = runtime.ContentTypeProtobuf
 	watchCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON

@@ -1,44 +1,38 @@
 package main
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // contenderWrites is the API server's write requests (POST, PUT, PATCH, DELETE, APPLY) between two
 // readings of framework.APIRequests, by verb and resource, and their sum, leaving out the
 // benchmark's own writes: the pods and PodGroups it creates (while a streaming contender runs).
 func contenderWrites(before, after map[string]float64) (map[string]int, int) {
-	out := map[string]int{}
+	out := requestsBetween(before, after, "POST", "PUT", "PATCH", "DELETE", "APPLY")
+	delete(out, "POST pods")
+	delete(out, "POST podgroups")
 	total := 0
-	for k, v := range after {
-		verb, _, _ := strings.Cut(k, " ")
-		switch verb {
-		case "POST", "PUT", "PATCH", "DELETE", "APPLY":
-		default:
-			continue
-		}
-		if k == "POST pods" || k == "POST podgroups" || strings.HasSuffix(k, " seconds") {
-			continue
-		}
-		if d := int(v - before[k]); d > 0 {
-			out[k] = d
-			total += d
-		}
+	for _, n := range out {
+		total += n
 	}
 	return out, total
 }
 
 // contenderReads is the API server's read requests (GET, LIST, WATCH) between the same two
 // readings, by verb and resource: the contender's informers, and every reader of the benchmark's
-// own informers and metrics. A watch is counted when it opens.
+// own informers and metrics. A watch is counted when it ends.
 func contenderReads(before, after map[string]float64) map[string]int {
+	return requestsBetween(before, after, "GET", "LIST", "WATCH")
+}
+
+// requestsBetween is how many more requests of the given verbs the API server served at after
+// than at before, by "VERB resource", leaving out the served-time keys and the unchanged ones.
+func requestsBetween(before, after map[string]float64, verbs ...string) map[string]int {
 	out := map[string]int{}
 	for k, v := range after {
 		verb, _, _ := strings.Cut(k, " ")
-		switch verb {
-		case "GET", "LIST", "WATCH":
-		default:
-			continue
-		}
-		if strings.HasSuffix(k, " seconds") {
+		if !slices.Contains(verbs, verb) || strings.HasSuffix(k, " seconds") {
 			continue
 		}
 		if d := int(v - before[k]); d > 0 {

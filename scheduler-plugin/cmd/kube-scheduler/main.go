@@ -1,6 +1,8 @@
 // Command kube-scheduler is the upstream kube-scheduler with scheduler-plugins' Coscheduling and
 // Convoy's GangGate, GangPlacement and GangPreemption plugins registered. It is configured only through
-// KubeSchedulerConfiguration: see deploy/scheduler.
+// KubeSchedulerConfiguration: see deploy/scheduler. Coscheduling is upstream's plugin, made through
+// pkg/coscheduling: in a profile that runs GangPlacement it finds a gang's pods from GangPlacement's
+// index instead of listing the namespace.
 package main
 
 import (
@@ -10,13 +12,13 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/scheduler-plugins/pkg/coscheduling"
 
 	// Register the plugins' args types, or their args fail to decode
 	// ("want args to be of type CoschedulingArgs, got *runtime.Unknown").
 	_ "github.com/convoy-dev/convoy/scheduler-plugin/apis/config/scheme"
 	_ "sigs.k8s.io/scheduler-plugins/apis/config/scheme"
 
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/coscheduling"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/ganggate"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangplacement"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangpreemption"

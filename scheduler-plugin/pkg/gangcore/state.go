@@ -284,6 +284,10 @@ func indexByGang(obj any) ([]string, error) {
 	return nil, nil
 }
 
+// PodGroupPods returns the pods labelled for PodGroup namespace/name, from the index, in no set
+// order: what a list of the namespace by the PodGroup label returns.
+func (s *State) PodGroupPods(namespace, name string) []*corev1.Pod { return s.members(namespace, name) }
+
 // members returns the pods labelled for PodGroup namespace/name, as Coscheduling counts them.
 func (s *State) members(namespace, name string) []*corev1.Pod {
 	objs, err := s.byGang.ByIndex(podGroupIndex, namespace+"/"+name)

@@ -564,3 +564,50 @@ func TestUnreserveRetriesTheGang(t *testing.T) {
 		t.Errorf("the gang's retry delay after it was bound = %v, want 0 (reset)", d)
 	}
 }
+
+// TestViewFollowsGPUNodesAndNodeOrder: a view reuses each node's cached base from the last view
+// by position; a GPUNode change with the same snapshot, and nodes in another order, still show.
+func TestViewFollowsGPUNodesAndNodeOrder(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
+	pod := member("ns", "job", 0, 8).Obj()
+	h := newHarness(t, nodes, []*corev1.Pod{pod}, inventory("a", 8), inventory("b", 8))
+	plan := func(infos []fwk.NodeInfo) string {
+		t.Helper()
+		h.state.mu.Lock()
+		delete(h.state.plans, "ns/job")
+		h.state.mu.Unlock()
+		st, status := h.state.PlanFor(context.Background(), pod, infos)
+		if !status.IsSuccess() {
+			return status.Message()
+		}
+		return st.Slot.Node
+	}
+	infos := h.nodeInfos()
+	first := plan(infos)
+	other := map[string]string{"a": "b", "b": "a"}[first]
+	if other == "" {
+		t.Fatalf("the gang went to %q, want node a or b", first)
+	}
+	// The node it went to loses a GPU, in its GPUNode only: the snapshot is the same.
+	sick := inventory(first, 8)
+	sick.Status.GPUs[0].Health = convoy.GPUUnhealthy
+	h.state.SetGPUNode(sick)
+	if got := plan(infos); got != other {
+		t.Errorf("after node %s reported an unhealthy GPU: gang on %q, want node %s", first, got, other)
+	}
+	// Both lose one: it fits nowhere, whatever order the nodes come in.
+	sick = inventory(other, 8)
+	sick.Status.GPUs[7].Health = convoy.GPUUnhealthy
+	h.state.SetGPUNode(sick)
+	reversed := []fwk.NodeInfo{infos[1], infos[0]}
+	for _, order := range [][]fwk.NodeInfo{infos, reversed} {
+		if got := plan(order); !strings.Contains(got, "needs 1 pod(s) × 8 GPU(s)") {
+			t.Errorf("with an unhealthy GPU on each node: %q, want the gang rejected", got)
+		}
+	}
+	// The first node recovers: the gang goes there, in the reversed order too.
+	h.state.SetGPUNode(inventory(first, 8))
+	if got := plan(reversed); got != first {
+		t.Errorf("after node %s recovered: gang on %q, want node %s", first, got, first)
+	}
+}

@@ -63,6 +63,9 @@ type State struct {
 
 	gpuMu    sync.RWMutex
 	gpuNodes map[string]*gpuNode
+	// gpuChanged names the nodes whose GPUNode was set or deleted since the last view: their
+	// cached bases are dropped there (see view).
+	gpuChanged map[string]bool
 
 	// waiting holds the pods whose gang found no room, by UID; wake asks wakeLoop to activate
 	// them (see wake.go).
@@ -75,10 +78,15 @@ type State struct {
 	retryArmed   map[string]bool
 
 	mu sync.Mutex
-	// bases caches each node's GPU view; see nodeBase.
-	bases map[string]*nodeBase
-	// lastCluster lends its topology index to the next view with the same nodes.
+	// bases caches each node's GPU view; see nodeBase. byPosition holds the same bases in the
+	// order of the last view's nodes, which the snapshot keeps from one cycle to the next, so that
+	// a view finds a node's base without looking its name up.
+	bases      map[string]*nodeBase
+	byPosition []*nodeBase
+	// lastCluster lends its topology index to the next view with the same nodes; spareNodes is
+	// the view before it's node list, for the next view to fill (see view).
 	lastCluster *planner.Cluster
+	spareNodes  []planner.Node
 	plans       map[string]*plan
 	reserved    map[types.UID]reservation
 	verdicts    map[string]verdict
@@ -148,6 +156,7 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 		handle:          h,
 		now:             time.Now,
 		gpuNodes:        map[string]*gpuNode{},
+		gpuChanged:      map[string]bool{},
 		podGroups:       map[string]podGroupInfo{},
 		unseenGroups:    map[string]bool{},
 		toldIncomplete:  map[string]string{},
@@ -252,7 +261,10 @@ func (s *State) onNodeDelete(obj any) {
 	}
 	if n, ok := obj.(*corev1.Node); ok {
 		s.mu.Lock()
-		delete(s.bases, n.Name)
+		if b := s.bases[n.Name]; b != nil {
+			b.stale = true
+			delete(s.bases, n.Name)
+		}
 		s.mu.Unlock()
 	}
 }
@@ -425,6 +437,7 @@ func (s *State) onGPUNodeDelete(obj any) {
 	if g, ok := obj.(*convoy.GPUNode); ok {
 		s.gpuMu.Lock()
 		delete(s.gpuNodes, g.Name)
+		s.gpuChanged[g.Name] = true
 		s.gpuMu.Unlock()
 		s.bump()
 	}
@@ -438,6 +451,7 @@ func (s *State) SetGPUNode(g *convoy.GPUNode) {
 	s.gpuMu.Lock()
 	old := s.gpuNodes[g.Name]
 	s.gpuNodes[g.Name] = n
+	s.gpuChanged[g.Name] = true
 	s.gpuMu.Unlock()
 	if old == nil || !old.equal(n) {
 		s.bump()

@@ -160,7 +160,15 @@ type viewOptions struct {
 
 // view turns the snapshot into the planner's cluster for g.
 func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (*planner.Cluster, *victimTable) {
-	cl := &planner.Cluster{Nodes: make([]planner.Node, 0, len(nodes))}
+	// The node list of the view before last is no longer read (planFor and preemption use a view
+	// under s.mu, and the last view's only until the next one's ShareIndex): fill it again rather
+	// than allocate 5,000 nodes' worth per plan.
+	buf := s.spareNodes
+	s.spareNodes = nil
+	if cap(buf) < len(nodes) {
+		buf = make([]planner.Node, 0, len(nodes))
+	}
+	cl := &planner.Cluster{Nodes: buf[:0]}
 	var vt *victimTable
 	if o.victims {
 		vt = &victimTable{index: map[string]int{}}
@@ -182,17 +190,33 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 			}
 		}
 	}
-	s.gpuMu.RLock()
-	defer s.gpuMu.RUnlock()
-	for _, ni := range nodes {
+	s.gpuMu.Lock()
+	defer s.gpuMu.Unlock()
+	// A base whose GPUNode changed since the last view is stale.
+	for name := range s.gpuChanged {
+		if b := s.bases[name]; b != nil && b.gn != s.gpuNodes[name] {
+			b.stale = true
+			delete(s.bases, name)
+		}
+	}
+	clear(s.gpuChanged)
+	if len(s.byPosition) != len(nodes) {
+		s.byPosition = make([]*nodeBase, len(nodes))
+	}
+	for i, ni := range nodes {
 		node := ni.Node()
 		if node == nil {
 			continue
 		}
-		gn := s.gpuNodes[node.Name]
+		// The base at the node's position in the last view, if it is the node's and still
+		// current, saves two lookups by name per node and plan.
+		b := s.byPosition[i]
+		if b == nil || b.stale || b.pn.Name != node.Name || b.generation != ni.GetGeneration() {
+			b = s.base(ni, s.gpuNodes[node.Name])
+			s.byPosition[i] = b
+		}
 		// Most nodes of a busy cluster have no free GPU: without victims to count, such a node is
 		// its base, and its eligibility does not matter.
-		b := s.base(ni, gn)
 		if vt == nil && b.pn.Free == 0 && !held[node.Name] {
 			cl.Nodes = append(cl.Nodes, b.pn)
 			continue
@@ -209,8 +233,9 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 		cl.Victims = vt.list
 	}
 	// Node names and labels rarely change between plans: keep the planner's topology index.
-	if s.lastCluster != nil && cl.ShareIndex(s.lastCluster) {
-		return cl, vt
+	if s.lastCluster != nil {
+		cl.ShareIndex(s.lastCluster)
+		s.spareNodes = s.lastCluster.Nodes
 	}
 	s.lastCluster = cl
 	return cl, vt
@@ -248,7 +273,9 @@ func (s *State) sameDomain(anchor, node *corev1.Node, g *gang) bool {
 type nodeBase struct {
 	generation int64
 	gn         *gpuNode
-	pn         planner.Node
+	// stale marks a base replaced in bases, or dropped from it: its node or GPUNode changed.
+	stale bool
+	pn    planner.Node
 	// room is the device plugin's allocatable less the pods' requests.
 	room    int
 	holders []hold
@@ -302,6 +329,9 @@ func (s *State) base(ni fwk.NodeInfo, gn *gpuNode) *nodeBase {
 	}
 	pn.Free = free
 	b.pn = pn
+	if old := s.bases[node.Name]; old != nil {
+		old.stale = true
+	}
 	s.bases[node.Name] = b
 	return b
 }

@@ -611,3 +611,37 @@ func TestViewFollowsGPUNodesAndNodeOrder(t *testing.T) {
 		t.Errorf("after node %s recovered: gang on %q, want node %s", first, got, first)
 	}
 }
+
+// TestTellWaitsForAQuietMoment: the siblings of a gang that does not fit are told why only once no
+// pod has been reserved for tellQuiet, so that their status updates do not compete with Bindings.
+func TestTellWaitsForAQuietMoment(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r2", 8)}
+	pods := []*corev1.Pod{member("ns", "job", 0, 8).Annotation(convoy.AnnotationTopologyLevel, "rack").Obj(), member("ns", "job", 1, 8).Obj()}
+	h := newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8))
+	// Other gangs' pods are reserved every 200 ms until busyUntil.
+	busyUntil := time.Now().Add(tellDelay + 3*time.Second)
+	busy := lone("ns", "busy", 1).Obj()
+	go func() {
+		for time.Now().Before(busyUntil) {
+			h.state.Reserve(busy, "a")
+			time.Sleep(200 * time.Millisecond)
+		}
+	}()
+	if _, status := h.state.PlanFor(context.Background(), pods[0], h.nodeInfos()); status.IsSuccess() {
+		t.Fatal("the gang was placed, want it rejected: two 8-GPU pods in one rack of one node")
+	}
+	var toldAt time.Time
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, time.Until(busyUntil)+10*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := h.cs.CoreV1().Pods("ns").Get(ctx, "job-1", metav1.GetOptions{})
+		if err == nil && saysAlready(p, "ns/job needs ") {
+			toldAt = time.Now()
+			return true, nil
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("the waiting sibling was never told why the gang does not fit: %v", err)
+	}
+	if toldAt.Before(busyUntil) {
+		t.Errorf("the sibling was told %v before the scheduler stopped reserving pods, want after", busyUntil.Sub(toldAt))
+	}
+}

@@ -83,11 +83,31 @@ func (s *State) gatedSiblings(pod *corev1.Pod) map[string]*corev1.Pod {
 // tellDelay is how long a gang waits before its waiting pods are told why: a gang placed, or
 // completed, moments later is never told. tellQPS caps the status updates of all tells together:
 // they are background work that must not take the API server from binds (a backlog of gangs that
-// do not fit is thousands of pods to tell).
+// do not fit is thousands of pods to tell). For the same reason a tell waits, before each update,
+// until no pod has been reserved for tellQuiet, but no longer than tellMaxDefer from its start:
+// while the scheduler places other gangs, their Bindings go first.
 const (
-	tellDelay = 3 * time.Second
-	tellQPS   = 50
+	tellDelay    = 3 * time.Second
+	tellQPS      = 50
+	tellQuiet    = time.Second
+	tellMaxDefer = 30 * time.Second
 )
+
+// awaitQuiet returns once no pod has been reserved for tellQuiet, or at deadline, or when ctx ends.
+func (s *State) awaitQuiet(ctx context.Context, deadline time.Time) {
+	for {
+		now := s.now()
+		wait := tellQuiet - now.Sub(time.Unix(0, s.lastReserve.Load()))
+		if wait <= 0 || !now.Before(deadline) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(min(wait, deadline.Sub(now))):
+		}
+	}
+}
 
 // tellUnplaceable tells a gang's waiting pods why the gang does not fit, unless it has a plan by
 // then.
@@ -118,10 +138,12 @@ func (s *State) tellIncomplete(logger klog.Logger, namespace, name string) {
 
 // tell sets the PodScheduled condition of the pods that still wait to msg, as the scheduler would
 // have after a cycle each, in parallel and off the scheduling cycle, at most tellQPS a second for
-// all tells. The scheduler never writes the condition of a pod PreEnqueue holds back.
+// all tells, and in a quiet moment (see awaitQuiet). The scheduler never writes the condition of a
+// pod PreEnqueue holds back.
 func (s *State) tell(logger klog.Logger, pods []*corev1.Pod, msg string, waiting func(*corev1.Pod) bool) {
 	const workers = 16
 	ctx := context.Background()
+	deadline := s.now().Add(tellMaxDefer)
 	jobs := make(chan *corev1.Pod)
 	var wg sync.WaitGroup
 	for range workers {
@@ -132,6 +154,7 @@ func (s *State) tell(logger klog.Logger, pods []*corev1.Pod, msg string, waiting
 				if !waiting(p) {
 					continue
 				}
+				s.awaitQuiet(ctx, deadline)
 				if s.tellLimiter.Wait(ctx) != nil {
 					return
 				}

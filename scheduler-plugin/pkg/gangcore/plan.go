@@ -248,6 +248,7 @@ func (s *State) dropPlanLocked(key, reason string) {
 
 // Reserve marks the pod's slot taken: its GPUs count as used in every later view.
 func (s *State) Reserve(pod *corev1.Pod, nodeName string) {
+	s.lastReserve.Store(s.now().UnixNano())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := reservation{node: nodeName}

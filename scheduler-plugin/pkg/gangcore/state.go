@@ -46,8 +46,11 @@ type State struct {
 	open sync.Map
 	// kicked holds, by gang, the leader last activated by a sibling (see Gate).
 	kicked sync.Map
-	// tellLimiter paces the status updates that tell waiting pods why their gang does not fit.
+	// tellLimiter paces the status updates that tell waiting pods why their gang does not fit;
+	// lastReserve (Unix nanoseconds) is when a pod was last reserved: tells wait for a quiet
+	// moment (see tell).
 	tellLimiter flowcontrol.RateLimiter
+	lastReserve atomic.Int64
 	// podGroups holds each PodGroup's minMember and creation time, by "namespace/name";
 	// unseenGroups the PodGroups that pods were held for before this State saw them.
 	minMu        sync.RWMutex

@@ -13,7 +13,7 @@ import (
 
 // BenchmarkPlanFor measures GangPlacement's PreFilter work: the first pod of a 16×8-GPU gang plans
 // the whole gang on a fleet half full of bound pods (a new plan each time), and a later pod checks
-// its slot.
+// its slot, alone and with 200 other gangs' plans open.
 func BenchmarkPlanFor(b *testing.B) {
 	for _, n := range []int{1000, 5000} {
 		f := synth.DefaultFleet(n)
@@ -37,13 +37,20 @@ func BenchmarkPlanFor(b *testing.B) {
 		for r := range 16 {
 			gang = append(gang, member("ns", "job", r, 8).Obj())
 		}
-		h := newHarness(b, nodes, append(pods, gang...), inv...)
+		// 200 other gangs of two 2-GPU pods, planned before the last case: a backlog's open plans.
+		var others []*corev1.Pod
+		for k := range 200 {
+			for r := range 2 {
+				others = append(others, member("ns", fmt.Sprintf("other-%d", k), r, 2).Obj())
+			}
+		}
+		h := newHarness(b, nodes, append(append(pods, gang...), others...), inv...)
 		ctx := context.Background()
 		infos := h.nodeInfos()
 		b.Run(fmt.Sprintf("nodes=%d/new-plan", n), func(b *testing.B) {
 			for b.Loop() {
 				h.state.mu.Lock()
-				delete(h.state.plans, "ns/job")
+				h.state.deletePlanLocked("ns/job")
 				h.state.mu.Unlock()
 				if _, st := h.state.PlanFor(ctx, gang[0], infos); !st.IsSuccess() {
 					b.Fatal(st)
@@ -51,6 +58,18 @@ func BenchmarkPlanFor(b *testing.B) {
 			}
 		})
 		b.Run(fmt.Sprintf("nodes=%d/follow-plan", n), func(b *testing.B) {
+			for b.Loop() {
+				if _, st := h.state.PlanFor(ctx, gang[1], infos); !st.IsSuccess() {
+					b.Fatal(st)
+				}
+			}
+		})
+		for i := 0; i < len(others); i += 2 {
+			if _, st := h.state.PlanFor(ctx, others[i], infos); !st.IsSuccess() {
+				b.Fatal(st)
+			}
+		}
+		b.Run(fmt.Sprintf("nodes=%d/follow-plan-200-open", n), func(b *testing.B) {
 			for b.Loop() {
 				if _, st := h.state.PlanFor(ctx, gang[1], infos); !st.IsSuccess() {
 					b.Fatal(st)

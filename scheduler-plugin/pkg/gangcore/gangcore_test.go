@@ -2,6 +2,7 @@ package gangcore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -574,7 +575,7 @@ func TestViewFollowsGPUNodesAndNodeOrder(t *testing.T) {
 	plan := func(infos []fwk.NodeInfo) string {
 		t.Helper()
 		h.state.mu.Lock()
-		delete(h.state.plans, "ns/job")
+		h.state.deletePlanLocked("ns/job")
 		h.state.mu.Unlock()
 		st, status := h.state.PlanFor(context.Background(), pod, infos)
 		if !status.IsSuccess() {
@@ -644,4 +645,69 @@ func TestTellWaitsForAQuietMoment(t *testing.T) {
 	if toldAt.Before(busyUntil) {
 		t.Errorf("the sibling was told %v before the scheduler stopped reserving pods, want after", busyUntil.Sub(toldAt))
 	}
+}
+
+// TestClaimsOnAgreesWithClaims: the per-node index of plans' slots gives every node the claims the
+// scan of all plans gives it, as plans are made, reserved, dropped and bound.
+func TestClaimsOnAgreesWithClaims(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8), fakeNode("c", "r2", 8)}
+	var pods []*corev1.Pod
+	for i, prio := range []int32{1, 5, 5, 10} {
+		for r := range 2 {
+			pods = append(pods, member("ns", "g"+itoa(i), r, 2).Priority(prio).Obj())
+		}
+	}
+	h := newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8), inventory("c", 8))
+	ctx := context.Background()
+	check := func(when string) {
+		t.Helper()
+		h.state.mu.Lock()
+		defer h.state.mu.Unlock()
+		for _, probe := range []*gang{{key: "ns/g0", priority: 1}, {key: "ns/g1", priority: 5}, {key: "ns/other", priority: 5}, {key: "ns/other", priority: 0}, {key: "ns/g3", priority: 10}} {
+			all := h.state.claims(probe)
+			for _, n := range []string{"a", "b", "c"} {
+				got, want := h.state.claimsOn(probe, n), all[n]
+				key := func(c claim) string { return fmt.Sprintf("%v/%v", c.gpus, c.indexed) }
+				g, w := slices.Sorted(slices.Values(mapSlice(got, key))), slices.Sorted(slices.Values(mapSlice(want, key)))
+				if !slices.Equal(g, w) {
+					t.Errorf("%s: claims on %s for %s (priority %d) = %v, want %v", when, n, probe.key, probe.priority, g, w)
+				}
+			}
+		}
+	}
+	for i := 0; i < len(pods); i += 2 {
+		if _, status := h.state.PlanFor(ctx, pods[i], h.nodeInfos()); !status.IsSuccess() {
+			t.Fatalf("gang %s: %v", pods[i].Name, status)
+		}
+	}
+	check("four plans")
+	st, _ := h.state.PlanFor(ctx, pods[2], h.nodeInfos())
+	h.state.Reserve(pods[2], st.Slot.Node)
+	check("a pod reserved")
+	h.state.Unreserve(pods[2])
+	check("a plan dropped")
+	for _, p := range pods[6:] {
+		st, _ := h.state.PlanFor(ctx, p, h.nodeInfos())
+		h.state.Reserve(p, st.Slot.Node)
+		h.state.Bound(p)
+	}
+	check("a gang bound")
+	h.state.mu.Lock()
+	n := len(h.state.onNode["a"]) + len(h.state.onNode["b"]) + len(h.state.onNode["c"])
+	slots := 0
+	for _, p := range h.state.plans {
+		slots += len(p.slots)
+	}
+	h.state.mu.Unlock()
+	if n != slots {
+		t.Errorf("the index holds %d slots, the plans %d", n, slots)
+	}
+}
+
+func mapSlice[T, U any](in []T, f func(T) U) []U {
+	out := make([]U, 0, len(in))
+	for _, x := range in {
+		out = append(out, f(x))
+	}
+	return out
 }

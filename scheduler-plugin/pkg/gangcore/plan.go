@@ -3,6 +3,7 @@ package gangcore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -54,21 +55,65 @@ type claim struct {
 	indexed bool
 }
 
-// claims returns, by node, the slots other gangs' plans hold that g may not take; on one node
-// only when node is set.
-func (s *State) claims(g *gang, node string) map[string][]claim {
+// claims returns, by node, the slots other gangs' plans hold that g may not take.
+func (s *State) claims(g *gang) map[string][]claim {
 	out := map[string][]claim{}
 	for key, p := range s.plans {
 		if key == g.key || p.priority < g.priority {
 			continue
 		}
 		for _, sl := range p.slots {
-			if sl.phase == slotPlanned && (node == "" || sl.Node == node) {
+			if sl.phase == slotPlanned {
 				out[sl.Node] = append(out[sl.Node], claim{sl.GPUs, sl.Indexed})
 			}
 		}
 	}
 	return out
+}
+
+// claimsOn returns claims(g)[node], from the plans' slots on node alone: every later pod of a gang
+// checks its slot this way, and with a backlog there are hundreds of open plans.
+func (s *State) claimsOn(g *gang, node string) []claim {
+	var out []claim
+	for _, ps := range s.onNode[node] {
+		if ps.key != g.key && ps.plan.priority >= g.priority && ps.slot.phase == slotPlanned {
+			out = append(out, claim{ps.slot.GPUs, ps.slot.Indexed})
+		}
+	}
+	return out
+}
+
+// planSlot is a slot of the plan of gang key.
+type planSlot struct {
+	key  string
+	plan *plan
+	slot *slot
+}
+
+// setPlanLocked records the gang's plan, in place of any other.
+func (s *State) setPlanLocked(key string, p *plan) {
+	s.deletePlanLocked(key)
+	s.plans[key] = p
+	for _, sl := range p.slots {
+		s.onNode[sl.Node] = append(s.onNode[sl.Node], planSlot{key: key, plan: p, slot: sl})
+	}
+}
+
+// deletePlanLocked forgets the gang's plan, if any.
+func (s *State) deletePlanLocked(key string) {
+	p := s.plans[key]
+	if p == nil {
+		return
+	}
+	delete(s.plans, key)
+	for _, sl := range p.slots {
+		list := slices.DeleteFunc(s.onNode[sl.Node], func(ps planSlot) bool { return ps.plan == p })
+		if len(list) == 0 {
+			delete(s.onNode, sl.Node)
+		} else {
+			s.onNode[sl.Node] = list
+		}
+	}
 }
 
 // StateKey is the CycleState key of GangPlacement's PreFilter result.
@@ -211,7 +256,7 @@ func (s *State) storePlanLocked(key string, g *gang, pl *planner.Plan, preemptin
 		}
 		p.slots[pod.UID] = sl
 	}
-	s.plans[key] = p
+	s.setPlanLocked(key, p)
 	return p
 }
 
@@ -222,7 +267,7 @@ func (s *State) slotHolds(pod *corev1.Pod, key string, priority int32, sl *slot)
 		return false
 	}
 	g := &gang{key: key, priority: priority, pendingUIDs: map[types.UID]bool{}}
-	pn := nodeView(s.base(ni, s.gpuNode(sl.Node)), g, s.claims(g, sl.Node)[sl.Node], nil, false)
+	pn := nodeView(s.base(ni, s.gpuNode(sl.Node)), g, s.claimsOn(g, sl.Node), nil, false)
 	if pn.Indexed != sl.Indexed {
 		return false
 	}
@@ -235,7 +280,7 @@ func (s *State) slotHolds(pod *corev1.Pod, key string, priority int32, sl *slot)
 // dropPlanLocked forgets a gang's plan and sends its pods waiting at Permit back to the queue, so
 // that no part of the gang binds on a stale plan.
 func (s *State) dropPlanLocked(key, reason string) {
-	delete(s.plans, key)
+	s.deletePlanLocked(key)
 	s.open.Delete(key)
 	// Its claims are free again.
 	s.bump()
@@ -304,7 +349,7 @@ func (s *State) Bound(pod *corev1.Pod) {
 			return
 		}
 	}
-	delete(s.plans, key)
+	s.deletePlanLocked(key)
 	s.open.Delete(key)
 	s.retryBackoff.Reset(key)
 }

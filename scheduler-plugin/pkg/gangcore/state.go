@@ -91,8 +91,11 @@ type State struct {
 	lastCluster *planner.Cluster
 	spareNodes  []planner.Node
 	plans       map[string]*plan
-	reserved    map[types.UID]reservation
-	verdicts    map[string]verdict
+	// onNode holds the slots of plans, by node, for a later pod's check of its own slot (see
+	// claimsOn); kept with plans by setPlanLocked and deletePlanLocked.
+	onNode   map[string][]planSlot
+	reserved map[types.UID]reservation
+	verdicts map[string]verdict
 	// preemptVerdicts remember that preemption cannot make room for a gang.
 	preemptVerdicts map[string]verdict
 	preemptions     map[string]*preemption
@@ -165,6 +168,7 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 		toldIncomplete:  map[string]string{},
 		bases:           map[string]*nodeBase{},
 		plans:           map[string]*plan{},
+		onNode:          map[string][]planSlot{},
 		reserved:        map[types.UID]reservation{},
 		verdicts:        map[string]verdict{},
 		preemptVerdicts: map[string]verdict{},

@@ -173,7 +173,7 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 	if o.victims {
 		vt = &victimTable{index: map[string]int{}}
 	}
-	claims := s.claims(o.gang, "")
+	claims := s.claims(o.gang)
 	// The nodes where the gang's own pending pods hold GPUs (reserved, not yet bound): they count
 	// as free for the new plan.
 	held := map[string]bool{}

@@ -36,7 +36,7 @@ const Name = upstream.Name
 // (to activate the gang's siblings) and in PostFilter. With a backlog of 15,000 pending pods in
 // one namespace that was 29% of the scheduler's CPU in the 5,000-node benchmark.
 func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
-	return upstream.New(ctx, obj, newHandle(h, sync.OnceValue(func() bool { return runsGangPlacement(h) })))
+	return upstream.New(ctx, obj, newHandle(h, func() bool { return runsGangPlacement(h) }))
 }
 
 // runsGangPlacement reports whether h's profile runs GangPlacement, whose State indexes the
@@ -55,9 +55,16 @@ type handle struct {
 	factory factory
 }
 
-// newHandle wraps h; convoy says whether its profile runs GangPlacement.
+// newHandle wraps h; convoy says whether its profile runs GangPlacement. GangPlacement's lookup of
+// a gang's pods is resolved once, on the first list.
 func newHandle(h framework.Handle, convoy func() bool) *handle {
-	return &handle{Handle: h, factory: factory{SharedInformerFactory: h.SharedInformerFactory(), h: h, convoy: convoy}}
+	gangPods := sync.OnceValue(func() func(namespace, name string) []*corev1.Pod {
+		if !convoy() {
+			return nil
+		}
+		return gangcore.Lookup(h).PodGroupPods
+	})
+	return &handle{Handle: h, factory: factory{SharedInformerFactory: h.SharedInformerFactory(), gangPods: gangPods}}
 }
 
 func (h *handle) SharedInformerFactory() informers.SharedInformerFactory { return h.factory }
@@ -65,8 +72,8 @@ func (h *handle) SharedInformerFactory() informers.SharedInformerFactory { retur
 // factory, core, v1 and podInformer are the scheduler's informers, less their pod lister.
 type factory struct {
 	informers.SharedInformerFactory
-	h      framework.Handle
-	convoy func() bool
+	// gangPods is GangPlacement's lookup of a gang's pods, or nil outside a GangPlacement profile.
+	gangPods func() func(namespace, name string) []*corev1.Pod
 }
 
 func (f factory) Core() coreinformers.Interface {
@@ -118,12 +125,12 @@ type podNamespaceLister struct {
 // List returns what the informer's lister would, in no set order.
 func (l podNamespaceLister) List(selector labels.Selector) ([]*corev1.Pod, error) {
 	pg, ok := selector.RequiresExactMatch(schedv1alpha1.PodGroupLabel)
-	if !ok || !l.f.convoy() {
+	gangPods := l.f.gangPods()
+	if !ok || gangPods == nil {
 		return l.PodNamespaceLister.List(selector)
 	}
-	s := gangcore.Lookup(l.f.h)
 	var out []*corev1.Pod
-	for _, p := range s.PodGroupPods(l.namespace, pg) {
+	for _, p := range gangPods(l.namespace, pg) {
 		if selector.Matches(labels.Set(p.Labels)) {
 			out = append(out, p)
 		}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
@@ -57,6 +58,7 @@ func profile(t *testing.T, gang bool, pods ...*corev1.Pod) framework.Framework {
 	fw, err := tf.NewFramework(ctx, fns, "convoy-scheduler",
 		frameworkruntime.WithClientSet(cs),
 		frameworkruntime.WithInformerFactory(factory),
+		frameworkruntime.WithSnapshotSharedLister(cache.NewEmptySnapshot()),
 	)
 	if err != nil {
 		t.Fatal(err)

@@ -6,14 +6,18 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner/synth"
 )
 
 // BenchmarkPlanFor measures GangPlacement's PreFilter work: the first pod of a 16×8-GPU gang plans
-// the whole gang on a fleet half full of bound pods (a new plan each time), and a later pod checks
-// its slot, alone and with 200 other gangs' plans open.
+// the whole gang on a fleet half full of bound pods (a new plan each time), a gang of pods that
+// keep apart by hostname does the same, and a later pod checks its slot, alone and with 200 other
+// gangs' plans open.
 func BenchmarkPlanFor(b *testing.B) {
 	for _, n := range []int{1000, 5000} {
 		f := synth.DefaultFleet(n)
@@ -33,9 +37,13 @@ func BenchmarkPlanFor(b *testing.B) {
 				}
 			}
 		}
-		var gang []*corev1.Pod
+		var gang, apart []*corev1.Pod
 		for r := range 16 {
 			gang = append(gang, member("ns", "job", r, 8).Obj())
+		}
+		for r := range 16 {
+			apart = append(apart, member("ns", "apart", r, 2).PodAntiAffinity(corev1.LabelHostname,
+				&metav1.LabelSelector{MatchLabels: map[string]string{schedv1alpha1.PodGroupLabel: "apart"}}, st.PodAntiAffinityWithRequiredReq).Obj())
 		}
 		// 200 other gangs of two 2-GPU pods, planned before the last case: a backlog's open plans.
 		var others []*corev1.Pod
@@ -44,19 +52,25 @@ func BenchmarkPlanFor(b *testing.B) {
 				others = append(others, member("ns", fmt.Sprintf("other-%d", k), r, 2).Obj())
 			}
 		}
-		h := newHarness(b, nodes, append(append(pods, gang...), others...), inv...)
+		h := newHarness(b, nodes, append(append(append(pods, gang...), apart...), others...), inv...)
 		ctx := context.Background()
 		infos := h.nodeInfos()
-		b.Run(fmt.Sprintf("nodes=%d/new-plan", n), func(b *testing.B) {
-			for b.Loop() {
-				h.state.mu.Lock()
-				h.state.deletePlanLocked("ns/job")
-				h.state.mu.Unlock()
-				if _, st := h.state.PlanFor(ctx, gang[0], infos); !st.IsSuccess() {
-					b.Fatal(st)
+		newPlan := func(key string, pod *corev1.Pod) func(b *testing.B) {
+			return func(b *testing.B) {
+				for b.Loop() {
+					h.state.mu.Lock()
+					h.state.deletePlanLocked(key)
+					h.state.mu.Unlock()
+					if _, st := h.state.PlanFor(ctx, pod, infos); !st.IsSuccess() {
+						b.Fatal(st)
+					}
 				}
 			}
-		})
+		}
+		b.Run(fmt.Sprintf("nodes=%d/new-plan", n), newPlan("ns/job", gang[0]))
+		// A gang of 16 2-GPU pods that keep apart by hostname: InterPodAffinity filters every node
+		// with free GPUs, and the plan caps each node at one pod.
+		b.Run(fmt.Sprintf("nodes=%d/new-plan-apart", n), newPlan("ns/apart", apart[0]))
 		b.Run(fmt.Sprintf("nodes=%d/follow-plan", n), func(b *testing.B) {
 			for b.Loop() {
 				if _, st := h.state.PlanFor(ctx, gang[1], infos); !st.IsSuccess() {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	"k8s.io/kubernetes/pkg/scheduler/metrics"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -72,6 +73,8 @@ func (a *activator) Activate(_ klog.Logger, pods map[string]*corev1.Pod) {
 
 func newHarness(t testing.TB, nodes []*corev1.Node, pods []*corev1.Pod, gpuNodes ...*convoy.GPUNode) *harness {
 	t.Helper()
+	// The framework's parallelizer, which InterPodAffinity uses, records metrics.
+	metrics.Register()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	cs := fake.NewClientset()
@@ -135,7 +138,7 @@ func bound(pods []*corev1.Pod) []*corev1.Pod {
 
 // fakeNode is a node with gpus GPUs in rack.
 func fakeNode(name, rack string, gpus int) *corev1.Node {
-	return st.MakeNode().Name(name).Label(convoy.LabelTopologyZone, "z").Label(convoy.LabelTopologyBlock, "b").
+	return st.MakeNode().Name(name).Label(corev1.LabelHostname, name).Label(convoy.LabelTopologyZone, "z").Label(convoy.LabelTopologyBlock, "b").
 		Label(convoy.LabelTopologyRack, rack).Capacity(map[corev1.ResourceName]string{
 		corev1.ResourceCPU: "96", corev1.ResourceMemory: "1Ti", corev1.ResourcePods: "110", convoy.ResourceGPU: itoa(gpus)}).Obj()
 }

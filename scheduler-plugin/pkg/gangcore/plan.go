@@ -208,8 +208,12 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 		return &CycleState{Gang: key, Unplaceable: v.message}, fwk.NewStatus(fwk.Unschedulable, v.message)
 	}
 	g := s.gangOf(pod)
-	cl, _ := s.view(ctx, nodes, viewOptions{gang: g, elig: newEligibility(pod)})
-	pl, err := cl.Place(g.plannerGang())
+	elig, err := s.eligibilityFor(ctx, pod, g, nodes)
+	var pl *planner.Plan
+	if err == nil {
+		cl, _ := s.view(ctx, nodes, viewOptions{gang: g, elig: elig})
+		pl, err = cl.Place(g.plannerGang())
+	}
 	if err != nil {
 		s.verdicts[key] = verdict{generation: s.generation.Load(), at: now, message: err.Error()}
 		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())

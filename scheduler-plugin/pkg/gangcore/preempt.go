@@ -97,7 +97,11 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	if !s.anyVictim(nodes, g, o.LonePods) {
 		return cannot("no pod of lower priority holds GPUs: preemption cannot help")
 	}
-	cl, vt := s.view(ctx, nodes, viewOptions{gang: g, elig: newEligibility(pod), victims: true, lonePods: o.LonePods})
+	elig, err := s.eligibilityFor(ctx, pod, g, nodes)
+	if err != nil {
+		return cannot(err.Error())
+	}
+	cl, vt := s.view(ctx, nodes, viewOptions{gang: g, elig: elig, victims: true, lonePods: o.LonePods})
 	res, err := cl.Preempt(g.plannerGang())
 	if err != nil {
 		logger.V(2).Info("Preemption cannot make room", "gang", key, "reason", err.Error())

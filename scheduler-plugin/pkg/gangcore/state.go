@@ -64,6 +64,9 @@ type State struct {
 	trainingJobs bool
 	now          func() time.Time
 
+	// interPod filters nodes by the gang's inter-pod affinity and topology spread (interpod.go).
+	interPod *interPodPlugins
+
 	gpuMu    sync.RWMutex
 	gpuNodes map[string]*gpuNode
 	// gpuChanged names the nodes whose GPUNode was set or deleted since the last view: their
@@ -179,6 +182,11 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 		retryArmed:      map[string]bool{},
 		wake:            make(chan struct{}, 1),
 	}
+	ip, err := newInterPodPlugins(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	s.interPod = ip
 	go s.wakeLoop(ctx)
 	pods := h.SharedInformerFactory().Core().V1().Pods()
 	s.pods = pods.Lister()

@@ -2,6 +2,7 @@ package gangcore
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -84,11 +85,24 @@ type eligibility struct {
 	template *corev1.Pod
 	affinity nodeaffinity.RequiredNodeAffinity
 	requests corev1.ResourceList
+	// interPod is what the pods ask of other pods' places; nil when nothing (see interpod.go).
+	interPod *interPod
 }
 
-func newEligibility(pod *corev1.Pod) eligibility {
-	return eligibility{template: pod, affinity: nodeaffinity.GetRequiredNodeAffinity(pod),
+// eligibilityFor reads what g's pods, pod first, need of a node besides GPUs. Affinity among the
+// gang's own pods may tighten g's topology level. The error names a constraint a plan cannot honour.
+func (s *State) eligibilityFor(ctx context.Context, pod *corev1.Pod, g *gang, nodes []fwk.NodeInfo) (eligibility, error) {
+	e := eligibility{template: pod, affinity: nodeaffinity.GetRequiredNodeAffinity(pod),
 		requests: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})}
+	ip, err := s.interPod.constraints(ctx, pod, nodes, s)
+	if err != nil {
+		return e, fmt.Errorf("%s needs %w", g.key, err)
+	}
+	e.interPod = ip
+	if l := ip.requiredLevel(); l != planner.LevelNone && (!g.required || l < g.level) {
+		g.level, g.required = l, true
+	}
+	return e, nil
 }
 
 // excluded reports whether the gang's pods may not run on the node: cordon, an untolerated
@@ -134,6 +148,19 @@ func (e eligibility) maxPods(ni fwk.NodeInfo, gpu corev1.ResourceName) int {
 		return -1
 	}
 	return limit
+}
+
+// fewer combines two limits of the planner's Node.MaxPods (-1: none, 0: no limit).
+func fewer(a, b int) int {
+	switch {
+	case a < 0 || b < 0:
+		return -1
+	case a == 0:
+		return b
+	case b == 0:
+		return a
+	}
+	return min(a, b)
 }
 
 // victimTable numbers the gangs and lone pods that hold GPUs, for preemption.
@@ -222,9 +249,9 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 			continue
 		}
 		pn := nodeView(b, o.gang, claims[node.Name], vt, o.lonePods)
-		pn.Excluded = o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang)
+		pn.Excluded = o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang) || o.elig.interPod.excludes(ctx, ni)
 		if !pn.Excluded {
-			pn.MaxPods = o.elig.maxPods(ni, s.opts.GPUResource)
+			pn.MaxPods = fewer(o.elig.maxPods(ni, s.opts.GPUResource), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
 		}
 		cl.Nodes = append(cl.Nodes, pn)
 	}

@@ -253,6 +253,22 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool
 	}
 }
 
+// waitUnschedulable waits until every named pod's PodScheduled message contains want, and fails
+// the test for any pod bound.
+func waitUnschedulable(t *testing.T, c client.Client, ns string, names []string, want string) {
+	t.Helper()
+	var pods []*corev1.Pod
+	waitFor(t, 30*time.Second, "every pod of the gang to show why it is unschedulable", func() (bool, string) {
+		pods = get(t, c, ns, names)
+		return all(pods, func(p *corev1.Pod) bool { return strings.Contains(unschedulableMessage(p), want) }), describe(pods)
+	})
+	for _, p := range pods {
+		if p.Spec.NodeName != "" {
+			t.Errorf("pod %s is bound to %s", p.Name, p.Spec.NodeName)
+		}
+	}
+}
+
 // waitBound waits until every named pod is bound and returns them.
 func waitBound(t *testing.T, c client.Client, ns string, names []string, timeout time.Duration) []*corev1.Pod {
 	t.Helper()

@@ -80,17 +80,8 @@ func TestInfeasibleGangBindsNothing(t *testing.T) {
 	e.nodes(t, specs, gpuNodesFor(specs)...)
 
 	gang := makeGang(ns, "too-big", 3, 8).Topology(convoy.TopologyRack, convoy.TopologyRequired).create(t, e.c.Client)
-	want := ns + "/too-big needs 3 pod(s) × 8 GPU(s) in one rack; the best rack (zone-0/block-0-0/rack-0-0-0) has room for 2 pods (16 free GPUs)"
-	var pods []*corev1.Pod
-	waitFor(t, bindTimeout, "every pod of the gang to show why it is unschedulable", func() (bool, string) {
-		pods = get(t, e.c.Client, ns, gang.names())
-		return all(pods, func(p *corev1.Pod) bool { return strings.Contains(unschedulableMessage(p), want) }), describe(pods)
-	})
-	for _, p := range pods {
-		if p.Spec.NodeName != "" {
-			t.Errorf("pod %s of the infeasible gang is bound to %s", p.Name, p.Spec.NodeName)
-		}
-	}
+	waitUnschedulable(t, e.c.Client, ns, gang.names(),
+		ns+"/too-big needs 3 pod(s) × 8 GPU(s) in one rack; the best rack (zone-0/block-0-0/rack-0-0-0) has room for 2 pods (16 free GPUs)")
 }
 
 // TestHighPriorityGangPreemptsWholeLowerGangs: a high-priority gang that does not fit evicts every

@@ -1,0 +1,246 @@
+package gangcore
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/podtopologyspread"
+
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
+)
+
+// Required inter-pod affinity, anti-affinity and topology spread constraints (whenUnsatisfiable:
+// DoNotSchedule) are not in the planner's model; a plan that broke them would fail their Filter
+// on its first node and be made again, the same, forever. A gang's plan honours them in two parts:
+//
+//   - Against pods already placed: kube-scheduler's own InterPodAffinity and PodTopologySpread run
+//     their PreFilter and Filter for the gang's pod on every node the plan may use, and a node
+//     they reject is excluded. Both skip at once for a pod that asks nothing of other pods in a
+//     cluster where no pod asks anything of it.
+//   - Among the gang's own pods, which are placed together: a term that selects the gang's own
+//     pods becomes a bound on the plan. Anti-affinity by kubernetes.io/hostname allows one pod of
+//     the gang per node; a spread by kubernetes.io/hostname with maxSkew m allows m matching pods
+//     per node (a bound that keeps the skew whatever other nodes hold); affinity by
+//     kubernetes.io/hostname or by the zone, block or rack label keeps the gang in one node, zone,
+//     block or rack. Any other term among the gang's own pods is refused with a message naming it:
+//     placing a gang one pod at a time in the order such a term needs is not something a plan can
+//     promise.
+//
+// Preferred terms and ScheduleAnyway spreads only score nodes; a plan decides the nodes itself.
+
+// interPodPlugins are the upstream plugins that filter nodes for a gang's pod against pods
+// already placed.
+type interPodPlugins struct {
+	plugins  []interPodPlugin
+	nsLabels func(ns string) labels.Set
+}
+
+type interPodPlugin interface {
+	framework.PreFilterPlugin
+	framework.FilterPlugin
+}
+
+func newInterPodPlugins(ctx context.Context, h framework.Handle) (*interPodPlugins, error) {
+	fts := plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+	ipa, err := interpodaffinity.New(ctx, &config.InterPodAffinityArgs{HardPodAffinityWeight: 1}, h, fts)
+	if err != nil {
+		return nil, fmt.Errorf("InterPodAffinity: %w", err)
+	}
+	pts, err := podtopologyspread.New(ctx, &config.PodTopologySpreadArgs{DefaultingType: config.SystemDefaulting}, h, fts)
+	if err != nil {
+		return nil, fmt.Errorf("PodTopologySpread: %w", err)
+	}
+	nsLister := h.SharedInformerFactory().Core().V1().Namespaces().Lister()
+	logger := klog.FromContext(ctx)
+	return &interPodPlugins{
+		plugins: []interPodPlugin{ipa.(interPodPlugin), pts.(interPodPlugin)},
+		nsLabels: func(ns string) labels.Set {
+			return interpodaffinity.GetNamespaceLabelsSnapshot(logger, ns, nsLister)
+		},
+	}, nil
+}
+
+// interPod is what a gang's pod asks of other pods' places, for one plan.
+type interPod struct {
+	pod   *corev1.Pod
+	state *framework.CycleState
+	// filters are the plugins whose PreFilter did not skip: nodes must pass their Filter.
+	filters []framework.FilterPlugin
+	// caps bound the gang's pods per node, by the pods on the node they count.
+	caps []nodeCap
+	// level, when set, is the topology level that affinity among the gang's pods requires.
+	level planner.Level
+}
+
+// nodeCap allows at most limit pods matching on a node.
+type nodeCap struct {
+	limit   int
+	matches func(*corev1.Pod) bool
+}
+
+// constraints reads pod's required inter-pod terms for a plan of the gang's pending pods (whose
+// labels the pod is taken to stand for). It returns nil when the pod asks nothing of other pods'
+// places and nothing placed asks anything of it, and an error naming the term it cannot honour.
+func (ip *interPodPlugins) constraints(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeInfo, s *State) (*interPod, error) {
+	if ip == nil {
+		return nil, nil
+	}
+	out := &interPod{pod: pod, state: framework.NewCycleState()}
+	for _, pl := range ip.plugins {
+		_, status := pl.PreFilter(ctx, out.state, pod, nodes)
+		switch {
+		case status.IsSkip():
+		case !status.IsSuccess():
+			return nil, fmt.Errorf("%s: %s", pl.Name(), status.Message())
+		default:
+			out.filters = append(out.filters, pl)
+		}
+	}
+	pi, err := framework.NewPodInfo(pod)
+	if err != nil {
+		return nil, err
+	}
+	nsLabels := ip.nsLabels(pod.Namespace)
+	self := labels.Set(pod.Labels)
+	field := "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+	for i, t := range pi.GetRequiredAntiAffinityTerms() {
+		if !t.Matches(pod, nsLabels) {
+			continue
+		}
+		if t.TopologyKey != corev1.LabelHostname {
+			return nil, fmt.Errorf("pod anti-affinity among its own pods by %q (%s[%d]): Convoy keeps a gang's pods apart by %s only; use that topologyKey",
+				t.TopologyKey, field, i, corev1.LabelHostname)
+		}
+		out.caps = append(out.caps, nodeCap{limit: 1, matches: func(p *corev1.Pod) bool {
+			return t.Matches(p, ip.nsLabels(p.Namespace))
+		}})
+	}
+	field = "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+	for i, t := range pi.GetRequiredAffinityTerms() {
+		if !t.Matches(pod, nsLabels) {
+			continue
+		}
+		l, ok := s.levelOfKey(t.TopologyKey)
+		if !ok {
+			return nil, fmt.Errorf("pod affinity among its own pods by %q (%s[%d]): Convoy keeps a gang's pods together by %s, %s, %s or %s only; use one of those topologyKeys, or the TrainingJob's spec.scheduling.topology",
+				t.TopologyKey, field, i, corev1.LabelHostname, s.opts.RackLabel, s.opts.BlockLabel, s.opts.ZoneLabel)
+		}
+		if out.level == planner.LevelNone || l < out.level {
+			out.level = l
+		}
+	}
+	for i, c := range pod.Spec.TopologySpreadConstraints {
+		if c.WhenUnsatisfiable != corev1.DoNotSchedule {
+			continue
+		}
+		sel, err := spreadSelector(c, pod)
+		if err != nil {
+			return nil, fmt.Errorf("spec.topologySpreadConstraints[%d].labelSelector: %w", i, err)
+		}
+		if !sel.Matches(self) {
+			continue
+		}
+		if c.TopologyKey != corev1.LabelHostname {
+			return nil, fmt.Errorf("a topology spread of its own pods by %q with whenUnsatisfiable DoNotSchedule (spec.topologySpreadConstraints[%d]): Convoy spreads a gang's pods by %s only; use that topologyKey, or whenUnsatisfiable ScheduleAnyway",
+				c.TopologyKey, i, corev1.LabelHostname)
+		}
+		ns := pod.Namespace
+		out.caps = append(out.caps, nodeCap{limit: int(c.MaxSkew), matches: func(p *corev1.Pod) bool {
+			return p.Namespace == ns && sel.Matches(labels.Set(p.Labels))
+		}})
+	}
+	if len(out.filters) == 0 && len(out.caps) == 0 && out.level == planner.LevelNone {
+		return nil, nil
+	}
+	return out, nil
+}
+
+// spreadSelector is the constraint's selector with its matchLabelKeys taken from pod, as
+// PodTopologySpread reads it.
+func spreadSelector(c corev1.TopologySpreadConstraint, pod *corev1.Pod) (labels.Selector, error) {
+	ls := c.LabelSelector
+	if len(c.MatchLabelKeys) > 0 {
+		ls = ls.DeepCopy()
+		if ls == nil {
+			ls = &metav1.LabelSelector{}
+		}
+		for _, k := range c.MatchLabelKeys {
+			if v, ok := pod.Labels[k]; ok {
+				ls.MatchExpressions = append(ls.MatchExpressions, metav1.LabelSelectorRequirement{
+					Key: k, Operator: metav1.LabelSelectorOpIn, Values: []string{v}})
+			}
+		}
+	}
+	return metav1.LabelSelectorAsSelector(ls)
+}
+
+// levelOfKey maps a topology key to the planner's level.
+func (s *State) levelOfKey(key string) (planner.Level, bool) {
+	switch key {
+	case corev1.LabelHostname:
+		return planner.LevelNode, true
+	case s.opts.RackLabel:
+		return planner.LevelRack, true
+	case s.opts.BlockLabel:
+		return planner.LevelBlock, true
+	case s.opts.ZoneLabel:
+		return planner.LevelZone, true
+	}
+	return planner.LevelNone, false
+}
+
+// requiredLevel is the level affinity among the gang's pods requires, LevelNone when none.
+func (c *interPod) requiredLevel() planner.Level {
+	if c == nil {
+		return planner.LevelNone
+	}
+	return c.level
+}
+
+// excludes reports whether the node fails the upstream plugins' Filter for the gang's pod.
+func (c *interPod) excludes(ctx context.Context, ni fwk.NodeInfo) bool {
+	if c == nil {
+		return false
+	}
+	for _, f := range c.filters {
+		if !f.Filter(ctx, c.state, c.pod, ni).IsSuccess() {
+			return true
+		}
+	}
+	return false
+}
+
+// maxPods is how many of the gang's pods the node may take by the caps (0: no cap, -1: none),
+// counting the pods on it that are not the gang's own pending ones.
+func (c *interPod) maxPods(ni fwk.NodeInfo, pending map[types.UID]bool) int {
+	if c == nil || len(c.caps) == 0 {
+		return 0
+	}
+	limit := -1
+	for _, cp := range c.caps {
+		n := cp.limit
+		for _, pi := range ni.GetPods() {
+			if p := pi.GetPod(); !pending[p.UID] && cp.matches(p) {
+				n--
+			}
+		}
+		if limit < 0 || n < limit {
+			limit = n
+		}
+	}
+	if limit <= 0 {
+		return -1
+	}
+	return limit
+}

@@ -1,0 +1,137 @@
+package gangcore
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
+)
+
+// TestInterPodConstraints: what a gang's required inter-pod terms make of a plan: a per-node cap,
+// a required level, nodes to filter, or an error that names the field.
+func TestInterPodConstraints(t *testing.T) {
+	own := &metav1.LabelSelector{MatchLabels: map[string]string{schedv1alpha1.PodGroupLabel: "job"}}
+	other := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "cache"}}
+	pod := func() *st.PodWrapper { return member("ns", "job", 0, 2) }
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		// wantNil: nothing to honour; else the caps, level and filters wanted.
+		wantNil     bool
+		wantCaps    []int
+		wantLevel   planner.Level
+		wantFilters int
+		wantErr     string
+	}{
+		{name: "no terms", pod: pod().Obj(), wantNil: true},
+		{name: "preferred terms only", pod: pod().PodAntiAffinity(corev1.LabelHostname, own, st.PodAntiAffinityWithPreferredReq).Obj(), wantNil: true},
+		{name: "spread that may schedule anyway", pod: pod().SpreadConstraint(1, convoy.LabelTopologyZone, corev1.ScheduleAnyway, own, nil, nil, nil, nil).Obj(), wantNil: true},
+		{name: "apart by hostname", pod: pod().PodAntiAffinity(corev1.LabelHostname, own, st.PodAntiAffinityWithRequiredReq).Obj(),
+			wantCaps: []int{1}, wantFilters: 1},
+		{name: "apart from other pods by zone", pod: pod().PodAntiAffinity(convoy.LabelTopologyZone, other, st.PodAntiAffinityWithRequiredReq).Obj(),
+			wantFilters: 1},
+		{name: "apart by zone", pod: pod().PodAntiAffinity(convoy.LabelTopologyZone, own, st.PodAntiAffinityWithRequiredReq).Obj(),
+			wantErr: `ns/job needs pod anti-affinity among its own pods by "topology.kubernetes.io/zone" (spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]): Convoy keeps a gang's pods apart by kubernetes.io/hostname only; use that topologyKey`},
+		{name: "together by rack", pod: pod().PodAffinity(convoy.LabelTopologyRack, own, st.PodAffinityWithRequiredReq).Obj(),
+			wantLevel: planner.LevelRack, wantFilters: 1},
+		{name: "together by hostname", pod: pod().PodAffinity(corev1.LabelHostname, own, st.PodAffinityWithRequiredReq).Obj(),
+			wantLevel: planner.LevelNode, wantFilters: 1},
+		{name: "together by another key", pod: pod().PodAffinity("example.com/pod", own, st.PodAffinityWithRequiredReq).Obj(),
+			wantErr: `ns/job needs pod affinity among its own pods by "example.com/pod" (spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0])`},
+		{name: "with other pods by zone", pod: pod().PodAffinity(convoy.LabelTopologyZone, other, st.PodAffinityWithRequiredReq).Obj(),
+			wantFilters: 1},
+		{name: "spread by hostname", pod: pod().SpreadConstraint(3, corev1.LabelHostname, corev1.DoNotSchedule, own, nil, nil, nil, nil).Obj(),
+			wantCaps: []int{3}, wantFilters: 1},
+		{name: "spread by hostname, matchLabelKeys", pod: pod().SpreadConstraint(2, corev1.LabelHostname, corev1.DoNotSchedule, &metav1.LabelSelector{}, nil, nil, nil,
+			[]string{schedv1alpha1.PodGroupLabel}).Obj(), wantCaps: []int{2}, wantFilters: 1},
+		{name: "spread of other pods by zone", pod: pod().SpreadConstraint(1, convoy.LabelTopologyZone, corev1.DoNotSchedule, other, nil, nil, nil, nil).Obj(),
+			wantFilters: 1},
+		{name: "spread by zone", pod: pod().SpreadConstraint(1, convoy.LabelTopologyZone, corev1.DoNotSchedule, own, nil, nil, nil, nil).Obj(),
+			wantErr: `ns/job needs a topology spread of its own pods by "topology.kubernetes.io/zone" with whenUnsatisfiable DoNotSchedule (spec.topologySpreadConstraints[0])`},
+	}
+	nodes := []*corev1.Node{fakeNode("n0", "r0", 8), fakeNode("n1", "r1", 8)}
+	h := newHarness(t, nodes, nil, inventory("n0", 8), inventory("n1", 8))
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			g := &gang{key: "ns/job"}
+			e, err := h.state.eligibilityFor(context.Background(), tc.pod, g, h.nodeInfos())
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := e.interPod
+			if tc.wantNil {
+				if c != nil {
+					t.Fatalf("constraints = %+v, want none", c)
+				}
+				return
+			}
+			if c == nil {
+				t.Fatal("no constraints")
+			}
+			var caps []int
+			for _, cp := range c.caps {
+				caps = append(caps, cp.limit)
+			}
+			if len(caps) != len(tc.wantCaps) || (len(caps) > 0 && caps[0] != tc.wantCaps[0]) {
+				t.Errorf("caps = %v, want %v", caps, tc.wantCaps)
+			}
+			if c.level != tc.wantLevel {
+				t.Errorf("level = %v, want %v", c.level, tc.wantLevel)
+			}
+			if tc.wantLevel != planner.LevelNone && (g.level != tc.wantLevel || !g.required) {
+				t.Errorf("gang level = %v required %v, want %v required", g.level, g.required, tc.wantLevel)
+			}
+			if len(c.filters) != tc.wantFilters {
+				t.Errorf("%d upstream filters run, want %d", len(c.filters), tc.wantFilters)
+			}
+		})
+	}
+}
+
+// TestInterPodCapsCountPodsOnTheNode: a cap counts the matching pods already on a node, except the
+// gang's own pending ones (planned anew), and a node at its cap takes none.
+func TestInterPodCapsCountPodsOnTheNode(t *testing.T) {
+	own := &metav1.LabelSelector{MatchLabels: map[string]string{schedv1alpha1.PodGroupLabel: "job"}}
+	bound := member("ns", "job", 1, 2).Node("n0").Obj()
+	pending := member("ns", "job", 2, 2).Node("n1").Obj() // assumed, waiting at Permit
+	stranger := lone("other", "x", 2).Label(schedv1alpha1.PodGroupLabel, "job").Node("n1").Obj()
+	nodes := []*corev1.Node{fakeNode("n0", "r0", 8), fakeNode("n1", "r0", 8), fakeNode("n2", "r0", 8)}
+	h := newHarness(t, nodes, []*corev1.Pod{bound, pending, stranger})
+	pod := member("ns", "job", 0, 2).SpreadConstraint(2, corev1.LabelHostname, corev1.DoNotSchedule, own, nil, nil, nil, nil).Obj()
+	e, err := h.state.eligibilityFor(context.Background(), pod, &gang{key: "ns/job"}, h.nodeInfos())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"n0": 1, "n1": 2, "n2": 2}
+	for _, ni := range h.nodeInfos() {
+		if got := e.interPod.maxPods(ni, map[types.UID]bool{pending.UID: true}); got != want[ni.Node().Name] {
+			t.Errorf("%s takes %d pods of the gang, want %d", ni.Node().Name, got, want[ni.Node().Name])
+		}
+	}
+	apart := member("ns", "job", 0, 2).PodAntiAffinity(corev1.LabelHostname, own, st.PodAntiAffinityWithRequiredReq).Obj()
+	e, err = h.state.eligibilityFor(context.Background(), apart, &gang{key: "ns/job"}, h.nodeInfos())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n0, _ := h.snap.NodeInfos().Get("n0")
+	if got := e.interPod.maxPods(n0, nil); got != -1 {
+		t.Errorf("n0, holding a pod of the gang, takes %d more under anti-affinity, want none (-1)", got)
+	}
+	if !e.interPod.excludes(context.Background(), n0) {
+		t.Error("InterPodAffinity's Filter lets the gang's pod beside a pod it keeps apart from")
+	}
+}

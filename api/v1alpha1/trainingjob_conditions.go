@@ -29,11 +29,13 @@ const (
 
 // Condition reasons. They are part of the API: tools match on them.
 const (
-	ReasonCreated              = "Created"
-	ReasonWaitingForAdmission  = "WaitingForAdmission"
-	ReasonAdmitted             = "Admitted"
-	ReasonNoQueue              = "NoQueue"
-	ReasonPodsCreated          = "PodsCreated"
+	ReasonCreated             = "Created"
+	ReasonWaitingForAdmission = "WaitingForAdmission"
+	ReasonAdmitted            = "Admitted"
+	ReasonNoQueue             = "NoQueue"
+	ReasonPodsCreated         = "PodsCreated"
+	// ReasonUnschedulable: the scheduler cannot place the gang; the message carries its words.
+	ReasonUnschedulable        = "Unschedulable"
 	ReasonPodsRunning          = "PodsRunning"
 	ReasonPodFailed            = "PodFailed"
 	ReasonNodeLost             = "NodeLost"

@@ -453,6 +453,49 @@ func TestSchedulerPreemptsWholeGangWhenNodesAreFull(t *testing.T) {
 	}
 }
 
+// TestJobPodAntiAffinity: a job whose workers keep apart by hostname runs with one worker per
+// node; one whose workers keep apart by zone, which a gang's plan cannot honour, says so in its
+// status, naming the field.
+func TestJobPodAntiAffinity(t *testing.T) {
+	e := setup(t)
+	e.queue(64)
+	apart := func(name, topologyKey string) *convoy.TrainingJob {
+		job := e.job(name, 4, 2, "normal")
+		job.Spec.Scheduling.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{convoy.LabelJobName: name}},
+				TopologyKey:   topologyKey,
+			}},
+		}}
+		return job
+	}
+	e.create(apart("by-node", corev1.LabelHostname))
+	e.waitState("by-node", convoy.StateRunning)
+	nodes := map[string]bool{}
+	for _, p := range e.requireWholeGang("by-node", 4) {
+		nodes[p.Spec.NodeName] = true
+	}
+	if len(nodes) != 4 {
+		t.Errorf("the 4 workers share nodes: %v", nodes)
+	}
+
+	e.create(apart("by-zone", corev1.LabelTopologyZone))
+	// The message is the first unplaced pod's: the planner's words, which kube-scheduler may
+	// prefix with "0/16 nodes are available: ".
+	want := []string{`0 of 4 pods are running; scheduler "convoy-scheduler" cannot place the gang: `,
+		e.ns + `/by-zone needs pod anti-affinity among its own pods by "topology.kubernetes.io/zone" (spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0])`}
+	e.waitJob("by-zone", "saying why the scheduler cannot place it", func(j *convoy.TrainingJob) bool {
+		c := meta.FindStatusCondition(j.Status.Conditions, convoy.ConditionInitializing)
+		return j.Status.State == convoy.StateInitializing && c != nil && c.Reason == convoy.ReasonUnschedulable &&
+			strings.HasPrefix(c.Message, want[0]) && strings.Contains(c.Message, want[1])
+	})
+	for _, p := range e.pods("by-zone") {
+		if p.Spec.NodeName != "" {
+			t.Errorf("pod %s is bound to %s", p.Name, p.Spec.NodeName)
+		}
+	}
+}
+
 func TestOperatorRestartLeavesNoDuplicateOrPartialGang(t *testing.T) {
 	e := setup(t)
 	e.queue(64)

@@ -327,11 +327,31 @@ func decide(o observation) plan {
 		clear(convoy.ConditionInitializing, convoy.ReasonPodsRunning, "all pods are running")
 		clear(convoy.ConditionPreempted, convoy.ReasonPodsRunning, "the gang runs again")
 	} else {
-		set(convoy.ConditionInitializing, metav1.ConditionTrue, convoy.ReasonPodsCreated,
-			fmt.Sprintf("%d of %d pods are running; the gang starts once scheduler %q has placed all of them", running+succeeded, total, job.SchedulerName()))
+		reason, msg := convoy.ReasonPodsCreated,
+			fmt.Sprintf("%d of %d pods are running; the gang starts once scheduler %q has placed all of them", running+succeeded, total, job.SchedulerName())
+		if why := unschedulable(o.pods); why != "" {
+			reason, msg = convoy.ReasonUnschedulable,
+				fmt.Sprintf("%d of %d pods are running; scheduler %q cannot place the gang: %s", running+succeeded, total, job.SchedulerName(), why)
+		}
+		set(convoy.ConditionInitializing, metav1.ConditionTrue, reason, msg)
 		clear(convoy.ConditionRunning, convoy.ReasonPodsCreated, "not every pod is running")
 	}
 	return p
+}
+
+// unschedulable returns what the scheduler says on the first unbound pod it cannot place, or "".
+func unschedulable(pods []*corev1.Pod) string {
+	for _, p := range pods {
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return c.Message
+			}
+		}
+	}
+	return ""
 }
 
 // earlySuccess applies spec.successPolicy to the reported metrics.

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -66,6 +67,13 @@ func (w *podWrapper) disrupted(reason string) *podWrapper {
 
 func (w *podWrapper) deleting() *podWrapper {
 	w.DeletionTimestamp = &metav1.Time{Time: now}
+	return w
+}
+
+// unschedulable sets the PodScheduled=False condition the scheduler writes on a pod it cannot place.
+func (w *podWrapper) unschedulable(msg string) *podWrapper {
+	w.Status.Conditions = append(w.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled,
+		Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: msg})
 	return w
 }
 
@@ -166,6 +174,13 @@ func TestDecide(t *testing.T) {
 			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).obj(), makePod(job.Obj(), "worker", 1).obj()},
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
 				Workers: convoy.WorkerCounts{Active: 1, Pending: 1}, Children: true, Started: true},
+		},
+		"a pod the scheduler cannot place: initializing, unschedulable": {
+			job: job.Clone().Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).unschedulable("ns/llm needs 2 pod(s) × 1 GPU(s)").obj(),
+				makePod(job.Obj(), "worker", 1).obj()},
+			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonUnschedulable),
+				Workers: convoy.WorkerCounts{Pending: 2}, Children: true, Started: true},
 		},
 		"every pod running: running": {
 			job:  job.Clone().Obj(),
@@ -367,6 +382,20 @@ func TestDecide(t *testing.T) {
 				t.Errorf("decide (-want,+got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDecideSaysWhyTheGangIsNotPlaced: the Initializing condition carries the scheduler's words.
+func TestDecideSaysWhyTheGangIsNotPlaced(t *testing.T) {
+	job := utiltesting.MakeTrainingJob("llm", "ns").Workers(2).Obj()
+	why := "ns/llm needs 2 pod(s) × 8 GPU(s) in one rack; the best rack (z/b/r) has room for 1 pod (8 free GPUs)"
+	pods := []*corev1.Pod{makePod(job, "worker", 0).obj(), makePod(job, "worker", 1).unschedulable(why).obj()}
+	p, _ := framework.For(job.Spec.Framework)
+	got := decide(observation{job: job, plugin: p, pods: pods, now: now, backoff: DefaultBackoff})
+	c := meta.FindStatusCondition(got.status.Conditions, convoy.ConditionInitializing)
+	want := `0 of 2 pods are running; scheduler "convoy-scheduler" cannot place the gang: ` + why
+	if c == nil || c.Reason != convoy.ReasonUnschedulable || c.Message != want {
+		t.Errorf("Initializing condition = %+v, want reason %s, message %q", c, convoy.ReasonUnschedulable, want)
 	}
 }
 

@@ -89,10 +89,11 @@ type nodeCap struct {
 	matches func(*corev1.Pod) bool
 }
 
-// constraints reads pod's required inter-pod terms for a plan of the gang's pending pods (whose
-// labels the pod is taken to stand for). It returns nil when the pod asks nothing of other pods'
-// places and nothing placed asks anything of it, and an error naming the term it cannot honour.
-func (ip *interPodPlugins) constraints(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeInfo, s *State) (*interPod, error) {
+// constraints reads pod's required inter-pod terms for a plan of g's pending pods (whose labels
+// the pod is taken to stand for). It returns nil when the pod asks nothing of other pods' places
+// and nothing placed asks anything of it, and an error naming the term it cannot honour. The
+// caller holds s.mu.
+func (ip *interPodPlugins) constraints(ctx context.Context, pod *corev1.Pod, g *gang, nodes []fwk.NodeInfo, s *State) (*interPod, error) {
 	if ip == nil {
 		return nil, nil
 	}
@@ -104,6 +105,9 @@ func (ip *interPodPlugins) constraints(ctx context.Context, pod *corev1.Pod, nod
 		case !status.IsSuccess():
 			return nil, fmt.Errorf("%s: %s", pl.Name(), status.Message())
 		default:
+			if err := s.withoutPending(ctx, pl, out.state, pod, g); err != nil {
+				return nil, err
+			}
 			out.filters = append(out.filters, pl)
 		}
 	}
@@ -164,6 +168,34 @@ func (ip *interPodPlugins) constraints(ctx context.Context, pod *corev1.Pod, nod
 		return nil, nil
 	}
 	return out, nil
+}
+
+// withoutPending takes g's own pending pods that the scheduler holds on nodes (assumed, waiting at
+// Permit) out of the plugin's PreFilter state: the new plan places them anew, as their GPUs count
+// free (see view).
+func (s *State) withoutPending(ctx context.Context, pl interPodPlugin, state fwk.CycleState, pod *corev1.Pod, g *gang) error {
+	ext := pl.PreFilterExtensions()
+	if ext == nil {
+		return nil
+	}
+	for uid := range g.pendingUIDs {
+		r, ok := s.reserved[uid]
+		if !ok {
+			continue
+		}
+		ni, err := s.handle.SnapshotSharedLister().NodeInfos().Get(r.node)
+		if err != nil {
+			continue
+		}
+		for _, pi := range ni.GetPods() {
+			if pi.GetPod().UID == uid {
+				if st := ext.RemovePod(ctx, state, pod, pi, ni); !st.IsSuccess() {
+					return fmt.Errorf("%s: %s", pl.Name(), st.Message())
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // spreadSelector is the constraint's selector with its matchLabelKeys taken from pod, as

@@ -135,3 +135,41 @@ func TestInterPodCapsCountPodsOnTheNode(t *testing.T) {
 		t.Error("InterPodAffinity's Filter lets the gang's pod beside a pod it keeps apart from")
 	}
 }
+
+// TestReplanFreesTheGangsOwnHeldPods: a gang whose pods keep apart by hostname is planned again
+// while one of its pods is still held on a node (assumed, waiting at Permit). That pod is placed
+// anew, so its node is not ruled out by its own anti-affinity: on two nodes the gang still fits.
+func TestReplanFreesTheGangsOwnHeldPods(t *testing.T) {
+	own := &metav1.LabelSelector{MatchLabels: map[string]string{schedv1alpha1.PodGroupLabel: "job"}}
+	apart := func(rank int) *corev1.Pod {
+		return member("ns", "job", rank, 8).PodAntiAffinity(corev1.LabelHostname, own, st.PodAntiAffinityWithRequiredReq).Obj()
+	}
+	pods := []*corev1.Pod{apart(0), apart(1)}
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
+	h := newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8))
+	ctx := context.Background()
+
+	cs, status := h.state.PlanFor(ctx, pods[0], h.nodeInfos())
+	first := slotOf(t, cs, status)
+	node := strings.Split(first, ":")[0]
+	h.state.Reserve(pods[0], node)
+	assumed := pods[0].DeepCopy()
+	assumed.Spec.NodeName = node
+	h.setPods(assumed)
+
+	// The plan is dropped (as when it times out) and the gang planned again from its leader.
+	h.state.mu.Lock()
+	h.state.deletePlanLocked("ns/job")
+	h.state.mu.Unlock()
+	cs, status = h.state.PlanFor(ctx, pods[0], h.nodeInfos())
+	if !status.IsSuccess() {
+		t.Fatalf("planning again with the leader held on %s: %v", node, status)
+	}
+	if got := slotOf(t, cs, status); got != first {
+		t.Errorf("leader's slot = %s, want %s again", got, first)
+	}
+	cs, status = h.state.PlanFor(ctx, pods[1], h.nodeInfos())
+	if got := slotOf(t, cs, status); strings.HasPrefix(got, node+":") {
+		t.Errorf("second pod's slot = %s, on the leader's node", got)
+	}
+}

@@ -94,7 +94,7 @@ type eligibility struct {
 func (s *State) eligibilityFor(ctx context.Context, pod *corev1.Pod, g *gang, nodes []fwk.NodeInfo) (eligibility, error) {
 	e := eligibility{template: pod, affinity: nodeaffinity.GetRequiredNodeAffinity(pod),
 		requests: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})}
-	ip, err := s.interPod.constraints(ctx, pod, nodes, s)
+	ip, err := s.interPod.constraints(ctx, pod, g, nodes, s)
 	if err != nil {
 		return e, fmt.Errorf("%s needs %w", g.key, err)
 	}

@@ -128,10 +128,11 @@ type Node struct {
 	Topology *GPUTopology
 
 	// Excluded removes the node from the plan: the gang's pods may not run on it (node selector,
-	// affinity, taints, cordon).
+	// node or pod affinity, topology spread, taints, cordon).
 	Excluded bool
 	// MaxPods is how many of the gang's pods the node's other resources (CPU, memory, pod slots)
-	// admit; zero means no limit beyond GPUs, a negative number that none fits.
+	// and the pods' spread among themselves admit; zero means no limit beyond GPUs, a negative
+	// number that none fits.
 	MaxPods int
 
 	// Holders are the pods holding GPUs of the node, for preemption.

@@ -15,27 +15,30 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodeports"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/podtopologyspread"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 )
 
-// Required inter-pod affinity, anti-affinity and topology spread constraints (whenUnsatisfiable:
-// DoNotSchedule) are not in the planner's model; a plan that broke them would fail their Filter
-// on its first node and be made again, the same, forever. A gang's plan honours them in two parts:
+// Required inter-pod affinity, anti-affinity, topology spread constraints (whenUnsatisfiable:
+// DoNotSchedule) and host ports are not in the planner's model; a plan that broke them would fail
+// their Filter on its first node and be made again, the same, forever. A gang's plan honours them
+// in two parts:
 //
-//   - Against pods already placed: kube-scheduler's own InterPodAffinity and PodTopologySpread run
-//     their PreFilter and Filter for the gang's pod on every node the plan may use, and a node
-//     they reject is excluded. Both skip at once for a pod that asks nothing of other pods in a
-//     cluster where no pod asks anything of it.
+//   - Against pods already placed: kube-scheduler's own InterPodAffinity, PodTopologySpread and
+//     NodePorts run their PreFilter and Filter for the gang's pod on every node the plan may use,
+//     and a node they reject is excluded. They skip at once for a pod that asks nothing of other
+//     pods or ports in a cluster where no pod asks anything of it.
 //   - Among the gang's own pods, which are placed together: a term that selects the gang's own
 //     pods becomes a bound on the plan. Anti-affinity by kubernetes.io/hostname allows one pod of
 //     the gang per node; a spread by kubernetes.io/hostname with maxSkew m allows m matching pods
 //     per node (a bound that keeps the skew whatever other nodes hold); affinity by
 //     kubernetes.io/hostname or by the zone, block or rack label keeps the gang in one node, zone,
-//     block or rack. Any other term among the gang's own pods is refused with a message naming it:
-//     placing a gang one pod at a time in the order such a term needs is not something a plan can
-//     promise.
+//     block or rack; host ports allow one pod of the gang per node. Any other term among the
+//     gang's own pods is refused with a message naming it: placing a gang one pod at a time in the
+//     order such a term needs is not something a plan can promise.
 //
 // Preferred terms and ScheduleAnyway spreads only score nodes; a plan decides the nodes itself.
 
@@ -61,10 +64,14 @@ func newInterPodPlugins(ctx context.Context, h framework.Handle) (*interPodPlugi
 	if err != nil {
 		return nil, fmt.Errorf("PodTopologySpread: %w", err)
 	}
+	ports, err := nodeports.New(ctx, nil, h, fts)
+	if err != nil {
+		return nil, fmt.Errorf("NodePorts: %w", err)
+	}
 	nsLister := h.SharedInformerFactory().Core().V1().Namespaces().Lister()
 	logger := klog.FromContext(ctx)
 	return &interPodPlugins{
-		plugins: []interPodPlugin{ipa.(interPodPlugin), pts.(interPodPlugin)},
+		plugins: []interPodPlugin{ipa.(interPodPlugin), pts.(interPodPlugin), ports.(interPodPlugin)},
 		nsLabels: func(ns string) labels.Set {
 			return interpodaffinity.GetNamespaceLabelsSnapshot(logger, ns, nsLister)
 		},
@@ -163,6 +170,11 @@ func (ip *interPodPlugins) constraints(ctx context.Context, pod *corev1.Pod, g *
 		out.caps = append(out.caps, nodeCap{limit: int(c.MaxSkew), matches: func(p *corev1.Pod) bool {
 			return p.Namespace == ns && sel.Matches(labels.Set(p.Labels))
 		}})
+	}
+	// Host ports (a hostNetwork pod's container ports among them) are the same for every pod of
+	// the gang: one per node. NodePorts' Filter leaves out nodes whose pods use them.
+	if len(schedutil.GetHostPorts(pod)) > 0 {
+		out.caps = append(out.caps, nodeCap{limit: 1, matches: func(*corev1.Pod) bool { return false }})
 	}
 	if len(out.filters) == 0 && len(out.caps) == 0 && out.level == planner.LevelNone {
 		return nil, nil

@@ -215,6 +215,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 		pl, err = cl.Place(g.plannerGang())
 	}
 	if err != nil {
+		err = fmt.Errorf("%w%s", err, avoidedMessage(elig.avoid))
 		s.verdicts[key] = verdict{generation: s.generation.Load(), at: now, message: err.Error()}
 		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())
 		// The siblings wait in PreEnqueue for a plan: tell them why there is none. Those that
@@ -356,6 +357,7 @@ func (s *State) Bound(pod *corev1.Pod) {
 	s.deletePlanLocked(key)
 	s.open.Delete(key)
 	s.retryBackoff.Reset(key)
+	delete(s.avoid, key)
 }
 
 // Less orders the scheduling queue: higher priority first; then older PodGroups (or, for a pod of

@@ -102,6 +102,8 @@ type State struct {
 	// preemptVerdicts remember that preemption cannot make room for a gang.
 	preemptVerdicts map[string]verdict
 	preemptions     map[string]*preemption
+	// avoid holds, by gang, the planned nodes another plugin's Filter rejected (see avoid.go).
+	avoid map[string]map[string]avoidance
 	// generation changes whenever GPUs may have been freed: a pod deleted or unreserved, a node
 	// or GPUNode added or changed, a plan dropped. A gang found unplaceable stays so until it
 	// changes.
@@ -176,6 +178,7 @@ func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) 
 		verdicts:        map[string]verdict{},
 		preemptVerdicts: map[string]verdict{},
 		preemptions:     map[string]*preemption{},
+		avoid:           map[string]map[string]avoidance{},
 		tellLimiter:     flowcontrol.NewTokenBucketRateLimiter(tellQPS, tellQPS),
 		waiting:         map[types.UID]*corev1.Pod{},
 		retryBackoff:    flowcontrol.NewBackOff(retryDelay, maxRetryDelay),
@@ -294,6 +297,8 @@ func (s *State) onPodDelete(obj any) {
 	}
 	s.mu.Lock()
 	delete(s.reserved, pod.UID)
+	// The gang changed: a node a filter rejected for it may fit what is left.
+	delete(s.avoid, GangKey(pod))
 	s.mu.Unlock()
 	s.roomFound(pod.UID)
 	s.bump()

@@ -87,13 +87,15 @@ type eligibility struct {
 	requests corev1.ResourceList
 	// interPod is what the pods ask of other pods' places; nil when nothing (see interpod.go).
 	interPod *interPod
+	// avoid are the nodes a filter rejected for the gang's last plans (see avoid.go).
+	avoid map[string]avoidance
 }
 
 // eligibilityFor reads what g's pods, pod first, need of a node besides GPUs. Affinity among the
 // gang's own pods may tighten g's topology level. The error names a constraint a plan cannot honour.
 func (s *State) eligibilityFor(ctx context.Context, pod *corev1.Pod, g *gang, nodes []fwk.NodeInfo) (eligibility, error) {
 	e := eligibility{template: pod, affinity: nodeaffinity.GetRequiredNodeAffinity(pod),
-		requests: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})}
+		requests: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}), avoid: s.avoidedLocked(g.key)}
 	ip, err := s.interPod.constraints(ctx, pod, g, nodes, s)
 	if err != nil {
 		return e, fmt.Errorf("%s needs %w", g.key, err)
@@ -249,7 +251,8 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 			continue
 		}
 		pn := nodeView(b, o.gang, claims[node.Name], vt, o.lonePods)
-		pn.Excluded = o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang) || o.elig.interPod.excludes(ctx, ni)
+		_, avoided := o.elig.avoid[node.Name]
+		pn.Excluded = avoided || o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang) || o.elig.interPod.excludes(ctx, ni)
 		if !pn.Excluded {
 			pn.MaxPods = fewer(o.elig.maxPods(ni, s.opts.GPUResource), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
 		}

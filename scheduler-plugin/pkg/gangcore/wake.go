@@ -83,7 +83,11 @@ const (
 
 // retryGang arms the gang's retry, unless one is armed already.
 func (s *State) retryGang(namespace, name string) {
-	key := namespace + "/" + name
+	s.retry(namespace+"/"+name, func() map[string]*corev1.Pod { return s.pendingMembers(namespace, name) })
+}
+
+// retry activates the pods after the gang's backoff, unless a retry is armed already.
+func (s *State) retry(key string, pending func() map[string]*corev1.Pod) {
 	s.waitMu.Lock()
 	if s.retryArmed[key] {
 		s.waitMu.Unlock()
@@ -98,7 +102,7 @@ func (s *State) retryGang(namespace, name string) {
 		s.waitMu.Lock()
 		delete(s.retryArmed, key)
 		s.waitMu.Unlock()
-		if pods := s.pendingMembers(namespace, name); len(pods) > 0 {
+		if pods := pending(); len(pods) > 0 {
 			klog.Background().V(3).Info("Trying again the gang whose plan was dropped", "gang", key, "after", delay, "pods", len(pods))
 			s.handle.Activate(klog.Background(), pods)
 		}

@@ -21,6 +21,7 @@ import (
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config/validation"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangplacement"
 )
 
 // Name is the plugin's name in the registry and in KubeSchedulerConfiguration.
@@ -69,12 +70,20 @@ func (c *victimsOn) Name() string                 { return c.node }
 // PostFilter runs when GangPlacement found no room for the pod's gang. It chooses whole victims
 // of strictly lower priority, evicts every pod of each, and nominates the pod to its node in the
 // plan the gang gets once they are gone.
-func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, _ framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
+func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	st, err := gangcore.ReadCycleState(cs)
-	if err != nil || st.Placed {
-		// Another plugin rejected the pod, or a filter failed on its planned node: GPUs are not
-		// what it lacks.
+	if err != nil {
+		// Another plugin rejected the pod: GPUs are not what it lacks.
+		return nil, fwk.NewStatus(fwk.Unschedulable)
+	}
+	if st.Placed {
+		// A filter failed on the planned node: the gang is planned again without it.
+		if status := filterStatus(m, st.Slot.Node); status != nil && status.Plugin() != gangplacement.Name {
+			if state := gangcore.Lookup(pl.handle); state != nil {
+				state.Rejected(ctx, pod, st.Slot.Node, status.Plugin(), status.Message())
+			}
+		}
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == corev1.PreemptNever {
@@ -110,4 +119,28 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod
 			"victims", strings.Join(v.Gangs, ","), "pods", len(v.Pods), "nominatedNode", v.Node)
 	}
 	return framework.NewPostFilterResultWithNominatedNode(v.Node), fwk.NewStatus(fwk.Success)
+}
+
+// filterStatus is the status a Filter plugin gave the node, nil when none did: a PreFilter
+// rejection gives every node its status without naming any.
+func filterStatus(m framework.NodeToStatusReader, node string) *fwk.Status {
+	if m == nil {
+		return nil
+	}
+	if nts, ok := m.(*framework.NodeToStatus); ok {
+		var out *fwk.Status
+		nts.ForEachExplicitNode(func(name string, s *fwk.Status) {
+			if name == node {
+				out = s
+			}
+		})
+		if out == nil || out.IsSuccess() || out.Plugin() == "" {
+			return nil
+		}
+		return out
+	}
+	if s := m.Get(node); s != nil && !s.IsSuccess() && s.Plugin() != "" {
+		return s
+	}
+	return nil
 }

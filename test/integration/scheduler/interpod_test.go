@@ -1,10 +1,13 @@
 package scheduler
 
 import (
+	"context"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -161,4 +164,102 @@ func TestInterPodTermAPlanCannotHonourIsExplained(t *testing.T) {
 	want := ns + `/by-zone needs pod anti-affinity among its own pods by "` + framework.LabelZone +
 		`" (spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]): Convoy keeps a gang's pods apart by kubernetes.io/hostname only; use that topologyKey`
 	waitUnschedulable(t, e.c.Client, ns, gang.names(), want)
+}
+
+// hostPort gives the pods' container a host port.
+func (w *gangWrapper) hostPort(port int32) *gangWrapper {
+	for _, p := range w.pods {
+		p.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: port, HostPort: port}}
+	}
+	return w
+}
+
+// TestGangWithHostPortsTakesOneNodePerPod: pods that use a host port bind one per node, and not
+// beside a running pod that holds the port, where packing GPUs alone would put them.
+func TestGangWithHostPortsTakesOneNodePerPod(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 3, GPUsPerNode: 8}.Nodes()
+	e.nodes(t, specs, gpuNodesFor(specs)...)
+	holder := makePod(ns, "port-holder", 4)
+	holder.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 2222, HostPort: 2222}}
+	holder.Spec.SchedulerName, holder.Spec.NodeName = "other-scheduler", specs[0].Name
+	if err := e.c.Client.Create(t.Context(), holder); err != nil {
+		t.Fatal(err)
+	}
+
+	gang := makeGang(ns, "sshd", 2, 2).hostPort(2222).create(t, e.c.Client)
+	pods := waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)
+	n := perNode(pods)
+	if len(n) != 2 || n[specs[0].Name] != 0 {
+		t.Errorf("pods by node = %v, want one on each of %s and %s (%s holds the port)", n, specs[1].Name, specs[2].Name, specs[0].Name)
+	}
+}
+
+// TestGangMovesOffANodeAFilterRejects: a filter the plan does not model (here VolumeBinding: the
+// pod's volume lives on one node) rejects the planned node; the gang is planned again without it
+// and binds where the volume is.
+func TestGangMovesOffANodeAFilterRejects(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8}.Nodes()
+	e.nodes(t, specs, gpuNodesFor(specs)...)
+	packed, volumeNode := specs[0].Name, specs[1].Name
+	// Best fit alone takes the 4 free GPUs of the packed node.
+	occupy(t, e.c.Client, ns, packed, 4)
+
+	class := ns + "-local"
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-data"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName:              class,
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: "/data"}},
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: "data"},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{volumeNode}}},
+			}}}},
+		},
+	}
+	// Bound as the PV controller leaves a claim, without waiting for its next sync.
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data", Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes"}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &class,
+			VolumeName:       pv.Name,
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if err := e.c.Client.Create(t.Context(), pvc); err != nil {
+		t.Fatal(err)
+	}
+	pv.Spec.ClaimRef.UID = pvc.UID
+	if err := e.c.Client.Create(t.Context(), pv); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.c.Client.Delete(context.Background(), pv) })
+	// The PV controller then marks both Bound, at its next sync (every 15 s); the scheduler
+	// reads them after that.
+	waitFor(t, 2*bindTimeout, "the volume and claim to show Bound", func() (bool, string) {
+		var v corev1.PersistentVolume
+		var c corev1.PersistentVolumeClaim
+		if err := e.c.Client.Get(t.Context(), client.ObjectKeyFromObject(pv), &v); err != nil {
+			return false, err.Error()
+		}
+		if err := e.c.Client.Get(t.Context(), client.ObjectKeyFromObject(pvc), &c); err != nil {
+			return false, err.Error()
+		}
+		return v.Status.Phase == corev1.VolumeBound && c.Status.Phase == corev1.ClaimBound, string(v.Status.Phase) + "/" + string(c.Status.Phase)
+	})
+
+	gang := makeGang(ns, "with-data", 1, 4)
+	gang.pods[0].Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+	gang.create(t, e.c.Client)
+	if p := waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)[0]; p.Spec.NodeName != volumeNode {
+		t.Errorf("the pod went to %s, want %s (where its volume is)", p.Spec.NodeName, volumeNode)
+	}
 }

@@ -1,0 +1,93 @@
+package gangcore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+)
+
+// A plan is made from GPUs, topology, resources and the pods' node and inter-pod terms; other
+// Filter plugins (volume topology and limits, dynamic resources, any out-of-tree plugin) may still
+// reject a planned node. The pod's PostFilter then reports the node here: the plan is dropped and
+// the gang's next plans leave the node out for avoidTTL, so that the gang moves on instead of being
+// planned onto the same node again and again.
+
+// avoidTTL is how long a node a filter rejected stays out of a gang's plans.
+const avoidTTL = 5 * time.Minute
+
+// avoidance is why a node is out of a gang's plans.
+type avoidance struct {
+	plugin, message string
+	at              time.Time
+}
+
+// Rejected reports that a Filter plugin other than GangPlacement rejected the node planned for pod.
+func (s *State) Rejected(ctx context.Context, pod *corev1.Pod, node, plugin, message string) {
+	key := GangKey(pod)
+	// The pod waits in the queue for an event that interests the plugins that rejected it: try
+	// the gang again after its backoff, with a plan that leaves the node out.
+	if pg := PodGroupName(pod); pg != "" {
+		defer s.retryGang(pod.Namespace, pg)
+	} else {
+		defer s.retry(key, func() map[string]*corev1.Pod { return map[string]*corev1.Pod{key: pod} })
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.avoid[key]
+	if m == nil {
+		m = map[string]avoidance{}
+		s.avoid[key] = m
+	}
+	m[node] = avoidance{plugin: plugin, message: message, at: s.now()}
+	klog.FromContext(ctx).V(2).Info("A filter rejected the gang's planned node; planning without it",
+		"gang", key, "pod", klog.KObj(pod), "node", node, "plugin", plugin, "message", message)
+	if s.plans[key] != nil {
+		s.dropPlanLocked(key, fmt.Sprintf("%s rejected node %s", plugin, node))
+	}
+}
+
+// avoidedLocked returns the nodes out of the gang's plans, forgetting those out for avoidTTL.
+func (s *State) avoidedLocked(key string) map[string]avoidance {
+	m := s.avoid[key]
+	now := s.now()
+	for node, a := range m {
+		if now.Sub(a.at) >= avoidTTL {
+			delete(m, node)
+		}
+	}
+	if len(m) == 0 {
+		delete(s.avoid, key)
+		return nil
+	}
+	return m
+}
+
+// avoidedMessage says which nodes a gang that does not fit left out, and why, for its message.
+func avoidedMessage(m map[string]avoidance) string {
+	if len(m) == 0 {
+		return ""
+	}
+	nodes := make([]string, 0, len(m))
+	for n := range m {
+		nodes = append(nodes, n)
+	}
+	slices.Sort(nodes)
+	var b strings.Builder
+	fmt.Fprintf(&b, "; left out after a filter rejected the plan there: ")
+	for i, n := range nodes {
+		if i == 3 {
+			fmt.Fprintf(&b, ", and %d more", len(nodes)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s (%s: %s)", n, m[n].plugin, m[n].message)
+	}
+	return b.String()
+}

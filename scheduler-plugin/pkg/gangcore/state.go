@@ -64,7 +64,8 @@ type State struct {
 	trainingJobs bool
 	now          func() time.Time
 
-	// interPod filters nodes by the gang's inter-pod affinity and topology spread (interpod.go).
+	// interPod filters nodes by the gang's inter-pod affinity, topology spread and host ports
+	// (interpod.go).
 	interPod *interPodPlugins
 
 	gpuMu    sync.RWMutex

@@ -3,6 +3,7 @@ package gangcore
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,10 +97,10 @@ type nodeCap struct {
 	matches func(*corev1.Pod) bool
 }
 
-// constraints reads pod's required inter-pod terms for a plan of g's pending pods (whose labels
-// the pod is taken to stand for). It returns nil when the pod asks nothing of other pods' places
-// and nothing placed asks anything of it, and an error naming the term it cannot honour. The
-// caller holds s.mu.
+// constraints reads pod's required inter-pod terms for a plan of g's pending pods, which are
+// taken to ask what pod asks. It returns nil when the pod asks nothing of other pods' places and
+// nothing placed asks anything of it, and an error naming the term it cannot honour. The caller
+// holds s.mu.
 func (ip *interPodPlugins) constraints(ctx context.Context, pod *corev1.Pod, g *gang, nodes []fwk.NodeInfo, s *State) (*interPod, error) {
 	if ip == nil {
 		return nil, nil
@@ -123,10 +124,13 @@ func (ip *interPodPlugins) constraints(ctx context.Context, pod *corev1.Pod, g *
 		return nil, err
 	}
 	nsLabels := ip.nsLabels(pod.Namespace)
-	self := labels.Set(pod.Labels)
+	// A term is among the gang's own pods when it selects any of them: the pod, or a sibling of
+	// another role (a launcher's term may select the workers).
+	members := append([]*corev1.Pod{pod}, g.pending...)
+	selectsGang := func(match func(*corev1.Pod) bool) bool { return slices.ContainsFunc(members, match) }
 	field := "spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 	for i, t := range pi.GetRequiredAntiAffinityTerms() {
-		if !t.Matches(pod, nsLabels) {
+		if !selectsGang(func(p *corev1.Pod) bool { return t.Matches(p, nsLabels) }) {
 			continue
 		}
 		if t.TopologyKey != corev1.LabelHostname {
@@ -139,7 +143,7 @@ func (ip *interPodPlugins) constraints(ctx context.Context, pod *corev1.Pod, g *
 	}
 	field = "spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 	for i, t := range pi.GetRequiredAffinityTerms() {
-		if !t.Matches(pod, nsLabels) {
+		if !selectsGang(func(p *corev1.Pod) bool { return t.Matches(p, nsLabels) }) {
 			continue
 		}
 		l, ok := s.levelOfKey(t.TopologyKey)
@@ -159,7 +163,7 @@ func (ip *interPodPlugins) constraints(ctx context.Context, pod *corev1.Pod, g *
 		if err != nil {
 			return nil, fmt.Errorf("spec.topologySpreadConstraints[%d].labelSelector: %w", i, err)
 		}
-		if !sel.Matches(self) {
+		if !selectsGang(func(p *corev1.Pod) bool { return p.Namespace == pod.Namespace && sel.Matches(labels.Set(p.Labels)) }) {
 			continue
 		}
 		if c.TopologyKey != corev1.LabelHostname {

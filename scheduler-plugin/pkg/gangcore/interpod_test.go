@@ -173,3 +173,31 @@ func TestReplanFreesTheGangsOwnHeldPods(t *testing.T) {
 		t.Errorf("second pod's slot = %s, on the leader's node", got)
 	}
 }
+
+// TestInterPodTermSelectingSiblings: a term that selects the gang's other pods, not the pod being
+// planned (a launcher keeping the workers apart), is among the gang's own pods.
+func TestInterPodTermSelectingSiblings(t *testing.T) {
+	workers := &metav1.LabelSelector{MatchLabels: map[string]string{convoy.LabelReplicaRole: "worker"}}
+	launcher := member("ns", "job", 0, 1).Label(convoy.LabelReplicaRole, "launcher").
+		PodAntiAffinity(corev1.LabelHostname, workers, st.PodAntiAffinityWithRequiredReq).Obj()
+	worker := member("ns", "job", 1, 1).Label(convoy.LabelReplicaRole, "worker").
+		PodAntiAffinity(corev1.LabelHostname, workers, st.PodAntiAffinityWithRequiredReq).Obj()
+	h := newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}, []*corev1.Pod{launcher, worker},
+		inventory("a", 8), inventory("b", 8))
+	h.state.mu.Lock()
+	g := h.state.gangOf(launcher)
+	h.state.mu.Unlock()
+	e, err := h.state.eligibilityFor(context.Background(), launcher, g, h.nodeInfos())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.interPod == nil || len(e.interPod.caps) != 1 || e.interPod.caps[0].limit != 1 {
+		t.Fatalf("constraints = %+v, want one pod per node", e.interPod)
+	}
+	cs, status := h.state.PlanFor(context.Background(), launcher, h.nodeInfos())
+	first := slotOf(t, cs, status)
+	cs, status = h.state.PlanFor(context.Background(), worker, h.nodeInfos())
+	if second := slotOf(t, cs, status); first[:1] == second[:1] {
+		t.Errorf("launcher at %s and worker at %s share a node", first, second)
+	}
+}

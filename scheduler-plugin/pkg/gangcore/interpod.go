@@ -269,6 +269,41 @@ func (c *interPod) excludes(ctx context.Context, ni fwk.NodeInfo) bool {
 	return false
 }
 
+// passesWithout reports whether the node would pass the upstream plugins' Filter for the gang's
+// pod once pods are gone from it: preemption's question about its victims.
+func (c *interPod) passesWithout(ctx context.Context, ni fwk.NodeInfo, pods []*corev1.Pod) bool {
+	st := c.state.Clone()
+	n := ni.Snapshot()
+	logger := klog.FromContext(ctx)
+	for _, p := range pods {
+		var pi fwk.PodInfo
+		for _, x := range n.GetPods() {
+			if x.GetPod().UID == p.UID {
+				pi = x
+			}
+		}
+		if pi == nil {
+			continue
+		}
+		for _, f := range c.filters {
+			if pf, ok := f.(framework.PreFilterPlugin); ok {
+				if ext := pf.PreFilterExtensions(); ext != nil && !ext.RemovePod(ctx, st, c.pod, pi, n).IsSuccess() {
+					return false
+				}
+			}
+		}
+		if err := n.RemovePod(logger, p); err != nil {
+			return false
+		}
+	}
+	for _, f := range c.filters {
+		if !f.Filter(ctx, st, c.pod, n).IsSuccess() {
+			return false
+		}
+	}
+	return true
+}
+
 // maxPods is how many of the gang's pods the node may take by the caps (0: no cap, -1: none),
 // counting the pods on it that are not the gang's own pending ones.
 func (c *interPod) maxPods(ni fwk.NodeInfo, pending map[types.UID]bool) int {

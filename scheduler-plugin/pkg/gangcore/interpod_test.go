@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -199,5 +200,39 @@ func TestInterPodTermSelectingSiblings(t *testing.T) {
 	cs, status = h.state.PlanFor(context.Background(), worker, h.nodeInfos())
 	if second := slotOf(t, cs, status); first[:1] == second[:1] {
 		t.Errorf("launcher at %s and worker at %s share a node", first, second)
+	}
+}
+
+// TestPreemptionEvictsWhatAntiAffinityForbids: a high-priority pod that keeps away from a
+// lower-priority gang finds the one node with free GPUs beside that gang; preemption evicts the
+// gang (whose pods stand in the way, not for their GPUs) and nominates that node. A node where a
+// pod of higher priority stands in the way stays out.
+func TestPreemptionEvictsWhatAntiAffinityForbids(t *testing.T) {
+	noisy := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "noisy"}}
+	low := member("ns", "low", 0, 4).Priority(1).Label("app", "noisy").Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3").Obj()
+	high := lone("ns", "high", 8).Priority(100).Node("b").Obj()
+	urgent := member("ns", "urgent", 0, 2).Priority(10).PodAntiAffinity(corev1.LabelHostname, noisy, st.PodAntiAffinityWithRequiredReq).Obj()
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
+	h := newHarness(t, nodes, []*corev1.Pod{low, high, urgent}, inventory("a", 8), inventory("b", 8))
+	ctx := context.Background()
+
+	if _, status := h.state.PlanFor(ctx, urgent, h.nodeInfos()); status.IsSuccess() {
+		t.Fatal("the urgent pod fits beside the pod it keeps away from")
+	}
+	v, status := h.state.PreemptFor(ctx, urgent, h.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute})
+	if !status.IsSuccess() {
+		t.Fatalf("PreemptFor() = %v %q, want the low gang evicted", status.Code(), status.Message())
+	}
+	if len(v.Gangs) != 1 || v.Gangs[0] != "ns/low" || v.Node != "a" {
+		t.Errorf("victims %v, nominated node %q; want ns/low evicted and a nominated", v.Gangs, v.Node)
+	}
+
+	// The same, with the noisy pod of higher priority than the urgent one: nothing can be done.
+	h2 := newHarness(t, nodes, []*corev1.Pod{
+		lone("ns", "noisy-high", 4).Priority(50).Label("app", "noisy").Node("a").Obj(),
+		lone("ns", "filler", 4).Priority(1).Node("a").Obj(),
+		high, urgent}, inventory("a", 8), inventory("b", 8))
+	if _, status := h2.state.PreemptFor(ctx, urgent, h2.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute}); status.IsSuccess() {
+		t.Errorf("PreemptFor() succeeded where a pod of higher priority keeps the urgent pod away")
 	}
 }

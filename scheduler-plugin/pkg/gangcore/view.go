@@ -252,7 +252,10 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 		}
 		pn := nodeView(b, o.gang, claims[node.Name], vt, o.lonePods)
 		_, avoided := o.elig.avoid[node.Name]
-		pn.Excluded = avoided || o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang) || o.elig.interPod.excludes(ctx, ni)
+		pn.Excluded = avoided || o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang)
+		if !pn.Excluded && o.elig.interPod.excludes(ctx, ni) {
+			pn.Excluded = vt == nil || !evictionAdmits(ctx, &pn, b, ni, o.elig.interPod, vt)
+		}
 		if !pn.Excluded {
 			pn.MaxPods = fewer(o.elig.maxPods(ni, s.opts.GPUResource), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
 		}
@@ -269,6 +272,39 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 	}
 	s.lastCluster = cl
 	return cl, vt
+}
+
+// evictionAdmits reports whether evicting the one victim that holds GPUs on a node the inter-pod
+// filters reject would let the gang's pod pass them there: its anti-affinity, or the victim's,
+// is what stands in the way. If so, the victim holds every free GPU of the node too in pn, so that
+// a plan takes the node only by evicting it. A node with pods of two victims or more stays out.
+func evictionAdmits(ctx context.Context, pn *planner.Node, b *nodeBase, ni fwk.NodeInfo, ip *interPod, vt *victimTable) bool {
+	v := -1
+	for _, h := range pn.Holders {
+		if h.Victim >= 0 {
+			if v >= 0 && h.Victim != v {
+				return false
+			}
+			v = h.Victim
+		}
+	}
+	if v < 0 {
+		return false
+	}
+	var pods []*corev1.Pod
+	for _, h := range b.holders {
+		if GangKey(h.pod) == vt.list[v].Key {
+			pods = append(pods, h.pod)
+		}
+	}
+	if !ip.passesWithout(ctx, ni, pods) {
+		return false
+	}
+	if pn.Free != 0 {
+		pn.Holders = append(pn.Holders, planner.Holder{Victim: v, GPUs: pn.Free})
+		pn.Free = 0
+	}
+	return true
 }
 
 // sameDomain keeps a gang that already has a bound pod (on anchor) inside anchor's domain of its

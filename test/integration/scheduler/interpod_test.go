@@ -263,3 +263,36 @@ func TestGangMovesOffANodeAFilterRejects(t *testing.T) {
 		t.Errorf("the pod went to %s, want %s (where its volume is)", p.Spec.NodeName, volumeNode)
 	}
 }
+
+// TestPreemptionEvictsTheGangAntiAffinityForbids: a high-priority gang that keeps away from a
+// low-priority gang's pods, in a cluster whose only free GPUs are beside them, evicts that gang
+// and binds there.
+func TestPreemptionEvictsTheGangAntiAffinityForbids(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8}.Nodes()
+	e.nodes(t, specs, gpuNodesFor(specs)...)
+
+	noisy := makeGang(ns, "noisy", 1, 4).Priority(lowPriority)
+	noisy.pods[0].Labels["app"] = "noisy"
+	victim := waitBound(t, e.c.Client, ns, noisy.create(t, e.c.Client).names(), bindTimeout)[0]
+	other := specs[0].Name
+	if victim.Spec.NodeName == other {
+		other = specs[1].Name
+	}
+	// The other node is full with a pod of the preemptor's priority: no victim there.
+	filler := makePod(ns, "filler", 8)
+	filler.Spec.SchedulerName, filler.Spec.NodeName, filler.Spec.PriorityClassName = "other-scheduler", other, highPriority
+	if err := e.c.Client.Create(t.Context(), filler); err != nil {
+		t.Fatal(err)
+	}
+
+	urgent := makeGang(ns, "urgent", 1, 2).Priority(highPriority).Affinity(&corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: podTerm("app", "noisy", corev1.LabelHostname)}}).create(t, e.c.Client)
+	if p := waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout)[0]; p.Spec.NodeName != victim.Spec.NodeName {
+		t.Errorf("the urgent pod went to %s, want %s (where the evicted gang was)", p.Spec.NodeName, victim.Spec.NodeName)
+	}
+	if p := get(t, e.c.Client, ns, noisy.names())[0]; p != nil && p.UID == victim.UID && p.DeletionTimestamp == nil {
+		t.Errorf("the noisy gang's pod %s was not evicted", p.Name)
+	}
+}

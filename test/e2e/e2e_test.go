@@ -122,6 +122,8 @@ func (e *env) queue(gpus int) {
 	e.t.Cleanup(func() {
 		ctx := context.Background()
 		_ = e.k.DeleteAllOf(ctx, &convoy.TrainingJob{}, client.InNamespace(e.ns))
+		// The jobs are gone: their pods need no grace period, which kwok would otherwise wait out.
+		_ = e.k.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(e.ns), client.GracePeriodSeconds(0))
 		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 			pods := &corev1.PodList{}
 			if err := e.k.List(ctx, pods, client.InNamespace(e.ns)); err != nil {

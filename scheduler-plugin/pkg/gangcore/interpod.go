@@ -84,7 +84,7 @@ type interPod struct {
 	pod   *corev1.Pod
 	state *framework.CycleState
 	// filters are the plugins whose PreFilter did not skip: nodes must pass their Filter.
-	filters []framework.FilterPlugin
+	filters []interPodPlugin
 	// caps bound the gang's pods per node, by the pods on the node they count.
 	caps []nodeCap
 	// level, when set, is the topology level that affinity among the gang's pods requires.
@@ -113,11 +113,11 @@ func (ip *interPodPlugins) constraints(ctx context.Context, pod *corev1.Pod, g *
 		case !status.IsSuccess():
 			return nil, fmt.Errorf("%s: %s", pl.Name(), status.Message())
 		default:
-			if err := s.withoutPending(ctx, pl, out.state, pod, g); err != nil {
-				return nil, err
-			}
 			out.filters = append(out.filters, pl)
 		}
+	}
+	if err := s.withoutPending(ctx, out, g); err != nil {
+		return nil, err
 	}
 	pi, err := framework.NewPodInfo(pod)
 	if err != nil {
@@ -187,13 +187,9 @@ func (ip *interPodPlugins) constraints(ctx context.Context, pod *corev1.Pod, g *
 }
 
 // withoutPending takes g's own pending pods that the scheduler holds on nodes (assumed, waiting at
-// Permit) out of the plugin's PreFilter state: the new plan places them anew, as their GPUs count
+// Permit) out of the filters' PreFilter state: the new plan places them anew, as their GPUs count
 // free (see view).
-func (s *State) withoutPending(ctx context.Context, pl interPodPlugin, state fwk.CycleState, pod *corev1.Pod, g *gang) error {
-	ext := pl.PreFilterExtensions()
-	if ext == nil {
-		return nil
-	}
+func (s *State) withoutPending(ctx context.Context, c *interPod, g *gang) error {
 	for uid := range g.pendingUIDs {
 		r, ok := s.reserved[uid]
 		if !ok {
@@ -203,11 +199,32 @@ func (s *State) withoutPending(ctx context.Context, pl interPodPlugin, state fwk
 		if err != nil {
 			continue
 		}
-		for _, pi := range ni.GetPods() {
-			if pi.GetPod().UID == uid {
-				if st := ext.RemovePod(ctx, state, pod, pi, ni); !st.IsSuccess() {
-					return fmt.Errorf("%s: %s", pl.Name(), st.Message())
-				}
+		if pi := podOn(ni, uid); pi != nil {
+			if err := c.forget(ctx, c.state, pi, ni); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// podOn returns the PodInfo of the pod with uid on the node, nil when it is not there.
+func podOn(ni fwk.NodeInfo, uid types.UID) fwk.PodInfo {
+	for _, pi := range ni.GetPods() {
+		if pi.GetPod().UID == uid {
+			return pi
+		}
+	}
+	return nil
+}
+
+// forget takes pi, on ni, out of the filters' PreFilter state st, as if it were gone: what
+// preemption asks of PreFilterExtensions.
+func (c *interPod) forget(ctx context.Context, st fwk.CycleState, pi fwk.PodInfo, ni fwk.NodeInfo) error {
+	for _, pl := range c.filters {
+		if ext := pl.PreFilterExtensions(); ext != nil {
+			if status := ext.RemovePod(ctx, st, c.pod, pi, ni); !status.IsSuccess() {
+				return fmt.Errorf("%s: %s", pl.Name(), status.Message())
 			}
 		}
 	}
@@ -276,23 +293,11 @@ func (c *interPod) passesWithout(ctx context.Context, ni fwk.NodeInfo, pods []*c
 	n := ni.Snapshot()
 	logger := klog.FromContext(ctx)
 	for _, p := range pods {
-		var pi fwk.PodInfo
-		for _, x := range n.GetPods() {
-			if x.GetPod().UID == p.UID {
-				pi = x
-			}
-		}
+		pi := podOn(n, p.UID)
 		if pi == nil {
 			continue
 		}
-		for _, f := range c.filters {
-			if pf, ok := f.(framework.PreFilterPlugin); ok {
-				if ext := pf.PreFilterExtensions(); ext != nil && !ext.RemovePod(ctx, st, c.pod, pi, n).IsSuccess() {
-					return false
-				}
-			}
-		}
-		if err := n.RemovePod(logger, p); err != nil {
+		if c.forget(ctx, st, pi, n) != nil || n.RemovePod(logger, p) != nil {
 			return false
 		}
 	}

@@ -122,25 +122,17 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod
 }
 
 // filterStatus is the status a Filter plugin gave the node, nil when none did: a PreFilter
-// rejection gives every node its status without naming any.
+// rejection, or a PreFilter result that left the node out, gives it the status of absent nodes.
 func filterStatus(m framework.NodeToStatusReader, node string) *fwk.Status {
 	if m == nil {
 		return nil
 	}
-	if nts, ok := m.(*framework.NodeToStatus); ok {
-		var out *fwk.Status
-		nts.ForEachExplicitNode(func(name string, s *fwk.Status) {
-			if name == node {
-				out = s
-			}
-		})
-		if out == nil || out.IsSuccess() || out.Plugin() == "" {
-			return nil
-		}
-		return out
+	s := m.Get(node)
+	if nts, ok := m.(*framework.NodeToStatus); ok && s == nts.AbsentNodesStatus() {
+		return nil
 	}
-	if s := m.Get(node); s != nil && !s.IsSuccess() && s.Plugin() != "" {
-		return s
+	if s == nil || s.IsSuccess() || s.Plugin() == "" {
+		return nil
 	}
-	return nil
+	return s
 }

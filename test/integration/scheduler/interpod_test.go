@@ -92,10 +92,7 @@ func TestGangAvoidsNodesOtherPodsRuleOut(t *testing.T) {
 		ns := e.namespace(t)
 		noisy := makePod(ns, "noisy", 4)
 		noisy.Labels = map[string]string{"app": "noisy"}
-		noisy.Spec.SchedulerName, noisy.Spec.NodeName = "other-scheduler", busy
-		if err := e.c.Client.Create(t.Context(), noisy); err != nil {
-			t.Fatal(err)
-		}
+		runOn(t, e.c.Client, noisy, busy)
 		// Best fit alone would take the 4 free GPUs beside the noisy pod.
 		gang := makeGang(ns, "quiet", 1, 4).Affinity(&corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: podTerm("app", "noisy", corev1.LabelHostname)}}).
@@ -107,12 +104,9 @@ func TestGangAvoidsNodesOtherPodsRuleOut(t *testing.T) {
 	t.Run("a-running-pods-term", func(t *testing.T) {
 		ns := e.namespace(t)
 		loner := makePod(ns, "loner", 4)
-		loner.Spec.SchedulerName, loner.Spec.NodeName = "other-scheduler", busy
 		loner.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: podTerm(convoy.LabelReplicaRole, "worker", corev1.LabelHostname)}}
-		if err := e.c.Client.Create(t.Context(), loner); err != nil {
-			t.Fatal(err)
-		}
+		runOn(t, e.c.Client, loner, busy)
 		gang := makeGang(ns, "worker", 1, 4).create(t, e.c.Client)
 		if p := waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)[0]; p.Spec.NodeName != free {
 			t.Errorf("the pod went to %s, want %s (the node whose running pod does not keep workers away)", p.Spec.NodeName, free)
@@ -183,10 +177,7 @@ func TestGangWithHostPortsTakesOneNodePerPod(t *testing.T) {
 	e.nodes(t, specs, gpuNodesFor(specs)...)
 	holder := makePod(ns, "port-holder", 4)
 	holder.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 2222, HostPort: 2222}}
-	holder.Spec.SchedulerName, holder.Spec.NodeName = "other-scheduler", specs[0].Name
-	if err := e.c.Client.Create(t.Context(), holder); err != nil {
-		t.Fatal(err)
-	}
+	runOn(t, e.c.Client, holder, specs[0].Name)
 
 	gang := makeGang(ns, "sshd", 2, 2).hostPort(2222).create(t, e.c.Client)
 	pods := waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)
@@ -282,10 +273,8 @@ func TestPreemptionEvictsTheGangAntiAffinityForbids(t *testing.T) {
 	}
 	// The other node is full with a pod of the preemptor's priority: no victim there.
 	filler := makePod(ns, "filler", 8)
-	filler.Spec.SchedulerName, filler.Spec.NodeName, filler.Spec.PriorityClassName = "other-scheduler", other, highPriority
-	if err := e.c.Client.Create(t.Context(), filler); err != nil {
-		t.Fatal(err)
-	}
+	filler.Spec.PriorityClassName = highPriority
+	runOn(t, e.c.Client, filler, other)
 
 	urgent := makeGang(ns, "urgent", 1, 2).Priority(highPriority).Affinity(&corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: podTerm("app", "noisy", corev1.LabelHostname)}}).create(t, e.c.Client)

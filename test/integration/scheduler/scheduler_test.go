@@ -23,7 +23,12 @@ const bindTimeout = 30 * time.Second
 // occupy binds a pod holding gpus GPUs straight to a node, as a pod of another scheduler would be.
 func occupy(t *testing.T, c client.Client, ns, node string, gpus int) *corev1.Pod {
 	t.Helper()
-	p := makePod(ns, "occupant-"+node, gpus)
+	return runOn(t, c, makePod(ns, "occupant-"+node, gpus), node)
+}
+
+// runOn creates p bound straight to node, as a pod of another scheduler would be.
+func runOn(t *testing.T, c client.Client, p *corev1.Pod, node string) *corev1.Pod {
+	t.Helper()
 	p.Spec.SchedulerName = "other-scheduler"
 	p.Spec.NodeName = node
 	if err := c.Create(t.Context(), p); err != nil {

@@ -146,6 +146,7 @@ func (i *Integration) setupWebhook(mgr ctrl.Manager) error {
 	wh := &Webhook{Client: mgr.GetClient()}
 	srv.Register(MutatePath, admission.WithCustomDefaulter(mgr.GetScheme(), &convoy.TrainingJob{}, wh))
 	srv.Register(ValidatePath, admission.WithCustomValidator(mgr.GetScheme(), &convoy.TrainingJob{}, wh))
+	srv.Register(PlacementPath, admission.WithCustomValidator(mgr.GetScheme(), &convoy.TrainingJob{}, PlacementWebhook{}))
 	if err := mgr.Add(srv); err != nil {
 		return err
 	}

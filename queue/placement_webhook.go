@@ -1,0 +1,71 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/builder"
+	"github.com/convoy-dev/convoy/operator/pkg/framework"
+)
+
+// PlacementPath is the path of the webhook that turns away a TrainingJob whose gang Convoy's
+// scheduler would refuse to place, as deploy/kueue/webhook.yaml names it. It is served beside the
+// queue webhooks, by the same server.
+const PlacementPath = "/validate-convoy-dev-v1alpha1-trainingjob-placement"
+
+// PlacementWebhook refuses, when a TrainingJob is created or its spec.scheduling.affinity changes,
+// what Convoy's scheduler would refuse for its gang (see builder.ValidatePlacement): a job that
+// would otherwise wait Initializing, Unschedulable, is told at apply time which field to change.
+// The webhook configuration calls it only for jobs with required pod anti-affinity.
+type PlacementWebhook struct{}
+
+var _ admission.CustomValidator = PlacementWebhook{}
+
+// ValidateCreate checks a new job.
+func (PlacementWebhook) ValidateCreate(_ context.Context, obj runtime.Object) (admission.Warnings, error) {
+	job, ok := obj.(*convoy.TrainingJob)
+	if !ok {
+		return nil, fmt.Errorf("expected a TrainingJob, got %T", obj)
+	}
+	return nil, validatePlacement(job)
+}
+
+// ValidateUpdate checks a job whose spec.scheduling.affinity changed; a job created before the
+// webhook keeps what it has.
+func (PlacementWebhook) ValidateUpdate(_ context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
+	old, ok1 := oldObj.(*convoy.TrainingJob)
+	job, ok2 := newObj.(*convoy.TrainingJob)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("expected TrainingJobs, got %T and %T", oldObj, newObj)
+	}
+	if equality.Semantic.DeepEqual(affinity(old), affinity(job)) {
+		return nil, nil
+	}
+	return nil, validatePlacement(job)
+}
+
+// ValidateDelete allows every deletion.
+func (PlacementWebhook) ValidateDelete(context.Context, runtime.Object) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func affinity(job *convoy.TrainingJob) any {
+	if job.Spec.Scheduling == nil {
+		return nil
+	}
+	return job.Spec.Scheduling.Affinity
+}
+
+func validatePlacement(job *convoy.TrainingJob) error {
+	p, err := framework.For(job.Spec.Framework)
+	if err != nil {
+		// The CRD's enum names the frameworks; nothing to check against one it does not know.
+		return nil
+	}
+	return toInvalid(job, builder.ValidatePlacement(job, p))
+}

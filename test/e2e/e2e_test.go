@@ -22,6 +22,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -456,7 +457,8 @@ func TestSchedulerPreemptsWholeGangWhenNodesAreFull(t *testing.T) {
 }
 
 // TestJobPodAntiAffinity: a job whose workers keep apart by hostname runs with one worker per
-// node; one whose workers keep apart by zone, which a gang's plan cannot honour, says so in its
+// node; one whose workers keep apart by zone, which a gang's plan cannot honour, is refused when
+// applied; one whose workers keep together by a key the scheduler has no level for says so in its
 // status, naming the field.
 func TestJobPodAntiAffinity(t *testing.T) {
 	e := setup(t)
@@ -481,17 +483,34 @@ func TestJobPodAntiAffinity(t *testing.T) {
 		t.Errorf("the 4 workers share nodes: %v", nodes)
 	}
 
-	e.create(apart("by-zone", corev1.LabelTopologyZone))
+	// Apart by zone is refused when the job is applied (queue.PlacementWebhook), with the field.
+	err := e.k.Create(t.Context(), apart("by-zone", corev1.LabelTopologyZone))
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(),
+		`spec.scheduling.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey: Invalid value: "topology.kubernetes.io/zone"`) {
+		t.Errorf("creating a job whose workers keep a zone apart: %v, want it refused", err)
+	}
+
+	// Affinity by a key the scheduler has no level for passes the webhook (the rack, block and
+	// zone keys are the scheduler's args) and is explained by the scheduler, on the job.
+	const key = "example.com/pod-domain"
+	together := e.job("together", 4, 2, "normal")
+	together.Spec.Scheduling.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{convoy.LabelJobName: "together"}},
+			TopologyKey:   key,
+		}},
+	}}
+	e.create(together)
 	// The message is the first unplaced pod's: the planner's words, which kube-scheduler may
 	// prefix with "0/16 nodes are available: ".
 	want := []string{`0 of 4 pods are running; scheduler "convoy-scheduler" cannot place the gang: `,
-		e.ns + `/by-zone needs pod anti-affinity among its own pods by "topology.kubernetes.io/zone" (spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0])`}
-	e.waitJob("by-zone", "saying why the scheduler cannot place it", func(j *convoy.TrainingJob) bool {
+		e.ns + `/together needs pod affinity among its own pods by "` + key + `" (spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0])`}
+	e.waitJob("together", "saying why the scheduler cannot place it", func(j *convoy.TrainingJob) bool {
 		c := meta.FindStatusCondition(j.Status.Conditions, convoy.ConditionInitializing)
 		return j.Status.State == convoy.StateInitializing && c != nil && c.Reason == convoy.ReasonUnschedulable &&
 			strings.HasPrefix(c.Message, want[0]) && strings.Contains(c.Message, want[1])
 	})
-	for _, p := range e.pods("by-zone") {
+	for _, p := range e.pods("together") {
 		if p.Spec.NodeName != "" {
 			t.Errorf("pod %s is bound to %s", p.Name, p.Spec.NodeName)
 		}

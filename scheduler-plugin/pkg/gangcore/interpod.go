@@ -89,6 +89,9 @@ type interPod struct {
 	caps []nodeCap
 	// level, when set, is the topology level that affinity among the gang's pods requires.
 	level planner.Level
+	// held are the gang's own pending pods the scheduler holds, by node: the plan places them
+	// anew, so the filters see their nodes without them.
+	held map[string][]*corev1.Pod
 }
 
 // nodeCap allows at most limit pods matching on a node.
@@ -187,8 +190,9 @@ func (ip *interPodPlugins) constraints(ctx context.Context, pod *corev1.Pod, g *
 }
 
 // withoutPending takes g's own pending pods that the scheduler holds on nodes (assumed, waiting at
-// Permit) out of the filters' PreFilter state: the new plan places them anew, as their GPUs count
-// free (see view).
+// Permit) out of the filters' PreFilter state, and notes their nodes for the filters that read the
+// node itself (NodePorts' used ports): the new plan places them anew, as their GPUs count free (see
+// view).
 func (s *State) withoutPending(ctx context.Context, c *interPod, g *gang) error {
 	for uid := range g.pendingUIDs {
 		r, ok := s.reserved[uid]
@@ -203,6 +207,10 @@ func (s *State) withoutPending(ctx context.Context, c *interPod, g *gang) error 
 			if err := c.forget(ctx, c.state, pi, ni); err != nil {
 				return err
 			}
+			if c.held == nil {
+				c.held = map[string][]*corev1.Pod{}
+			}
+			c.held[r.node] = append(c.held[r.node], pi.GetPod())
 		}
 	}
 	return nil
@@ -273,10 +281,19 @@ func (c *interPod) requiredLevel() planner.Level {
 	return c.level
 }
 
-// excludes reports whether the node fails the upstream plugins' Filter for the gang's pod.
+// excludes reports whether the node fails the upstream plugins' Filter for the gang's pod, the
+// gang's own held pods taken off it.
 func (c *interPod) excludes(ctx context.Context, ni fwk.NodeInfo) bool {
 	if c == nil {
 		return false
+	}
+	if own := c.held[ni.Node().Name]; len(own) > 0 {
+		ni = ni.Snapshot()
+		for _, p := range own {
+			if ni.RemovePod(klog.FromContext(ctx), p) != nil {
+				return true
+			}
+		}
 	}
 	for _, f := range c.filters {
 		if !f.Filter(ctx, c.state, c.pod, ni).IsSuccess() {

@@ -175,6 +175,33 @@ func TestReplanFreesTheGangsOwnHeldPods(t *testing.T) {
 	}
 }
 
+// TestReplanSeesTheGangsOwnHostPortsFree: a gang of host-port pods planned again while its leader
+// is held on a node may use that node again; NodePorts reads the node's used ports, which include
+// the held leader's.
+func TestReplanSeesTheGangsOwnHostPortsFree(t *testing.T) {
+	pods := []*corev1.Pod{member("ns", "job", 0, 8).HostPort(8080).Obj(), member("ns", "job", 1, 8).HostPort(8080).Obj()}
+	h := newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}, pods, inventory("a", 8), inventory("b", 8))
+	ctx := context.Background()
+	cs, status := h.state.PlanFor(ctx, pods[0], h.nodeInfos())
+	first := slotOf(t, cs, status)
+	node := strings.Split(first, ":")[0]
+	h.state.Reserve(pods[0], node)
+	assumed := pods[0].DeepCopy()
+	assumed.Spec.NodeName = node
+	h.setPods(assumed)
+
+	h.state.mu.Lock()
+	h.state.deletePlanLocked("ns/job")
+	h.state.mu.Unlock()
+	cs, status = h.state.PlanFor(ctx, pods[0], h.nodeInfos())
+	if !status.IsSuccess() {
+		t.Fatalf("planning again with the leader held on %s: %v", node, status)
+	}
+	if got := slotOf(t, cs, status); got != first {
+		t.Errorf("leader's slot = %s, want %s again", got, first)
+	}
+}
+
 // TestInterPodTermSelectingSiblings: a term that selects the gang's other pods, not the pod being
 // planned (a launcher keeping the workers apart), is among the gang's own pods.
 func TestInterPodTermSelectingSiblings(t *testing.T) {

@@ -436,7 +436,7 @@ func (c *Cluster) explain(g Gang, caps, frees [numLevels][]int32) string {
 		fmt.Fprintf(&b, "; %s excluded", plural(unhealthy, "unhealthy GPU"))
 	}
 	if excluded > 0 {
-		fmt.Fprintf(&b, "; %s excluded by the pods' node selector, node or pod affinity, topology spread, tolerations or cordon", plural(excluded, "node"))
+		fmt.Fprintf(&b, "; %s excluded by the pods' node selector, node or pod affinity, topology spread, host ports, tolerations or cordon", plural(excluded, "node"))
 	}
 	return b.String()
 }

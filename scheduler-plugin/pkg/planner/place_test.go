@@ -126,7 +126,7 @@ func TestPlace(t *testing.T) {
 		"excluded nodes are named in the message": {
 			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Exclude("r1-0").Obj(),
 			gang:    Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 8},
-			wantErr: "ns/job needs 2 pod(s) × 8 GPU(s); the cluster has room for 1 pod (8 free GPUs on 1 node); 1 node excluded by the pods' node selector, node or pod affinity, topology spread, tolerations or cordon",
+			wantErr: "ns/job needs 2 pod(s) × 8 GPU(s); the cluster has room for 1 pod (8 free GPUs on 1 node); 1 node excluded by the pods' node selector, node or pod affinity, topology spread, host ports, tolerations or cordon",
 		},
 		"NVLink: a 2-GPU pod stays inside one island and keeps the other island whole": {
 			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).Islands("r1-0", [][]int{{0, 1, 2, 3}, {4, 5, 6, 7}}).

@@ -148,28 +148,8 @@ func TestReplanFreesTheGangsOwnHeldPods(t *testing.T) {
 	pods := []*corev1.Pod{apart(0), apart(1)}
 	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
 	h := newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8))
-	ctx := context.Background()
-
-	cs, status := h.state.PlanFor(ctx, pods[0], h.nodeInfos())
-	first := slotOf(t, cs, status)
-	node := strings.Split(first, ":")[0]
-	h.state.Reserve(pods[0], node)
-	assumed := pods[0].DeepCopy()
-	assumed.Spec.NodeName = node
-	h.setPods(assumed)
-
-	// The plan is dropped (as when it times out) and the gang planned again from its leader.
-	h.state.mu.Lock()
-	h.state.deletePlanLocked("ns/job")
-	h.state.mu.Unlock()
-	cs, status = h.state.PlanFor(ctx, pods[0], h.nodeInfos())
-	if !status.IsSuccess() {
-		t.Fatalf("planning again with the leader held on %s: %v", node, status)
-	}
-	if got := slotOf(t, cs, status); got != first {
-		t.Errorf("leader's slot = %s, want %s again", got, first)
-	}
-	cs, status = h.state.PlanFor(ctx, pods[1], h.nodeInfos())
+	node := replanWithLeaderHeld(t, h, pods[0])
+	cs, status := h.state.PlanFor(context.Background(), pods[1], h.nodeInfos())
 	if got := slotOf(t, cs, status); strings.HasPrefix(got, node+":") {
 		t.Errorf("second pod's slot = %s, on the leader's node", got)
 	}
@@ -181,25 +161,34 @@ func TestReplanFreesTheGangsOwnHeldPods(t *testing.T) {
 func TestReplanSeesTheGangsOwnHostPortsFree(t *testing.T) {
 	pods := []*corev1.Pod{member("ns", "job", 0, 8).HostPort(8080).Obj(), member("ns", "job", 1, 8).HostPort(8080).Obj()}
 	h := newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}, pods, inventory("a", 8), inventory("b", 8))
+	replanWithLeaderHeld(t, h, pods[0])
+}
+
+// replanWithLeaderHeld plans the gang from its leader, holds the leader on its planned node (as
+// at Permit), drops the plan (as when it times out) and plans again from the leader, which must
+// get the same slot. It returns the leader's node.
+func replanWithLeaderHeld(t *testing.T, h *harness, leader *corev1.Pod) string {
+	t.Helper()
 	ctx := context.Background()
-	cs, status := h.state.PlanFor(ctx, pods[0], h.nodeInfos())
+	cs, status := h.state.PlanFor(ctx, leader, h.nodeInfos())
 	first := slotOf(t, cs, status)
 	node := strings.Split(first, ":")[0]
-	h.state.Reserve(pods[0], node)
-	assumed := pods[0].DeepCopy()
+	h.state.Reserve(leader, node)
+	assumed := leader.DeepCopy()
 	assumed.Spec.NodeName = node
 	h.setPods(assumed)
 
 	h.state.mu.Lock()
-	h.state.deletePlanLocked("ns/job")
+	h.state.deletePlanLocked(GangKey(leader))
 	h.state.mu.Unlock()
-	cs, status = h.state.PlanFor(ctx, pods[0], h.nodeInfos())
+	cs, status = h.state.PlanFor(ctx, leader, h.nodeInfos())
 	if !status.IsSuccess() {
 		t.Fatalf("planning again with the leader held on %s: %v", node, status)
 	}
 	if got := slotOf(t, cs, status); got != first {
 		t.Errorf("leader's slot = %s, want %s again", got, first)
 	}
+	return node
 }
 
 // TestInterPodTermSelectingSiblings: a term that selects the gang's other pods, not the pod being

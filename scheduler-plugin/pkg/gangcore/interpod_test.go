@@ -229,11 +229,36 @@ func TestPreemptionEvictsWhatAntiAffinityForbids(t *testing.T) {
 	high := lone("ns", "high", 8).Priority(100).Node("b").Obj()
 	urgent := member("ns", "urgent", 0, 2).Priority(10).PodAntiAffinity(corev1.LabelHostname, noisy, st.PodAntiAffinityWithRequiredReq).Obj()
 	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
-	h := newHarness(t, nodes, []*corev1.Pod{low, high, urgent}, inventory("a", 8), inventory("b", 8))
-	ctx := context.Background()
+	wantLowEvictedFromA(t, newHarness(t, nodes, []*corev1.Pod{low, high, urgent}, inventory("a", 8), inventory("b", 8)), urgent)
 
+	// The same, with the noisy pod of higher priority than the urgent one: nothing can be done.
+	h2 := newHarness(t, nodes, []*corev1.Pod{
+		lone("ns", "noisy-high", 4).Priority(50).Label("app", "noisy").Node("a").Obj(),
+		lone("ns", "filler", 4).Priority(1).Node("a").Obj(),
+		high, urgent}, inventory("a", 8), inventory("b", 8))
+	if _, status := h2.state.PreemptFor(context.Background(), urgent, h2.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute}); status.IsSuccess() {
+		t.Errorf("PreemptFor() succeeded where a pod of higher priority keeps the urgent pod away")
+	}
+}
+
+// TestPreemptionFreesAHostPort: hostNetwork training gangs take the same ports on every node. A
+// high-priority pod finds the one node with free GPUs taken, for its port, by a lower-priority
+// gang's pod; preemption evicts that gang and nominates the node.
+func TestPreemptionFreesAHostPort(t *testing.T) {
+	low := member("ns", "low", 0, 4).Priority(1).HostPort(29500).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3").Obj()
+	high := lone("ns", "high", 8).Priority(100).Node("b").Obj()
+	urgent := member("ns", "urgent", 0, 4).Priority(10).HostPort(29500).Obj()
+	wantLowEvictedFromA(t, newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}, []*corev1.Pod{low, high, urgent},
+		inventory("a", 8), inventory("b", 8)), urgent)
+}
+
+// wantLowEvictedFromA checks that urgent does not fit, and that preempting for it evicts the gang
+// ns/low and nominates node a.
+func wantLowEvictedFromA(t *testing.T, h *harness, urgent *corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
 	if _, status := h.state.PlanFor(ctx, urgent, h.nodeInfos()); status.IsSuccess() {
-		t.Fatal("the urgent pod fits beside the pod it keeps away from")
+		t.Fatal("the urgent pod fits without preemption")
 	}
 	v, status := h.state.PreemptFor(ctx, urgent, h.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute})
 	if !status.IsSuccess() {
@@ -241,14 +266,5 @@ func TestPreemptionEvictsWhatAntiAffinityForbids(t *testing.T) {
 	}
 	if len(v.Gangs) != 1 || v.Gangs[0] != "ns/low" || v.Node != "a" {
 		t.Errorf("victims %v, nominated node %q; want ns/low evicted and a nominated", v.Gangs, v.Node)
-	}
-
-	// The same, with the noisy pod of higher priority than the urgent one: nothing can be done.
-	h2 := newHarness(t, nodes, []*corev1.Pod{
-		lone("ns", "noisy-high", 4).Priority(50).Label("app", "noisy").Node("a").Obj(),
-		lone("ns", "filler", 4).Priority(1).Node("a").Obj(),
-		high, urgent}, inventory("a", 8), inventory("b", 8))
-	if _, status := h2.state.PreemptFor(ctx, urgent, h2.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute}); status.IsSuccess() {
-		t.Errorf("PreemptFor() succeeded where a pod of higher priority keeps the urgent pod away")
 	}
 }

@@ -180,9 +180,19 @@ func (c *Cluster) chooseVictims(g Gang, units []unit, evictable func(int) bool) 
 		cur[j] = nd.Free & u.mask
 		room += c.nodeCap(u.node, cur[j], g.GPUsPerPod)
 		for _, h := range nd.Holders {
-			if evictable(h.Victim) && h.GPUs&u.mask != 0 {
-				holds[h.Victim] = append(holds[h.Victim], hold{j, h.GPUs & u.mask})
+			if !evictable(h.Victim) || h.GPUs&u.mask == 0 {
+				continue
 			}
+			// One hold per victim and unit: the room a unit gains is not the sum of what each of
+			// the victim's pods there would free alone (one-GPU pods free no room for an 8-GPU pod
+			// one at a time, and a node that takes one pod of the gang gains none from either of
+			// two pods).
+			hs := holds[h.Victim]
+			if n := len(hs); n > 0 && hs[n-1].unit == j {
+				hs[n-1].gpus |= h.GPUs & u.mask
+				continue
+			}
+			holds[h.Victim] = append(hs, hold{j, h.GPUs & u.mask})
 		}
 	}
 	candidates := make([]int, 0, len(holds))

@@ -16,6 +16,25 @@ func TestPreempt(t *testing.T) {
 		wantNodes   []string
 		wantErr     string
 	}{
+		"a victim of one-GPU pods packed on the node": {
+			// Each pod alone frees too few GPUs for a pod of the gang; the victim's pods together
+			// free the node.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).
+				Victim("ns/small-pods", low, 0, map[string][][]int{"r1-0": {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}}}).
+				Victim("ns/whole", low, time.Hour, map[string][][]int{"r1-1": {all8}}).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8, Priority: high},
+			wantVictims: []string{"ns/small-pods"},
+			wantNodes:   []string{"r1-0"},
+		},
+		"a victim of two pods on a node that takes one pod of the gang": {
+			// MaxPods 1 (the gang's host ports): evicting either pod alone adds no room, evicting
+			// the victim does.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).MaxPods("r1-0", 1).
+				Victim("ns/low", low, 0, map[string][][]int{"r1-0": {{0, 1, 2, 3}, {4, 5, 6, 7}}}).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 4, Priority: high},
+			wantVictims: []string{"ns/low"},
+			wantNodes:   []string{"r1-0"},
+		},
 		"no preemption when the gang fits": {
 			cluster:   makeCluster().Rack("z1", "b1", "r1", 2, 8).Victim("ns/low", low, 0, map[string][][]int{"r1-0": {all8}}).Obj(),
 			gang:      Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8, Priority: high},

@@ -44,6 +44,15 @@ func (e *env) namespace(t *testing.T) string {
 	return name
 }
 
+// fleet creates the fleet's kwok GPU nodes, each with a GPUNode of healthy GPUs; the test's end
+// deletes them.
+func (e *env) fleet(t *testing.T, f framework.Fleet) []framework.NodeSpec {
+	t.Helper()
+	specs := f.Nodes()
+	e.nodes(t, specs, gpuNodesFor(specs)...)
+	return specs
+}
+
 // nodes creates kwok GPU nodes and, for those in gpuNodes, their GPUNode objects; the test's end
 // deletes them all.
 func (e *env) nodes(t *testing.T, specs []framework.NodeSpec, gpuNodes ...*convoy.GPUNode) {

@@ -52,8 +52,7 @@ func perNode(pods []*corev1.Pod) map[string]int {
 // GPUs tightly would put them all on one node.
 func TestGangPodsKeepApartAsTheyAsk(t *testing.T) {
 	e := setup(t)
-	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 4, GPUsPerNode: 8}.Nodes()
-	e.nodes(t, specs, gpuNodesFor(specs)...)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 4, GPUsPerNode: 8})
 
 	t.Run("anti-affinity", func(t *testing.T) {
 		ns := e.namespace(t)
@@ -84,8 +83,7 @@ func TestGangPodsKeepApartAsTheyAsk(t *testing.T) {
 // and a running pod's anti-affinity to it, allow, not to the node that fits its GPUs best.
 func TestGangAvoidsNodesOtherPodsRuleOut(t *testing.T) {
 	e := setup(t)
-	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8}.Nodes()
-	e.nodes(t, specs, gpuNodesFor(specs)...)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8})
 	busy, free := specs[0].Name, specs[1].Name
 
 	t.Run("its-own-term", func(t *testing.T) {
@@ -120,8 +118,7 @@ func TestGangAvoidsNodesOtherPodsRuleOut(t *testing.T) {
 func TestGangAffinityByRackKeepsItInOneRack(t *testing.T) {
 	e := setup(t)
 	ns := e.namespace(t)
-	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 2, NodesPerRack: 2, GPUsPerNode: 8}.Nodes()
-	e.nodes(t, specs, gpuNodesFor(specs)...)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 2, NodesPerRack: 2, GPUsPerNode: 8})
 	together := func(name string) *corev1.Affinity {
 		return &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
 			RequiredDuringSchedulingIgnoredDuringExecution: podTerm(schedv1alpha1.PodGroupLabel, name, framework.LabelRack)}}
@@ -149,8 +146,7 @@ func TestGangAffinityByRackKeepsItInOneRack(t *testing.T) {
 func TestInterPodTermAPlanCannotHonourIsExplained(t *testing.T) {
 	e := setup(t)
 	ns := e.namespace(t)
-	specs := framework.Fleet{Zones: 2, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 1, GPUsPerNode: 8}.Nodes()
-	e.nodes(t, specs, gpuNodesFor(specs)...)
+	e.fleet(t, framework.Fleet{Zones: 2, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 1, GPUsPerNode: 8})
 
 	gang := makeGang(ns, "by-zone", 2, 8).Affinity(&corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
 		RequiredDuringSchedulingIgnoredDuringExecution: podTerm(schedv1alpha1.PodGroupLabel, "by-zone", framework.LabelZone)}}).
@@ -173,8 +169,7 @@ func (w *gangWrapper) hostPort(port int32) *gangWrapper {
 func TestGangWithHostPortsTakesOneNodePerPod(t *testing.T) {
 	e := setup(t)
 	ns := e.namespace(t)
-	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 3, GPUsPerNode: 8}.Nodes()
-	e.nodes(t, specs, gpuNodesFor(specs)...)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 3, GPUsPerNode: 8})
 	holder := makePod(ns, "port-holder", 4)
 	holder.Spec.Containers[0].Ports = []corev1.ContainerPort{{ContainerPort: 2222, HostPort: 2222}}
 	runOn(t, e.c.Client, holder, specs[0].Name)
@@ -193,8 +188,7 @@ func TestGangWithHostPortsTakesOneNodePerPod(t *testing.T) {
 func TestGangMovesOffANodeAFilterRejects(t *testing.T) {
 	e := setup(t)
 	ns := e.namespace(t)
-	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8}.Nodes()
-	e.nodes(t, specs, gpuNodesFor(specs)...)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8})
 	packed, volumeNode := specs[0].Name, specs[1].Name
 	// Best fit alone takes the 4 free GPUs of the packed node.
 	occupy(t, e.c.Client, ns, packed, 4)
@@ -261,8 +255,7 @@ func TestGangMovesOffANodeAFilterRejects(t *testing.T) {
 func TestPreemptionEvictsTheGangAntiAffinityForbids(t *testing.T) {
 	e := setup(t)
 	ns := e.namespace(t)
-	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8}.Nodes()
-	e.nodes(t, specs, gpuNodesFor(specs)...)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8})
 
 	noisy := makeGang(ns, "noisy", 1, 4).Priority(lowPriority)
 	noisy.pods[0].Labels["app"] = "noisy"

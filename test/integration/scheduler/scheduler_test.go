@@ -51,8 +51,7 @@ func nodeLabel(t *testing.T, c client.Client, node, key string) string {
 func TestGangLandsInOneRack(t *testing.T) {
 	e := setup(t)
 	ns := e.namespace(t)
-	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 2, NodesPerRack: 4, GPUsPerNode: 8}.Nodes()
-	e.nodes(t, specs, gpuNodesFor(specs)...)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 2, NodesPerRack: 4, GPUsPerNode: 8})
 	// One GPU taken in the first rack: it can hold three 8-GPU pods, not four.
 	occupy(t, e.c.Client, ns, specs[0].Name, 1)
 
@@ -81,8 +80,7 @@ func TestGangLandsInOneRack(t *testing.T) {
 func TestInfeasibleGangBindsNothing(t *testing.T) {
 	e := setup(t)
 	ns := e.namespace(t)
-	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 2, NodesPerRack: 2, GPUsPerNode: 8}.Nodes()
-	e.nodes(t, specs, gpuNodesFor(specs)...)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 2, NodesPerRack: 2, GPUsPerNode: 8})
 
 	gang := makeGang(ns, "too-big", 3, 8).Topology(convoy.TopologyRack, convoy.TopologyRequired).create(t, e.c.Client)
 	waitUnschedulable(t, e.c.Client, ns, gang.names(),
@@ -94,8 +92,7 @@ func TestInfeasibleGangBindsNothing(t *testing.T) {
 func TestHighPriorityGangPreemptsWholeLowerGangs(t *testing.T) {
 	e := setup(t)
 	ns := e.namespace(t)
-	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 4, GPUsPerNode: 8}.Nodes()
-	e.nodes(t, specs, gpuNodesFor(specs)...)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 4, GPUsPerNode: 8})
 
 	// Fill the cluster: two 4-GPU workers share a node, two 8-GPU workers take two, and a
 	// high-priority 8-GPU job the last.
@@ -158,6 +155,27 @@ func TestHighPriorityGangPreemptsWholeLowerGangs(t *testing.T) {
 	for _, p := range get(t, e.c.Client, ns, append(small.names(), peer.names()...)) {
 		if p == nil || p.UID != before[p.Name].UID || p.DeletionTimestamp != nil {
 			t.Errorf("pod %s was not a victim but is gone or going", before[p.Name].Name)
+		}
+	}
+}
+
+// TestPreemptionEvictsAGangOfSmallPods: the only node is full with a low-priority gang of eight
+// 1-GPU pods; a high-priority 8-GPU pod evicts the whole gang (no one of its pods frees room
+// alone) and binds there.
+func TestPreemptionEvictsAGangOfSmallPods(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 1, GPUsPerNode: 8})
+
+	small := makeGang(ns, "low-small", 8, 1).Priority(lowPriority).create(t, e.c.Client)
+	victims := waitBound(t, e.c.Client, ns, small.names(), bindTimeout)
+	urgent := makeGang(ns, "urgent", 1, 8).Priority(highPriority).create(t, e.c.Client)
+	if p := waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout)[0]; p.Spec.NodeName != specs[0].Name {
+		t.Errorf("the urgent pod went to %s, want %s", p.Spec.NodeName, specs[0].Name)
+	}
+	for i, p := range get(t, e.c.Client, ns, small.names()) {
+		if p != nil && p.UID == victims[i].UID && p.DeletionTimestamp == nil {
+			t.Errorf("pod %s of the low gang was not evicted", p.Name)
 		}
 	}
 }
@@ -228,8 +246,7 @@ func TestGangStartsWhenItsGPUsRecover(t *testing.T) {
 func TestGangWaitsForItsPodGroup(t *testing.T) {
 	e := setup(t)
 	ns := e.namespace(t)
-	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8}.Nodes()
-	e.nodes(t, specs, gpuNodesFor(specs)...)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8})
 
 	gang := makeGang(ns, "late-podgroup", 3, 4)
 	for _, p := range gang.pods {
@@ -263,8 +280,7 @@ func TestGangWaitsForItsPodGroup(t *testing.T) {
 func TestPodsOfAnotherSchedulerAreLeftAlone(t *testing.T) {
 	e := setup(t)
 	ns := e.namespace(t)
-	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 1, GPUsPerNode: 8}.Nodes()
-	e.nodes(t, specs, gpuNodesFor(specs)...)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 1, GPUsPerNode: 8})
 
 	foreign := makePod(ns, "foreign", 1)
 	foreign.Spec.SchedulerName = "other-scheduler"
@@ -286,8 +302,7 @@ func TestPodsOfAnotherSchedulerAreLeftAlone(t *testing.T) {
 func TestRestartWhileGangWaitsAtPermit(t *testing.T) {
 	e := setup(t)
 	ns := e.namespace(t)
-	specs := framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 4, GPUsPerNode: 8}.Nodes()
-	e.nodes(t, specs, gpuNodesFor(specs)...)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 4, GPUsPerNode: 8})
 
 	// The fourth pod names no scheduler that runs: its three siblings are placed and wait at
 	// Permit for it. It is created first, so that Coscheduling finds the gang complete when the

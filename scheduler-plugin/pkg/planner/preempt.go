@@ -163,10 +163,19 @@ func (c *Cluster) nvlinkDomains() []string {
 	return keys
 }
 
-// chooseVictims picks victims with pods on units until the units hold g: at each step the victim
-// that adds the most room (then frees the most GPUs, then costs the least), then it drops every
-// victim the rest do not need, the most expensive first. It returns nil when the evictable victims
-// cannot make room.
+// exactSubsets bounds how many victim sets chooseVictims weighs one by one in a domain before it
+// falls back to choosing greedily: with 8 candidates every set is weighed (255 of them); with 64,
+// every set of one or two victims (2,080). A variable for tests of the greedy choice.
+var exactSubsets = 4096
+
+// chooseVictims picks the victims with pods on units whose eviction makes the units hold g. It
+// weighs every set of one victim, then of two, and so on, while the sets of the next size fit in
+// exactSubsets, and returns the cheapest set of the smallest size that makes room (cheapest by
+// preemptionCost: the lowest highest priority, then the least work lost, then the fewest GPUs).
+// Past that bound it chooses greedily: at each step the victim that adds the most room (the
+// cheapest among equals; while none adds room, the one that frees the most GPUs), then it drops
+// every victim the rest do not need, the most expensive first. It returns nil when the evictable
+// victims cannot make room.
 func (c *Cluster) chooseVictims(g Gang, units []unit, evictable func(int) bool) []int {
 	type hold struct {
 		unit int
@@ -201,6 +210,23 @@ func (c *Cluster) chooseVictims(g Gang, units []unit, evictable func(int) bool) 
 	}
 	slices.SortFunc(candidates, c.compareVictims)
 
+	if set, ok := c.smallestVictimSet(g, candidates, room, func(set []int) int {
+		freed := map[int]GPUSet{}
+		for _, v := range set {
+			for _, h := range holds[v] {
+				freed[h.unit] |= h.gpus
+			}
+		}
+		gained := 0
+		for j, f := range freed {
+			u := units[j]
+			gained += c.nodeCap(u.node, cur[j]|f, g.GPUsPerPod) - c.nodeCap(u.node, cur[j], g.GPUsPerPod)
+		}
+		return gained
+	}); ok {
+		return set
+	}
+
 	gain := func(v int, sign int) (int, int) {
 		dRoom, dFree := 0, 0
 		for _, h := range holds[v] {
@@ -230,13 +256,15 @@ func (c *Cluster) chooseVictims(g Gang, units []unit, evictable func(int) bool) 
 	var chosen []int
 	taken := map[int]bool{}
 	for room < g.Pods {
+		// Candidates are cheapest first: a later one is taken only for more room or, while none
+		// adds room, for more GPUs freed.
 		pick, pickRoom, pickFree := -1, 0, 0
 		for _, v := range candidates {
 			if taken[v] {
 				continue
 			}
 			dRoom, dFree := gain(v, 1)
-			if dRoom > pickRoom || dRoom == pickRoom && dFree > pickFree {
+			if dRoom > pickRoom || pickRoom == 0 && dRoom == 0 && dFree > pickFree {
 				pick, pickRoom, pickFree = v, dRoom, dFree
 			}
 		}
@@ -262,4 +290,51 @@ func (c *Cluster) chooseVictims(g Gang, units []unit, evictable func(int) bool) 
 		kept = append(kept, v)
 	}
 	return kept
+}
+
+// smallestVictimSet weighs the sets of candidates by size, smallest first, while the sets of a
+// size fit in exactSubsets in all, and returns the cheapest set of the first size at which one
+// makes room: gained(set) more room added to room reaches g's pods. ok is false when the bound
+// stopped it before any set made room.
+func (c *Cluster) smallestVictimSet(g Gang, candidates []int, room int, gained func([]int) int) ([]int, bool) {
+	weighed := 0
+	set := make([]int, 0, len(candidates))
+	for k := 1; k <= len(candidates); k++ {
+		// binomial stops counting past maxEnumeration, which is no smaller than exactSubsets.
+		n := binomial(len(candidates), k)
+		if weighed+n > exactSubsets {
+			return nil, false
+		}
+		weighed += n
+		var best []int
+		var bestCost preemptionCost
+		var walk func(from int)
+		walk = func(from int) {
+			if len(set) == k {
+				if room+gained(set) < g.Pods {
+					return
+				}
+				cost := preemptionCost{victims: k, maxPriority: -1 << 31}
+				for _, v := range set {
+					cost.maxPriority = max(cost.maxPriority, c.Victims[v].Priority)
+					cost.workLost += c.Victims[v].WorkLost
+					cost.gpus += c.Victims[v].GPUs
+				}
+				if best == nil || cost.compare(bestCost) < 0 {
+					best, bestCost = slices.Clone(set), cost
+				}
+				return
+			}
+			for i := from; i <= len(candidates)-(k-len(set)); i++ {
+				set = append(set, candidates[i])
+				walk(i + 1)
+				set = set[:len(set)-1]
+			}
+		}
+		walk(0)
+		if best != nil {
+			return best, true
+		}
+	}
+	return nil, true
 }

@@ -1,0 +1,149 @@
+package planner
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestPreemptAgainstEverySubset compares Preempt, on small random clusters, with a search of every
+// subset of the lower-priority victims: Preempt must find a set whenever one exists, its set must
+// make room, and no set may be cheaper by the order the issue asks for (fewest victims, then the
+// lowest priority, the least work lost, the fewest GPUs).
+func TestPreemptAgainstEverySubset(t *testing.T) {
+	t.Run("weighing every set", func(t *testing.T) { preemptAgainstEverySubset(t, true) })
+	// Past exactSubsets, the greedy choice must still find a set that makes room whenever one
+	// exists, though not always the cheapest.
+	t.Run("greedy", func(t *testing.T) {
+		defer func(n int) { exactSubsets = n }(exactSubsets)
+		exactSubsets = 0
+		preemptAgainstEverySubset(t, false)
+	})
+}
+
+func preemptAgainstEverySubset(t *testing.T, cheapest bool) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	sizes := []int{1, 2, 4, 8}
+	for run := range 3000 {
+		w := makeCluster().Rack("z1", "b1", "r1", 2, 8).Rack("z1", "b1", "r2", 1+rng.IntN(2), 8)
+		if rng.IntN(3) == 0 {
+			w.MaxPods(w.Nodes[rng.IntN(len(w.Nodes))].Name, 1)
+		}
+		// Victims take GPUs in pods of random sizes on random nodes until the cluster is mostly full.
+		free := make(map[string][]int, len(w.Nodes))
+		for _, n := range w.Nodes {
+			free[n.Name] = slices.Clone(all8)
+		}
+		for v := range 2 + rng.IntN(5) {
+			holds := map[string][][]int{}
+			for range 1 + rng.IntN(3) {
+				n := w.Nodes[rng.IntN(len(w.Nodes))].Name
+				k := min(sizes[rng.IntN(len(sizes))], len(free[n]))
+				if k == 0 {
+					continue
+				}
+				holds[n] = append(holds[n], free[n][:k])
+				free[n] = free[n][k:]
+			}
+			if len(holds) > 0 {
+				w.Victim(fmt.Sprintf("ns/v%d", v), int32(rng.IntN(4)), time.Duration(rng.IntN(4))*time.Hour, holds)
+			}
+		}
+		c := w.Obj()
+		g := Gang{Key: "ns/job", Pods: 1 + rng.IntN(3), GPUsPerPod: sizes[rng.IntN(len(sizes))], Priority: 3}
+		if rng.IntN(2) == 0 {
+			g.Level, g.Required = LevelRack, true
+		}
+		name := fmt.Sprintf("run %d: %s", run, describeCluster(c, g))
+
+		best, bestCost, found := bruteForce(c, g)
+		got, err := c.Preempt(g)
+		var u *Unplaceable
+		switch {
+		case err != nil && !errors.As(err, &u):
+			t.Fatalf("%s: Preempt() error %v", name, err)
+		case err != nil && found:
+			t.Fatalf("%s: Preempt() found nothing; evicting %v makes room", name, best)
+		case err != nil:
+			continue
+		case !found:
+			t.Fatalf("%s: Preempt() evicts %v where no set makes room", name, got.Victims)
+		}
+		if _, err := c.place(g, freedBy(c, got.Victims)); err != nil {
+			t.Fatalf("%s: Preempt()'s victims %v make no room: %v", name, got.Victims, err)
+		}
+		if cost := costOf(c, got.Victims); cheapest && cost.compare(bestCost) > 0 {
+			t.Errorf("%s: Preempt() evicts %v (cost %+v), but %v costs %+v", name, got.Victims, cost, best, bestCost)
+		}
+	}
+}
+
+// bruteForce tries every subset of the victims of lower priority than g and returns the cheapest
+// one that lets g be placed.
+func bruteForce(c *Cluster, g Gang) ([]int, preemptionCost, bool) {
+	var lower []int
+	for v := range c.Victims {
+		if c.Victims[v].Priority < g.Priority {
+			lower = append(lower, v)
+		}
+	}
+	var best []int
+	var bestCost preemptionCost
+	found := false
+	for mask := range 1 << len(lower) {
+		var set []int
+		for i, v := range lower {
+			if mask&(1<<i) != 0 {
+				set = append(set, v)
+			}
+		}
+		if _, err := c.place(g, freedBy(c, set)); err != nil {
+			continue
+		}
+		if cost := costOf(c, set); !found || cost.compare(bestCost) < 0 {
+			best, bestCost, found = set, cost, true
+		}
+	}
+	return best, bestCost, found
+}
+
+func freedBy(c *Cluster, victims []int) []GPUSet {
+	free := make([]GPUSet, len(c.Nodes))
+	for i := range c.Nodes {
+		free[i] = c.Nodes[i].Free
+		for _, h := range c.Nodes[i].Holders {
+			if slices.Contains(victims, h.Victim) {
+				free[i] |= h.GPUs
+			}
+		}
+	}
+	return free
+}
+
+// costOf is preemptionCost without the domain, which the search does not choose.
+func costOf(c *Cluster, victims []int) preemptionCost {
+	cost := preemptionCost{victims: len(victims), maxPriority: -1 << 31}
+	for _, v := range victims {
+		cost.maxPriority = max(cost.maxPriority, c.Victims[v].Priority)
+		cost.workLost += c.Victims[v].WorkLost
+		cost.gpus += c.Victims[v].GPUs
+	}
+	return cost
+}
+
+func describeCluster(c *Cluster, g Gang) string {
+	s := fmt.Sprintf("gang %d×%d prio %d level %v required %v;", g.Pods, g.GPUsPerPod, g.Priority, g.Level, g.Required)
+	for _, n := range c.Nodes {
+		s += fmt.Sprintf(" %s(rack %s, free %v, max %d):", n.Name, n.Rack, n.Free.Indices(), n.MaxPods)
+		for _, h := range n.Holders {
+			s += fmt.Sprintf(" v%d%v", h.Victim, h.GPUs.Indices())
+		}
+	}
+	for i, v := range c.Victims {
+		s += fmt.Sprintf("; v%d=%s p%d %v %dgpu", i, v.Key, v.Priority, v.WorkLost, v.GPUs)
+	}
+	return s
+}

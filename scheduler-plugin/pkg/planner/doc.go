@@ -9,8 +9,10 @@
 //  1. every pod of the gang fits (free, healthy GPUs and the node's other resources);
 //  2. the whole gang lies inside one domain of the gang's required topology level;
 //  3. the gang spans the fewest domains at the lowest level: it goes into the smallest single
-//     domain (NVLink domain, node, rack, block, zone) that can hold it and, inside that domain,
-//     into the fewest children, level by level;
+//     domain (NVLink domain, node, rack, block, zone) that can hold it, of those the one where it
+//     spans the fewest racks and, inside that domain, into the fewest children, level by level
+//     (across blocks, the blocks of the most room are filled first, which may span a rack more
+//     than the fewest);
 //  4. inside a node, each pod gets GPUs that form a well-connected NVLink set and leave the
 //     node's remaining free GPUs well connected;
 //  5. best fit: among equal choices the fullest domain is used, so that large free blocks survive

@@ -217,56 +217,78 @@ func (c *Cluster) place(g Gang, free []GPUSet) (*Plan, error) {
 	if g.Required {
 		top = max(g.Level, LevelNode)
 	}
-	for l := LevelNode; l <= top; l++ {
-		best := int32(-1)
-		for d := int32(0); d < int32(ix.count[l]); d++ {
-			if caps[l][d] >= need && (best < 0 || better(l, d, best)) {
-				best = d
+	// distribute returns the takes that put need pods in domain d of level l: its children of the
+	// most room first, until one can hold the rest, which the best fit among those does.
+	var distribute func(takes []take, l Level, d int32, need int32) []take
+	distribute = func(takes []take, l Level, d int32, need int32) []take {
+		if l == LevelNode {
+			return append(takes, take{unit{int(d), free[d]}, int(need)})
+		}
+		kids := make([]int32, 0, len(ix.children[l][d]))
+		for _, k := range ix.children[l][d] {
+			if caps[l-1][k] > 0 {
+				kids = append(kids, k)
 			}
 		}
-		if best < 0 {
+		slices.SortFunc(kids, func(a, b int32) int {
+			if caps[l-1][a] != caps[l-1][b] {
+				return cmp.Compare(caps[l-1][b], caps[l-1][a])
+			}
+			if better(l-1, a, b) {
+				return -1
+			}
+			return 1
+		})
+		for need > 0 && len(kids) > 0 {
+			fit := -1
+			for j, k := range kids {
+				if caps[l-1][k] >= need && (fit < 0 || better(l-1, k, kids[fit])) {
+					fit = j
+				}
+			}
+			if fit >= 0 {
+				return distribute(takes, l-1, kids[fit], need)
+			}
+			takes = distribute(takes, l-1, kids[0], caps[l-1][kids[0]])
+			need -= caps[l-1][kids[0]]
+			kids = kids[1:]
+		}
+		return takes
+	}
+	racksOf := func(takes []take) int {
+		racks := map[int32]bool{}
+		for _, t := range takes {
+			racks[ix.of[LevelRack][t.node]] = true
+		}
+		return len(racks)
+	}
+	for l := LevelNode; l <= top; l++ {
+		// At the smallest level with a domain that holds the gang: the domain whose plan spans the
+		// fewest racks, then the best fit.
+		var best []take
+		bestD, bestRacks := int32(-1), 0
+		for d := int32(0); d < int32(ix.count[l]); d++ {
+			if caps[l][d] < need {
+				continue
+			}
+			if l <= LevelRack {
+				if bestD < 0 || better(l, d, bestD) {
+					bestD = d
+				}
+				continue
+			}
+			takes := distribute(nil, l, d, need)
+			if r := racksOf(takes); bestD < 0 || r < bestRacks || r == bestRacks && better(l, d, bestD) {
+				best, bestD, bestRacks = takes, d, r
+			}
+		}
+		if bestD < 0 {
 			continue
 		}
-		var takes []take
-		var distribute func(l Level, d int32, need int32)
-		distribute = func(l Level, d int32, need int32) {
-			if l == LevelNode {
-				takes = append(takes, take{unit{int(d), free[d]}, int(need)})
-				return
-			}
-			kids := make([]int32, 0, len(ix.children[l][d]))
-			for _, k := range ix.children[l][d] {
-				if caps[l-1][k] > 0 {
-					kids = append(kids, k)
-				}
-			}
-			slices.SortFunc(kids, func(a, b int32) int {
-				if caps[l-1][a] != caps[l-1][b] {
-					return cmp.Compare(caps[l-1][b], caps[l-1][a])
-				}
-				if better(l-1, a, b) {
-					return -1
-				}
-				return 1
-			})
-			for need > 0 && len(kids) > 0 {
-				fit := -1
-				for j, k := range kids {
-					if caps[l-1][k] >= need && (fit < 0 || better(l-1, k, kids[fit])) {
-						fit = j
-					}
-				}
-				if fit >= 0 {
-					distribute(l-1, kids[fit], need)
-					return
-				}
-				distribute(l-1, kids[0], caps[l-1][kids[0]])
-				need -= caps[l-1][kids[0]]
-				kids = kids[1:]
-			}
+		if best == nil {
+			best = distribute(nil, l, bestD, need)
 		}
-		distribute(l, best, need)
-		return c.plan(g, takes, free, l, ix.names[l][best]), nil
+		return c.plan(g, best, free, l, ix.names[l][bestD]), nil
 	}
 	return nil, &Unplaceable{Message: c.explain(g, caps, frees)}
 }

@@ -137,7 +137,7 @@ func costOf(c *Cluster, victims []int) preemptionCost {
 func describeCluster(c *Cluster, g Gang) string {
 	s := fmt.Sprintf("gang %d×%d prio %d level %v required %v;", g.Pods, g.GPUsPerPod, g.Priority, g.Level, g.Required)
 	for _, n := range c.Nodes {
-		s += fmt.Sprintf(" %s(rack %s, free %v, max %d):", n.Name, n.Rack, n.Free.Indices(), n.MaxPods)
+		s += fmt.Sprintf(" %s(rack %s, free %v, max %d, excluded %v):", n.Name, n.Rack, n.Free.Indices(), n.MaxPods, n.Excluded)
 		for _, h := range n.Holders {
 			s += fmt.Sprintf(" v%d%v", h.Victim, h.GPUs.Indices())
 		}

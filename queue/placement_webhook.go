@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -54,7 +55,7 @@ func (PlacementWebhook) ValidateDelete(context.Context, runtime.Object) (admissi
 	return nil, nil
 }
 
-func affinity(job *convoy.TrainingJob) any {
+func affinity(job *convoy.TrainingJob) *corev1.Affinity {
 	if job.Spec.Scheduling == nil {
 		return nil
 	}

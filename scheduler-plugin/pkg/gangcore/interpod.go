@@ -288,42 +288,46 @@ func (c *interPod) excludes(ctx context.Context, ni fwk.NodeInfo) bool {
 		return false
 	}
 	if own := c.held[ni.Node().Name]; len(own) > 0 {
-		ni = ni.Snapshot()
-		for _, p := range own {
-			if ni.RemovePod(klog.FromContext(ctx), p) != nil {
-				return true
-			}
-		}
-	}
-	for _, f := range c.filters {
-		if !f.Filter(ctx, c.state, c.pod, ni).IsSuccess() {
+		var ok bool
+		if ni, ok = without(ctx, ni, own); !ok {
 			return true
 		}
 	}
-	return false
+	return !c.passes(ctx, c.state, ni)
+}
+
+// passes reports whether the node passes every filter for the gang's pod, with PreFilter state st.
+func (c *interPod) passes(ctx context.Context, st fwk.CycleState, ni fwk.NodeInfo) bool {
+	for _, f := range c.filters {
+		if !f.Filter(ctx, st, c.pod, ni).IsSuccess() {
+			return false
+		}
+	}
+	return true
+}
+
+// without is a copy of the node with pods taken off it; false when one cannot be.
+func without(ctx context.Context, ni fwk.NodeInfo, pods []*corev1.Pod) (fwk.NodeInfo, bool) {
+	n := ni.Snapshot()
+	for _, p := range pods {
+		if podOn(n, p.UID) != nil && n.RemovePod(klog.FromContext(ctx), p) != nil {
+			return nil, false
+		}
+	}
+	return n, true
 }
 
 // passesWithout reports whether the node would pass the upstream plugins' Filter for the gang's
 // pod once pods are gone from it: preemption's question about its victims.
 func (c *interPod) passesWithout(ctx context.Context, ni fwk.NodeInfo, pods []*corev1.Pod) bool {
 	st := c.state.Clone()
-	n := ni.Snapshot()
-	logger := klog.FromContext(ctx)
 	for _, p := range pods {
-		pi := podOn(n, p.UID)
-		if pi == nil {
-			continue
-		}
-		if c.forget(ctx, st, pi, n) != nil || n.RemovePod(logger, p) != nil {
+		if pi := podOn(ni, p.UID); pi != nil && c.forget(ctx, st, pi, ni) != nil {
 			return false
 		}
 	}
-	for _, f := range c.filters {
-		if !f.Filter(ctx, st, c.pod, n).IsSuccess() {
-			return false
-		}
-	}
-	return true
+	n, ok := without(ctx, ni, pods)
+	return ok && c.passes(ctx, st, n)
 }
 
 // maxPods is how many of the gang's pods the node may take by the caps (0: no cap, -1: none),

@@ -31,6 +31,17 @@ func (a preemptionCost) compare(b preemptionCost) int {
 		cmp.Compare(a.workLost, b.workLost), cmp.Compare(a.gpus, b.gpus), cmp.Compare(a.level, b.level))
 }
 
+// costOf is what evicting victims costs, placing the gang in a domain of level l.
+func (c *Cluster) costOf(victims []int, l Level) preemptionCost {
+	cost := preemptionCost{victims: len(victims), maxPriority: -1 << 31, level: l}
+	for _, v := range victims {
+		cost.maxPriority = max(cost.maxPriority, c.Victims[v].Priority)
+		cost.workLost += c.Victims[v].WorkLost
+		cost.gpus += c.Victims[v].GPUs
+	}
+	return cost
+}
+
 // compareVictims orders single victims, cheapest first.
 func (c *Cluster) compareVictims(a, b int) int {
 	va, vb := &c.Victims[a], &c.Victims[b]
@@ -76,13 +87,7 @@ func (c *Cluster) Preempt(g Gang) (*Preemption, error) {
 		if victims == nil {
 			return
 		}
-		cost := preemptionCost{victims: len(victims), maxPriority: -1 << 31, level: l}
-		for _, v := range victims {
-			cost.maxPriority = max(cost.maxPriority, c.Victims[v].Priority)
-			cost.workLost += c.Victims[v].WorkLost
-			cost.gpus += c.Victims[v].GPUs
-		}
-		if best == nil || cost.compare(bestCost) < 0 {
+		if cost := c.costOf(victims, l); best == nil || cost.compare(bestCost) < 0 {
 			best, bestCost = victims, cost
 		}
 	}
@@ -314,13 +319,7 @@ func (c *Cluster) smallestVictimSet(g Gang, candidates []int, room int, gained f
 				if room+gained(set) < g.Pods {
 					return
 				}
-				cost := preemptionCost{victims: k, maxPriority: -1 << 31}
-				for _, v := range set {
-					cost.maxPriority = max(cost.maxPriority, c.Victims[v].Priority)
-					cost.workLost += c.Victims[v].WorkLost
-					cost.gpus += c.Victims[v].GPUs
-				}
-				if best == nil || cost.compare(bestCost) < 0 {
+				if cost := c.costOf(set, LevelNone); best == nil || cost.compare(bestCost) < 0 {
 					best, bestCost = slices.Clone(set), cost
 				}
 				return

@@ -75,7 +75,7 @@ func preemptAgainstEverySubset(t *testing.T, cheapest bool) {
 		if _, err := c.place(g, freedBy(c, got.Victims)); err != nil {
 			t.Fatalf("%s: Preempt()'s victims %v make no room: %v", name, got.Victims, err)
 		}
-		if cost := costOf(c, got.Victims); cheapest && cost.compare(bestCost) > 0 {
+		if cost := c.costOf(got.Victims, LevelNone); cheapest && cost.compare(bestCost) > 0 {
 			t.Errorf("%s: Preempt() evicts %v (cost %+v), but %v costs %+v", name, got.Victims, cost, best, bestCost)
 		}
 	}
@@ -103,7 +103,7 @@ func bruteForce(c *Cluster, g Gang) ([]int, preemptionCost, bool) {
 		if _, err := c.place(g, freedBy(c, set)); err != nil {
 			continue
 		}
-		if cost := costOf(c, set); !found || cost.compare(bestCost) < 0 {
+		if cost := c.costOf(set, LevelNone); !found || cost.compare(bestCost) < 0 {
 			best, bestCost, found = set, cost, true
 		}
 	}
@@ -121,17 +121,6 @@ func freedBy(c *Cluster, victims []int) []GPUSet {
 		}
 	}
 	return free
-}
-
-// costOf is preemptionCost without the domain, which the search does not choose.
-func costOf(c *Cluster, victims []int) preemptionCost {
-	cost := preemptionCost{victims: len(victims), maxPriority: -1 << 31}
-	for _, v := range victims {
-		cost.maxPriority = max(cost.maxPriority, c.Victims[v].Priority)
-		cost.workLost += c.Victims[v].WorkLost
-		cost.gpus += c.Victims[v].GPUs
-	}
-	return cost
 }
 
 func describeCluster(c *Cluster, g Gang) string {

@@ -77,8 +77,8 @@ bench-operator: bin ## 1,000 TrainingJobs × 8 pods: Convoy's operator vs Kubefl
 	$(GO) run ./test/bench/operator -jobs 1000
 
 .PHONY: bench-scheduler
-bench-scheduler: bin ## Gangs on 1,000 and 5,000 fake nodes: Convoy's scheduler vs kube-scheduler with Coscheduling vs a bare binder.
-	$(GO) run ./test/bench/scheduler -nodes 1000,5000 -mixes mixed,whole-node
+bench-scheduler: bin ## Gangs on 1,000 and 5,000 fake nodes, three mixes: Convoy's scheduler vs kube-scheduler with Coscheduling vs a bare binder (with and without events).
+	$(GO) run ./test/bench/scheduler -nodes 1000,5000
 
 .PHONY: bench-queue
 bench-queue: bin ## Admission rate of 1,000 TrainingJobs vs 1,000 batch/v1 Jobs through the same Kueue.

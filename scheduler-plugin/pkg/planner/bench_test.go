@@ -55,7 +55,7 @@ func BenchmarkPlace(b *testing.B) {
 // and free GPUs stranded on partly used nodes.
 func BenchmarkPlaceMix(b *testing.B) {
 	for _, nodes := range []int{1000, 5000} {
-		for _, mix := range []synth.Mix{synth.MixedWorkers, synth.WholeNodeWorkers} {
+		for _, mix := range synth.Mixes {
 			gangs := synth.Gangs(42, 1000, mix)
 			b.Run(fmt.Sprintf("nodes=%d/mix=%s", nodes, mix.Name), func(b *testing.B) {
 				var unplaced, racks, placed, stranded int

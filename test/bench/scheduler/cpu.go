@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/sha256"
 	"syscall"
 	"time"
 
@@ -34,4 +35,22 @@ func cpuSeconds(before, after map[string]time.Duration) map[string]float64 {
 		out[name] = (d - before[name]).Seconds()
 	}
 	return out
+}
+
+// machineSpeed is the milliseconds one core takes to hash 64 MiB, taken just before a contender
+// starts. This machine's speed drifts (other tenants of its host): a run whose figure is well
+// above its neighbours' ran on a slower machine, and every process's CPU seconds in it are
+// inflated alike. Compare contenders only in runs with like figures.
+func machineSpeed() float64 {
+	buf := make([]byte, 1<<20)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	began := time.Now()
+	h := sha256.New()
+	for range 64 {
+		h.Write(buf)
+	}
+	_ = h.Sum(nil)
+	return float64(time.Since(began).Microseconds()) / 1000
 }

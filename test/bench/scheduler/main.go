@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -76,7 +77,7 @@ func main() {
 	var o options
 	var sizes, mixes, schedulers string
 	flag.StringVar(&sizes, "nodes", "5000", "comma-separated fleet sizes")
-	flag.StringVar(&mixes, "mixes", "mixed,whole-node", "comma-separated gang mixes: mixed (1, 2, 4 or 8 GPUs per worker), whole-node (8)")
+	flag.StringVar(&mixes, "mixes", "mixed,whole-node,fits", "comma-separated gang mixes: mixed (1, 2, 4 or 8 GPUs per worker), whole-node (8), fits (1, 2, 4 or 8, each half as common as the one below: the gangs fit the fleet)")
 	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,binder,binder+events", "comma-separated contenders: convoy, coscheduling, binder, binder+events (the binder recording kube-scheduler's Scheduled event per pod)")
 	flag.IntVar(&o.gangs, "gangs", 0, "gangs per run; 0 for one per 5 nodes (1,000 at 5,000 nodes)")
 	flag.Uint64Var(&o.seed, "seed", 42, "seed of the gang mix")
@@ -115,14 +116,11 @@ func main() {
 		o.sizes = append(o.sizes, n)
 	}
 	for _, m := range strings.Split(mixes, ",") {
-		switch strings.TrimSpace(m) {
-		case synth.MixedWorkers.Name:
-			o.mixes = append(o.mixes, synth.MixedWorkers)
-		case synth.WholeNodeWorkers.Name:
-			o.mixes = append(o.mixes, synth.WholeNodeWorkers)
-		default:
+		i := slices.IndexFunc(synth.Mixes, func(x synth.Mix) bool { return x.Name == strings.TrimSpace(m) })
+		if i < 0 {
 			fail(fmt.Errorf("-mixes: unknown mix %q", m))
 		}
+		o.mixes = append(o.mixes, synth.Mixes[i])
 	}
 	for _, s := range strings.Split(schedulers, ",") {
 		switch sc := Scheduler(strings.TrimSpace(s)); sc {

@@ -104,6 +104,8 @@ type Result struct {
 	// after its last bind: the binding, without the stall that ends the run, in which the API
 	// server may still serve the contender's status writes for the pods it could not place.
 	CPUToLastBind map[string]float64 `json:"cpuSecondsToLastBind"`
+	// MachineMillis is machineSpeed just before the contender started: how fast this machine was.
+	MachineMillis float64 `json:"machineMilliseconds"`
 	// Seconds is how long the run lasted, from the first gang created.
 	Seconds float64 `json:"seconds"`
 	// Runs holds every run of the contender, when it ran more than once (-repeat); the fields
@@ -238,9 +240,9 @@ func (r *Result) line() string {
 	for _, n := range names {
 		cpu = append(cpu, fmt.Sprintf("%s %.1f (%.1f)", n, r.CPU[n], r.CPUToLastBind[n]))
 	}
-	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, first bind %.1fs, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %d GPUs stranded, %.0fs\n   API writes: %.2f per pod bound (%s); the API server served a binding in %.0f ms on average\n   API reads: %s\n   CPU seconds, in all (to the last bind): %s",
+	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, first bind %.1fs, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %d GPUs stranded, %.0fs\n   API writes: %.2f per pod bound (%s); the API server served a binding in %.0f ms on average\n   API reads: %s\n   CPU seconds, in all (to the last bind): %s\n   machine: 64 MiB hashed in %.0f ms just before the start",
 		r.Scheduler, r.BoundPods, r.Pods, r.PodsPerSec, r.FirstBind, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit,
-		r.RacksPerGang, r.MinRacksPerGang, r.Stranded, r.Seconds, r.WritesPerPod, strings.Join(writes, ", "), r.BindingMillis, strings.Join(reads, ", "), strings.Join(cpu, ", "))
+		r.RacksPerGang, r.MinRacksPerGang, r.Stranded, r.Seconds, r.WritesPerPod, strings.Join(writes, ", "), r.BindingMillis, strings.Join(reads, ", "), strings.Join(cpu, ", "), r.MachineMillis)
 }
 
 func table(results []*Result) string {
@@ -277,6 +279,37 @@ func table(results []*Result) string {
 		if k := fmt.Sprint(r.Nodes, r.Mix); !seen[k] {
 			seen[k] = true
 			fmt.Fprintf(&b, "%d nodes, %s: %d gangs in %d namespace(s) ask %d GPUs in %d pods; the fleet has %d GPUs.\n", r.Nodes, r.Mix, r.Gangs, r.Namespaces, r.DemandGPUs, r.Pods, r.CapacityGPUs)
+			b.WriteString(ratios(results, r.Nodes, r.Mix))
+		}
+	}
+	return b.String()
+}
+
+// ratios compares, for one fleet size and mix, each scheduler with the binders, as issue 5's
+// targets do: pods/s as a fraction of the binder's, gang p99 as a multiple of the binder's.
+func ratios(results []*Result, nodes int, mix string) string {
+	var b strings.Builder
+	of := func(sc Scheduler) *Result {
+		for _, r := range results {
+			if r.Nodes == nodes && r.Mix == mix && r.Scheduler == sc {
+				return r
+			}
+		}
+		return nil
+	}
+	for _, sc := range []Scheduler{Convoy, Coscheduling} {
+		r := of(sc)
+		if r == nil || r.PodsPerSec == 0 {
+			continue
+		}
+		var parts []string
+		for _, base := range []Scheduler{Binder, BinderEvents} {
+			if c := of(base); c != nil && c.PodsPerSec > 0 {
+				parts = append(parts, fmt.Sprintf("%.2f× %s's pods/s with %.2f× its gang p99", r.PodsPerSec/c.PodsPerSec, base, r.GangP99/c.GangP99))
+			}
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(&b, "  %s: %s.\n", sc, strings.Join(parts, "; "))
 		}
 	}
 	return b.String()

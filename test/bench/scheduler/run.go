@@ -154,6 +154,7 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	if err != nil {
 		return nil, err
 	}
+	speed := machineSpeed()
 	cpuBefore := cpuTimes(c)
 	switch sc {
 	case Convoy, Coscheduling:
@@ -226,6 +227,7 @@ wait:
 		break wait
 	}
 	r := measure(spec, sc, rec, created, start)
+	r.MachineMillis = speed
 	r.CPU = cpuSeconds(cpuBefore, cpuTimes(c))
 	r.CPUToLastBind = cpuSeconds(cpuBefore, cpuAtLastBind)
 	writesAfter, err := framework.APIRequests(ctx, cs)

@@ -81,8 +81,13 @@ type Result struct {
 	// fewest racks each could have used.
 	RacksPerGang    float64 `json:"racksPerGang"`
 	MinRacksPerGang float64 `json:"minRacksPerGang"`
+	// NodesPerGang and MinNodesPerGang are the same for nodes.
+	NodesPerGang    float64 `json:"nodesPerGang"`
+	MinNodesPerGang float64 `json:"minNodesPerGang"`
 	// Stranded is the free GPUs on partly used nodes at the end.
 	Stranded int `json:"strandedGPUs"`
+	// UsedGPUs is the GPUs of the bound pods at the end.
+	UsedGPUs int `json:"usedGPUs"`
 	// FirstBind is seconds from the contender's start to its first pod bound.
 	FirstBind float64 `json:"firstBindSeconds"`
 	// APIWrites is the API server's write requests while the contender ran, but for the pods and
@@ -141,7 +146,7 @@ func measure(spec runSpec, sc Scheduler, rec *recorder, created []time.Time, sta
 		rackOf[w.Name] = w.Rack
 	}
 	var latencies []float64
-	var racks, minRacks int
+	var racks, minRacks, nodes, minNodes int
 	var lastBind, firstBind time.Time
 	for _, b := range rec.bound {
 		if firstBind.IsZero() || b.at.Before(firstBind) {
@@ -157,7 +162,7 @@ func measure(spec runSpec, sc Scheduler, rec *recorder, created []time.Time, sta
 		r.DemandGPUs += g.GPUs()
 		var last time.Time
 		bound := 0
-		gangRacks := map[string]bool{}
+		gangRacks, gangNodes := map[string]bool{}, map[string]bool{}
 		for w := range g.Workers {
 			b, ok := rec.bound[fmt.Sprintf("%s-worker-%d", g.Name, w)]
 			if !ok {
@@ -165,6 +170,7 @@ func measure(spec runSpec, sc Scheduler, rec *recorder, created []time.Time, sta
 			}
 			bound++
 			gangRacks[rackOf[b.node]] = true
+			gangNodes[b.node] = true
 			if b.at.After(last) {
 				last = b.at
 			}
@@ -180,6 +186,9 @@ func measure(spec runSpec, sc Scheduler, rec *recorder, created []time.Time, sta
 			racks += len(gangRacks)
 			perRack := f.NodesPerRack * (f.GPUsPerNode / g.GPUsPerWorker)
 			minRacks += (g.Workers + perRack - 1) / perRack
+			nodes += len(gangNodes)
+			perNode := f.GPUsPerNode / g.GPUsPerWorker
+			minNodes += (g.Workers + perNode - 1) / perNode
 		case bound > 0:
 			r.Partial++
 		default:
@@ -192,6 +201,8 @@ func measure(spec runSpec, sc Scheduler, rec *recorder, created []time.Time, sta
 	if r.Placed > 0 {
 		r.RacksPerGang = float64(racks) / float64(r.Placed)
 		r.MinRacksPerGang = float64(minRacks) / float64(r.Placed)
+		r.NodesPerGang = float64(nodes) / float64(r.Placed)
+		r.MinNodesPerGang = float64(minNodes) / float64(r.Placed)
 	}
 	slices.Sort(latencies)
 	r.GangP50, r.GangP99 = percentile(latencies, 0.50), percentile(latencies, 0.99)
@@ -207,6 +218,9 @@ func measure(spec runSpec, sc Scheduler, rec *recorder, created []time.Time, sta
 		cl.Nodes[i].Free = planner.FirstGPUs(f.GPUsPerNode) &^ planner.FirstGPUs(u)
 	}
 	r.Stranded = cl.Stranded()
+	for _, u := range used {
+		r.UsedGPUs += u
+	}
 	for _, g := range unplaced {
 		if p, err := cl.Place(g); err == nil {
 			cl.Apply(p, -1)
@@ -240,9 +254,9 @@ func (r *Result) line() string {
 	for _, n := range names {
 		cpu = append(cpu, fmt.Sprintf("%s %.1f (%.1f)", n, r.CPU[n], r.CPUToLastBind[n]))
 	}
-	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, first bind %.1fs, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %d GPUs stranded, %.0fs\n   API writes: %.2f per pod bound (%s); the API server served a binding in %.0f ms on average\n   API reads: %s\n   CPU seconds, in all (to the last bind): %s\n   machine: 64 MiB hashed in %.0f ms of CPU just before the start",
+	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, first bind %.1fs, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %.2f nodes/gang (min %.2f), %d GPUs stranded, %d of %d GPUs in use, %.0fs\n   API writes: %.2f per pod bound (%s); the API server served a binding in %.0f ms on average\n   API reads: %s\n   CPU seconds, in all (to the last bind): %s\n   machine: 64 MiB hashed in %.0f ms of CPU just before the start",
 		r.Scheduler, r.BoundPods, r.Pods, r.PodsPerSec, r.FirstBind, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit,
-		r.RacksPerGang, r.MinRacksPerGang, r.Stranded, r.Seconds, r.WritesPerPod, strings.Join(writes, ", "), r.BindingMillis, strings.Join(reads, ", "), strings.Join(cpu, ", "), r.MachineMillis)
+		r.RacksPerGang, r.MinRacksPerGang, r.NodesPerGang, r.MinNodesPerGang, r.Stranded, r.UsedGPUs, r.CapacityGPUs, r.Seconds, r.WritesPerPod, strings.Join(writes, ", "), r.BindingMillis, strings.Join(reads, ", "), strings.Join(cpu, ", "), r.MachineMillis)
 }
 
 func table(results []*Result) string {

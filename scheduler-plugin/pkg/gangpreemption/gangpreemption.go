@@ -1,5 +1,6 @@
 // Package gangpreemption is the GangPreemption scheduler plugin: when a gang cannot be placed it
-// evicts the cheapest set of whole lower-priority gangs that makes room. See README.md.
+// evicts the cheapest set of whole lower-priority gangs that makes room; a pod without GPUs
+// preempts as upstream DefaultPreemption does, among pods of no gang. See README.md.
 package gangpreemption
 
 import (
@@ -11,11 +12,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/klog/v2"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+	kubeschedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/parallelize"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
+	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
@@ -32,6 +37,9 @@ type GangPreemption struct {
 	handle    framework.Handle
 	opts      gangcore.PreemptOptions
 	evaluator *preemption.Evaluator
+	// podByPod is upstream DefaultPreemption, for pods without GPUs: its victims are pods of no
+	// gang, so that no gang is ever left broken.
+	podByPod framework.PostFilterPlugin
 }
 
 var _ framework.PostFilterPlugin = &GangPreemption{}
@@ -46,14 +54,35 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		return nil, err
 	}
 	klog.FromContext(ctx).V(2).Info("Creating the GangPreemption plugin", "args", args)
+	podByPod, err := newPodByPod(ctx, h)
+	if err != nil {
+		return nil, err
+	}
 	return &GangPreemption{
 		handle: h,
 		opts:   gangcore.PreemptOptions{LonePods: args.PreemptLonePods, Wait: time.Duration(args.VictimTerminationSeconds) * time.Second},
 		// Only its PreemptPod is used: the eviction path of DefaultPreemption (reject a waiting
 		// victim, else set DisruptionTarget and delete it, and record an event).
 		evaluator: preemption.NewEvaluator(Name, h, nil, false),
+		podByPod:  podByPod,
 	}, nil
 }
+
+// newPodByPod makes upstream DefaultPreemption with its default args and the scheduler's feature
+// gates, restricted to victims of no gang (no pod-group label).
+func newPodByPod(ctx context.Context, h framework.Handle) (*defaultpreemption.DefaultPreemption, error) {
+	dp, err := defaultpreemption.New(ctx, &kubeschedconfig.DefaultPreemptionArgs{MinCandidateNodesPercentage: 10, MinCandidateNodesAbsolute: 100},
+		h, plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
+	if err != nil {
+		return nil, err
+	}
+	dp.IsEligiblePod = func(_ fwk.NodeInfo, victim fwk.PodInfo, _ *corev1.Pod) bool { return eligibleOneByOne(victim.GetPod()) }
+	return dp, nil
+}
+
+// eligibleOneByOne reports whether a pod may be the victim of a pod without GPUs, which preempts
+// pod by pod: only if it belongs to no gang.
+func eligibleOneByOne(victim *corev1.Pod) bool { return gangcore.PodGroupName(victim) == "" }
 
 // Name returns the plugin's name.
 func (pl *GangPreemption) Name() string { return Name }
@@ -67,11 +96,18 @@ type victimsOn struct {
 func (c *victimsOn) Victims() *extenderv1.Victims { return c.victims }
 func (c *victimsOn) Name() string                 { return c.node }
 
-// PostFilter runs when GangPlacement found no room for the pod's gang. It chooses whole victims
-// of strictly lower priority, evicts every pod of each, and nominates the pod to its node in the
-// plan the gang gets once they are gone.
+// PostFilter runs when the pod could not be scheduled. When GangPlacement found no room for the
+// pod's gang, it chooses whole victims of strictly lower priority, evicts every pod of each, and
+// nominates the pod to its node in the plan the gang gets once they are gone. A pod without GPUs
+// preempts as upstream DefaultPreemption does, with victims among the pods of no gang.
 func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
+	if pl.podByPod != nil {
+		if state := gangcore.Lookup(pl.handle); state != nil && gangcore.GPURequest(pod, state.GPUResource()) == 0 {
+			// GangPlacement skipped the pod: it asks no GPUs.
+			return pl.podByPod.PostFilter(ctx, cs, pod, m)
+		}
+	}
 	st, err := gangcore.ReadCycleState(cs)
 	if err != nil {
 		// Another plugin rejected the pod: GPUs are not what it lacks.

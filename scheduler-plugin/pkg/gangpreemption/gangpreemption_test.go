@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
@@ -46,5 +47,19 @@ func TestPostFilterOnlyPreemptsForGPUs(t *testing.T) {
 				t.Errorf("PostFilter() = %v, %v %q; want nil, Unschedulable %q", res, status.Code(), status.Message(), tc.wantMsg)
 			}
 		})
+	}
+}
+
+// TestPodByPodVictimsBelongToNoGang: a pod without GPUs preempts pod by pod, so a member of a
+// gang is never its victim (evicting one would leave the gang broken).
+func TestPodByPodVictimsBelongToNoGang(t *testing.T) {
+	lone := &corev1.Pod{}
+	member := &corev1.Pod{}
+	member.Labels = map[string]string{v1alpha1.PodGroupLabel: "llama"}
+	if !eligibleOneByOne(lone) {
+		t.Error("a pod of no gang is not eligible, want eligible")
+	}
+	if eligibleOneByOne(member) {
+		t.Error("a member of gang llama is eligible, want not")
 	}
 }

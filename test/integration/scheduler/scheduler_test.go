@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -176,6 +177,89 @@ func TestPreemptionEvictsAGangOfSmallPods(t *testing.T) {
 	for i, p := range get(t, e.c.Client, ns, small.names()) {
 		if p != nil && p.UID == victims[i].UID && p.DeletionTimestamp == nil {
 			t.Errorf("pod %s of the low gang was not evicted", p.Name)
+		}
+	}
+}
+
+// cpus sets the CPU every container of the pods requests; a pod given no GPUs asks none.
+func cpus(q string, pods ...*corev1.Pod) {
+	for _, p := range pods {
+		for i := range p.Spec.Containers {
+			r := &p.Spec.Containers[i].Resources
+			r.Requests[corev1.ResourceCPU] = resource.MustParse(q)
+			if g := r.Requests[framework.ResourceGPU]; g.IsZero() {
+				delete(r.Requests, framework.ResourceGPU)
+				delete(r.Limits, framework.ResourceGPU)
+			}
+		}
+	}
+}
+
+// cpuPod is a pod of convoy-scheduler that asks q CPUs and no GPUs.
+func cpuPod(ns, name, q, priorityClass string) *corev1.Pod {
+	p := makePod(ns, name, 0)
+	p.Spec.PriorityClassName = priorityClass
+	cpus(q, p)
+	return p
+}
+
+// TestPodWithoutGPUsPreemptsPodsOfNoGang: a high-priority pod without GPUs that finds no CPU
+// preempts as upstream kube-scheduler would, but never a member of a gang. The lone pod is the
+// older, which upstream keeps before younger pods of the same priority: upstream would evict a
+// gang worker here.
+func TestPodWithoutGPUsPreemptsPodsOfNoGang(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 1, GPUsPerNode: 8})
+
+	lone := cpuPod(ns, "low-lone", "30", lowPriority)
+	if err := e.c.Client.Create(t.Context(), lone); err != nil {
+		t.Fatal(err)
+	}
+	lone = waitBound(t, e.c.Client, ns, []string{lone.Name}, bindTimeout)[0]
+	gang := makeGang(ns, "low-gang", 2, 4).Priority(lowPriority)
+	cpus("30", gang.pods...)
+	gang.create(t, e.c.Client)
+	before := waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)
+
+	// 90 of the node's 96 CPUs are taken: the urgent pod needs one 30-CPU pod gone.
+	urgent := cpuPod(ns, "urgent", "30", highPriority)
+	if err := e.c.Client.Create(t.Context(), urgent); err != nil {
+		t.Fatal(err)
+	}
+	if p := waitBound(t, e.c.Client, ns, []string{urgent.Name}, bindTimeout)[0]; p.Spec.NodeName != specs[0].Name {
+		t.Errorf("the urgent pod went to %s, want %s", p.Spec.NodeName, specs[0].Name)
+	}
+	if p := get(t, e.c.Client, ns, []string{lone.Name})[0]; p != nil && p.UID == lone.UID && p.DeletionTimestamp == nil {
+		t.Errorf("the lone low-priority pod was not evicted")
+	}
+	for i, p := range get(t, e.c.Client, ns, gang.names()) {
+		if p == nil || p.UID != before[i].UID || p.DeletionTimestamp != nil {
+			t.Errorf("gang worker %s was evicted by a pod preempting pod by pod", before[i].Name)
+		}
+	}
+}
+
+// TestPodWithoutGPUsLeavesGangsWhole: when only gang workers stand in the way, a pod without GPUs
+// preempts nothing and says that no victim was found.
+func TestPodWithoutGPUsLeavesGangsWhole(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 1, GPUsPerNode: 8})
+
+	gang := makeGang(ns, "low-gang", 2, 4).Priority(lowPriority)
+	cpus("45", gang.pods...)
+	gang.create(t, e.c.Client)
+	before := waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)
+
+	urgent := cpuPod(ns, "urgent", "30", highPriority)
+	if err := e.c.Client.Create(t.Context(), urgent); err != nil {
+		t.Fatal(err)
+	}
+	waitUnschedulable(t, e.c.Client, ns, []string{urgent.Name}, "No preemption victims found for incoming pod")
+	for i, p := range get(t, e.c.Client, ns, gang.names()) {
+		if p == nil || p.UID != before[i].UID || p.DeletionTimestamp != nil {
+			t.Errorf("gang worker %s was evicted by a pod preempting pod by pod", before[i].Name)
 		}
 	}
 }

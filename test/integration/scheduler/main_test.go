@@ -99,20 +99,20 @@ func newEnv(ctx context.Context, c *framework.Cluster) (*env, error) {
 		}
 	}
 	e := &env{c: c, root: root}
-	if err := e.writeConfig(ctx); err != nil {
+	if err := e.writeConfig(ctx, "config.yaml"); err != nil {
 		return nil, err
 	}
 	return e, e.startScheduler(ctx)
 }
 
-// writeConfig writes deploy/scheduler/config.yaml with the ServiceAccount's kubeconfig and
-// without leader election: the shipped profile, unchanged.
-func (e *env) writeConfig(ctx context.Context) error {
+// writeConfig writes deploy/scheduler/<file> with the ServiceAccount's kubeconfig and without
+// leader election: the shipped profiles, unchanged.
+func (e *env) writeConfig(ctx context.Context, file string) error {
 	kubeconfig, err := e.c.ServiceAccountKubeconfig(ctx, "convoy-system", "convoy-scheduler")
 	if err != nil {
 		return err
 	}
-	data, err := os.ReadFile(filepath.Join(e.root, "deploy", "scheduler", "config.yaml"))
+	data, err := os.ReadFile(filepath.Join(e.root, "deploy", "scheduler", file))
 	if err != nil {
 		return err
 	}

@@ -443,3 +443,59 @@ func TestRestartWhileGangWaitsAtPermit(t *testing.T) {
 		t.Errorf("the gang's 8-GPU pods share nodes: %v", nodes)
 	}
 }
+
+// TestAsTheClusterScheduler: run with deploy/scheduler/config-as-default.yaml, Convoy's scheduler
+// is the cluster's: a GPU gang whose pods name no scheduler is planned whole by GangPlacement (its
+// pods carry the GPU indices it chose, on two nodes), and a pod without GPUs that names no
+// scheduler binds too.
+func TestAsTheClusterScheduler(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8})
+	if err := e.stopScheduler(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := e.stopScheduler(); err != nil {
+			t.Error(err)
+		}
+		if err := e.writeConfig(ctx, "config.yaml"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.startScheduler(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := e.writeConfig(t.Context(), "config-as-default.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.startScheduler(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	gang := makeGang(ns, "llama", 2, 8)
+	plain := cpuPod(ns, "plain", "1", "")
+	for _, p := range append(gang.pods, plain) {
+		p.Spec.SchedulerName = ""
+	}
+	gang.create(t, e.c.Client)
+	if err := e.c.Client.Create(t.Context(), plain); err != nil {
+		t.Fatal(err)
+	}
+	pods := waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)
+	nodes := map[string]bool{}
+	for _, p := range pods {
+		if p.Spec.SchedulerName != corev1.DefaultSchedulerName {
+			t.Errorf("pod %s has schedulerName %q, want the API server's default %q", p.Name, p.Spec.SchedulerName, corev1.DefaultSchedulerName)
+		}
+		if p.Annotations[convoy.AnnotationGPUIndices] == "" {
+			t.Errorf("pod %s bound to %s without %s: GangPlacement did not plan it", p.Name, p.Spec.NodeName, convoy.AnnotationGPUIndices)
+		}
+		nodes[p.Spec.NodeName] = true
+	}
+	if len(nodes) != 2 {
+		t.Errorf("the gang's two 8-GPU pods are on %d nodes, want 2", len(nodes))
+	}
+	waitBound(t, e.c.Client, ns, []string{plain.Name}, bindTimeout)
+}

@@ -69,10 +69,13 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 }
 
 // newPodByPod makes upstream DefaultPreemption with its default args and the scheduler's feature
-// gates, restricted to victims of no gang (no pod-group label).
+// gates, restricted to victims of no gang (no pod-group label). It evicts in PostFilter, as
+// GangPreemption does: asynchronous preemption relies on DefaultPreemption's PreEnqueue, which is
+// not in the profile, to keep the preemptor out of the queue while its victims are evicted.
 func newPodByPod(ctx context.Context, h framework.Handle) (*defaultpreemption.DefaultPreemption, error) {
-	dp, err := defaultpreemption.New(ctx, &kubeschedconfig.DefaultPreemptionArgs{MinCandidateNodesPercentage: 10, MinCandidateNodesAbsolute: 100},
-		h, plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
+	fts := plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
+	fts.EnableAsyncPreemption = false
+	dp, err := defaultpreemption.New(ctx, &kubeschedconfig.DefaultPreemptionArgs{MinCandidateNodesPercentage: 10, MinCandidateNodesAbsolute: 100}, h, fts)
 	if err != nil {
 		return nil, err
 	}

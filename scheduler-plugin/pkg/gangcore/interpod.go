@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/klog/v2"
+	configv1 "k8s.io/kube-scheduler/config/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -57,11 +58,19 @@ type interPodPlugin interface {
 
 func newInterPodPlugins(ctx context.Context, h framework.Handle) (*interPodPlugins, error) {
 	fts := plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
-	ipa, err := interpodaffinity.New(ctx, &config.InterPodAffinityArgs{HardPodAffinityWeight: 1}, h, fts)
+	var ipaArgs config.InterPodAffinityArgs
+	var ptsArgs config.PodTopologySpreadArgs
+	if err := UpstreamArgs(&configv1.InterPodAffinityArgs{}, &ipaArgs); err != nil {
+		return nil, fmt.Errorf("InterPodAffinity: %w", err)
+	}
+	if err := UpstreamArgs(&configv1.PodTopologySpreadArgs{}, &ptsArgs); err != nil {
+		return nil, fmt.Errorf("PodTopologySpread: %w", err)
+	}
+	ipa, err := interpodaffinity.New(ctx, &ipaArgs, h, fts)
 	if err != nil {
 		return nil, fmt.Errorf("InterPodAffinity: %w", err)
 	}
-	pts, err := podtopologyspread.New(ctx, &config.PodTopologySpreadArgs{DefaultingType: config.SystemDefaulting}, h, fts)
+	pts, err := podtopologyspread.New(ctx, &ptsArgs, h, fts)
 	if err != nil {
 		return nil, fmt.Errorf("PodTopologySpread: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/klog/v2"
+	configv1 "k8s.io/kube-scheduler/config/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	kubeschedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -75,7 +76,11 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 func newPodByPod(ctx context.Context, h framework.Handle) (*defaultpreemption.DefaultPreemption, error) {
 	fts := plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
 	fts.EnableAsyncPreemption = false
-	dp, err := defaultpreemption.New(ctx, &kubeschedconfig.DefaultPreemptionArgs{MinCandidateNodesPercentage: 10, MinCandidateNodesAbsolute: 100}, h, fts)
+	var args kubeschedconfig.DefaultPreemptionArgs
+	if err := gangcore.UpstreamArgs(&configv1.DefaultPreemptionArgs{}, &args); err != nil {
+		return nil, err
+	}
+	dp, err := defaultpreemption.New(ctx, &args, h, fts)
 	if err != nil {
 		return nil, err
 	}

@@ -52,7 +52,7 @@ func machineSpeed() float64 {
 	}
 	threadCPU := func() time.Duration {
 		var ru syscall.Rusage
-		_ = syscall.Getrusage(rusageThread, &ru)
+		_ = syscall.Getrusage(syscall.RUSAGE_THREAD, &ru)
 		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	}
 	began := threadCPU()
@@ -63,6 +63,3 @@ func machineSpeed() float64 {
 	_ = h.Sum(nil)
 	return float64((threadCPU() - began).Microseconds()) / 1000
 }
-
-// rusageThread is Linux's RUSAGE_THREAD: the calling thread's usage.
-const rusageThread = 1

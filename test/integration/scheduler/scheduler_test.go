@@ -203,6 +203,17 @@ func cpuPod(ns, name, q, priorityClass string) *corev1.Pod {
 	return p
 }
 
+// wantGangIntact fails the test for each of the gang's pods (before, as bound) that is gone,
+// replaced or terminating: a pod preempting pod by pod evicted it.
+func wantGangIntact(t *testing.T, c client.Client, ns string, gang *gangWrapper, before []*corev1.Pod) {
+	t.Helper()
+	for i, p := range get(t, c, ns, gang.names()) {
+		if p == nil || p.UID != before[i].UID || p.DeletionTimestamp != nil {
+			t.Errorf("gang worker %s was evicted by a pod preempting pod by pod", before[i].Name)
+		}
+	}
+}
+
 // TestPodWithoutGPUsPreemptsPodsOfNoGang: a high-priority pod without GPUs that finds no CPU
 // preempts as upstream kube-scheduler would, but never a member of a gang. The lone pod is the
 // older, which upstream keeps before younger pods of the same priority: upstream would evict a
@@ -233,11 +244,7 @@ func TestPodWithoutGPUsPreemptsPodsOfNoGang(t *testing.T) {
 	if p := get(t, e.c.Client, ns, []string{lone.Name})[0]; p != nil && p.UID == lone.UID && p.DeletionTimestamp == nil {
 		t.Errorf("the lone low-priority pod was not evicted")
 	}
-	for i, p := range get(t, e.c.Client, ns, gang.names()) {
-		if p == nil || p.UID != before[i].UID || p.DeletionTimestamp != nil {
-			t.Errorf("gang worker %s was evicted by a pod preempting pod by pod", before[i].Name)
-		}
-	}
+	wantGangIntact(t, e.c.Client, ns, gang, before)
 }
 
 // TestPodWithoutGPUsLeavesGangsWhole: when only gang workers stand in the way, a pod without GPUs
@@ -257,11 +264,7 @@ func TestPodWithoutGPUsLeavesGangsWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUnschedulable(t, e.c.Client, ns, []string{urgent.Name}, "No preemption victims found for incoming pod")
-	for i, p := range get(t, e.c.Client, ns, gang.names()) {
-		if p == nil || p.UID != before[i].UID || p.DeletionTimestamp != nil {
-			t.Errorf("gang worker %s was evicted by a pod preempting pod by pod", before[i].Name)
-		}
-	}
+	wantGangIntact(t, e.c.Client, ns, gang, before)
 }
 
 func hasDisruptionTarget(p *corev1.Pod) bool {

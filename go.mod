@@ -129,7 +129,7 @@ require (
 	github.com/pquerna/cachecontrol v0.1.0 // indirect
 	github.com/project-codeflare/appwrapper v1.1.2 // indirect
 	github.com/prometheus/client_golang v1.23.2 // indirect
-	github.com/prometheus/client_model v0.6.2 // indirect
+	github.com/prometheus/client_model v0.6.2
 	github.com/prometheus/common v0.66.1
 	github.com/prometheus/procfs v0.17.0 // indirect
 	github.com/ray-project/kuberay/ray-operator v1.5.1 // indirect

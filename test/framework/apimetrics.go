@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"k8s.io/client-go/kubernetes"
@@ -46,4 +47,46 @@ func APIRequests(ctx context.Context, cs kubernetes.Interface) (map[string]float
 		}
 	}
 	return out, nil
+}
+
+// HasLabels reports whether a series carries every label in want with its value.
+func HasLabels(m *dto.Metric, want map[string]string) bool {
+	for k, v := range want {
+		found := false
+		for _, l := range m.GetLabel() {
+			if l.GetName() == k {
+				found = l.GetValue() == v
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// SumSeries sums the series of the family called name whose labels include want: counters and
+// gauges by value, histograms by sample count. It is 0 when there is no such series.
+func SumSeries(families []*dto.MetricFamily, name string, want map[string]string) float64 {
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if !HasLabels(m, want) {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				sum += m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum
 }

@@ -177,33 +177,7 @@ func (r *agentRun) metric(t testing.TB, name string, want map[string]string) flo
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := 0.0
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue metrics
-				}
-			}
-			switch {
-			case m.Counter != nil:
-				sum += m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				sum += m.GetGauge().GetValue()
-			case m.Histogram != nil:
-				sum += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	return sum
+	return framework.SumSeries(families, name, want)
 }
 
 func (r *agentRun) polls(t testing.TB) float64 {

@@ -589,16 +589,9 @@ func metricValue(t *testing.T, name string, want map[string]string) (float64, bo
 		if f.GetName() != name {
 			continue
 		}
-	series:
 		for _, m := range f.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue series
-				}
+			if !framework.HasLabels(m, want) {
+				continue
 			}
 			switch {
 			case m.Gauge != nil:

@@ -59,6 +59,10 @@ type Options struct {
 	// and is sent every bound pod anew: under a burst of bindings that costs the API server more
 	// than the bindings themselves.
 	WithoutKwok bool
+	// WithoutControllerManager leaves kube-controller-manager out, for callers that run no pods
+	// and need no controllers: no namespace gets a default ServiceAccount, so pods are refused.
+	// It spares the test on a GPU machine carrying a binary it does not use.
+	WithoutControllerManager bool
 	// StartTimeout bounds Start; DefaultStartTimeout when zero.
 	StartTimeout time.Duration
 	// Log receives a line per component as it becomes ready; nil discards them.
@@ -93,8 +97,8 @@ type Cluster struct {
 }
 
 // Start starts a control plane and waits until it is ready: the API server answers /readyz, the
-// controller manager /healthz, kwok runs (unless opts.WithoutKwok), and the default ServiceAccount
-// exists, so pods can be created. ctx bounds only the start; the processes run until Stop. On error
+// controller manager /healthz and the default ServiceAccount exists, so pods can be created (unless
+// opts.WithoutControllerManager), and kwok runs (unless opts.WithoutKwok). ctx bounds only the start; the processes run until Stop. On error
 // everything started is stopped again and the error quotes the end of the failing component's log.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	began := time.Now()
@@ -113,7 +117,10 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return nil, err
 		}
 	}
-	binaries := []string{Etcd, APIServer, ControllerManager}
+	binaries := []string{Etcd, APIServer}
+	if !opts.WithoutControllerManager {
+		binaries = append(binaries, ControllerManager)
+	}
 	if !opts.WithoutKwok {
 		binaries = append(binaries, Kwok)
 	}
@@ -312,8 +319,10 @@ func (c *Cluster) start(ctx context.Context, opts Options, logw io.Writer) error
 		"--kube-api-burst=200",
 		"--profiling=false",
 	}
-	if err := c.StartProcess(ControllerManager, ControllerManager, append(kcmArgs, opts.ControllerManagerArgs...), nil); err != nil {
-		return err
+	if !opts.WithoutControllerManager {
+		if err := c.StartProcess(ControllerManager, ControllerManager, append(kcmArgs, opts.ControllerManagerArgs...), nil); err != nil {
+			return err
+		}
 	}
 
 	if !opts.WithoutKwok {
@@ -336,15 +345,20 @@ func (c *Cluster) start(ctx context.Context, opts Options, logw io.Writer) error
 			return err
 		}
 	}
-	if err := c.WaitHealthy(ctx, ControllerManager, fmt.Sprintf("https://%s/healthz", hostPort(kcmPort))); err != nil {
-		return err
+	if !opts.WithoutControllerManager {
+		if err := c.WaitHealthy(ctx, ControllerManager, fmt.Sprintf("https://%s/healthz", hostPort(kcmPort))); err != nil {
+			return err
+		}
+		fmt.Fprintf(logw, "kube-controller-manager ready (%.1fs)\n", time.Since(began).Seconds())
 	}
-	fmt.Fprintf(logw, "kube-controller-manager ready (%.1fs)\n", time.Since(began).Seconds())
 	if !opts.WithoutKwok {
 		if err := c.WaitHealthy(ctx, Kwok, fmt.Sprintf("http://%s/healthz", hostPort(kwokPort))); err != nil {
 			return err
 		}
 		fmt.Fprintf(logw, "kwok ready (%.1fs)\n", time.Since(began).Seconds())
+	}
+	if opts.WithoutControllerManager {
+		return nil
 	}
 	// Pods are rejected until the serviceaccount controller has created their namespace's default
 	// ServiceAccount.

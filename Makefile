@@ -70,6 +70,10 @@ test-integration: bin ## Integration tests against the real kube-apiserver, etcd
 test-e2e: bin ## End-to-end tests: the real binaries, each with the RBAC in deploy/, on a simulated GPU fleet.
 	$(GO) test $(TEST_FLAGS) -p 1 $(E2E_PKGS)
 
+.PHONY: test-gpu
+test-gpu: bin ## On a machine with an NVIDIA GPU and driver (not part of `test`): the node agent over the real NVML, checked against nvidia-smi, and its read cost.
+	CONVOY_TEST_REAL_NVML=1 $(GO) test $(TEST_FLAGS) -v -bench . -benchmem ./test/integration/realgpu
+
 ##@ Benchmarks (commands that print figures; see each test/bench/*/README.md)
 
 .PHONY: bench-operator

@@ -8,8 +8,10 @@ import (
 
 func init() { Register(convoy.FrameworkJAX, jax{}) }
 
-// jax sets the variables jax.distributed.initialize() reads: one process per worker pod, with
-// worker 0 as coordinator.
+// jax sets the coordinator, the process count and this pod's process ID: one process per worker
+// pod, with worker 0 as coordinator. jax.distributed.initialize() reads only
+// JAX_COORDINATOR_ADDRESS by itself; the script passes the other two (see the operator's README),
+// as with Kubeflow Trainer's JAX runtime.
 type jax struct{ Workers }
 
 func (jax) DefaultImage() string { return "nvcr.io/nvidia/jax:24.10-py3" }

@@ -2,6 +2,7 @@ package gangcore
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -238,6 +239,43 @@ func TestPreemptionEvictsWhatAntiAffinityForbids(t *testing.T) {
 		high, urgent}, inventory("a", 8), inventory("b", 8))
 	if _, status := h2.state.PreemptFor(context.Background(), urgent, h2.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute}); status.IsSuccess() {
 		t.Errorf("PreemptFor() succeeded where a pod of higher priority keeps the urgent pod away")
+	}
+}
+
+// TestPreemptionEvictsTheOneVictimInTheWay: node a holds two lower-priority gangs, one of which
+// the urgent pod keeps away from. Preemption evicts that one gang, not the other, and nominates a.
+// Where both gangs stand in the way, evicting either alone would not do, and nothing is evicted.
+func TestPreemptionEvictsTheOneVictimInTheWay(t *testing.T) {
+	noisy := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "noisy"}}
+	loud := member("ns", "loud", 0, 4).Priority(1).Label("app", "noisy").Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3").Obj()
+	quiet := member("ns", "quiet", 0, 2).Priority(1).Node("a").Annotation(AnnotationGPUIndices, "4,5").Obj()
+	high := lone("ns", "high", 8).Priority(100).Node("b").Obj()
+	urgent := member("ns", "urgent", 0, 2).Priority(10).PodAntiAffinity(corev1.LabelHostname, noisy, st.PodAntiAffinityWithRequiredReq).Obj()
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		quiet *corev1.Pod
+		want  []string // nil: no preemption
+	}{
+		{name: "one of two in the way", quiet: quiet, want: []string{"ns/loud"}},
+		{name: "both in the way", quiet: member("ns", "quiet", 0, 2).Priority(1).Label("app", "noisy").Node("a").Annotation(AnnotationGPUIndices, "4,5").Obj()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, nodes, []*corev1.Pod{loud, tc.quiet, high, urgent}, inventory("a", 8), inventory("b", 8))
+			if _, status := h.state.PlanFor(ctx, urgent, h.nodeInfos()); status.IsSuccess() {
+				t.Fatal("the urgent pod fits without preemption")
+			}
+			v, status := h.state.PreemptFor(ctx, urgent, h.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute})
+			switch {
+			case tc.want == nil && status.IsSuccess():
+				t.Errorf("PreemptFor() evicts %v from %q; want nothing evicted, since evicting one gang alone does not admit the pod", v.Gangs, v.Node)
+			case tc.want != nil && !status.IsSuccess():
+				t.Errorf("PreemptFor() = %v %q, want %v evicted", status.Code(), status.Message(), tc.want)
+			case tc.want != nil && (!slices.Equal(v.Gangs, tc.want) || v.Node != "a"):
+				t.Errorf("victims %v, nominated node %q; want %v evicted and a nominated", v.Gangs, v.Node, tc.want)
+			}
+		})
 	}
 }
 

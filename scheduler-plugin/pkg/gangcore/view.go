@@ -274,37 +274,39 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 	return cl, vt
 }
 
-// evictionAdmits reports whether evicting the one victim that holds GPUs on a node the inter-pod
+// evictionAdmits reports whether evicting one victim that holds GPUs on a node the inter-pod
 // filters reject would let the gang's pod pass them there: its anti-affinity, or the victim's,
-// is what stands in the way. If so, the victim holds every free GPU of the node too in pn, so that
-// a plan takes the node only by evicting it. A node with pods of two victims or more stays out.
+// is what stands in the way. Of several victims on the node, the first whose eviction alone admits
+// the pod is taken. It then holds every free GPU of the node too in pn, and the other victims'
+// GPUs there are left out of pn (neither free nor to be freed), so that a plan takes the node only
+// by evicting that victim, never by evicting another one alone. A node where no one victim's
+// eviction admits the pod stays out: the planner frees GPUs victim by victim and cannot make a
+// node wait for two.
 func evictionAdmits(ctx context.Context, pn *planner.Node, b *nodeBase, ni fwk.NodeInfo, ip *interPod, vt *victimTable) bool {
-	v := -1
+	var victims []int
 	for _, h := range pn.Holders {
-		if h.Victim >= 0 {
-			if v >= 0 && h.Victim != v {
-				return false
+		if h.Victim >= 0 && !slices.Contains(victims, h.Victim) {
+			victims = append(victims, h.Victim)
+		}
+	}
+	for _, v := range victims {
+		var pods []*corev1.Pod
+		for _, h := range b.holders {
+			if GangKey(h.pod) == vt.list[v].Key {
+				pods = append(pods, h.pod)
 			}
-			v = h.Victim
 		}
-	}
-	if v < 0 {
-		return false
-	}
-	var pods []*corev1.Pod
-	for _, h := range b.holders {
-		if GangKey(h.pod) == vt.list[v].Key {
-			pods = append(pods, h.pod)
+		if !ip.passesWithout(ctx, ni, pods) {
+			continue
 		}
+		pn.Holders = slices.DeleteFunc(pn.Holders, func(h planner.Holder) bool { return h.Victim >= 0 && h.Victim != v })
+		if pn.Free != 0 {
+			pn.Holders = append(pn.Holders, planner.Holder{Victim: v, GPUs: pn.Free})
+			pn.Free = 0
+		}
+		return true
 	}
-	if !ip.passesWithout(ctx, ni, pods) {
-		return false
-	}
-	if pn.Free != 0 {
-		pn.Holders = append(pn.Holders, planner.Holder{Victim: v, GPUs: pn.Free})
-		pn.Free = 0
-	}
-	return true
+	return false
 }
 
 // sameDomain keeps a gang that already has a bound pod (on anchor) inside anchor's domain of its

@@ -40,12 +40,13 @@ generate: ## Regenerate deepcopy, CRDs and RBAC with controller-gen.
 	$(GO) tool controller-gen rbac:roleName=convoy-operator-queue paths=./queue/... output:rbac:artifacts:config=deploy/kueue/rbac
 
 .PHONY: verify
-verify: ## Fail when generated files are stale or gofmt/go vet complain.
+verify: ## Fail when generated files are stale, go.mod is not tidy, or gofmt/go vet complain.
 	@before=$$(find api deploy scheduler-plugin/apis -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/rbac/role.yaml' \) -print0 | sort -z | xargs -0 sha256sum); \
 	$(MAKE) --no-print-directory generate >/dev/null; \
 	after=$$(find api deploy scheduler-plugin/apis -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/rbac/role.yaml' \) -print0 | sort -z | xargs -0 sha256sum); \
 	if [ "$$before" != "$$after" ]; then echo "Generated files were stale; 'make generate' has updated them: review and commit."; \
 		diff <(echo "$$before") <(echo "$$after") || true; exit 1; fi
+	@$(GO) mod tidy -diff >/dev/null 2>&1 || { echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit:"; $(GO) mod tidy -diff; exit 1; }
 	@$(MAKE) --no-print-directory lint
 
 .PHONY: lint

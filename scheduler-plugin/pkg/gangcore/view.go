@@ -274,14 +274,13 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 	return cl, vt
 }
 
-// evictionAdmits reports whether evicting one victim that holds GPUs on a node the inter-pod
-// filters reject would let the gang's pod pass them there: its anti-affinity, or the victim's,
-// is what stands in the way. Of several victims on the node, the first whose eviction alone admits
-// the pod is taken. It then holds every free GPU of the node too in pn, and the other victims'
-// GPUs there are left out of pn (neither free nor to be freed), so that a plan takes the node only
-// by evicting that victim, never by evicting another one alone. A node where no one victim's
-// eviction admits the pod stays out: the planner frees GPUs victim by victim and cannot make a
-// node wait for two.
+// evictionAdmits reports whether evicting victims that hold GPUs on a node the inter-pod filters
+// reject would let the gang's pod pass them there: its anti-affinity, or theirs, is what stands
+// in the way. It tries one victim, then every two, and so on, in the view's victim order, and
+// marks the node as requiring the first set that admits the pod (planner.Node.Requires): a plan
+// takes the node only by evicting that whole set. The other victims' GPUs there are left out of pn
+// (neither free nor to be freed), so that no plan counts on them. A node where even evicting every
+// victim would not do (a pod that may not be evicted stands in the way) stays out.
 func evictionAdmits(ctx context.Context, pn *planner.Node, b *nodeBase, ni fwk.NodeInfo, ip *interPod, vt *victimTable) bool {
 	var victims []int
 	for _, h := range pn.Holders {
@@ -289,24 +288,57 @@ func evictionAdmits(ctx context.Context, pn *planner.Node, b *nodeBase, ni fwk.N
 			victims = append(victims, h.Victim)
 		}
 	}
-	for _, v := range victims {
+	admits := func(set []int) bool {
 		var pods []*corev1.Pod
 		for _, h := range b.holders {
-			if GangKey(h.pod) == vt.list[v].Key {
+			if slices.ContainsFunc(set, func(v int) bool { return GangKey(h.pod) == vt.list[v].Key }) {
 				pods = append(pods, h.pod)
 			}
 		}
-		if !ip.passesWithout(ctx, ni, pods) {
+		return ip.passesWithout(ctx, ni, pods)
+	}
+	// Past maxRequired victims on one node the sets are not weighed one by one: all of them or
+	// nothing.
+	const maxRequired = 8
+	var found []int
+	for k := 1; k <= len(victims) && found == nil; k++ {
+		if len(victims) > maxRequired && k < len(victims) {
 			continue
 		}
-		pn.Holders = slices.DeleteFunc(pn.Holders, func(h planner.Holder) bool { return h.Victim >= 0 && h.Victim != v })
-		if pn.Free != 0 {
-			pn.Holders = append(pn.Holders, planner.Holder{Victim: v, GPUs: pn.Free})
-			pn.Free = 0
+		forEachSubset(victims, k, func(set []int) bool {
+			if admits(set) {
+				found = slices.Clone(set)
+				return false
+			}
+			return true
+		})
+	}
+	if found == nil {
+		return false
+	}
+	pn.Holders = slices.DeleteFunc(pn.Holders, func(h planner.Holder) bool { return h.Victim >= 0 && !slices.Contains(found, h.Victim) })
+	pn.Requires = found
+	return true
+}
+
+// forEachSubset calls f with each subset of k elements of items, in order, until f returns false.
+func forEachSubset(items []int, k int, f func([]int) bool) {
+	set := make([]int, 0, k)
+	var walk func(from int) bool
+	walk = func(from int) bool {
+		if len(set) == k {
+			return f(set)
+		}
+		for i := from; i <= len(items)-(k-len(set)); i++ {
+			set = append(set, items[i])
+			if !walk(i + 1) {
+				return false
+			}
+			set = set[:len(set)-1]
 		}
 		return true
 	}
-	return false
+	walk(0)
 }
 
 // sameDomain keeps a gang that already has a bound pod (on anchor) inside anchor's domain of its

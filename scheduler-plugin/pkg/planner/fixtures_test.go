@@ -117,6 +117,12 @@ func (w *clusterWrapper) Victim(key string, priority int32, workLost time.Durati
 	return w
 }
 
+// Requires makes the node take pods only once the victims (indices) are all evicted.
+func (w *clusterWrapper) Requires(node string, victims ...int) *clusterWrapper {
+	w.node(node).Requires = victims
+	return w
+}
+
 func (w *clusterWrapper) Obj() *Cluster { c := w.Cluster; return &c }
 
 var all8 = []int{0, 1, 2, 3, 4, 5, 6, 7}

@@ -136,7 +136,9 @@ func (c *Cluster) Place(g Gang) (*Plan, error) {
 	}
 	free := make([]GPUSet, len(c.Nodes))
 	for i := range c.Nodes {
-		free[i] = c.Nodes[i].Free
+		if len(c.Nodes[i].Requires) == 0 {
+			free[i] = c.Nodes[i].Free
+		}
 	}
 	return c.place(g, free)
 }
@@ -427,7 +429,7 @@ func (c *Cluster) explain(g Gang, caps, frees [numLevels][]int32) string {
 		fmt.Fprintf(&b, "%s needs %s; the cluster has room for %s (%s", g.Key, g, plural(int(caps[l][0]), "pod"), plural(int(frees[l][0]), "free GPU"))
 		nodes := 0
 		for i := range c.Nodes {
-			if !c.Nodes[i].Excluded && c.Nodes[i].Free != 0 {
+			if frees[LevelNode][i] != 0 {
 				nodes++
 			}
 		}

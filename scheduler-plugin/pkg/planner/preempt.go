@@ -65,12 +65,7 @@ func (c *Cluster) Preempt(g Gang) (*Preemption, error) {
 	evictable := func(v int) bool { return v >= 0 && v < len(c.Victims) && c.Victims[v].Priority < g.Priority }
 	allFree := make([]GPUSet, len(c.Nodes))
 	for i := range c.Nodes {
-		allFree[i] = c.Nodes[i].Free
-		for _, h := range c.Nodes[i].Holders {
-			if evictable(h.Victim) {
-				allFree[i] |= h.GPUs
-			}
-		}
+		allFree[i] = c.freedBy(i, evictable)
 	}
 
 	var best []int
@@ -136,12 +131,7 @@ func (c *Cluster) Preempt(g Gang) (*Preemption, error) {
 		chosen[v] = true
 	}
 	for i := range c.Nodes {
-		free[i] = c.Nodes[i].Free
-		for _, h := range c.Nodes[i].Holders {
-			if h.Victim >= 0 && chosen[h.Victim] {
-				free[i] |= h.GPUs
-			}
-		}
+		free[i] = c.freedBy(i, func(v int) bool { return chosen[v] })
 	}
 	p, err := c.place(g, free)
 	if err != nil {
@@ -149,6 +139,33 @@ func (c *Cluster) Preempt(g Gang) (*Preemption, error) {
 	}
 	slices.SortFunc(best, c.compareVictims)
 	return &Preemption{Victims: best, Plan: p}, nil
+}
+
+// freedBy is what node i has for the gang once the victims for which evicted is true are gone:
+// its free GPUs and theirs, or nothing while a victim it Requires stays.
+func (c *Cluster) freedBy(i int, evicted func(int) bool) GPUSet {
+	nd := &c.Nodes[i]
+	if !c.usable(i, evicted) {
+		return 0
+	}
+	free := nd.Free
+	for _, h := range nd.Holders {
+		if h.Victim >= 0 && evicted(h.Victim) {
+			free |= h.GPUs
+		}
+	}
+	return free
+}
+
+// usable reports whether node i may take pods of the gang once the victims for which evicted is
+// true are gone: every victim it Requires is among them.
+func (c *Cluster) usable(i int, evicted func(int) bool) bool {
+	for _, v := range c.Nodes[i].Requires {
+		if !evicted(v) {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Cluster) nvlinkDomains() []string {
@@ -187,26 +204,43 @@ func (c *Cluster) chooseVictims(g Gang, units []unit, evictable func(int) bool) 
 		gpus GPUSet
 	}
 	holds := map[int][]hold{}
+	// cur are the GPUs each unit has for the gang, the chosen victims' included; a unit whose
+	// node Requires a victim not taken has room for no pod whatever its GPUs (roomAt).
 	cur := make([]GPUSet, len(units))
+	none := func(int) bool { return false }
+	roomAt := func(j int, gpus GPUSet, taken func(int) bool) int {
+		if !c.usable(units[j].node, taken) {
+			return 0
+		}
+		return c.nodeCap(units[j].node, gpus, g.GPUsPerPod)
+	}
 	room := 0
 	for j, u := range units {
 		nd := &c.Nodes[u.node]
 		cur[j] = nd.Free & u.mask
-		room += c.nodeCap(u.node, cur[j], g.GPUsPerPod)
-		for _, h := range nd.Holders {
-			if !evictable(h.Victim) || h.GPUs&u.mask == 0 {
-				continue
-			}
+		room += roomAt(j, cur[j], none)
+		add := func(v int, gpus GPUSet) {
 			// One hold per victim and unit: the room a unit gains is not the sum of what each of
 			// the victim's pods there would free alone (one-GPU pods free no room for an 8-GPU pod
 			// one at a time, and a node that takes one pod of the gang gains none from either of
 			// two pods).
-			hs := holds[h.Victim]
+			hs := holds[v]
 			if n := len(hs); n > 0 && hs[n-1].unit == j {
-				hs[n-1].gpus |= h.GPUs & u.mask
-				continue
+				hs[n-1].gpus |= gpus
+				return
 			}
-			holds[h.Victim] = append(hs, hold{j, h.GPUs & u.mask})
+			holds[v] = append(hs, hold{j, gpus})
+		}
+		for _, h := range nd.Holders {
+			if evictable(h.Victim) && h.GPUs&u.mask != 0 {
+				add(h.Victim, h.GPUs&u.mask)
+			}
+		}
+		// A victim the node Requires changes the unit's room by its eviction, GPUs or none.
+		for _, v := range nd.Requires {
+			if evictable(v) {
+				add(v, 0)
+			}
 		}
 	}
 	candidates := make([]int, 0, len(holds))
@@ -222,28 +256,30 @@ func (c *Cluster) chooseVictims(g Gang, units []unit, evictable func(int) bool) 
 				freed[h.unit] |= h.gpus
 			}
 		}
+		inSet := func(v int) bool { return slices.Contains(set, v) }
 		gained := 0
 		for j, f := range freed {
-			u := units[j]
-			gained += c.nodeCap(u.node, cur[j]|f, g.GPUsPerPod) - c.nodeCap(u.node, cur[j], g.GPUsPerPod)
+			gained += roomAt(j, cur[j]|f, inSet) - roomAt(j, cur[j], none)
 		}
 		return gained
 	}); ok {
 		return set
 	}
 
+	taken := map[int]bool{}
+	isTaken := func(v int) bool { return taken[v] }
 	gain := func(v int, sign int) (int, int) {
+		// The taken set after adding (sign > 0) or removing v.
+		after := func(x int) bool { return x == v && sign > 0 || x != v && taken[x] }
 		dRoom, dFree := 0, 0
 		for _, h := range holds[v] {
-			u := units[h.unit]
-			before := c.nodeCap(u.node, cur[h.unit], g.GPUsPerPod)
-			var after GPUSet
+			var gpus GPUSet
 			if sign > 0 {
-				after = cur[h.unit] | h.gpus
+				gpus = cur[h.unit] | h.gpus
 			} else {
-				after = cur[h.unit] &^ h.gpus
+				gpus = cur[h.unit] &^ h.gpus
 			}
-			dRoom += c.nodeCap(u.node, after, g.GPUsPerPod) - before
+			dRoom += roomAt(h.unit, gpus, after) - roomAt(h.unit, cur[h.unit], isTaken)
 			dFree += (h.gpus &^ cur[h.unit]).Len()
 		}
 		return dRoom, dFree
@@ -256,10 +292,10 @@ func (c *Cluster) chooseVictims(g Gang, units []unit, evictable func(int) bool) 
 				cur[h.unit] &^= h.gpus
 			}
 		}
+		taken[v] = sign > 0
 	}
 
 	var chosen []int
-	taken := map[int]bool{}
 	for room < g.Pods {
 		// Candidates are cheapest first: a later one is taken only for more room or, while none
 		// adds room, for more GPUs freed.
@@ -276,7 +312,6 @@ func (c *Cluster) chooseVictims(g Gang, units []unit, evictable func(int) bool) 
 		if pick < 0 {
 			return nil
 		}
-		taken[pick] = true
 		chosen = append(chosen, pick)
 		apply(pick, 1)
 		room += pickRoom

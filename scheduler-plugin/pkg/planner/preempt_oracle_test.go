@@ -52,6 +52,16 @@ func preemptAgainstEverySubset(t *testing.T, cheapest bool) {
 				w.Victim(fmt.Sprintf("ns/v%d", v), int32(rng.IntN(4)), time.Duration(rng.IntN(4))*time.Hour, holds)
 			}
 		}
+		// Now and then a node that only evicting one or two of its victims opens (their pods stand
+		// in the gang's way), as the scheduler builds it for inter-pod terms and host ports.
+		if rng.IntN(3) == 0 {
+			nd := &w.Nodes[rng.IntN(len(w.Nodes))]
+			for _, h := range nd.Holders {
+				if !slices.Contains(nd.Requires, h.Victim) && len(nd.Requires) < 2 && rng.IntN(2) == 0 {
+					nd.Requires = append(nd.Requires, h.Victim)
+				}
+			}
+		}
 		c := w.Obj()
 		g := Gang{Key: "ns/job", Pods: 1 + rng.IntN(3), GPUsPerPod: sizes[rng.IntN(len(sizes))], Priority: 3}
 		if rng.IntN(2) == 0 {
@@ -110,9 +120,14 @@ func bruteForce(c *Cluster, g Gang) ([]int, preemptionCost, bool) {
 	return best, bestCost, found
 }
 
+// freedBy is every node's GPUs for the gang once victims are gone, written out here rather than
+// through Cluster.freedBy: a node that Requires a victim not among them has none.
 func freedBy(c *Cluster, victims []int) []GPUSet {
 	free := make([]GPUSet, len(c.Nodes))
 	for i := range c.Nodes {
+		if slices.ContainsFunc(c.Nodes[i].Requires, func(v int) bool { return !slices.Contains(victims, v) }) {
+			continue
+		}
 		free[i] = c.Nodes[i].Free
 		for _, h := range c.Nodes[i].Holders {
 			if slices.Contains(victims, h.Victim) {
@@ -126,7 +141,7 @@ func freedBy(c *Cluster, victims []int) []GPUSet {
 func describeCluster(c *Cluster, g Gang) string {
 	s := fmt.Sprintf("gang %d×%d prio %d level %v required %v;", g.Pods, g.GPUsPerPod, g.Priority, g.Level, g.Required)
 	for _, n := range c.Nodes {
-		s += fmt.Sprintf(" %s(rack %s, free %v, max %d, excluded %v):", n.Name, n.Rack, n.Free.Indices(), n.MaxPods, n.Excluded)
+		s += fmt.Sprintf(" %s(rack %s, free %v, max %d, excluded %v, requires %v):", n.Name, n.Rack, n.Free.Indices(), n.MaxPods, n.Excluded, n.Requires)
 		for _, h := range n.Holders {
 			s += fmt.Sprintf(" v%d%v", h.Victim, h.GPUs.Indices())
 		}

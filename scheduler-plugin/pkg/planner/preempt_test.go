@@ -35,6 +35,28 @@ func TestPreempt(t *testing.T) {
 			wantVictims: []string{"ns/low"},
 			wantNodes:   []string{"r1-0"},
 		},
+		"a node two victims stand in the way on": {
+			// r1-0 has free GPUs, but the pods of both its victims stand in the gang's way there
+			// (Requires): the victim with the fewest GPUs is not enough; r1-1 holds a pod of higher
+			// priority.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).
+				Victim("ns/a", low, 0, map[string][][]int{"r1-0": {{0, 1, 2, 3}}}).
+				Victim("ns/b", low, 0, map[string][][]int{"r1-0": {{4}}}).
+				Victim("ns/elsewhere", low, 0, map[string][][]int{"r1-1": {{0}}}).
+				Victim("ns/high", high, 0, map[string][][]int{"r1-1": {{1, 2, 3, 4, 5, 6, 7}}}).
+				Requires("r1-0", 0, 1).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 2, Priority: high},
+			wantVictims: []string{"ns/b", "ns/a"}, // cheapest first
+			wantNodes:   []string{"r1-0"},
+		},
+		"a node whose required victim may not be evicted stays out": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).
+				Victim("ns/a", low, 0, map[string][][]int{"r1-0": {{0, 1}}}).
+				Victim("ns/b", mid, 0, map[string][][]int{"r1-0": {{2}}}).
+				Requires("r1-0", 0, 1).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 2, Priority: mid},
+			wantErr: "ns/job needs 1 pod(s) × 2 GPU(s); the cluster has room for 0 pods (0 free GPUs on 0 nodes), and preempting every lower-priority gang would not make room",
+		},
 		"no preemption when the gang fits": {
 			cluster:   makeCluster().Rack("z1", "b1", "r1", 2, 8).Victim("ns/low", low, 0, map[string][][]int{"r1-0": {all8}}).Obj(),
 			gang:      Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8, Priority: high},

@@ -137,6 +137,11 @@ type Node struct {
 
 	// Holders are the pods holding GPUs of the node, for preemption.
 	Holders []Holder
+	// Requires are victims (indices in Cluster.Victims) that must all be evicted before the node
+	// takes any pod of the gang: pods of each stand in the gang's way there (inter-pod terms, host
+	// ports), not only by their GPUs. Place leaves such a node out; Preempt uses it only with every
+	// one of them among its victims.
+	Requires []int
 }
 
 // Holder is one pod's hold on GPUs of a node.

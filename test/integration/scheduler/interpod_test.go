@@ -279,40 +279,54 @@ func TestPreemptionEvictsTheGangAntiAffinityForbids(t *testing.T) {
 	}
 }
 
-// TestPreemptionEvictsOnlyTheGangInTheWay: the only free GPUs are on a node that holds two
-// low-priority gangs, one of which a high-priority pod keeps away from. Preemption evicts that gang
-// alone: the other stays bound, and the high-priority pod binds beside it.
-func TestPreemptionEvictsOnlyTheGangInTheWay(t *testing.T) {
-	e := setup(t)
-	ns := e.namespace(t)
-	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8})
-	node, other := specs[0].Name, specs[1].Name
-	onNode := func(g *gangWrapper) *gangWrapper {
-		for _, p := range g.pods {
-			p.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
-		}
-		return g
-	}
-	loud := onNode(makeGang(ns, "loud", 1, 4).Priority(lowPriority))
-	loud.pods[0].Labels["app"] = "noisy"
-	quiet := onNode(makeGang(ns, "quiet", 1, 2).Priority(lowPriority))
-	loudBefore := waitBound(t, e.c.Client, ns, loud.create(t, e.c.Client).names(), bindTimeout)
-	quietBefore := waitBound(t, e.c.Client, ns, quiet.create(t, e.c.Client).names(), bindTimeout)
-	filler := makePod(ns, "filler", 8)
-	filler.Spec.PriorityClassName = highPriority
-	runOn(t, e.c.Client, filler, other)
+// TestPreemptionEvictsTheGangsInTheWay: the only free GPUs are on a node that holds two
+// low-priority gangs, and a high-priority pod keeps away from pods labelled app=noisy. When one
+// gang is noisy, preemption evicts it alone: the other stays bound and the high-priority pod binds
+// beside it. When both are, evicting either alone would not do, and both are evicted.
+func TestPreemptionEvictsTheGangsInTheWay(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		quietNoisy  bool
+		wantEvicted map[string]bool
+	}{
+		{name: "one of two", wantEvicted: map[string]bool{"loud": true}},
+		{name: "both", quietNoisy: true, wantEvicted: map[string]bool{"loud": true, "quiet": true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := setup(t)
+			ns := e.namespace(t)
+			specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8})
+			node, other := specs[0].Name, specs[1].Name
+			gangs := map[string]*gangWrapper{
+				"loud":  makeGang(ns, "loud", 1, 4).Priority(lowPriority),
+				"quiet": makeGang(ns, "quiet", 1, 2).Priority(lowPriority),
+			}
+			gangs["loud"].pods[0].Labels["app"] = "noisy"
+			if tc.quietNoisy {
+				gangs["quiet"].pods[0].Labels["app"] = "noisy"
+			}
+			before := map[string]*corev1.Pod{}
+			for _, name := range []string{"loud", "quiet"} {
+				g := gangs[name]
+				g.pods[0].Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
+				before[name] = waitBound(t, e.c.Client, ns, g.create(t, e.c.Client).names(), bindTimeout)[0]
+			}
+			filler := makePod(ns, "filler", 8)
+			filler.Spec.PriorityClassName = highPriority
+			runOn(t, e.c.Client, filler, other)
 
-	urgent := makeGang(ns, "urgent", 1, 2).Priority(highPriority).Affinity(&corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: podTerm("app", "noisy", corev1.LabelHostname)}}).create(t, e.c.Client)
-	if p := waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout)[0]; p.Spec.NodeName != node {
-		t.Errorf("the urgent pod went to %s, want %s", p.Spec.NodeName, node)
-	}
-	if p := get(t, e.c.Client, ns, loud.names())[0]; p != nil && p.UID == loudBefore[0].UID && p.DeletionTimestamp == nil {
-		t.Errorf("the loud gang's pod %s, which the urgent pod keeps away from, was not evicted", p.Name)
-	}
-	for i, p := range get(t, e.c.Client, ns, quiet.names()) {
-		if p == nil || p.UID != quietBefore[i].UID || p.DeletionTimestamp != nil {
-			t.Errorf("the quiet gang's pod %s, which was in nobody's way, was evicted", quietBefore[i].Name)
-		}
+			urgent := makeGang(ns, "urgent", 1, 2).Priority(highPriority).Affinity(&corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: podTerm("app", "noisy", corev1.LabelHostname)}}).create(t, e.c.Client)
+			if p := waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout)[0]; p.Spec.NodeName != node {
+				t.Errorf("the urgent pod went to %s, want %s", p.Spec.NodeName, node)
+			}
+			for name, g := range gangs {
+				p := get(t, e.c.Client, ns, g.names())[0]
+				evicted := p == nil || p.UID != before[name].UID || p.DeletionTimestamp != nil
+				if evicted != tc.wantEvicted[name] {
+					t.Errorf("gang %s: evicted %v, want %v (the urgent pod keeps away from app=noisy: %q)", name, evicted, tc.wantEvicted[name], before[name].Labels["app"])
+				}
+			}
+		})
 	}
 }

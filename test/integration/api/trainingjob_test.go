@@ -92,6 +92,30 @@ func TestSampleIsAcceptedAndDefaulted(t *testing.T) {
 	}
 }
 
+// TestJAXSampleIsAccepted: the JAX sample, whose script the frameworks test runs, is a valid
+// TrainingJob with its inline script kept as written.
+func TestJAXSampleIsAccepted(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	root, _ := framework.RepoRoot()
+	data, err := os.ReadFile(filepath.Join(root, "deploy", "samples", "jax.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := fromYAML(t, string(data))
+	u.SetNamespace(namespace(t, c, "api-jax"))
+	if err := c.Client.Create(ctx, u); err != nil {
+		t.Fatalf("the JAX sample was rejected: %v", err)
+	}
+	var job v1alpha1.TrainingJob
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(u), &job); err != nil {
+		t.Fatal(err)
+	}
+	if job.Spec.Framework != v1alpha1.FrameworkJAX || len(job.Spec.Args) != 1 || !strings.Contains(job.Spec.Args[0], `num_processes=int(os.environ["JAX_NUM_PROCESSES"])`) {
+		t.Errorf("framework %q, args %q: want jax and the script that passes JAX_NUM_PROCESSES", job.Spec.Framework, job.Spec.Args)
+	}
+}
+
 const validSpec = `
 apiVersion: convoy.dev/v1alpha1
 kind: TrainingJob

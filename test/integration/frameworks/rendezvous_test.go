@@ -12,6 +12,7 @@ package frameworks
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -23,11 +24,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
 	"github.com/convoy-dev/convoy/operator/pkg/framework"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
+	testframework "github.com/convoy-dev/convoy/test/framework"
 )
 
 // TestPyTorchWithTorchrun runs each pod's command as `torchrun train.py`: torchrun reads its
@@ -37,7 +40,7 @@ func TestPyTorchWithTorchrun(t *testing.T) {
 	needPython(t, "torch")
 	job := gang(t, convoy.FrameworkPyTorch, 2, 2)
 	script := writeScript(t, pytorchScript)
-	out := runGang(t, job, func(string) []string { return []string{"python3", "-m", "torch.distributed.run", script} })
+	out := runGang(t, job, func(*corev1.Pod) []string { return []string{"python3", "-m", "torch.distributed.run", script} })
 	checkLines(t, out, []string{
 		"rank 0 of 4 local 0 sum 10", "rank 1 of 4 local 1 sum 10",
 		"rank 2 of 4 local 0 sum 10", "rank 3 of 4 local 1 sum 10",
@@ -51,7 +54,7 @@ func TestPyTorchInitProcessGroup(t *testing.T) {
 	needPython(t, "torch")
 	job := gang(t, convoy.FrameworkPyTorch, 3, 1)
 	script := writeScript(t, pytorchScript)
-	out := runGang(t, job, func(string) []string { return []string{"python3", script} })
+	out := runGang(t, job, func(*corev1.Pod) []string { return []string{"python3", script} })
 	checkLines(t, out, []string{"rank 0 of 3 local - sum 6", "rank 1 of 3 local - sum 6", "rank 2 of 3 local - sum 6"})
 }
 
@@ -65,24 +68,34 @@ print("rank %d of %d local %s sum %d" % (dist.get_rank(), dist.get_world_size(),
 dist.destroy_process_group()
 `
 
-// TestJAX runs each pod's command as the script the operator's README shows: it passes the three
-// JAX_ variables to jax.distributed.initialize, which reads only JAX_COORDINATOR_ADDRESS by itself.
+// TestJAX runs deploy/samples/jax.yaml: each pod's own command and args, the script that passes
+// the three JAX_ variables to jax.distributed.initialize (which reads only JAX_COORDINATOR_ADDRESS
+// by itself).
 func TestJAX(t *testing.T) {
 	needPython(t, "jax")
-	job := gang(t, convoy.FrameworkJAX, 3, 1)
-	out := runGang(t, job, func(string) []string {
-		return []string{"python3", "-c", `
-import os, jax
-jax.distributed.initialize(
-    coordinator_address=os.environ["JAX_COORDINATOR_ADDRESS"],
-    num_processes=int(os.environ["JAX_NUM_PROCESSES"]),
-    process_id=int(os.environ["JAX_PROCESS_ID"]),
-)
-print("process %d of %d devices %d" % (jax.process_index(), jax.process_count(), jax.device_count()), flush=True)
-jax.distributed.shutdown()
-`}
+	root, err := testframework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "deploy", "samples", "jax.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := &convoy.TrainingJob{}
+	if err := yaml.UnmarshalStrict(data, job); err != nil {
+		t.Fatalf("deploy/samples/jax.yaml: %v", err)
+	}
+	job.Spec.Networking = &convoy.NetworkingSpec{MasterPort: freePort(t)}
+	out := runGang(t, job, func(pod *corev1.Pod) []string {
+		c := pod.Spec.Containers[0]
+		return append(slices.Clone(c.Command), c.Args...)
 	})
-	checkLines(t, out, []string{"process 0 of 3 devices 3", "process 1 of 3 devices 3", "process 2 of 3 devices 3"})
+	n := int(job.Spec.NumWorkers)
+	var want []string
+	for i := range n {
+		want = append(want, fmt.Sprintf("process %d of %d, %d devices", i, n, n))
+	}
+	checkLines(t, out, want)
 }
 
 // writeScript writes a training script for torchrun, which takes a file, not -c.
@@ -99,19 +112,24 @@ func writeScript(t *testing.T, script string) string {
 // rendezvous on a free local port.
 func gang(t *testing.T, fw convoy.Framework, workers, gpus int32) *convoy.TrainingJob {
 	t.Helper()
+	return utiltesting.MakeTrainingJob("llm", "team-a").Framework(fw).Workers(workers).GPUs(gpus).
+		MasterPort(freePort(t)).Command([]string{"train"}).Obj()
+}
+
+// freePort is a free local port for the job's rendezvous.
+func freePort(t *testing.T) int32 {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	return utiltesting.MakeTrainingJob("llm", "team-a").Framework(fw).Workers(workers).GPUs(gpus).
-		MasterPort(int32(port)).Command([]string{"train"}).Obj()
+	defer l.Close()
+	return int32(l.Addr().(*net.TCPAddr).Port)
 }
 
 // runGang starts one process per pod of the job with the pod's environment and returns every
 // line they printed. command gives a pod's command by its name.
-func runGang(t *testing.T, job *convoy.TrainingJob, command func(pod string) []string) []string {
+func runGang(t *testing.T, job *convoy.TrainingJob, command func(pod *corev1.Pod) []string) []string {
 	t.Helper()
 	plugin, err := framework.For(job.Spec.Framework)
 	if err != nil {
@@ -127,7 +145,7 @@ func runGang(t *testing.T, job *convoy.TrainingJob, command func(pod string) []s
 	)
 	for _, pod := range builder.Pods(job, plugin, builder.Options{}) {
 		env := podEnv(t, pod, master)
-		argv := command(pod.Name)
+		argv := command(pod)
 		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 		cmd.Env = append(os.Environ(), env...)
 		cmd.Env = append(cmd.Env, "JAX_PLATFORMS=cpu", "CUDA_VISIBLE_DEVICES=", "PYTHONUNBUFFERED=1")

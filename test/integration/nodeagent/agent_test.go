@@ -74,9 +74,11 @@ func TestPublishesGPUNodesAndLabels(t *testing.T) {
 
 	// The framework created the nodes with nvidia.com/gpu.product: the agent leaves that label to
 	// its owner and adds memory and count.
+	// Each node's labels are written by its own agent, after its GPUNode: wait for both.
 	eventually(t, 10*time.Second, "GPU labels on the nodes", func() (bool, error) {
-		n := getNode(t, c, pubPCIe)
-		return n.Labels[convoy.LabelGPUCount] == "4" && n.Labels[convoy.LabelGPUMemory] == "46068", nil
+		p, h := getNode(t, c, pubPCIe), getNode(t, c, pubH100)
+		return p.Labels[convoy.LabelGPUCount] == "4" && p.Labels[convoy.LabelGPUMemory] == "46068" &&
+			h.Labels[convoy.LabelGPUCount] == "8" && h.Labels[convoy.LabelGPUMemory] == "81559", nil
 	})
 	for _, name := range []string{pubH100, pubPCIe} {
 		n := getNode(t, c, name)
@@ -88,9 +90,6 @@ func TestPublishesGPUNodesAndLabels(t *testing.T) {
 				t.Errorf("node %s: the agent co-owns %s, which another manager set", name, convoy.LabelGPUProduct)
 			}
 		}
-	}
-	if n := getNode(t, c, pubH100); n.Labels[convoy.LabelGPUCount] != "8" || n.Labels[convoy.LabelGPUMemory] != "81559" {
-		t.Errorf("pub-h100 labels %v", n.Labels)
 	}
 	// Publishing a new node takes three writes: create the GPUNode, its status, the labels.
 	h100.waitPolls(t, 5)

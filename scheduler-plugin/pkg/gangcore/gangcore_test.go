@@ -222,7 +222,7 @@ func TestPreemptForNothingToPreempt(t *testing.T) {
 	pod := member("ns", "job", 0, 8).Priority(10).Obj()
 	h := newHarness(t, nodes, []*corev1.Pod{peer, pod}, inventory("a", 8))
 	_, status := h.state.PreemptFor(context.Background(), pod, h.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute})
-	if want := "no pod of lower priority holds GPUs: preemption cannot help"; status.Message() != want {
+	if want := "no pod of lower priority holds GPUs or stands in the way: preemption cannot help"; status.Message() != want {
 		t.Errorf("PreemptFor() = %q, want %q", status.Message(), want)
 	}
 }

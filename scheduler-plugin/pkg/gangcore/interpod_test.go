@@ -230,7 +230,7 @@ func TestPreemptionEvictsWhatAntiAffinityForbids(t *testing.T) {
 	high := lone("ns", "high", 8).Priority(100).Node("b").Obj()
 	urgent := member("ns", "urgent", 0, 2).Priority(10).PodAntiAffinity(corev1.LabelHostname, noisy, st.PodAntiAffinityWithRequiredReq).Obj()
 	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
-	wantLowEvictedFromA(t, newHarness(t, nodes, []*corev1.Pod{low, high, urgent}, inventory("a", 8), inventory("b", 8)), urgent)
+	wantEvictedFromA(t, newHarness(t, nodes, []*corev1.Pod{low, high, urgent}, inventory("a", 8), inventory("b", 8)), urgent, "ns/low")
 
 	// The same, with the noisy pod of higher priority than the urgent one: nothing can be done.
 	h2 := newHarness(t, nodes, []*corev1.Pod{
@@ -252,7 +252,6 @@ func TestPreemptionEvictsTheVictimsInTheWay(t *testing.T) {
 	high := lone("ns", "high", 8).Priority(100).Node("b").Obj()
 	urgent := member("ns", "urgent", 0, 2).Priority(10).PodAntiAffinity(corev1.LabelHostname, noisy, st.PodAntiAffinityWithRequiredReq).Obj()
 	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
-	ctx := context.Background()
 	for _, tc := range []struct {
 		name  string
 		quiet *corev1.Pod
@@ -263,17 +262,38 @@ func TestPreemptionEvictsTheVictimsInTheWay(t *testing.T) {
 			want: []string{"ns/quiet", "ns/loud"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, nodes, []*corev1.Pod{loud, tc.quiet, high, urgent}, inventory("a", 8), inventory("b", 8))
-			if _, status := h.state.PlanFor(ctx, urgent, h.nodeInfos()); status.IsSuccess() {
-				t.Fatal("the urgent pod fits without preemption")
-			}
-			v, status := h.state.PreemptFor(ctx, urgent, h.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute})
-			switch {
-			case !status.IsSuccess():
-				t.Errorf("PreemptFor() = %v %q, want %v evicted", status.Code(), status.Message(), tc.want)
-			case !slices.Equal(v.Gangs, tc.want) || v.Node != "a":
-				t.Errorf("victims %v, nominated node %q; want %v evicted and a nominated", v.Gangs, v.Node, tc.want)
-			}
+			wantEvictedFromA(t, newHarness(t, nodes, []*corev1.Pod{loud, tc.quiet, high, urgent}, inventory("a", 8), inventory("b", 8)), urgent, tc.want...)
+		})
+	}
+}
+
+// TestPreemptionEvictsPodsWithoutGPUsInTheWay: the only node with room for the urgent pod holds no
+// GPU pod of a lower priority, only a pod without GPUs that the urgent pod keeps away from: a
+// parameter server, whose gang's worker holds GPUs elsewhere, or a lone pod. Preemption evicts its
+// gang, or the lone pod, and nominates that node.
+func TestPreemptionEvictsPodsWithoutGPUsInTheWay(t *testing.T) {
+	noisy := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "noisy"}}
+	urgent := member("ns", "urgent", 0, 4).Priority(10).PodAntiAffinity(corev1.LabelHostname, noisy, st.PodAntiAffinityWithRequiredReq).Obj()
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8), fakeNode("c", "r1", 8)}
+	// b is full with a pod of higher priority; c has 2 GPUs for the taking, too few.
+	high := lone("ns", "high", 8).Priority(100).Node("b").Obj()
+	highC := lone("ns", "high-c", 6).Priority(100).Node("c").Annotation(AnnotationGPUIndices, "2,3,4,5,6,7").Obj()
+	for _, tc := range []struct {
+		name string
+		pods []*corev1.Pod
+		want []string
+	}{
+		{name: "a parameter server", want: []string{"ns/tf"}, pods: []*corev1.Pod{
+			member("ns", "tf", 0, 2).Priority(1).Node("c").Annotation(AnnotationGPUIndices, "0,1").Obj(),
+			member("ns", "tf", 1, 0).Priority(1).Label("app", "noisy").Node("a").Obj(),
+		}},
+		{name: "a lone pod", want: []string{"ns/cache (pod)"}, pods: []*corev1.Pod{
+			lone("ns", "cache", 0).Priority(1).Label("app", "noisy").Node("a").Obj(),
+			lone("ns", "filler-c", 2).Priority(100).Node("c").Annotation(AnnotationGPUIndices, "0,1").Obj(),
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantEvictedFromA(t, newHarness(t, nodes, append(tc.pods, high, highC, urgent), inventory("a", 8), inventory("b", 8), inventory("c", 8)), urgent, tc.want...)
 		})
 	}
 }
@@ -285,13 +305,13 @@ func TestPreemptionFreesAHostPort(t *testing.T) {
 	low := member("ns", "low", 0, 4).Priority(1).HostPort(29500).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3").Obj()
 	high := lone("ns", "high", 8).Priority(100).Node("b").Obj()
 	urgent := member("ns", "urgent", 0, 4).Priority(10).HostPort(29500).Obj()
-	wantLowEvictedFromA(t, newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}, []*corev1.Pod{low, high, urgent},
-		inventory("a", 8), inventory("b", 8)), urgent)
+	wantEvictedFromA(t, newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}, []*corev1.Pod{low, high, urgent},
+		inventory("a", 8), inventory("b", 8)), urgent, "ns/low")
 }
 
-// wantLowEvictedFromA checks that urgent does not fit, and that preempting for it evicts the gang
-// ns/low and nominates node a.
-func wantLowEvictedFromA(t *testing.T, h *harness, urgent *corev1.Pod) {
+// wantEvictedFromA checks that urgent does not fit, and that preempting for it evicts the victims
+// want (cheapest first) and nominates node a.
+func wantEvictedFromA(t *testing.T, h *harness, urgent *corev1.Pod, want ...string) {
 	t.Helper()
 	ctx := context.Background()
 	if _, status := h.state.PlanFor(ctx, urgent, h.nodeInfos()); status.IsSuccess() {
@@ -299,9 +319,9 @@ func wantLowEvictedFromA(t *testing.T, h *harness, urgent *corev1.Pod) {
 	}
 	v, status := h.state.PreemptFor(ctx, urgent, h.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute})
 	if !status.IsSuccess() {
-		t.Fatalf("PreemptFor() = %v %q, want the low gang evicted", status.Code(), status.Message())
+		t.Fatalf("PreemptFor() = %v %q, want %v evicted", status.Code(), status.Message(), want)
 	}
-	if len(v.Gangs) != 1 || v.Gangs[0] != "ns/low" || v.Node != "a" {
-		t.Errorf("victims %v, nominated node %q; want ns/low evicted and a nominated", v.Gangs, v.Node)
+	if !slices.Equal(v.Gangs, want) || v.Node != "a" {
+		t.Errorf("victims %v, nominated node %q; want %v evicted and a nominated", v.Gangs, v.Node, want)
 	}
 }

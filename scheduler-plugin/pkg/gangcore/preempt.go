@@ -3,6 +3,7 @@ package gangcore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	schedutil "k8s.io/kubernetes/pkg/scheduler/util"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -94,8 +96,8 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	if len(g.pending) == 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "no pod of the gang is pending")
 	}
-	if !s.anyVictim(nodes, g, o.LonePods) {
-		return cannot("no pod of lower priority holds GPUs: preemption cannot help")
+	if !s.anyVictim(nodes, pod, g, o.LonePods) {
+		return cannot("no pod of lower priority holds GPUs or stands in the way: preemption cannot help")
 	}
 	elig, err := s.eligibilityFor(ctx, pod, g, nodes)
 	if err != nil {
@@ -143,17 +145,29 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 
 // anyVictim reports whether any pod that preemption may evict for g holds GPUs: a cheap test
 // before the full search.
-func (s *State) anyVictim(nodes []fwk.NodeInfo, g *gang, lonePods bool) bool {
+func (s *State) anyVictim(nodes []fwk.NodeInfo, pod *corev1.Pod, g *gang, lonePods bool) bool {
+	// A pod without GPUs can only stand in the way: of a pod whose anti-affinity, topology spread
+	// or host ports other pods can break, or by its own anti-affinity.
+	apart := hasRequiredAntiAffinity(pod) || len(schedutil.GetHostPorts(pod)) > 0 ||
+		slices.ContainsFunc(pod.Spec.TopologySpreadConstraints, func(c corev1.TopologySpreadConstraint) bool {
+			return c.WhenUnsatisfiable == corev1.DoNotSchedule
+		})
 	for _, ni := range nodes {
 		for _, pi := range ni.GetPods() {
 			p := pi.GetPod()
 			if p.DeletionTimestamp == nil && corev1helpers.PodPriority(p) < g.priority && GangKey(p) != g.key &&
-				(lonePods || PodGroupName(p) != "") && GPURequest(p, s.opts.GPUResource) > 0 {
+				(lonePods || PodGroupName(p) != "") &&
+				(GPURequest(p, s.opts.GPUResource) > 0 || apart || hasRequiredAntiAffinity(p)) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+func hasRequiredAntiAffinity(p *corev1.Pod) bool {
+	a := p.Spec.Affinity
+	return a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0
 }
 
 // fillWorkLost sets each victim's work lost: the time since its last checkpoint, or since it

@@ -254,7 +254,7 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 		_, avoided := o.elig.avoid[node.Name]
 		pn.Excluded = avoided || o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang)
 		if !pn.Excluded && o.elig.interPod.excludes(ctx, ni) {
-			pn.Excluded = vt == nil || !evictionAdmits(ctx, &pn, b, ni, o.elig.interPod, vt)
+			pn.Excluded = vt == nil || !s.evictionAdmits(ctx, &pn, ni, o, vt)
 		}
 		if !pn.Excluded {
 			pn.MaxPods = fewer(o.elig.maxPods(ni, s.opts.GPUResource), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
@@ -274,28 +274,38 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 	return cl, vt
 }
 
-// evictionAdmits reports whether evicting victims that hold GPUs on a node the inter-pod filters
+// evictionAdmits reports whether evicting victims with pods on a node the inter-pod filters
 // reject would let the gang's pod pass them there: its anti-affinity, or theirs, is what stands
-// in the way. It tries one victim, then every two, and so on, in the view's victim order, and
-// marks the node as requiring the first set that admits the pod (planner.Node.Requires): a plan
-// takes the node only by evicting that whole set. The other victims' GPUs there are left out of pn
-// (neither free nor to be freed), so that no plan counts on them. A node where even evicting every
-// victim would not do (a pod that may not be evicted stands in the way) stays out.
-func evictionAdmits(ctx context.Context, pn *planner.Node, b *nodeBase, ni fwk.NodeInfo, ip *interPod, vt *victimTable) bool {
+// in the way. The victims are those of the pods holding GPUs there and of the pods holding none (a
+// parameter server, a lone pod when lone pods may be preempted). It tries one victim, then every
+// two, and so on, in that order, and marks the node as requiring the first set that admits the pod
+// (planner.Node.Requires): a plan takes the node only by evicting that whole set. The other
+// victims' GPUs there are left out of pn (neither free nor to be freed), so that no plan counts on
+// them. A node where even evicting every victim would not do (a pod that may not be evicted stands
+// in the way) stays out.
+func (s *State) evictionAdmits(ctx context.Context, pn *planner.Node, ni fwk.NodeInfo, o viewOptions, vt *victimTable) bool {
 	var victims []int
 	for _, h := range pn.Holders {
 		if h.Victim >= 0 && !slices.Contains(victims, h.Victim) {
 			victims = append(victims, h.Victim)
 		}
 	}
-	admits := func(set []int) bool {
-		var pods []*corev1.Pod
-		for _, h := range b.holders {
-			if slices.ContainsFunc(set, func(v int) bool { return GangKey(h.pod) == vt.list[v].Key }) {
-				pods = append(pods, h.pod)
+	for _, pi := range ni.GetPods() {
+		if p := pi.GetPod(); GPURequest(p, s.opts.GPUResource) == 0 {
+			if v := vt.add(p, o.gang, 0, o.lonePods); v >= 0 && !slices.Contains(victims, v) {
+				victims = append(victims, v)
 			}
 		}
-		return ip.passesWithout(ctx, ni, pods)
+	}
+	admits := func(set []int) bool {
+		var pods []*corev1.Pod
+		for _, pi := range ni.GetPods() {
+			p := pi.GetPod()
+			if slices.ContainsFunc(set, func(v int) bool { return GangKey(p) == vt.list[v].Key }) {
+				pods = append(pods, p)
+			}
+		}
+		return o.elig.interPod.passesWithout(ctx, ni, pods)
 	}
 	// Past maxRequired victims on one node the sets are not weighed one by one: all of them or
 	// nothing.

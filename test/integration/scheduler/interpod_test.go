@@ -269,11 +269,7 @@ func TestPreemptionEvictsTheGangAntiAffinityForbids(t *testing.T) {
 	filler.Spec.PriorityClassName = highPriority
 	runOn(t, e.c.Client, filler, other)
 
-	urgent := makeGang(ns, "urgent", 1, 2).Priority(highPriority).Affinity(&corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: podTerm("app", "noisy", corev1.LabelHostname)}}).create(t, e.c.Client)
-	if p := waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout)[0]; p.Spec.NodeName != victim.Spec.NodeName {
-		t.Errorf("the urgent pod went to %s, want %s (where the evicted gang was)", p.Spec.NodeName, victim.Spec.NodeName)
-	}
+	wantUrgentBoundTo(t, e, ns, 2, victim.Spec.NodeName, "(where the evicted gang was)")
 	if p := get(t, e.c.Client, ns, noisy.names())[0]; p != nil && p.UID == victim.UID && p.DeletionTimestamp == nil {
 		t.Errorf("the noisy gang's pod %s was not evicted", p.Name)
 	}
@@ -315,11 +311,7 @@ func TestPreemptionEvictsTheGangsInTheWay(t *testing.T) {
 			filler.Spec.PriorityClassName = highPriority
 			runOn(t, e.c.Client, filler, other)
 
-			urgent := makeGang(ns, "urgent", 1, 2).Priority(highPriority).Affinity(&corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-				RequiredDuringSchedulingIgnoredDuringExecution: podTerm("app", "noisy", corev1.LabelHostname)}}).create(t, e.c.Client)
-			if p := waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout)[0]; p.Spec.NodeName != node {
-				t.Errorf("the urgent pod went to %s, want %s", p.Spec.NodeName, node)
-			}
+			wantUrgentBoundTo(t, e, ns, 2, node, "")
 			for name, g := range gangs {
 				p := get(t, e.c.Client, ns, g.names())[0]
 				evicted := p == nil || p.UID != before[name].UID || p.DeletionTimestamp != nil
@@ -328,5 +320,51 @@ func TestPreemptionEvictsTheGangsInTheWay(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPreemptionEvictsTheGangOfAParameterServerInTheWay: the only node with room for a
+// high-priority pod holds no GPU pod, only the parameter server (no GPUs) of a low-priority gang
+// whose worker holds GPUs on another node, and the high-priority pod keeps away from it.
+// Preemption evicts that whole gang, and the pod binds where the parameter server was.
+func TestPreemptionEvictsTheGangOfAParameterServerInTheWay(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 3, GPUsPerNode: 8})
+	a, b, c := specs[0].Name, specs[1].Name, specs[2].Name
+
+	tf := makeGang(ns, "tf", 1, 2).Priority(lowPriority)
+	tf.pods[0].Spec.NodeSelector = map[string]string{corev1.LabelHostname: c}
+	ps := makePod(ns, "tf-ps-0", 0)
+	ps.Labels = map[string]string{schedv1alpha1.PodGroupLabel: "tf", convoy.LabelJobName: "tf", convoy.LabelReplicaRole: "ps",
+		convoy.LabelReplicaRank: "0", "app": "noisy"}
+	ps.Spec.PriorityClassName = lowPriority
+	ps.Spec.NodeSelector = map[string]string{corev1.LabelHostname: a}
+	tf.pods = append(tf.pods, ps)
+	tf.pg.Spec.MinMember = 2
+	before := waitBound(t, e.c.Client, ns, tf.create(t, e.c.Client).names(), bindTimeout)
+	// b is full and c keeps 2 GPUs, too few, with pods of the preemptor's priority.
+	for node, gpus := range map[string]int{b: 8, c: 6} {
+		filler := makePod(ns, "filler-"+node, gpus)
+		filler.Spec.PriorityClassName = highPriority
+		runOn(t, e.c.Client, filler, node)
+	}
+
+	wantUrgentBoundTo(t, e, ns, 4, a, "(where the parameter server was)")
+	for i, p := range get(t, e.c.Client, ns, tf.names()) {
+		if p != nil && p.UID == before[i].UID && p.DeletionTimestamp == nil {
+			t.Errorf("the tf gang's pod %s was not evicted: the gang is evicted whole", p.Name)
+		}
+	}
+}
+
+// wantUrgentBoundTo creates a high-priority pod of gpus GPUs that keeps away from pods labelled
+// app=noisy, and checks that it binds to node (why says what was there).
+func wantUrgentBoundTo(t *testing.T, e *env, ns string, gpus int, node, why string) {
+	t.Helper()
+	urgent := makeGang(ns, "urgent", 1, gpus).Priority(highPriority).Affinity(&corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: podTerm("app", "noisy", corev1.LabelHostname)}}).create(t, e.c.Client)
+	if p := waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout)[0]; p.Spec.NodeName != node {
+		t.Errorf("the urgent pod went to %s, want %s %s", p.Spec.NodeName, node, why)
 	}
 }

@@ -143,8 +143,8 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	return out, nil
 }
 
-// anyVictim reports whether any pod that preemption may evict for g holds GPUs: a cheap test
-// before the full search.
+// anyVictim reports whether any pod that preemption may evict for g holds GPUs, or may stand in the
+// way of pod without holding any: a cheap test before the full search.
 func (s *State) anyVictim(nodes []fwk.NodeInfo, pod *corev1.Pod, g *gang, lonePods bool) bool {
 	// A pod without GPUs can only stand in the way: of a pod whose anti-affinity, topology spread
 	// or host ports other pods can break, or by its own anti-affinity.

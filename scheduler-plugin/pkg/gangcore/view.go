@@ -284,17 +284,19 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 // them. A node where even evicting every victim would not do (a pod that may not be evicted stands
 // in the way) stays out.
 func (s *State) evictionAdmits(ctx context.Context, pn *planner.Node, ni fwk.NodeInfo, o viewOptions, vt *victimTable) bool {
+	// Victims of the gang's priority or more are never evicted: sets with them are not weighed.
 	var victims []int
-	for _, h := range pn.Holders {
-		if h.Victim >= 0 && !slices.Contains(victims, h.Victim) {
-			victims = append(victims, h.Victim)
+	candidate := func(v int) {
+		if v >= 0 && vt.list[v].Priority < o.gang.priority && !slices.Contains(victims, v) {
+			victims = append(victims, v)
 		}
+	}
+	for _, h := range pn.Holders {
+		candidate(h.Victim)
 	}
 	for _, pi := range ni.GetPods() {
 		if p := pi.GetPod(); GPURequest(p, s.opts.GPUResource) == 0 {
-			if v := vt.add(p, o.gang, 0, o.lonePods); v >= 0 && !slices.Contains(victims, v) {
-				victims = append(victims, v)
-			}
+			candidate(vt.add(p, o.gang, 0, o.lonePods))
 		}
 	}
 	admits := func(set []int) bool {

@@ -43,23 +43,32 @@ func fromYAML(t *testing.T, manifest string) *unstructured.Unstructured {
 	return u
 }
 
-func TestSampleIsAcceptedAndDefaulted(t *testing.T) {
-	c := cluster(t)
+// createSample creates deploy/samples/<file> in namespace ns, as a user would apply it, and returns
+// the TrainingJob the API server stored.
+func createSample(t *testing.T, c *framework.Cluster, file, ns string) *v1alpha1.TrainingJob {
+	t.Helper()
 	ctx := context.Background()
 	root, _ := framework.RepoRoot()
-	data, err := os.ReadFile(filepath.Join(root, "deploy", "samples", "pytorch-llama.yaml"))
+	data, err := os.ReadFile(filepath.Join(root, "deploy", "samples", file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	u := fromYAML(t, string(data))
-	u.SetNamespace(namespace(t, c, "api-sample"))
+	u.SetNamespace(ns)
 	if err := c.Client.Create(ctx, u); err != nil {
-		t.Fatalf("the sample TrainingJob was rejected: %v", err)
+		t.Fatalf("the sample %s was rejected: %v", file, err)
 	}
-	var job v1alpha1.TrainingJob
-	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(u), &job); err != nil {
+	job := &v1alpha1.TrainingJob{}
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(u), job); err != nil {
 		t.Fatal(err)
 	}
+	return job
+}
+
+func TestSampleIsAcceptedAndDefaulted(t *testing.T) {
+	c := cluster(t)
+	ns := namespace(t, c, "api-sample")
+	job := createSample(t, c, "pytorch-llama.yaml", ns)
 	if got := *job.Spec.Hyperparameters.LearningRate; got != 0.00005 {
 		t.Errorf("learningRate = %v, want 0.00005 kept exactly", got)
 	}
@@ -74,19 +83,7 @@ func TestSampleIsAcceptedAndDefaulted(t *testing.T) {
 		t.Errorf("numParameterServers %d suspend %v, want 0 and false", job.Spec.NumParameterServers, job.IsSuspended())
 	}
 
-	minimal, err := os.ReadFile(filepath.Join(root, "deploy", "samples", "pytorch-minimal.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := fromYAML(t, string(minimal))
-	m.SetNamespace(u.GetNamespace())
-	if err := c.Client.Create(ctx, m); err != nil {
-		t.Fatalf("the minimal TrainingJob was rejected: %v", err)
-	}
-	var mj v1alpha1.TrainingJob
-	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(m), &mj); err != nil {
-		t.Fatal(err)
-	}
+	mj := createSample(t, c, "pytorch-minimal.yaml", ns)
 	if mj.Spec.Framework != v1alpha1.FrameworkPyTorch || mj.Spec.GPUsPerWorker == nil || *mj.Spec.GPUsPerWorker != 1 {
 		t.Errorf("minimal job defaults: framework %q gpusPerWorker %v, want pytorch and 1", mj.Spec.Framework, mj.Spec.GPUsPerWorker)
 	}
@@ -96,21 +93,7 @@ func TestSampleIsAcceptedAndDefaulted(t *testing.T) {
 // TrainingJob with its inline script kept as written.
 func TestJAXSampleIsAccepted(t *testing.T) {
 	c := cluster(t)
-	ctx := context.Background()
-	root, _ := framework.RepoRoot()
-	data, err := os.ReadFile(filepath.Join(root, "deploy", "samples", "jax.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := fromYAML(t, string(data))
-	u.SetNamespace(namespace(t, c, "api-jax"))
-	if err := c.Client.Create(ctx, u); err != nil {
-		t.Fatalf("the JAX sample was rejected: %v", err)
-	}
-	var job v1alpha1.TrainingJob
-	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(u), &job); err != nil {
-		t.Fatal(err)
-	}
+	job := createSample(t, c, "jax.yaml", namespace(t, c, "api-jax"))
 	if job.Spec.Framework != v1alpha1.FrameworkJAX || len(job.Spec.Args) != 1 || !strings.Contains(job.Spec.Args[0], `num_processes=int(os.environ["JAX_NUM_PROCESSES"])`) {
 		t.Errorf("framework %q, args %q: want jax and the script that passes JAX_NUM_PROCESSES", job.Spec.Framework, job.Spec.Args)
 	}

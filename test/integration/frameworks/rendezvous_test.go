@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -119,12 +118,11 @@ func gang(t *testing.T, fw convoy.Framework, workers, gpus int32) *convoy.Traini
 // freePort is a free local port for the job's rendezvous.
 func freePort(t *testing.T) int32 {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := testframework.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return int32(l.Addr().(*net.TCPAddr).Port)
+	return int32(ports[0])
 }
 
 // runGang starts one process per pod of the job with the pod's environment and returns every

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -77,7 +78,7 @@ func TestAgentPublishesTheMachinesGPUs(t *testing.T) {
 		if err := c.Client.Get(ctx, client.ObjectKey{Name: nodeName}, g); err != nil {
 			return false, err
 		}
-		cond := condition(g.Status.Conditions, convoy.GPUNodeNVMLAvailable)
+		cond := meta.FindStatusCondition(g.Status.Conditions, convoy.GPUNodeNVMLAvailable)
 		return cond != nil && cond.Status == metav1.ConditionTrue, fmt.Errorf("conditions %+v", g.Status.Conditions)
 	})
 	st := g.Status
@@ -260,15 +261,6 @@ func agentLog(t *testing.T, c *framework.Cluster) string {
 	}
 	t.Fatalf("no %s process", agentProcess)
 	return ""
-}
-
-func condition(conds []metav1.Condition, typ string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			return &conds[i]
-		}
-	}
-	return nil
 }
 
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {

@@ -2,6 +2,7 @@ package planner_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
@@ -38,6 +39,9 @@ func BenchmarkPlace(b *testing.B) {
 			{Key: "8x4", Pods: 8, GPUsPerPod: 4},
 			{Key: "32x8-rack", Pods: 32, GPUsPerPod: 8, Level: planner.LevelRack},
 			{Key: "64x8", Pods: 64, GPUsPerPod: 8},
+			// A launcher of 1 GPU beside 32 workers of 8: pods of different counts.
+			{Key: "1x1+32x8-rack", Pods: 33, PodGPUs: append([]int{1}, slices.Repeat([]int{8}, 32)...), Level: planner.LevelRack},
+			{Key: "1x1+8x4", Pods: 9, PodGPUs: append([]int{1}, slices.Repeat([]int{4}, 8)...)},
 		} {
 			b.Run(fmt.Sprintf("nodes=%d/gang=%s", nodes, g.Key), func(b *testing.B) {
 				for b.Loop() {

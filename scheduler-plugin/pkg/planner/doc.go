@@ -17,4 +17,9 @@
 //     node's remaining free GPUs well connected;
 //  5. best fit: among equal choices the fullest domain is used, so that large free blocks survive
 //     and few GPUs are stranded on partly used nodes.
+//
+// A gang's pods may ask different GPU counts (Gang.PodGPUs: a launcher beside its workers). The
+// domain is then chosen for all of them as above, by the room for its largest pods; inside it the
+// largest pods are placed first, and each smaller count's pods fill the nodes the gang already
+// uses before they are placed as a gang of their own inside the domain.
 package planner

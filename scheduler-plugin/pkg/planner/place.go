@@ -118,6 +118,23 @@ func (g Gang) normalize() (Gang, error) {
 	if g.Level == LevelNone {
 		g.Level = LevelCluster
 	}
+	if g.PodGPUs != nil {
+		if len(g.PodGPUs) != g.Pods {
+			return g, fmt.Errorf("gang %s: has %d pods but GPU counts for %d", g.Key, g.Pods, len(g.PodGPUs))
+		}
+		same := true
+		g.GPUsPerPod = 0
+		for _, n := range g.PodGPUs {
+			if n < 1 || n > MaxGPUsPerNode {
+				return g, fmt.Errorf("gang %s: needs 1 to %d GPUs per pod, got %v", g.Key, MaxGPUsPerNode, g.PodGPUs)
+			}
+			same = same && n == g.PodGPUs[0]
+			g.GPUsPerPod = max(g.GPUsPerPod, n)
+		}
+		if same {
+			g.PodGPUs = nil
+		}
+	}
 	if g.Pods < 1 || g.GPUsPerPod < 1 || g.GPUsPerPod > MaxGPUsPerNode {
 		return g, fmt.Errorf("gang %s: needs at least one pod and 1 to %d GPUs per pod, got %s", g.Key, MaxGPUsPerNode, g)
 	}
@@ -145,13 +162,18 @@ func (c *Cluster) Place(g Gang) (*Plan, error) {
 
 // nodeCap is how many pods of gpus GPUs node i admits on the GPUs of mask.
 func (c *Cluster) nodeCap(i int, mask GPUSet, gpus int) int {
+	return c.nodeCapAfter(i, mask, gpus, 0)
+}
+
+// nodeCapAfter is nodeCap on a node that already took placed pods of the gang.
+func (c *Cluster) nodeCapAfter(i int, mask GPUSet, gpus, placed int) int {
 	nd := &c.Nodes[i]
 	if nd.Excluded || nd.MaxPods < 0 {
 		return 0
 	}
 	k := mask.Len() / gpus
-	if nd.MaxPods > 0 && k > nd.MaxPods {
-		k = nd.MaxPods
+	if nd.MaxPods > 0 && k > nd.MaxPods-placed {
+		k = max(nd.MaxPods-placed, 0)
 	}
 	return k
 }
@@ -169,6 +191,15 @@ type take struct {
 }
 
 func (c *Cluster) place(g Gang, free []GPUSet) (*Plan, error) {
+	if g.PodGPUs != nil {
+		return c.placeMixed(g, free)
+	}
+	return c.placeIn(g, free, nil)
+}
+
+// placeIn places g on free, where placed (nil for none) counts the pods of the gang each node
+// already took.
+func (c *Cluster) placeIn(g Gang, free []GPUSet, placed []int) (*Plan, error) {
 	if g.Level == LevelNVLink {
 		takes, key, msg := c.placeNVLink(g, free)
 		if takes != nil {
@@ -185,7 +216,11 @@ func (c *Cluster) place(g Gang, free []GPUSet) (*Plan, error) {
 		frees[l] = make([]int32, ix.count[l])
 	}
 	for i := range c.Nodes {
-		caps[LevelNode][i] = int32(c.nodeCap(i, free[i], g.GPUsPerPod))
+		if placed != nil {
+			caps[LevelNode][i] = int32(c.nodeCapAfter(i, free[i], g.GPUsPerPod, placed[i]))
+		} else {
+			caps[LevelNode][i] = int32(c.nodeCap(i, free[i], g.GPUsPerPod))
+		}
 		if !c.Nodes[i].Excluded {
 			frees[LevelNode][i] = int32(free[i].Len())
 		}
@@ -381,11 +416,6 @@ func (c *Cluster) plan(g Gang, takes []take, free []GPUSet, l Level, domain stri
 		return cmp.Or(strings.Compare(ix.names[LevelRack][ra], ix.names[LevelRack][rb]), strings.Compare(c.Nodes[a.node].Name, c.Nodes[b.node].Name))
 	})
 	p := &Plan{Level: l, Domain: domain, Assignments: make([]Assignment, 0, g.Pods)}
-	var seen [numLevels]map[int32]bool
-	nvlink := map[string]bool{}
-	for l := LevelNode; l <= LevelCluster; l++ {
-		seen[l] = map[int32]bool{}
-	}
 	for _, t := range takes {
 		nd := &c.Nodes[t.node]
 		avail := free[t.node] & t.mask
@@ -396,23 +426,10 @@ func (c *Cluster) plan(g Gang, takes []take, free []GPUSet, l Level, domain stri
 			if nd.Indexed {
 				a.GPUs = set.Indices()
 			}
-			if nd.Topology != nil {
-				for _, i := range set.Indices() {
-					if key := nd.Topology.Domains[i]; key != "" {
-						nvlink[key] = true
-					}
-				}
-			}
 			p.Assignments = append(p.Assignments, a)
 		}
-		for l := LevelNode; l <= LevelCluster; l++ {
-			seen[l][ix.of[l][t.node]] = true
-		}
 	}
-	for l := LevelNode; l <= LevelCluster; l++ {
-		p.Spread[l] = len(seen[l])
-	}
-	p.Spread[LevelNVLink] = len(nvlink)
+	p.Spread = c.spread(p.Assignments)
 	return p
 }
 
@@ -426,7 +443,7 @@ func (c *Cluster) explain(g Gang, caps, frees [numLevels][]int32) string {
 	}
 	var b strings.Builder
 	if l == LevelCluster {
-		fmt.Fprintf(&b, "%s needs %s; the cluster has room for %s (%s", g.Key, g, plural(int(caps[l][0]), "pod"), plural(int(frees[l][0]), "free GPU"))
+		fmt.Fprintf(&b, "%s needs %s; the cluster has room for %s (%s", g.Key, g, g.room(int(caps[l][0])), plural(int(frees[l][0]), "free GPU"))
 		nodes := 0
 		for i := range c.Nodes {
 			if frees[LevelNode][i] != 0 {
@@ -446,7 +463,7 @@ func (c *Cluster) explain(g Gang, caps, frees [numLevels][]int32) string {
 		fmt.Fprintf(&b, "%s needs %s in one %s", g.Key, g, l.noun())
 		if best >= 0 {
 			fmt.Fprintf(&b, "; the best %s (%s) has room for %s (%s)", l.noun(), ix.names[l][best],
-				plural(int(caps[l][best]), "pod"), plural(int(frees[l][best]), "free GPU"))
+				g.room(int(caps[l][best])), plural(int(frees[l][best]), "free GPU"))
 		}
 	}
 	unhealthy, excluded := 0, 0
@@ -463,6 +480,14 @@ func (c *Cluster) explain(g Gang, caps, frees [numLevels][]int32) string {
 		fmt.Fprintf(&b, "; %s excluded by the pods' node selector, node or pod affinity, topology spread, host ports, tolerations or cordon", plural(excluded, "node"))
 	}
 	return b.String()
+}
+
+// room names n pods of the gang's GPU count, or, when its pods differ, of its largest.
+func (g Gang) room(n int) string {
+	if g.PodGPUs != nil {
+		return fmt.Sprintf("%s of %d GPUs", plural(n, "pod"), g.GPUsPerPod)
+	}
+	return plural(n, "pod")
 }
 
 func plural(n int, noun string) string {

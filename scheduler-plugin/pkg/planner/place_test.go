@@ -204,6 +204,65 @@ func TestPlace(t *testing.T) {
 			wantDomain: "z1/b1",
 			wantRacks:  2,
 		},
+		"mixed counts: a 2-GPU launcher and two 8-GPU workers fit where three 8-GPU pods would not": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 3, 8).Used("r1-2", 0, 1, 2, 3, 4, 5).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 3, PodGPUs: []int{2, 8, 8}},
+			// pod by pod: the launcher in the hole, the workers on the free nodes
+			want:       []string{"r1-2:[6 7]", "r1-0:[0 1 2 3 4 5 6 7]", "r1-1:[0 1 2 3 4 5 6 7]"},
+			wantLevel:  LevelRack,
+			wantDomain: "z1/b1/r1",
+			wantRacks:  1,
+		},
+		"mixed counts: the smaller pods join the node of the larger ones": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Used("r1-1", 0, 1, 2, 3).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 3, PodGPUs: []int{1, 4, 2}},
+			// 7 GPUs: only r1-0 holds them all
+			want:       []string{"r1-0:[6]", "r1-0:[0 1 2 3]", "r1-0:[4 5]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r1-0",
+			wantRacks:  1,
+		},
+		"mixed counts: a small pod that does not fit beside the large ones takes the tightest hole of their rack": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 3, 8).Rack("z1", "b1", "r2", 1, 8).
+				Used("r1-1", 0, 1, 2, 3, 4).Used("r1-2", 0, 1, 2, 3).Obj(),
+			gang: Gang{Key: "ns/job", Pods: 2, PodGPUs: []int{8, 3}},
+			// r2 (one node) cannot hold 11 GPUs; in r1 the 3-GPU pod takes r1-1's 3, not r1-2's 4
+			want:       []string{"r1-0:[0 1 2 3 4 5 6 7]", "r1-1:[5 6 7]"},
+			wantLevel:  LevelRack,
+			wantDomain: "z1/b1/r1",
+			wantRacks:  1,
+		},
+		"mixed counts, required rack: a message a person can act on": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Rack("z1", "b1", "r2", 2, 8).Used("r2-0", 7).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 3, PodGPUs: []int{8, 8, 1}, Level: LevelRack, Required: true},
+			wantErr: "ns/job needs 2 pod(s) × 8 GPU(s) + 1 pod(s) × 1 GPU(s) in one rack; the best rack (z1/b1/r1) has room for 2 pods of 8 GPUs (16 free GPUs)",
+		},
+		"mixed counts, required nvlink: the domain that holds them all, the small pod beside a large one": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 4, 4).
+				Islands("r1-0", [][]int{{0, 1, 2, 3}}, "clique-a").Islands("r1-1", [][]int{{0, 1, 2, 3}}, "clique-a").
+				Islands("r1-2", [][]int{{0, 1, 2, 3}}, "clique-b").Islands("r1-3", [][]int{{0, 1, 2, 3}}, "clique-b").
+				Used("r1-2", 0).Used("r1-0", 0, 1).Obj(),
+			gang: Gang{Key: "ns/job", Pods: 3, PodGPUs: []int{1, 3, 3}, Level: LevelNVLink, Required: true},
+			// clique-a has 6 free GPUs, too few for 7
+			want:       []string{"r1-3:[3]", "r1-2:[1 2 3]", "r1-3:[0 1 2]"},
+			wantLevel:  LevelNVLink,
+			wantDomain: "clique-b",
+			wantRacks:  1,
+		},
+		"mixed counts, required nvlink: no domain big enough": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 4).
+				Islands("r1-0", [][]int{{0, 1, 2, 3}}, "clique-a").Islands("r1-1", [][]int{{0, 1, 2, 3}}, "clique-b").Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 2, PodGPUs: []int{4, 1}, Level: LevelNVLink, Required: true},
+			wantErr: "ns/job needs 1 pod(s) × 4 GPU(s) + 1 pod(s) × 1 GPU(s) in one NVLink domain (5 GPUs); the best NVLink domain (clique-a) has 4 free GPUs",
+		},
+		"mixed counts that are all the same are a gang of one count": {
+			cluster:    makeCluster().Rack("z1", "b1", "r1", 1, 8).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 2, PodGPUs: []int{4, 4}},
+			want:       []string{"r1-0:[0 1 2 3]", "r1-0:[4 5 6 7]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r1-0",
+			wantRacks:  1,
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -236,10 +295,12 @@ func TestPlace(t *testing.T) {
 func TestPlaceInvalidGang(t *testing.T) {
 	c := makeCluster().Rack("z1", "b1", "r1", 1, 8).Obj()
 	for name, g := range map[string]Gang{
-		"no pods":           {Key: "a", Pods: 0, GPUsPerPod: 1},
-		"no GPUs":           {Key: "a", Pods: 1, GPUsPerPod: 0},
-		"more GPUs than 64": {Key: "a", Pods: 1, GPUsPerPod: 65},
-		"unknown level":     {Key: "a", Pods: 1, GPUsPerPod: 1, Level: 9},
+		"no pods":                             {Key: "a", Pods: 0, GPUsPerPod: 1},
+		"no GPUs":                             {Key: "a", Pods: 1, GPUsPerPod: 0},
+		"more GPUs than 64":                   {Key: "a", Pods: 1, GPUsPerPod: 65},
+		"unknown level":                       {Key: "a", Pods: 1, GPUsPerPod: 1, Level: 9},
+		"GPU counts for fewer pods":           {Key: "a", Pods: 3, PodGPUs: []int{1, 2}},
+		"a pod of no GPUs among mixed counts": {Key: "a", Pods: 2, PodGPUs: []int{0, 2}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if _, err := c.Place(g); err == nil {

@@ -62,6 +62,13 @@ func (c *Cluster) Preempt(g Gang) (*Preemption, error) {
 	if p, err := c.Place(g); err == nil {
 		return &Preemption{Plan: p}, nil
 	}
+	// Room is weighed in pods of one count. A gang whose pods ask different counts is weighed as
+	// the fewest pods of its largest count that hold all its GPUs; its plan, once the victims are
+	// chosen, places its own pods.
+	whole := g
+	if g.PodGPUs != nil {
+		g.Pods, g.PodGPUs = (g.gpus()+g.GPUsPerPod-1)/g.GPUsPerPod, nil
+	}
 	evictable := func(v int) bool { return v >= 0 && v < len(c.Victims) && c.Victims[v].Priority < g.Priority }
 	allFree := make([]GPUSet, len(c.Nodes))
 	for i := range c.Nodes {
@@ -118,22 +125,39 @@ func (c *Cluster) Preempt(g Gang) (*Preemption, error) {
 		}
 	}
 	if best == nil {
-		p, err := c.Place(g)
+		p, err := c.Place(whole)
 		if err == nil { // unreachable: Place failed above
 			return &Preemption{Plan: p}, nil
 		}
 		return nil, &Unplaceable{Message: fmt.Sprintf("%s, and preempting every lower-priority gang would not make room", err)}
 	}
 
-	free := make([]GPUSet, len(c.Nodes))
-	chosen := make(map[int]bool, len(best))
-	for _, v := range best {
-		chosen[v] = true
+	freed := func(victims []int) []GPUSet {
+		free := make([]GPUSet, len(c.Nodes))
+		for i := range c.Nodes {
+			free[i] = c.freedBy(i, func(v int) bool { return slices.Contains(victims, v) })
+		}
+		return free
 	}
-	for i := range c.Nodes {
-		free[i] = c.freedBy(i, func(v int) bool { return chosen[v] })
+	if whole.PodGPUs != nil {
+		// Weighed in pods of the largest count, the set may hold victims the gang's own pods do
+		// not need: drop them, the most expensive first.
+		slices.SortFunc(best, func(a, b int) int { return c.compareVictims(b, a) })
+		for j := 0; j < len(best); {
+			rest := slices.Delete(slices.Clone(best), j, j+1)
+			if _, err := c.place(whole, freed(rest)); err == nil {
+				best = rest
+				continue
+			}
+			j++
+		}
 	}
-	p, err := c.place(g, free)
+	p, err := c.place(whole, freed(best))
+	if err != nil && whole.PodGPUs != nil {
+		// The room was weighed in pods of the largest count; packing the gang's own pods in it
+		// failed.
+		return nil, &Unplaceable{Message: fmt.Sprintf("%s, and the cheapest preemption found for %s would not make room for its pods as they are", err, g)}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("gang %s: evicting %d victims should make room, but: %w", g.Key, len(best), err)
 	}

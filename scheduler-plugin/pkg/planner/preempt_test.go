@@ -57,6 +57,24 @@ func TestPreempt(t *testing.T) {
 			gang:    Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 2, Priority: mid},
 			wantErr: "ns/job needs 1 pod(s) × 2 GPU(s); the cluster has room for 0 pods (0 free GPUs on 0 nodes), and preempting every lower-priority gang would not make room",
 		},
+		"mixed counts: only the victim the gang's own pods need": {
+			// Weighed as two 8-GPU pods, the gang would take both nodes; its 2-GPU launcher fits
+			// beside ns/small, so only ns/whole goes.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).
+				Victim("ns/whole", low, 0, map[string][][]int{"r1-0": {all8}}).
+				Victim("ns/small", low, 0, map[string][][]int{"r1-1": {{0, 1}}}).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 2, PodGPUs: []int{2, 8}, Priority: high},
+			wantVictims: []string{"ns/whole"},
+			wantNodes:   []string{"r1-1", "r1-0"},
+		},
+		"mixed counts: a victim for each": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).
+				Victim("ns/a", low, 0, map[string][][]int{"r1-0": {all8}}).
+				Victim("ns/b", low, time.Hour, map[string][][]int{"r1-1": {{0, 1, 2, 3, 4, 5, 6}}}).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 2, PodGPUs: []int{2, 8}, Priority: high},
+			wantVictims: []string{"ns/a", "ns/b"},
+			wantNodes:   []string{"r1-1", "r1-0"},
+		},
 		"no preemption when the gang fits": {
 			cluster:   makeCluster().Rack("z1", "b1", "r1", 2, 8).Victim("ns/low", low, 0, map[string][][]int{"r1-0": {all8}}).Obj(),
 			gang:      Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8, Priority: high},

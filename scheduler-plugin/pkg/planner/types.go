@@ -166,7 +166,8 @@ type Victim struct {
 	GPUs int
 }
 
-// Gang is what the planner places: Pods pods of GPUsPerPod GPUs each.
+// Gang is what the planner places: Pods pods of GPUsPerPod GPUs each, or, when its pods ask
+// different counts, of PodGPUs[i] GPUs for pod i.
 type Gang struct {
 	// Key names the gang in messages, e.g. "team-a/job-1".
 	Key string
@@ -174,6 +175,10 @@ type Gang struct {
 	Pods int
 	// GPUsPerPod is the number of GPUs each pod requests (at least one).
 	GPUsPerPod int
+	// PodGPUs, when set, gives each pod's GPU count, pod by pod (one entry per pod, each at least
+	// one), for a gang whose pods ask different counts (a launcher or chief beside its workers);
+	// GPUsPerPod is then ignored, and the plan's Assignments[i] is pod i's.
+	PodGPUs []int
 	// Level is the topology level the gang asks to fit in; LevelNone or LevelCluster when it asks
 	// none.
 	Level Level
@@ -184,7 +189,15 @@ type Gang struct {
 }
 
 func (g Gang) String() string {
-	return fmt.Sprintf("%d pod(s) × %d GPU(s)", g.Pods, g.GPUsPerPod)
+	if g.PodGPUs == nil {
+		return fmt.Sprintf("%d pod(s) × %d GPU(s)", g.Pods, g.GPUsPerPod)
+	}
+	parts := g.parts()
+	out := make([]string, len(parts))
+	for i, pt := range parts {
+		out[i] = fmt.Sprintf("%d pod(s) × %d GPU(s)", len(pt.pods), pt.gpus)
+	}
+	return strings.Join(out, " + ")
 }
 
 // Assignment is where one pod of the gang goes.

@@ -47,6 +47,27 @@ func TestPlanForGang(t *testing.T) {
 	}
 }
 
+// TestPlanForGangOfMixedCounts plans a gang whose launcher asks fewer GPUs than its workers with
+// each pod's own count: planned at the largest, three 8-GPU pods would not fit.
+func TestPlanForGangOfMixedCounts(t *testing.T) {
+	// c publishes no GPUNode: it is known by its count of free GPUs.
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8), fakeNode("c", "r1", 2)}
+	pods := []*corev1.Pod{member("ns", "job", 0, 2).Obj(), member("ns", "job", 1, 8).Obj(), member("ns", "job", 2, 8).Obj()}
+	h := newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8))
+	var got []string
+	for _, p := range []*corev1.Pod{pods[2], pods[0], pods[1]} {
+		st, status := h.state.PlanFor(context.Background(), p, h.nodeInfos())
+		got = append(got, p.Name+"@"+slotOf(t, st, status))
+		if st.Slot.GPUs.Len() != GPURequest(p, corev1.ResourceName("nvidia.com/gpu")) {
+			t.Errorf("%s asks %d GPUs, its slot has %d", p.Name, GPURequest(p, "nvidia.com/gpu"), st.Slot.GPUs.Len())
+		}
+	}
+	want := []string{"job-2@b:0,1,2,3,4,5,6,7", "job-0@c:0,1", "job-1@a:0,1,2,3,4,5,6,7"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("slots (-want,+got):\n%s", diff)
+	}
+}
+
 // TestPlanForUnplaceable rejects every pod of a gang that does not fit with the planner's
 // message, plans once, and retries the siblings that show another message.
 func TestPlanForUnplaceable(t *testing.T) {

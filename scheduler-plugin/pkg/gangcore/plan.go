@@ -257,7 +257,7 @@ func (s *State) storePlanLocked(key string, g *gang, pl *planner.Plan, preemptin
 			sl.GPUs |= planner.NewGPUSet(x)
 		}
 		if a.GPUs == nil {
-			sl.GPUs = planner.FirstGPUs(g.gpusPerPod)
+			sl.GPUs = planner.FirstGPUs(g.gpusOf(i))
 		}
 		p.slots[pod.UID] = sl
 	}

@@ -28,20 +28,23 @@ type gang struct {
 	// count as free when the gang is planned again.
 	pendingUIDs map[types.UID]bool
 	// anchor is a node of a bound pod of the gang: a required level keeps the rest with it.
-	anchor     string
+	anchor string
+	// gpusPerPod is the largest GPU count of the pending pods; podGPUs, when their counts differ,
+	// each one's, in the order of pending.
 	gpusPerPod int
+	podGPUs    []int
 	level      planner.Level
 	required   bool
 	priority   int32
 }
 
 func (g *gang) plannerGang() planner.Gang {
-	return planner.Gang{Key: g.key, Pods: len(g.pending), GPUsPerPod: g.gpusPerPod, Level: g.level,
-		Required: g.required, Priority: g.priority}
+	return planner.Gang{Key: g.key, Pods: len(g.pending), GPUsPerPod: g.gpusPerPod, PodGPUs: g.podGPUs,
+		Level: g.level, Required: g.required, Priority: g.priority}
 }
 
 // gangOf collects the gang of pod from the informer: its unbound GPU pods of the same scheduler,
-// not terminating. Pods of a gang asking different GPU counts are planned at the largest.
+// not terminating.
 func (s *State) gangOf(pod *corev1.Pod) *gang {
 	g := &gang{key: GangKey(pod), namespace: pod.Namespace, podGroup: PodGroupName(pod),
 		priority: corev1helpers.PodPriority(pod), pendingUIDs: map[types.UID]bool{}}
@@ -66,6 +69,9 @@ func (s *State) gangOf(pod *corev1.Pod) *gang {
 		}
 		g.pendingUIDs[p.UID] = true
 		g.pending = append(g.pending, p)
+		if g.gpusPerPod != 0 && n != g.gpusPerPod {
+			g.podGPUs = []int{}
+		}
 		g.gpusPerPod = max(g.gpusPerPod, n)
 	}
 	slices.SortFunc(g.pending, func(a, b *corev1.Pod) int {
@@ -77,7 +83,20 @@ func (s *State) gangOf(pod *corev1.Pod) *gang {
 		}
 		return 1
 	})
+	if g.podGPUs != nil {
+		for _, p := range g.pending {
+			g.podGPUs = append(g.podGPUs, GPURequest(p, s.opts.GPUResource))
+		}
+	}
 	return g
+}
+
+// gpusOf is the GPU count of the gang's i-th pending pod.
+func (g *gang) gpusOf(i int) int {
+	if g.podGPUs != nil {
+		return g.podGPUs[i]
+	}
+	return g.gpusPerPod
 }
 
 // eligibility is what the gang's pods need of a node besides GPUs, computed once per plan.
@@ -96,6 +115,17 @@ type eligibility struct {
 func (s *State) eligibilityFor(ctx context.Context, pod *corev1.Pod, g *gang, nodes []fwk.NodeInfo) (eligibility, error) {
 	e := eligibility{template: pod, affinity: nodeaffinity.GetRequiredNodeAffinity(pod),
 		requests: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}), avoid: s.avoidedLocked(g.key)}
+	if g.podGPUs != nil {
+		// Pods of different GPU counts (a launcher beside its workers) ask different CPU and
+		// memory too: a node's room for the gang's pods is counted at the most any of them asks.
+		for _, p := range g.pending {
+			for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+				if cur, ok := e.requests[name]; !ok || q.Cmp(cur) > 0 {
+					e.requests[name] = q
+				}
+			}
+		}
+	}
 	ip, err := s.interPod.constraints(ctx, pod, g, nodes, s)
 	if err != nil {
 		return e, fmt.Errorf("%s needs %w", g.key, err)

@@ -198,6 +198,16 @@ func (w *gangWrapper) Topology(level convoy.TopologyLevel, mode convoy.TopologyM
 	return w
 }
 
+// Launcher makes the rank-0 pod a launcher of gpus GPUs beside the workers.
+func (w *gangWrapper) Launcher(gpus int) *gangWrapper {
+	p := w.pods[0]
+	p.Labels[convoy.LabelReplicaRole] = "launcher"
+	q := *resource.NewQuantity(int64(gpus), resource.DecimalSI)
+	p.Spec.Containers[0].Resources.Requests[framework.ResourceGPU] = q
+	p.Spec.Containers[0].Resources.Limits[framework.ResourceGPU] = q
+	return w
+}
+
 // Priority sets the pods' PriorityClass.
 func (w *gangWrapper) Priority(class string) *gangWrapper {
 	for _, p := range w.pods {

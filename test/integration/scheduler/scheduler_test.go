@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -501,4 +502,64 @@ func TestAsTheClusterScheduler(t *testing.T) {
 		t.Errorf("the gang's two 8-GPU pods are on %d nodes, want 2", len(nodes))
 	}
 	waitBound(t, e.c.Client, ns, []string{plain.Name}, bindTimeout)
+}
+
+// TestGangOfMixedGPUCountsLandsWhole: a gang whose launcher asks 2 GPUs beside two 8-GPU workers,
+// all in one rack, binds whole in the one rack that holds 18 GPUs in that shape. Planned as three
+// 8-GPU pods, as before, it would fit in no rack.
+func TestGangOfMixedGPUCountsLandsWhole(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 2, NodesPerRack: 3, GPUsPerNode: 8})
+	// The first rack: 2, 8 and 8 free GPUs. The second: 6 free on each node, 18 in all, but no
+	// room for an 8-GPU worker.
+	occupy(t, e.c.Client, ns, specs[0].Name, 6)
+	for _, s := range specs[3:] {
+		occupy(t, e.c.Client, ns, s.Name, 2)
+	}
+
+	gang := makeGang(ns, "mpi", 3, 8).Launcher(2).Topology(convoy.TopologyRack, convoy.TopologyRequired).create(t, e.c.Client)
+	pods := waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)
+
+	var got []string
+	for _, p := range pods {
+		got = append(got, fmt.Sprintf("%s on %s with %d GPUs", p.Name, p.Spec.NodeName,
+			len(strings.Split(p.Annotations[convoy.AnnotationGPUIndices], ","))))
+	}
+	want := []string{
+		"mpi-worker-0 on " + specs[0].Name + " with 2 GPUs",
+		"mpi-worker-1 on " + specs[1].Name + " with 8 GPUs",
+		"mpi-worker-2 on " + specs[2].Name + " with 8 GPUs",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the gang's pods (-want,+got):\n%s", diff)
+	}
+}
+
+// TestMixedGangPreemptsOnlyTheGangItsPodsNeed: a high-priority gang of a 2-GPU launcher and an
+// 8-GPU worker evicts the 8-GPU gang in its worker's way and binds its launcher beside the 2-GPU
+// gang, which stays. Weighed as two 8-GPU pods, it would evict both.
+func TestMixedGangPreemptsOnlyTheGangItsPodsNeed(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8})
+	whole := makeGang(ns, "low-whole", 1, 8).Priority(lowPriority).create(t, e.c.Client)
+	wholeNode := waitBound(t, e.c.Client, ns, whole.names(), bindTimeout)[0].Spec.NodeName
+	small := makeGang(ns, "low-small", 1, 2).Priority(lowPriority).create(t, e.c.Client)
+	smallBefore := waitBound(t, e.c.Client, ns, small.names(), bindTimeout)
+
+	urgent := makeGang(ns, "urgent", 2, 8).Launcher(2).Priority(highPriority).create(t, e.c.Client)
+	pods := waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout)
+	got := []string{pods[0].Spec.NodeName, pods[1].Spec.NodeName}
+	want := []string{smallBefore[0].Spec.NodeName, wholeNode}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("nodes of the launcher and the worker (-want,+got):\n%s", diff)
+	}
+	waitFor(t, 10*time.Second, "low-whole to be evicted", func() (bool, string) {
+		p := get(t, e.c.Client, ns, whole.names())[0]
+		return p == nil, describe([]*corev1.Pod{p})
+	})
+	if p := get(t, e.c.Client, ns, small.names())[0]; p == nil || p.UID != smallBefore[0].UID || p.DeletionTimestamp != nil {
+		t.Errorf("low-small was evicted, though the launcher fits beside it")
+	}
 }

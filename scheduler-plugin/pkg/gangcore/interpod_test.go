@@ -2,7 +2,9 @@ package gangcore
 
 import (
 	"context"
+	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -265,6 +267,27 @@ func TestPreemptionEvictsTheVictimsInTheWay(t *testing.T) {
 			wantEvictedFromA(t, newHarness(t, nodes, []*corev1.Pod{loud, tc.quiet, high, urgent}, inventory("a", 8), inventory("b", 8)), urgent, tc.want...)
 		})
 	}
+}
+
+// TestPreemptionEvictsTheOneInTheWayAmongMany: past eight victims on a node their sets are not
+// weighed one by one, but evicting all of them is pruned to those the urgent pod needs gone: the
+// noisy gang alone, not the nine quiet ones beside it.
+func TestPreemptionEvictsTheOneInTheWayAmongMany(t *testing.T) {
+	noisy := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "noisy"}}
+	pods := []*corev1.Pod{
+		member("ns", "loud", 0, 1).Priority(1).Label("app", "noisy").Node("a").Annotation(AnnotationGPUIndices, "0").Obj(),
+		lone("ns", "high", 8).Priority(100).Node("b").Obj(),
+	}
+	for i := range 7 {
+		pods = append(pods, member("ns", fmt.Sprintf("quiet-%d", i), 0, 1).Priority(1+int32(i%2)).Node("a").
+			Annotation(AnnotationGPUIndices, strconv.Itoa(i+1)).Obj())
+	}
+	for i := range 2 {
+		pods = append(pods, lone("ns", fmt.Sprintf("sidecar-%d", i), 0).Priority(1).Node("a").Obj())
+	}
+	urgent := member("ns", "urgent", 0, 1).Priority(10).PodAntiAffinity(corev1.LabelHostname, noisy, st.PodAntiAffinityWithRequiredReq).Obj()
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
+	wantEvictedFromA(t, newHarness(t, nodes, append(pods, urgent), inventory("a", 8), inventory("b", 8)), urgent, "ns/loud")
 }
 
 // TestPreemptionEvictsPodsWithoutGPUsInTheWay: the only node with room for the urgent pod holds no

@@ -1,6 +1,7 @@
 package gangcore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -308,8 +309,8 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 // reject would let the gang's pod pass them there: its anti-affinity, or theirs, is what stands
 // in the way. The victims are those of the pods holding GPUs there and of the pods holding none (a
 // parameter server, a lone pod when lone pods may be preempted). It tries one victim, then every
-// two, and so on, in that order, and marks the node as requiring the first set that admits the pod
-// (planner.Node.Requires): a plan takes the node only by evicting that whole set. The other
+// two, and so on, in that order (past eight victims: all of them, less each one the others do not
+// need), and marks the node as requiring the first set that admits the pod (planner.Node.Requires): a plan takes the node only by evicting that whole set. The other
 // victims' GPUs there are left out of pn (neither free nor to be freed), so that no plan counts on
 // them. A node where even evicting every victim would not do (a pod that may not be evicted stands
 // in the way) stays out.
@@ -339,8 +340,9 @@ func (s *State) evictionAdmits(ctx context.Context, pn *planner.Node, ni fwk.Nod
 		}
 		return o.elig.interPod.passesWithout(ctx, ni, pods)
 	}
-	// Past maxRequired victims on one node the sets are not weighed one by one: all of them or
-	// nothing.
+	// Past maxRequired victims on one node the sets are not weighed one by one: when evicting all
+	// of them admits the pod, each is dropped that the others do not need, those of the highest
+	// priority first.
 	const maxRequired = 8
 	var found []int
 	for k := 1; k <= len(victims) && found == nil; k++ {
@@ -357,6 +359,16 @@ func (s *State) evictionAdmits(ctx context.Context, pn *planner.Node, ni fwk.Nod
 	}
 	if found == nil {
 		return false
+	}
+	if len(victims) > maxRequired {
+		slices.SortStableFunc(found, func(a, b int) int { return cmp.Compare(vt.list[b].Priority, vt.list[a].Priority) })
+		for i := 0; i < len(found); {
+			if rest := slices.Delete(slices.Clone(found), i, i+1); admits(rest) {
+				found = rest
+				continue
+			}
+			i++
+		}
 	}
 	pn.Holders = slices.DeleteFunc(pn.Holders, func(h planner.Holder) bool { return h.Victim >= 0 && !slices.Contains(found, h.Victim) })
 	pn.Requires = found

@@ -12,7 +12,8 @@
 //     domain (NVLink domain, node, rack, block, zone) that can hold it, of those the one where it
 //     spans the fewest racks and, inside that domain, into the fewest children, level by level
 //     (across blocks, the blocks of the most room are filled first, which may span a rack more
-//     than the fewest);
+//     than the fewest; inside a rack, of the fewest nodes that hold the pods, those with the least
+//     room, so that partly used nodes fill before free ones);
 //  4. inside a node, each pod gets GPUs that form a well-connected NVLink set and leave the
 //     node's remaining free GPUs well connected;
 //  5. best fit: among equal choices the fullest domain is used, so that large free blocks survive

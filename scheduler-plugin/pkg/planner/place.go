@@ -286,9 +286,13 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, placed []int) (*Plan, error) {
 			if fit >= 0 {
 				return distribute(takes, l-1, kids[fit], need)
 			}
-			takes = distribute(takes, l-1, kids[0], caps[l-1][kids[0]])
-			need -= caps[l-1][kids[0]]
-			kids = kids[1:]
+			j := 0
+			if l == LevelRack {
+				j = tightest(kids, caps[LevelNode], need)
+			}
+			takes = distribute(takes, l-1, kids[j], caps[l-1][kids[j]])
+			need -= caps[l-1][kids[j]]
+			kids = slices.Delete(kids, j, j+1)
 		}
 		return takes
 	}
@@ -328,6 +332,31 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, placed []int) (*Plan, error) {
 		return c.plan(g, best, free, l, ix.names[l][bestD]), nil
 	}
 	return nil, &Unplaceable{Message: c.explain(g, caps, frees)}
+}
+
+// tightest picks, of nodes sorted by room (caps) from the most, none of which holds need alone,
+// the one to fill next: the node of least room with which as few nodes as the roomiest still hold
+// need (the first of those of equal room). Taking it fills the rack's partly used nodes before its
+// free ones, on no more nodes.
+func tightest(nodes []int32, caps []int32, need int32) int {
+	// The roomiest s nodes are the fewest that hold need; top is the room of the first s-1.
+	s, top := 0, int32(0)
+	for top+caps[nodes[s]] < need {
+		top += caps[nodes[s]]
+		s++
+	}
+	// nodes[s] itself fits with the first s; look for one of less room past it.
+	pick := s
+	for i := len(nodes) - 1; i > s; i-- {
+		if caps[nodes[i]]+top >= need {
+			pick = i
+			break
+		}
+	}
+	for pick > 0 && caps[nodes[pick-1]] == caps[nodes[pick]] {
+		pick--
+	}
+	return pick
 }
 
 // placeNVLink places g inside one NVLink domain. It returns nil and a message when none can hold

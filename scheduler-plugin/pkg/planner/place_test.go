@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -203,6 +204,20 @@ func TestPlace(t *testing.T) {
 			wantLevel:  LevelBlock,
 			wantDomain: "z1/b1",
 			wantRacks:  2,
+		},
+		"on the fewest nodes, the partly used ones before the free ones": {
+			// 20 one-GPU pods need three nodes: 6 + 7 + 7 free fill three holes exactly, where the
+			// roomiest first (8 + 8, then 4 of the 6) would take both free nodes and strand 2 GPUs.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 5, 8).
+				Used("r1-2", 0).Used("r1-3", 0).Used("r1-4", 0, 1).Obj(),
+			gang: Gang{Key: "ns/job", Pods: 20, GPUsPerPod: 1},
+			want: slices.Concat(
+				[]string{"r1-2:[1]", "r1-2:[2]", "r1-2:[3]", "r1-2:[4]", "r1-2:[5]", "r1-2:[6]", "r1-2:[7]"},
+				[]string{"r1-3:[1]", "r1-3:[2]", "r1-3:[3]", "r1-3:[4]", "r1-3:[5]", "r1-3:[6]", "r1-3:[7]"},
+				[]string{"r1-4:[2]", "r1-4:[3]", "r1-4:[4]", "r1-4:[5]", "r1-4:[6]", "r1-4:[7]"}),
+			wantLevel:  LevelRack,
+			wantDomain: "z1/b1/r1",
+			wantRacks:  1,
 		},
 		"mixed counts: a 2-GPU launcher and two 8-GPU workers fit where three 8-GPU pods would not": {
 			cluster: makeCluster().Rack("z1", "b1", "r1", 3, 8).Used("r1-2", 0, 1, 2, 3, 4, 5).Obj(),

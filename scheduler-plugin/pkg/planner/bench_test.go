@@ -113,3 +113,48 @@ func BenchmarkPreempt(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPlaceLaunchers places the fits mix with a 1-GPU launcher added to every gang (an MPI or
+// DeepSpeed launcher beside its workers), one gang after another on an empty fleet, in two ways
+// in the same run: each pod at its own GPU count (own-counts), and every pod at the largest, as
+// the planner did before it took PodGPUs (at-largest). It reports the gangs left unplaced, racks
+// per placed gang, GPUs stranded on partly used nodes and GPUs a plan holds that its pods do not
+// ask.
+func BenchmarkPlaceLaunchers(b *testing.B) {
+	for _, nodes := range []int{1000, 5000} {
+		gangs := synth.Gangs(42, nodes/5, synth.FittingWorkers)
+		for _, way := range []string{"own-counts", "at-largest"} {
+			b.Run(fmt.Sprintf("nodes=%d/%s", nodes, way), func(b *testing.B) {
+				var unplaced, racks, placed, stranded, idle int
+				for b.Loop() {
+					c := synth.DefaultFleet(nodes).Cluster()
+					unplaced, racks, placed, idle = 0, 0, 0, 0
+					for _, g := range gangs {
+						gang := planner.Gang{Key: g.Name, Pods: g.Workers + 1,
+							PodGPUs: append([]int{1}, slices.Repeat([]int{g.GPUsPerWorker}, g.Workers)...)}
+						if way == "at-largest" {
+							gang.PodGPUs, gang.GPUsPerPod = nil, g.GPUsPerWorker
+						}
+						p, err := c.Place(gang)
+						if err != nil {
+							unplaced++
+							continue
+						}
+						c.Apply(p, -1)
+						placed++
+						racks += p.Racks()
+						if way == "at-largest" {
+							// The launcher's plan holds a worker's GPUs.
+							idle += g.GPUsPerWorker - 1
+						}
+					}
+					stranded = c.Stranded()
+				}
+				b.ReportMetric(float64(unplaced), "unplaced")
+				b.ReportMetric(float64(racks)/float64(max(placed, 1)), "racks/gang")
+				b.ReportMetric(float64(stranded), "stranded-GPUs")
+				b.ReportMetric(float64(idle), "idle-GPUs")
+			})
+		}
+	}
+}

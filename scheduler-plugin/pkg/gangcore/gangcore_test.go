@@ -120,6 +120,54 @@ func TestGate(t *testing.T) {
 	}
 }
 
+// TestPodWithoutGPUsFollowsItsGangsRequiredDomain: a parameter server of a gang that requires one
+// rack waits until the gang's GPU pods are planned, then is kept to their rack; without a
+// required level it goes anywhere at once.
+func TestPodWithoutGPUsFollowsItsGangsRequiredDomain(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r2", 8), fakeNode("c", "r2", 8)}
+	rack := func(w *st.PodWrapper) *corev1.Pod {
+		return w.Annotation(convoy.AnnotationTopologyLevel, "rack").Annotation(convoy.AnnotationTopologyMode, "Required").Obj()
+	}
+	ps := rack(member("ns", "job", 2, 0))
+	free := member("ns", "job", 3, 0).Obj()
+	pods := []*corev1.Pod{rack(member("ns", "job", 0, 8)), rack(member("ns", "job", 1, 8)), ps, free}
+	// a's GPUs are taken: only rack r2 holds the two workers.
+	h := newHarness(t, nodes, append(pods, lone("ns", "other", 8).Node("a").Obj()), inventory("a", 8), inventory("b", 8), inventory("c", 8))
+	h.state.SetPodGroup(&schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 4}})
+
+	if diff := cmp.Diff([]string{"job-2: waiting for gang ns/job to be planned", "job-3: through"}, gateAll(h.state, pods[2:])); diff != "" {
+		t.Errorf("before the plan (-want,+got):\n%s", diff)
+	}
+	if a := h.state.AnchorFor(ps); a != "" {
+		t.Errorf("AnchorFor() = %q before the plan, want none", a)
+	}
+	if _, status := h.state.PlanFor(context.Background(), pods[0], h.nodeInfos()); !status.IsSuccess() {
+		t.Fatal(status)
+	}
+	if diff := cmp.Diff([]string{"job-2: through", "job-3: through"}, gateAll(h.state, pods[2:])); diff != "" {
+		t.Errorf("after the plan (-want,+got):\n%s", diff)
+	}
+	if got := h.activated.list(); !slices.Contains(got, "ns/job-2") {
+		t.Errorf("activated %v, want the parameter server ns/job-2", got)
+	}
+	anchor := h.state.AnchorFor(ps)
+	if anchor != "b" && anchor != "c" {
+		t.Fatalf("AnchorFor() = %q, want a node of rack r2", anchor)
+	}
+	var in []string
+	for _, n := range nodes {
+		if h.state.InDomain(ps, nodes[slices.IndexFunc(nodes, func(n *corev1.Node) bool { return n.Name == anchor })], n) {
+			in = append(in, n.Name)
+		}
+	}
+	if diff := cmp.Diff([]string{"b", "c"}, in); diff != "" {
+		t.Errorf("nodes the parameter server may take (-want,+got):\n%s", diff)
+	}
+	if a := h.state.AnchorFor(free); a != "" {
+		t.Errorf("AnchorFor() = %q for a pod that asks no level, want none", a)
+	}
+}
+
 // TestPlanForDropsAStalePlan makes a new plan when the slot's GPUs were taken since.
 func TestPlanForDropsAStalePlan(t *testing.T) {
 	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}

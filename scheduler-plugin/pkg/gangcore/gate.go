@@ -14,6 +14,8 @@ import (
 	"k8s.io/klog/v2"
 	apipod "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/kubernetes/pkg/scheduler/util"
+
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 )
 
 // Gate says whether a pod may enter the active queue, and why not. A pod of a PodGroup waits
@@ -21,7 +23,8 @@ import (
 // complete, until its gang has a plan: only the gang's leader, its pending GPU pod of the lowest
 // rank, is scheduled first and plans the whole gang. If the gang fits, its siblings are let
 // through; if not, they wait without a scheduling cycle each, and are told why (tellUnplaceable).
-// Pods that ask no GPU are never held for a plan: they do not take part in one.
+// Pods that ask no GPU take no part in a plan; they are held for one only when their gang
+// requires a topology level, for they must run in the domain of the plan (see AnchorFor).
 func (s *State) Gate(pod *corev1.Pod) (bool, string) {
 	pg := PodGroupName(pod)
 	if pg == "" {
@@ -30,7 +33,7 @@ func (s *State) Gate(pod *corev1.Pod) (bool, string) {
 	if why := s.Incomplete(pod); why != "" {
 		return false, why
 	}
-	if GPURequest(pod, s.opts.GPUResource) == 0 {
+	if GPURequest(pod, s.opts.GPUResource) == 0 && !requiresDomain(pod) {
 		return true, ""
 	}
 	key := GangKey(pod)
@@ -181,4 +184,43 @@ func (s *State) tell(logger klog.Logger, pods []*corev1.Pod, msg string, waiting
 	}
 	close(jobs)
 	wg.Wait()
+}
+
+// requiresDomain reports whether the pod asks its gang's required topology level of a domain
+// smaller than the cluster.
+func requiresDomain(pod *corev1.Pod) bool {
+	l, required := Topology(pod)
+	return required && l != planner.LevelNone && l != planner.LevelCluster
+}
+
+// AnchorFor returns, for a pod that asks no GPU (a parameter server, an MXNet scheduler) in a gang
+// that requires a topology level, a node its gang's GPU pods are planned on or bound to: the pod
+// must run inside that node's domain of the level (see InDomain). It returns "" when the pod may
+// run anywhere: it asks no level, or its gang has no GPU pod placed.
+func (s *State) AnchorFor(pod *corev1.Pod) string {
+	if PodGroupName(pod) == "" || !requiresDomain(pod) {
+		return ""
+	}
+	s.mu.Lock()
+	if p := s.plans[GangKey(pod)]; p != nil {
+		// Every slot of a plan lies in one domain of the gang's required level.
+		for _, sl := range p.slots {
+			s.mu.Unlock()
+			return sl.Node
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range s.members(pod.Namespace, PodGroupName(pod)) {
+		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && GPURequest(p, s.opts.GPUResource) > 0 {
+			return p.Spec.NodeName
+		}
+	}
+	return ""
+}
+
+// InDomain reports whether node lies in anchor's domain of the pod's required topology level (for
+// the levels nvlink and node: is anchor).
+func (s *State) InDomain(pod *corev1.Pod, anchor, node *corev1.Node) bool {
+	l, required := Topology(pod)
+	return s.sameDomain(anchor, node, &gang{level: l, required: required})
 }

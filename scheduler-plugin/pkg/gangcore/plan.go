@@ -129,6 +129,9 @@ type CycleState struct {
 	Slot   Slot
 	// Unplaceable says why the gang does not fit; preemption may make room.
 	Unplaceable string
+	// Anchor, for a pod that asks no GPU in a gang that requires a topology level, is a node of
+	// the gang's GPU pods: the pod runs in its domain (see AnchorFor).
+	Anchor string
 }
 
 // Clone returns the state itself: it is never changed after PreFilter.

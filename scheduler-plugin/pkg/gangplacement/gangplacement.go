@@ -87,7 +87,14 @@ func (pl *GangPlacement) PreFilter(ctx context.Context, cs fwk.CycleState, pod *
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
 	if gangcore.GPURequest(pod, pl.state.GPUResource()) == 0 {
-		return nil, fwk.NewStatus(fwk.Skip)
+		// A pod without GPUs runs where the other plugins put it, inside the domain of its
+		// gang's GPU pods when the gang requires a topology level.
+		anchor := pl.state.AnchorFor(pod)
+		if anchor == "" {
+			return nil, fwk.NewStatus(fwk.Skip)
+		}
+		cs.Write(gangcore.StateKey, &gangcore.CycleState{Gang: gangcore.GangKey(pod), Anchor: anchor})
+		return nil, nil
 	}
 	st, status := pl.state.PlanFor(ctx, pod, nodes)
 	cs.Write(gangcore.StateKey, st)
@@ -101,11 +108,23 @@ func (pl *GangPlacement) PreFilter(ctx context.Context, cs fwk.CycleState, pod *
 func (pl *GangPlacement) PreFilterExtensions() framework.PreFilterExtensions { return nil }
 
 // Filter admits only the node of the pod's slot. PreFilter already narrowed the nodes to it; this
-// also holds when the scheduler first tries a pod's nominated node.
-func (pl *GangPlacement) Filter(_ context.Context, cs fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
+// also holds when the scheduler first tries a pod's nominated node. A pod without GPUs whose gang
+// requires a topology level is admitted on the nodes of its gang's domain.
+func (pl *GangPlacement) Filter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
 	st, err := gangcore.ReadCycleState(cs)
 	if err != nil {
 		return fwk.AsStatus(err)
+	}
+	if st.Anchor != "" {
+		anchor, err := pl.handle.SnapshotSharedLister().NodeInfos().Get(st.Anchor)
+		if err != nil || anchor.Node() == nil {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node %s of gang %s's GPU pods is gone", st.Anchor, st.Gang))
+		}
+		if !pl.state.InDomain(pod, anchor.Node(), ni.Node()) {
+			level, _ := gangcore.Topology(pod)
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s requires one %s: its GPU pods run on node %s", st.Gang, level, st.Anchor))
+		}
+		return nil
 	}
 	if !st.Placed {
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, st.Unplaceable)

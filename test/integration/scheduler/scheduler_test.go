@@ -563,3 +563,38 @@ func TestMixedGangPreemptsOnlyTheGangItsPodsNeed(t *testing.T) {
 		t.Errorf("low-small was evicted, though the launcher fits beside it")
 	}
 }
+
+// TestParameterServerJoinsItsGangsRack: a gang that requires one rack keeps its parameter server,
+// which asks no GPU, in the rack of its GPU workers, though the other rack has far more CPU free
+// and kube-scheduler's scoring would put it there.
+func TestParameterServerJoinsItsGangsRack(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 2, NodesPerRack: 2, GPUsPerNode: 8})
+	// The first rack's GPUs are taken; the second's CPU is mostly taken.
+	for _, s := range specs[:2] {
+		occupy(t, e.c.Client, ns, s.Name, 8)
+	}
+	for _, s := range specs[2:] {
+		busy := makePod(ns, "busy-"+s.Name, 0)
+		cpus("80", busy)
+		runOn(t, e.c.Client, busy, s.Name)
+	}
+
+	gang := makeGang(ns, "tf", 3, 8).Topology(convoy.TopologyRack, convoy.TopologyRequired)
+	ps := gang.pods[2]
+	ps.Labels[convoy.LabelReplicaRole] = "ps"
+	delete(ps.Spec.Containers[0].Resources.Requests, framework.ResourceGPU)
+	delete(ps.Spec.Containers[0].Resources.Limits, framework.ResourceGPU)
+	cpus("1", ps)
+	pods := waitBound(t, e.c.Client, ns, gang.create(t, e.c.Client).names(), bindTimeout)
+
+	var got []string
+	for _, p := range pods {
+		got = append(got, p.Name+" in "+nodeLabel(t, e.c.Client, p.Spec.NodeName, framework.LabelRack))
+	}
+	want := []string{"tf-worker-0 in rack-0-0-1", "tf-worker-1 in rack-0-0-1", "tf-worker-2 in rack-0-0-1"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("racks of the gang's pods (-want,+got):\n%s", diff)
+	}
+}

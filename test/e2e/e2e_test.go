@@ -335,6 +335,31 @@ func TestTrainingJobRunsAndCompletes(t *testing.T) {
 	}
 }
 
+// TestParameterServersRunInTheWorkersRack: a TensorFlow job that requires one rack runs its
+// parameter servers, which ask no GPU, in its GPU workers' rack, where kube-scheduler's scoring
+// alone would spread them over the emptier nodes of the fleet.
+func TestParameterServersRunInTheWorkersRack(t *testing.T) {
+	e := setup(t)
+	e.queue(64)
+	job := e.job("tf", 2, 8, "normal")
+	job.Spec.Framework = convoy.FrameworkTensorFlow
+	job.Spec.NumParameterServers = 2
+	e.create(job)
+
+	e.waitState("tf", convoy.StateRunning)
+	pods := e.pods("tf")
+	var roles []string
+	for _, p := range pods {
+		roles = append(roles, p.Labels[convoy.LabelReplicaRole])
+	}
+	if want := []string{"ps", "ps", "worker", "worker"}; !slices.Equal(roles, want) {
+		t.Fatalf("the job's pods have roles %v, want %v", roles, want)
+	}
+	if racks := e.racks(pods); len(racks) != 1 || racks[0] == "" {
+		t.Errorf("the job's workers and parameter servers are in racks %q, want one rack", racks)
+	}
+}
+
 func TestTrainingJobCompletesWhenItsWorkersExit(t *testing.T) {
 	e := setup(t)
 	e.queue(64)

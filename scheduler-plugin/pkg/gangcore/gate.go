@@ -201,15 +201,19 @@ func (s *State) AnchorFor(pod *corev1.Pod) string {
 	if PodGroupName(pod) == "" || !requiresDomain(pod) {
 		return ""
 	}
+	anchor := ""
 	s.mu.Lock()
 	if p := s.plans[GangKey(pod)]; p != nil {
 		// Every slot of a plan lies in one domain of the gang's required level.
 		for _, sl := range p.slots {
-			s.mu.Unlock()
-			return sl.Node
+			anchor = sl.Node
+			break
 		}
 	}
 	s.mu.Unlock()
+	if anchor != "" {
+		return anchor
+	}
 	for _, p := range s.members(pod.Namespace, PodGroupName(pod)) {
 		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && GPURequest(p, s.opts.GPUResource) > 0 {
 			return p.Spec.NodeName

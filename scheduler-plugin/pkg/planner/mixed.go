@@ -122,7 +122,7 @@ func (c *Cluster) placeMixed(g Gang, free []GPUSet) (*Plan, error) {
 		var best []Assignment
 		bestD, bestRacks := int32(-1), 0
 		for _, d := range candidates {
-			as := c.fillMixed(g, parts, ix.nodes[l][d], free, Gang{Level: l, Required: true})
+			as := c.fillMixed(g, parts, ix.nodes[l][d], free, l)
 			if as == nil {
 				continue
 			}
@@ -141,11 +141,11 @@ func (c *Cluster) placeMixed(g Gang, free []GPUSet) (*Plan, error) {
 	return nil, &Unplaceable{Message: c.explain(g, caps[0], frees)}
 }
 
-// fillMixed places every pod of g on the given nodes, the parts in order: first on the nodes the
-// gang already uses while they have room, then the rest of the part as within (its Level and
-// Required) places a gang of one count. It returns the assignments by pod, or nil when the pods
-// do not all fit.
-func (c *Cluster) fillMixed(g Gang, parts []part, nodes []int32, free []GPUSet, within Gang) []Assignment {
+// fillMixed places every pod of g on the given nodes, a domain of level l, the parts in order:
+// first on the nodes the gang already uses while they have room, then the rest of the part as a
+// gang of one count that requires level l. It returns the assignments by pod, or nil when the
+// pods do not all fit.
+func (c *Cluster) fillMixed(g Gang, parts []part, nodes []int32, free []GPUSet, l Level) []Assignment {
 	work := make([]GPUSet, len(c.Nodes))
 	for _, i := range nodes {
 		work[i] = free[i]
@@ -176,7 +176,7 @@ func (c *Cluster) fillMixed(g Gang, parts []part, nodes []int32, free []GPUSet, 
 		if len(pods) == 0 {
 			continue
 		}
-		sub := Gang{Key: g.Key, Pods: len(pods), GPUsPerPod: pt.gpus, Level: within.Level, Required: within.Required}
+		sub := Gang{Key: g.Key, Pods: len(pods), GPUsPerPod: pt.gpus, Level: l, Required: true}
 		p, err := c.placeIn(sub, work, placed)
 		if err != nil {
 			return nil

@@ -168,6 +168,26 @@ func TestPodWithoutGPUsFollowsItsGangsRequiredDomain(t *testing.T) {
 	}
 }
 
+// TestHeldParameterServerIsToldWhyItsGangWaits: the parameter server GangGate holds for the plan
+// of a gang that does not fit gets the planner's message, as the gang's GPU pods do.
+func TestHeldParameterServerIsToldWhyItsGangWaits(t *testing.T) {
+	rack := func(w *st.PodWrapper) *corev1.Pod {
+		return w.Annotation(convoy.AnnotationTopologyLevel, "rack").Annotation(convoy.AnnotationTopologyMode, "Required").Obj()
+	}
+	pods := []*corev1.Pod{rack(member("ns", "job", 0, 8)), rack(member("ns", "job", 1, 8)), rack(member("ns", "job", 2, 0))}
+	h := newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r2", 8)}, pods, inventory("a", 8), inventory("b", 8))
+	want := "ns/job needs 2 pod(s) × 8 GPU(s) in one rack; the best rack (z/b/r1) has room for 1 pod (8 free GPUs)"
+	if _, status := h.state.PlanFor(context.Background(), pods[0], h.nodeInfos()); status.Message() != want {
+		t.Fatalf("PlanFor() = %v %q, want %q", status.Code(), status.Message(), want)
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, tellDelay+5*time.Second, true, func(ctx context.Context) (bool, error) {
+		p, err := h.cs.CoreV1().Pods("ns").Get(ctx, "job-2", metav1.GetOptions{})
+		return err == nil && saysAlready(p, want), nil
+	}); err != nil {
+		t.Errorf("the held parameter server was not told why its gang does not fit: %v", err)
+	}
+}
+
 // TestPlanForDropsAStalePlan makes a new plan when the slot's GPUs were taken since.
 func TestPlanForDropsAStalePlan(t *testing.T) {
 	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}

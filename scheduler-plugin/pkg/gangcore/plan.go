@@ -223,7 +223,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())
 		// The siblings wait in PreEnqueue for a plan: tell them why there is none. Those that
 		// already say it, even with older numbers, are left alone.
-		for _, p := range g.pending {
+		for _, p := range slices.Concat(g.pending, g.held) {
 			if p.UID != pod.UID && !saysAlready(p, key+" needs ") {
 				tell = append(tell, p)
 			}

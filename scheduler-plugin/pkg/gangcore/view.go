@@ -28,6 +28,8 @@ type gang struct {
 	// pendingUIDs are their UIDs: GPUs the scheduler holds for them (assumed, waiting at Permit)
 	// count as free when the gang is planned again.
 	pendingUIDs map[types.UID]bool
+	// held are its unbound pods without GPUs that GangGate holds for the plan (see AnchorFor).
+	held []*corev1.Pod
 	// anchor is a node of a bound pod of the gang: a required level keeps the rest with it.
 	anchor string
 	// gpusPerPod is the largest GPU count of the pending pods; podGPUs, when their counts differ,
@@ -60,6 +62,9 @@ func (s *State) gangOf(pod *corev1.Pod) *gang {
 		}
 		n := GPURequest(p, s.opts.GPUResource)
 		if n == 0 {
+			if p.Spec.NodeName == "" && requiresDomain(p) {
+				g.held = append(g.held, p)
+			}
 			continue
 		}
 		if p.Spec.NodeName != "" {

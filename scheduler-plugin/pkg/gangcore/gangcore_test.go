@@ -120,17 +120,19 @@ func TestGate(t *testing.T) {
 	}
 }
 
+// inOneRack is the pod, required to share one rack with its gang.
+func inOneRack(w *st.PodWrapper) *corev1.Pod {
+	return w.Annotation(convoy.AnnotationTopologyLevel, "rack").Annotation(convoy.AnnotationTopologyMode, "Required").Obj()
+}
+
 // TestPodWithoutGPUsFollowsItsGangsRequiredDomain: a parameter server of a gang that requires one
 // rack waits until the gang's GPU pods are planned, then is kept to their rack; without a
 // required level it goes anywhere at once.
 func TestPodWithoutGPUsFollowsItsGangsRequiredDomain(t *testing.T) {
 	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r2", 8), fakeNode("c", "r2", 8)}
-	rack := func(w *st.PodWrapper) *corev1.Pod {
-		return w.Annotation(convoy.AnnotationTopologyLevel, "rack").Annotation(convoy.AnnotationTopologyMode, "Required").Obj()
-	}
-	ps := rack(member("ns", "job", 2, 0))
+	ps := inOneRack(member("ns", "job", 2, 0))
 	free := member("ns", "job", 3, 0).Obj()
-	pods := []*corev1.Pod{rack(member("ns", "job", 0, 8)), rack(member("ns", "job", 1, 8)), ps, free}
+	pods := []*corev1.Pod{inOneRack(member("ns", "job", 0, 8)), inOneRack(member("ns", "job", 1, 8)), ps, free}
 	// a's GPUs are taken: only rack r2 holds the two workers.
 	h := newHarness(t, nodes, append(pods, lone("ns", "other", 8).Node("a").Obj()), inventory("a", 8), inventory("b", 8), inventory("c", 8))
 	h.state.SetPodGroup(&schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 4}})
@@ -171,10 +173,7 @@ func TestPodWithoutGPUsFollowsItsGangsRequiredDomain(t *testing.T) {
 // TestHeldParameterServerIsToldWhyItsGangWaits: the parameter server GangGate holds for the plan
 // of a gang that does not fit gets the planner's message, as the gang's GPU pods do.
 func TestHeldParameterServerIsToldWhyItsGangWaits(t *testing.T) {
-	rack := func(w *st.PodWrapper) *corev1.Pod {
-		return w.Annotation(convoy.AnnotationTopologyLevel, "rack").Annotation(convoy.AnnotationTopologyMode, "Required").Obj()
-	}
-	pods := []*corev1.Pod{rack(member("ns", "job", 0, 8)), rack(member("ns", "job", 1, 8)), rack(member("ns", "job", 2, 0))}
+	pods := []*corev1.Pod{inOneRack(member("ns", "job", 0, 8)), inOneRack(member("ns", "job", 1, 8)), inOneRack(member("ns", "job", 2, 0))}
 	h := newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r2", 8)}, pods, inventory("a", 8), inventory("b", 8))
 	want := "ns/job needs 2 pod(s) × 8 GPU(s) in one rack; the best rack (z/b/r1) has room for 1 pod (8 free GPUs)"
 	if _, status := h.state.PlanFor(context.Background(), pods[0], h.nodeInfos()); status.Message() != want {

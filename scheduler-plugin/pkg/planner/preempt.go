@@ -62,19 +62,78 @@ func (c *Cluster) Preempt(g Gang) (*Preemption, error) {
 	if p, err := c.Place(g); err == nil {
 		return &Preemption{Plan: p}, nil
 	}
-	// Room is weighed in pods of one count. A gang whose pods ask different counts is weighed as
-	// the fewest pods of its largest count that hold all its GPUs; its plan, once the victims are
-	// chosen, places its own pods.
-	whole := g
-	if g.PodGPUs != nil {
-		g.Pods, g.PodGPUs = (g.gpus()+g.GPUsPerPod-1)/g.GPUsPerPod, nil
-	}
 	evictable := func(v int) bool { return v >= 0 && v < len(c.Victims) && c.Victims[v].Priority < g.Priority }
+	if g.PodGPUs == nil {
+		best := c.cheapestVictims(g, evictable)
+		if best == nil {
+			return nil, c.cannotMakeRoom(g)
+		}
+		p, err := c.place(g, c.freed(best))
+		if err != nil {
+			return nil, fmt.Errorf("gang %s: evicting %d victims should make room, but: %w", g.Key, len(best), err)
+		}
+		slices.SortFunc(best, c.compareVictims)
+		return &Preemption{Victims: best, Plan: p}, nil
+	}
+	// Room is weighed in pods of one count. A gang whose pods ask different counts is weighed
+	// first as its largest pods alone: the cheapest set that makes room for them is the cheapest
+	// of all when the rest fit too (a launcher in a hole beside its workers' nodes). Else as the
+	// fewest pods of its largest count that hold all its GPUs, less the victims its own pods then
+	// do not need, the most expensive first.
+	parts := g.parts()
+	largest := Gang{Key: g.Key, Pods: len(parts[0].pods), GPUsPerPod: parts[0].gpus, Level: g.Level, Required: g.Required, Priority: g.Priority}
+	slots := Gang{Key: g.Key, Pods: (g.gpus() + g.GPUsPerPod - 1) / g.GPUsPerPod, GPUsPerPod: g.GPUsPerPod, Level: g.Level, Required: g.Required, Priority: g.Priority}
+	if best := c.cheapestVictims(largest, evictable); best != nil {
+		if p, err := c.place(g, c.freed(best)); err == nil {
+			slices.SortFunc(best, c.compareVictims)
+			return &Preemption{Victims: best, Plan: p}, nil
+		}
+	}
+	best := c.cheapestVictims(slots, evictable)
+	if best == nil {
+		return nil, c.cannotMakeRoom(g)
+	}
+	slices.SortFunc(best, func(a, b int) int { return c.compareVictims(b, a) })
+	for j := 0; j < len(best); {
+		rest := slices.Delete(slices.Clone(best), j, j+1)
+		if _, err := c.place(g, c.freed(rest)); err == nil {
+			best = rest
+			continue
+		}
+		j++
+	}
+	p, err := c.place(g, c.freed(best))
+	if err != nil {
+		// Packing the gang's own pods in the room weighed in pods of its largest count failed.
+		return nil, &Unplaceable{Message: fmt.Sprintf("%s, and the cheapest preemption found would not make room for its pods as they are", err)}
+	}
+	slices.SortFunc(best, c.compareVictims)
+	return &Preemption{Victims: best, Plan: p}, nil
+}
+
+// cannotMakeRoom is the error for a gang that even every lower-priority victim evicted would not
+// make room for.
+func (c *Cluster) cannotMakeRoom(g Gang) error {
+	_, err := c.Place(g)
+	return &Unplaceable{Message: fmt.Sprintf("%s, and preempting every lower-priority gang would not make room", err)}
+}
+
+// freed is the cluster's free GPUs, by node, once victims are evicted.
+func (c *Cluster) freed(victims []int) []GPUSet {
+	free := make([]GPUSet, len(c.Nodes))
+	for i := range c.Nodes {
+		free[i] = c.freedBy(i, func(v int) bool { return slices.Contains(victims, v) })
+	}
+	return free
+}
+
+// cheapestVictims is the cheapest set of evictable victims whose eviction makes room for g, a gang
+// of one count, in one domain of a level g allows (see preemptionCost), or nil when none does.
+func (c *Cluster) cheapestVictims(g Gang, evictable func(int) bool) []int {
 	allFree := make([]GPUSet, len(c.Nodes))
 	for i := range c.Nodes {
 		allFree[i] = c.freedBy(i, evictable)
 	}
-
 	var best []int
 	var bestCost preemptionCost
 	try := func(l Level, units []unit) {
@@ -93,7 +152,6 @@ func (c *Cluster) Preempt(g Gang) (*Preemption, error) {
 			best, bestCost = victims, cost
 		}
 	}
-
 	if g.Level == LevelNVLink {
 		for _, key := range c.nvlinkDomains() {
 			var units []unit
@@ -124,45 +182,7 @@ func (c *Cluster) Preempt(g Gang) (*Preemption, error) {
 			}
 		}
 	}
-	if best == nil {
-		p, err := c.Place(whole)
-		if err == nil { // unreachable: Place failed above
-			return &Preemption{Plan: p}, nil
-		}
-		return nil, &Unplaceable{Message: fmt.Sprintf("%s, and preempting every lower-priority gang would not make room", err)}
-	}
-
-	freed := func(victims []int) []GPUSet {
-		free := make([]GPUSet, len(c.Nodes))
-		for i := range c.Nodes {
-			free[i] = c.freedBy(i, func(v int) bool { return slices.Contains(victims, v) })
-		}
-		return free
-	}
-	if whole.PodGPUs != nil {
-		// Weighed in pods of the largest count, the set may hold victims the gang's own pods do
-		// not need: drop them, the most expensive first.
-		slices.SortFunc(best, func(a, b int) int { return c.compareVictims(b, a) })
-		for j := 0; j < len(best); {
-			rest := slices.Delete(slices.Clone(best), j, j+1)
-			if _, err := c.place(whole, freed(rest)); err == nil {
-				best = rest
-				continue
-			}
-			j++
-		}
-	}
-	p, err := c.place(whole, freed(best))
-	if err != nil && whole.PodGPUs != nil {
-		// The room was weighed in pods of the largest count; packing the gang's own pods in it
-		// failed.
-		return nil, &Unplaceable{Message: fmt.Sprintf("%s, and the cheapest preemption found for %s would not make room for its pods as they are", err, g)}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("gang %s: evicting %d victims should make room, but: %w", g.Key, len(best), err)
-	}
-	slices.SortFunc(best, c.compareVictims)
-	return &Preemption{Victims: best, Plan: p}, nil
+	return best
 }
 
 // freedBy is what node i has for the gang once the victims for which evicted is true are gone:

@@ -67,6 +67,17 @@ func TestPreempt(t *testing.T) {
 			wantVictims: []string{"ns/whole"},
 			wantNodes:   []string{"r1-1", "r1-0"},
 		},
+		"mixed counts: the launcher takes a hole no whole 8-GPU slot could use": {
+			// Weighed as two 8-GPU pods the gang would need r1-1 whole, which a pod of its own
+			// priority holds; weighed by its worker alone, evicting ns/low makes room, and the
+			// launcher takes r1-1's free GPU.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).
+				Victim("ns/low", low, 0, map[string][][]int{"r1-0": {all8}}).
+				Victim("ns/peer", high, 0, map[string][][]int{"r1-1": {{0, 1, 2, 3, 4, 5, 6}}}).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 2, PodGPUs: []int{8, 1}, Priority: high},
+			wantVictims: []string{"ns/low"},
+			wantNodes:   []string{"r1-0", "r1-1"},
+		},
 		"mixed counts: a victim for each": {
 			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).
 				Victim("ns/a", low, 0, map[string][][]int{"r1-0": {all8}}).

@@ -598,3 +598,26 @@ func TestParameterServerJoinsItsGangsRack(t *testing.T) {
 		t.Errorf("racks of the gang's pods (-want,+got):\n%s", diff)
 	}
 }
+
+// TestMixedGangPreemptsForItsWorkerAndTakesAHoleForItsLauncher: a high-priority gang of a 1-GPU
+// launcher and an 8-GPU worker evicts the low gang on one node for its worker and puts its
+// launcher in the one GPU a gang of its own priority leaves free on the other. Weighed as two
+// 8-GPU pods it would find no victims at all.
+func TestMixedGangPreemptsForItsWorkerAndTakesAHoleForItsLauncher(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8})
+	low := makeGang(ns, "low", 1, 8).Priority(lowPriority).create(t, e.c.Client)
+	lowNode := waitBound(t, e.c.Client, ns, low.names(), bindTimeout)[0].Spec.NodeName
+	peer := makeGang(ns, "peer", 1, 7).Priority(highPriority).create(t, e.c.Client)
+	peerNode := waitBound(t, e.c.Client, ns, peer.names(), bindTimeout)[0].Spec.NodeName
+
+	urgent := makeGang(ns, "urgent", 2, 8).Launcher(1).Priority(highPriority).create(t, e.c.Client)
+	pods := waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout)
+	if got, want := []string{pods[0].Spec.NodeName, pods[1].Spec.NodeName}, []string{peerNode, lowNode}; !slices.Equal(got, want) {
+		t.Errorf("the launcher and the worker are on %v, want %v", got, want)
+	}
+	if p := get(t, e.c.Client, ns, peer.names())[0]; p == nil || p.DeletionTimestamp != nil {
+		t.Errorf("the gang of the preemptor's own priority was evicted")
+	}
+}

@@ -53,6 +53,7 @@ func (s *State) gangOf(pod *corev1.Pod) *gang {
 		priority: corev1helpers.PodPriority(pod), pendingUIDs: map[types.UID]bool{}}
 	g.level, g.required = Topology(pod)
 	members := []*corev1.Pod{pod}
+	mixed := false
 	if g.podGroup != "" {
 		members = append(members, s.members(pod.Namespace, g.podGroup)...)
 	}
@@ -75,9 +76,7 @@ func (s *State) gangOf(pod *corev1.Pod) *gang {
 		}
 		g.pendingUIDs[p.UID] = true
 		g.pending = append(g.pending, p)
-		if g.gpusPerPod != 0 && n != g.gpusPerPod {
-			g.podGPUs = []int{}
-		}
+		mixed = mixed || g.gpusPerPod != 0 && n != g.gpusPerPod
 		g.gpusPerPod = max(g.gpusPerPod, n)
 	}
 	slices.SortFunc(g.pending, func(a, b *corev1.Pod) int {
@@ -89,9 +88,10 @@ func (s *State) gangOf(pod *corev1.Pod) *gang {
 		}
 		return 1
 	})
-	if g.podGPUs != nil {
-		for _, p := range g.pending {
-			g.podGPUs = append(g.podGPUs, GPURequest(p, s.opts.GPUResource))
+	if mixed {
+		g.podGPUs = make([]int, len(g.pending))
+		for i, p := range g.pending {
+			g.podGPUs[i] = GPURequest(p, s.opts.GPUResource)
 		}
 	}
 	return g

@@ -61,30 +61,43 @@ func BenchmarkPlaceMix(b *testing.B) {
 	for _, nodes := range []int{1000, 5000} {
 		for _, mix := range synth.Mixes {
 			gangs := synth.Gangs(42, 1000, mix)
+			list := make([]planner.Gang, len(gangs))
+			for i, g := range gangs {
+				list[i] = planner.Gang{Key: g.Name, Pods: g.Workers, GPUsPerPod: g.GPUsPerWorker}
+			}
 			b.Run(fmt.Sprintf("nodes=%d/mix=%s", nodes, mix.Name), func(b *testing.B) {
-				var unplaced, racks, placed, stranded int
+				var unplaced, racks, stranded int
 				for b.Loop() {
 					c := synth.DefaultFleet(nodes).Cluster()
-					unplaced, racks, placed = 0, 0, 0
-					for _, g := range gangs {
-						p, err := c.Place(planner.Gang{Key: g.Name, Pods: g.Workers, GPUsPerPod: g.GPUsPerWorker})
-						if err != nil {
-							unplaced++
-							continue
-						}
-						c.Apply(p, -1)
-						placed++
-						racks += p.Racks()
-					}
+					unplaced, racks = placeInTurn(c, list, nil)
 					stranded = c.Stranded()
 				}
 				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(gangs)), "ns/gang")
 				b.ReportMetric(float64(unplaced), "unplaced")
-				b.ReportMetric(float64(racks)/float64(max(placed, 1)), "racks/gang")
+				b.ReportMetric(float64(racks)/float64(max(len(gangs)-unplaced, 1)), "racks/gang")
 				b.ReportMetric(float64(stranded), "stranded-GPUs")
 			})
 		}
 	}
+}
+
+// placeInTurn places gangs one after another on c, as the scheduler would, and counts the gangs
+// left unplaced and the racks of the placed ones; placed, when set, is called with the index of
+// each gang placed.
+func placeInTurn(c *planner.Cluster, gangs []planner.Gang, placed func(int)) (unplaced, racks int) {
+	for i, g := range gangs {
+		p, err := c.Place(g)
+		if err != nil {
+			unplaced++
+			continue
+		}
+		c.Apply(p, -1)
+		racks += p.Racks()
+		if placed != nil {
+			placed(i)
+		}
+	}
+	return unplaced, racks
 }
 
 // BenchmarkPreempt measures victim selection for a high-priority 8×8 gang on a fleet that
@@ -124,34 +137,29 @@ func BenchmarkPlaceLaunchers(b *testing.B) {
 	for _, nodes := range []int{1000, 5000} {
 		gangs := synth.Gangs(42, nodes/5, synth.FittingWorkers)
 		for _, way := range []string{"own-counts", "at-largest"} {
+			list := make([]planner.Gang, len(gangs))
+			for i, g := range gangs {
+				list[i] = planner.Gang{Key: g.Name, Pods: g.Workers + 1,
+					PodGPUs: append([]int{1}, slices.Repeat([]int{g.GPUsPerWorker}, g.Workers)...)}
+				if way == "at-largest" {
+					list[i].PodGPUs, list[i].GPUsPerPod = nil, g.GPUsPerWorker
+				}
+			}
 			b.Run(fmt.Sprintf("nodes=%d/%s", nodes, way), func(b *testing.B) {
-				var unplaced, racks, placed, stranded, idle int
+				var unplaced, racks, stranded, idle int
 				for b.Loop() {
 					c := synth.DefaultFleet(nodes).Cluster()
-					unplaced, racks, placed, idle = 0, 0, 0, 0
-					for _, g := range gangs {
-						gang := planner.Gang{Key: g.Name, Pods: g.Workers + 1,
-							PodGPUs: append([]int{1}, slices.Repeat([]int{g.GPUsPerWorker}, g.Workers)...)}
-						if way == "at-largest" {
-							gang.PodGPUs, gang.GPUsPerPod = nil, g.GPUsPerWorker
-						}
-						p, err := c.Place(gang)
-						if err != nil {
-							unplaced++
-							continue
-						}
-						c.Apply(p, -1)
-						placed++
-						racks += p.Racks()
+					idle = 0
+					unplaced, racks = placeInTurn(c, list, func(i int) {
 						if way == "at-largest" {
 							// The launcher's plan holds a worker's GPUs.
-							idle += g.GPUsPerWorker - 1
+							idle += gangs[i].GPUsPerWorker - 1
 						}
-					}
+					})
 					stranded = c.Stranded()
 				}
 				b.ReportMetric(float64(unplaced), "unplaced")
-				b.ReportMetric(float64(racks)/float64(max(placed, 1)), "racks/gang")
+				b.ReportMetric(float64(racks)/float64(max(len(gangs)-unplaced, 1)), "racks/gang")
 				b.ReportMetric(float64(stranded), "stranded-GPUs")
 				b.ReportMetric(float64(idle), "idle-GPUs")
 			})

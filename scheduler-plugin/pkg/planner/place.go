@@ -216,11 +216,11 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, placed []int) (*Plan, error) {
 		frees[l] = make([]int32, ix.count[l])
 	}
 	for i := range c.Nodes {
+		on := 0
 		if placed != nil {
-			caps[LevelNode][i] = int32(c.nodeCapAfter(i, free[i], g.GPUsPerPod, placed[i]))
-		} else {
-			caps[LevelNode][i] = int32(c.nodeCap(i, free[i], g.GPUsPerPod))
+			on = placed[i]
 		}
+		caps[LevelNode][i] = int32(c.nodeCapAfter(i, free[i], g.GPUsPerPod, on))
 		if !c.Nodes[i].Excluded {
 			frees[LevelNode][i] = int32(free[i].Len())
 		}
@@ -339,7 +339,7 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, placed []int) (*Plan, error) {
 // need (the first of those of equal room). Taking it fills the rack's partly used nodes before its
 // free ones, on no more nodes.
 func tightest(nodes []int32, caps []int32, need int32) int {
-	// The roomiest s nodes are the fewest that hold need; top is the room of the first s-1.
+	// The roomiest s+1 nodes are the fewest that hold need; top is the room of the first s.
 	s, top := 0, int32(0)
 	for top+caps[nodes[s]] < need {
 		top += caps[nodes[s]]

@@ -187,6 +187,49 @@ func TestHeldParameterServerIsToldWhyItsGangWaits(t *testing.T) {
 	}
 }
 
+// psGang is a gang that requires one rack: two 8-GPU workers asking 90 CPUs each, and a parameter
+// server asking psCPUs.
+func psGang(psCPUs string) []*corev1.Pod {
+	cpus := func(n string) map[corev1.ResourceName]string {
+		return map[corev1.ResourceName]string{corev1.ResourceCPU: n}
+	}
+	return []*corev1.Pod{inOneRack(member("ns", "job", 0, 8).Req(cpus("90"))), inOneRack(member("ns", "job", 1, 8).Req(cpus("90"))),
+		inOneRack(member("ns", "job", 2, 0).Req(cpus(psCPUs)))}
+}
+
+// TestParameterServerTakesARackWithRoomForIt: the rack that fits the workers best has no CPU
+// left for the parameter server beside them (96 CPUs a node, 90 per worker), so the gang is
+// planned in the next rack, where a third node holds the parameter server.
+func TestParameterServerTakesARackWithRoomForIt(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8), fakeNode("c", "r2", 8), fakeNode("d", "r2", 8), fakeNode("e", "r2", 8)}
+	pods := psGang("8")
+	h := newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8), inventory("c", 8), inventory("d", 8), inventory("e", 8))
+	st, status := h.state.PlanFor(context.Background(), pods[0], h.nodeInfos())
+	if got := slotOf(t, st, status); !strings.HasPrefix(got, "c:") && !strings.HasPrefix(got, "d:") && !strings.HasPrefix(got, "e:") {
+		t.Errorf("first worker's slot = %s, want a node of rack r2", got)
+	}
+	// With room for the parameter server beside a worker, the tighter rack wins again.
+	pods = psGang("6")
+	h = newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8), inventory("c", 8), inventory("d", 8), inventory("e", 8))
+	st, status = h.state.PlanFor(context.Background(), pods[0], h.nodeInfos())
+	if got := slotOf(t, st, status); !strings.HasPrefix(got, "a:") && !strings.HasPrefix(got, "b:") {
+		t.Errorf("first worker's slot = %s, want a node of rack r1", got)
+	}
+}
+
+// TestGangIsToldItsParameterServerFitsNoRack names the pods without GPUs and the best room found
+// when every rack that holds the workers lacks CPU for them.
+func TestGangIsToldItsParameterServerFitsNoRack(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8), fakeNode("c", "r2", 8), fakeNode("d", "r2", 8)}
+	pods := psGang("8")
+	h := newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8), inventory("c", 8), inventory("d", 8))
+	want := "ns/job needs 2 pod(s) × 8 GPU(s) and 1 pod(s) without GPUs in one rack; of the 2 racks with room for its GPU pods tried, " +
+		"the best (z/b/r1) has room beside them for 0 pod(s) without GPUs (CPU, memory, pod slots, node selector, taints)"
+	if _, status := h.state.PlanFor(context.Background(), pods[0], h.nodeInfos()); status.Message() != want {
+		t.Fatalf("PlanFor() = %v %q, want %q", status.Code(), status.Message(), want)
+	}
+}
+
 // TestPlanForDropsAStalePlan makes a new plan when the slot's GPUs were taken since.
 func TestPlanForDropsAStalePlan(t *testing.T) {
 	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}

@@ -216,6 +216,9 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	if err == nil {
 		cl, _ := s.view(ctx, nodes, viewOptions{gang: g, elig: elig})
 		pl, err = cl.Place(g.plannerGang())
+		if err == nil && len(g.held) > 0 {
+			pl, err = s.roomForHeld(cl, g, pl, nodes)
+		}
 	}
 	if err != nil {
 		err = fmt.Errorf("%w%s", err, avoidedMessage(elig.avoid))

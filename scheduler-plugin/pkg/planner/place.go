@@ -113,6 +113,16 @@ func (c *Cluster) index() *index {
 	return ix
 }
 
+// Domain returns the name of node i's domain at level l (as messages spell it, e.g. "z1/b2/r3";
+// LevelNVLink counts as LevelNode) and the indices in c.Nodes of the domain's nodes. The slice
+// is the index's own: callers must not modify it.
+func (c *Cluster) Domain(i int, l Level) (string, []int32) {
+	l = min(max(l, LevelNode), LevelCluster)
+	ix := c.index()
+	d := ix.of[l][i]
+	return ix.names[l][d], ix.nodes[l][d]
+}
+
 // normalize checks g and returns it with LevelNone as LevelCluster.
 func (g Gang) normalize() (Gang, error) {
 	if g.Level == LevelNone {

@@ -1,0 +1,200 @@
+package gangcore
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
+)
+
+// A gang that requires a topology level keeps its pods without GPUs (parameter servers, an MXNet
+// scheduler) in the domain of its GPU pods (see AnchorFor). The planner places GPUs only, so a
+// plan is checked for their room too: a domain whose CPU, memory or pod slots cannot hold them
+// beside the plan's GPU pods is left out, and the gang is planned again. Without the check such a
+// pod stays pending while its gang's GPU pods wait at Permit, and the next plan may pick the same
+// domain.
+
+// maxDomainsForHeld is how many domains a gang is planned in before it is told that its pods
+// without GPUs fit none of them.
+const maxDomainsForHeld = 16
+
+// roomForHeld returns pl when its domain of the held pods' level has room for them beside pl's
+// GPU pods; else it plans g again without that domain, up to maxDomainsForHeld domains. The error
+// says what the gang needs and the most room a tried domain had.
+func (s *State) roomForHeld(cl *planner.Cluster, g *gang, pl *planner.Plan, nodes []fwk.NodeInfo) (*planner.Plan, error) {
+	level := planner.LevelCluster
+	for _, p := range g.held {
+		l, _ := Topology(p)
+		level = min(level, l)
+	}
+	byName := make(map[string]fwk.NodeInfo, len(nodes))
+	for _, ni := range nodes {
+		if ni.Node() != nil {
+			byName[ni.Node().Name] = ni
+		}
+	}
+	at := make(map[string]int, len(cl.Nodes))
+	for i := range cl.Nodes {
+		at[cl.Nodes[i].Name] = i
+	}
+	best, bestRoom, tried := "", -1, 0
+	for {
+		name, members := cl.Domain(at[pl.Assignments[0].Node], level)
+		room := heldRoom(g, pl, members, cl, byName)
+		if room >= len(g.held) {
+			return pl, nil
+		}
+		if room > bestRoom {
+			best, bestRoom = name, room
+		}
+		tried++
+		if tried == maxDomainsForHeld {
+			break
+		}
+		for _, j := range members {
+			cl.Nodes[j].Excluded = true
+		}
+		next, err := cl.Place(g.plannerGang())
+		if err != nil {
+			break
+		}
+		pl = next
+	}
+	noun := level.String()
+	if level <= planner.LevelNode {
+		noun = "node"
+	}
+	msg := fmt.Sprintf("%s needs %s and %d pod(s) without GPUs in one %s", g.key, g.plannerGang(), len(g.held), noun)
+	if tried == 1 {
+		msg += fmt.Sprintf("; the only %s with room for its GPU pods (%s) has room beside them for %d pod(s) without GPUs", noun, best, bestRoom)
+	} else {
+		msg += fmt.Sprintf("; of the %d %ss with room for its GPU pods tried, the best (%s) has room beside them for %d pod(s) without GPUs", tried, noun, best, bestRoom)
+	}
+	return nil, &planner.Unplaceable{Message: msg + " (CPU, memory, pod slots, node selector, taints)"}
+}
+
+// heldRoom is how many of g's held pods the domain's nodes (members, indices in cl.Nodes) admit,
+// first fit from the largest CPU request, beside the GPU pods pl puts there.
+func heldRoom(g *gang, pl *planner.Plan, members []int32, cl *planner.Cluster, byName map[string]fwk.NodeInfo) int {
+	// The gang's own pods the scheduler already assumed somewhere give their room back: the
+	// plan places them anew.
+	mine := make(map[types.UID]bool, len(g.pending)+len(g.held))
+	for _, p := range slices.Concat(g.pending, g.held) {
+		mine[p.UID] = true
+	}
+	planned := map[string][]*corev1.Pod{}
+	for i, a := range pl.Assignments {
+		planned[a.Node] = append(planned[a.Node], g.pending[i])
+	}
+	rooms := make([]*nodeRoom, 0, len(members))
+	for _, j := range members {
+		ni := byName[cl.Nodes[j].Name]
+		if ni == nil {
+			continue
+		}
+		r := roomOf(ni, mine)
+		for _, p := range planned[ni.Node().Name] {
+			r.take(requests(p), 1)
+		}
+		rooms = append(rooms, r)
+	}
+	held := slices.Clone(g.held)
+	slices.SortStableFunc(held, func(a, b *corev1.Pod) int {
+		ra, rb := requests(a), requests(b)
+		return cmp.Compare(rb.Cpu().MilliValue(), ra.Cpu().MilliValue())
+	})
+	n := 0
+	for _, p := range held {
+		req := requests(p)
+		e := eligibility{template: p, affinity: nodeaffinity.GetRequiredNodeAffinity(p)}
+		for _, r := range rooms {
+			if r.fits(req) && !e.excluded(r.node) {
+				r.take(req, 1)
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+func requests(p *corev1.Pod) corev1.ResourceList {
+	return resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+}
+
+// nodeRoom is what a node has left of CPU, memory, ephemeral storage, extended resources and pod
+// slots.
+type nodeRoom struct {
+	node                      *corev1.Node
+	milliCPU, memory, storage int64
+	scalar                    map[corev1.ResourceName]int64
+	pods                      int64
+}
+
+// roomOf is the node's allocatable less the requests of its pods, not counting the pods in skip.
+func roomOf(ni fwk.NodeInfo, skip map[types.UID]bool) *nodeRoom {
+	alloc, used := ni.GetAllocatable(), ni.GetRequested()
+	r := &nodeRoom{node: ni.Node(), milliCPU: alloc.GetMilliCPU() - used.GetMilliCPU(), memory: alloc.GetMemory() - used.GetMemory(),
+		storage: alloc.GetEphemeralStorage() - used.GetEphemeralStorage(), pods: int64(alloc.GetAllowedPodNumber() - len(ni.GetPods())),
+		scalar: map[corev1.ResourceName]int64{}}
+	for name, q := range alloc.GetScalarResources() {
+		r.scalar[name] = q - used.GetScalarResources()[name]
+	}
+	for _, pi := range ni.GetPods() {
+		if skip[pi.GetPod().UID] {
+			r.take(requests(pi.GetPod()), -1)
+		}
+	}
+	return r
+}
+
+// take subtracts sign times the requests of one pod.
+func (r *nodeRoom) take(req corev1.ResourceList, sign int64) {
+	r.pods -= sign
+	for name, q := range req {
+		switch name {
+		case corev1.ResourceCPU:
+			r.milliCPU -= sign * q.MilliValue()
+		case corev1.ResourceMemory:
+			r.memory -= sign * q.Value()
+		case corev1.ResourceEphemeralStorage:
+			r.storage -= sign * q.Value()
+		case corev1.ResourcePods:
+		default:
+			r.scalar[name] -= sign * q.Value()
+		}
+	}
+}
+
+// fits reports whether one pod of these requests fits the room.
+func (r *nodeRoom) fits(req corev1.ResourceList) bool {
+	if r.pods < 1 {
+		return false
+	}
+	for name, q := range req {
+		var left, want int64
+		switch name {
+		case corev1.ResourceCPU:
+			left, want = r.milliCPU, q.MilliValue()
+		case corev1.ResourceMemory:
+			left, want = r.memory, q.Value()
+		case corev1.ResourceEphemeralStorage:
+			left, want = r.storage, q.Value()
+		case corev1.ResourcePods:
+			continue
+		default:
+			left, want = r.scalar[name], q.Value()
+		}
+		if want > left {
+			return false
+		}
+	}
+	return true
+}

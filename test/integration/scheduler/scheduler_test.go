@@ -582,21 +582,58 @@ func TestParameterServerJoinsItsGangsRack(t *testing.T) {
 	}
 
 	gang := makeGang(ns, "tf", 3, 8).Topology(convoy.TopologyRack, convoy.TopologyRequired)
-	ps := gang.pods[2]
-	ps.Labels[convoy.LabelReplicaRole] = "ps"
-	delete(ps.Spec.Containers[0].Resources.Requests, framework.ResourceGPU)
-	delete(ps.Spec.Containers[0].Resources.Limits, framework.ResourceGPU)
-	cpus("1", ps)
+	parameterServer(gang.pods[2], "1")
 	pods := waitBound(t, e.c.Client, ns, gang.create(t, e.c.Client).names(), bindTimeout)
+	wantInRack(t, e.c.Client, pods, "rack-0-0-1")
+}
 
-	var got []string
+// wantInRack fails the test unless every pod runs in rack.
+func wantInRack(t *testing.T, c client.Client, pods []*corev1.Pod, rack string) {
+	t.Helper()
+	var got, want []string
 	for _, p := range pods {
-		got = append(got, p.Name+" in "+nodeLabel(t, e.c.Client, p.Spec.NodeName, framework.LabelRack))
+		got = append(got, p.Name+" in "+nodeLabel(t, c, p.Spec.NodeName, framework.LabelRack))
+		want = append(want, p.Name+" in "+rack)
 	}
-	want := []string{"tf-worker-0 in rack-0-0-1", "tf-worker-1 in rack-0-0-1", "tf-worker-2 in rack-0-0-1"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("racks of the gang's pods (-want,+got):\n%s", diff)
 	}
+}
+
+// parameterServer makes p a parameter server asking cpu CPUs and no GPU.
+func parameterServer(p *corev1.Pod, cpu string) {
+	p.Labels[convoy.LabelReplicaRole] = "ps"
+	delete(p.Spec.Containers[0].Resources.Requests, framework.ResourceGPU)
+	delete(p.Spec.Containers[0].Resources.Limits, framework.ResourceGPU)
+	cpus(cpu, p)
+}
+
+// TestParameterServerTurnsTheGangToARackWithRoomForIt: the rack that fits the workers best
+// (one node's GPUs taken) has no CPU left for the parameter server beside them: 96 CPUs a node, 90
+// for each worker and for the pod holding the taken GPUs. The gang lands in the other rack, whose
+// third node takes the parameter server, instead of waiting at Permit for a pod that cannot bind.
+// A second gang, whose GPU pods fit only the first rack, is told its parameter server fits there
+// no more.
+func TestParameterServerTurnsTheGangToARackWithRoomForIt(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 2, NodesPerRack: 3, GPUsPerNode: 8})
+	occupant := makePod(ns, "occupant", 8)
+	cpus("90", occupant)
+	runOn(t, e.c.Client, occupant, specs[0].Name)
+
+	gang := makeGang(ns, "tf", 3, 8).Topology(convoy.TopologyRack, convoy.TopologyRequired)
+	cpus("90", gang.pods[:2]...)
+	parameterServer(gang.pods[2], "8")
+	pods := waitBound(t, e.c.Client, ns, gang.create(t, e.c.Client).names(), bindTimeout)
+	wantInRack(t, e.c.Client, pods, "rack-0-0-1")
+
+	// A second such gang: only the first rack has two nodes' GPUs free, and no CPU beside them.
+	again := makeGang(ns, "tf2", 3, 8).Topology(convoy.TopologyRack, convoy.TopologyRequired)
+	cpus("90", again.pods[:2]...)
+	parameterServer(again.pods[2], "8")
+	waitUnschedulable(t, e.c.Client, ns, again.create(t, e.c.Client).names(), ns+"/tf2 needs 2 pod(s) × 8 GPU(s) and 1 pod(s) without GPUs in one rack; "+
+		"the only rack with room for its GPU pods (zone-0/block-0-0/rack-0-0-0) has room beside them for 0 pod(s) without GPUs")
 }
 
 // TestMixedGangPreemptsForItsWorkerAndTakesAHoleForItsLauncher: a high-priority gang of a 1-GPU

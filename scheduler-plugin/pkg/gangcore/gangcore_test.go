@@ -346,6 +346,46 @@ func TestPreemptFor(t *testing.T) {
 	}
 }
 
+// TestPreemptionMakesRoomForTheParameterServerToo: evicting the one low gang of rack r1 makes
+// room for the urgent gang's workers. When 90-CPU pods of higher priority stay on r1's nodes, it
+// does not make room for the gang's parameter server (8 CPUs), and the two low gangs of rack r2
+// are evicted instead; when the 90 CPUs are the low gang's own, they are freed with it.
+func TestPreemptionMakesRoomForTheParameterServerToo(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8), fakeNode("c", "r2", 8), fakeNode("d", "r2", 8)}
+	all8 := "0,1,2,3,4,5,6,7"
+	cpus := func(n string) map[corev1.ResourceName]string {
+		return map[corev1.ResourceName]string{corev1.ResourceCPU: n}
+	}
+	for name, tc := range map[string]struct {
+		hogs, low1CPUs string
+		want           []string
+	}{
+		"pods of higher priority hold the CPUs": {hogs: "90", low1CPUs: "0", want: []string{"ns/low2a", "ns/low2b"}},
+		"the victim holds the CPUs":             {hogs: "0", low1CPUs: "90", want: []string{"ns/low1"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pods := []*corev1.Pod{
+				member("ns", "low1", 0, 8).Priority(1).Req(cpus(tc.low1CPUs)).Node("a").Annotation(AnnotationGPUIndices, all8).Obj(),
+				member("ns", "low1", 1, 8).Priority(1).Req(cpus(tc.low1CPUs)).Node("b").Annotation(AnnotationGPUIndices, all8).Obj(),
+				lone("ns", "hog-a", 0).Priority(100).Req(cpus(tc.hogs)).Node("a").Obj(),
+				lone("ns", "hog-b", 0).Priority(100).Req(cpus(tc.hogs)).Node("b").Obj(),
+				member("ns", "low2a", 0, 8).Priority(1).Node("c").Annotation(AnnotationGPUIndices, all8).Obj(),
+				member("ns", "low2b", 0, 8).Priority(1).Node("d").Annotation(AnnotationGPUIndices, all8).Obj(),
+			}
+			urgent := []*corev1.Pod{inOneRack(member("ns", "urgent", 0, 8).Priority(10)), inOneRack(member("ns", "urgent", 1, 8).Priority(10)),
+				inOneRack(member("ns", "urgent", 2, 0).Priority(10).Req(cpus("8")))}
+			h := newHarness(t, nodes, append(pods, urgent...), inventory("a", 8), inventory("b", 8), inventory("c", 8), inventory("d", 8))
+			v, status := h.state.PreemptFor(context.Background(), urgent[0], h.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute})
+			if !status.IsSuccess() {
+				t.Fatalf("PreemptFor() = %v", status)
+			}
+			if diff := cmp.Diff(tc.want, v.Gangs, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+				t.Errorf("victim gangs (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestPreemptForNothingToPreempt fails fast when no lower-priority pod holds GPUs.
 func TestPreemptForNothingToPreempt(t *testing.T) {
 	nodes := []*corev1.Node{fakeNode("a", "r1", 8)}

@@ -3,6 +3,7 @@ package gangcore
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,10 +26,21 @@ import (
 // without GPUs fit none of them.
 const maxDomainsForHeld = 16
 
-// roomForHeld returns pl when its domain of the held pods' level has room for them beside pl's
-// GPU pods; else it plans g again without that domain, up to maxDomainsForHeld domains. The error
-// says what the gang needs and the most room a tried domain had.
-func (s *State) roomForHeld(cl *planner.Cluster, g *gang, pl *planner.Plan, nodes []fwk.NodeInfo) (*planner.Plan, error) {
+// heldUnplaceable says that no domain tried has room for a gang's pods without GPUs.
+type heldUnplaceable struct{ message string }
+
+func (e *heldUnplaceable) Error() string { return e.message }
+
+// planWithHeld runs place, which plans g on cl (a new plan, or a preemption's), and returns its
+// plan when g has no held pods or the plan's domain of their level has room for them beside its
+// GPU pods; freed are the pods the plan evicts, whose room counts as free. Otherwise it leaves
+// that domain out and runs place again, up to maxDomainsForHeld domains; the error then says what
+// the gang needs and the most room a tried domain had.
+func (s *State) planWithHeld(cl *planner.Cluster, g *gang, nodes []fwk.NodeInfo, place func() (*planner.Plan, map[types.UID]bool, error)) (*planner.Plan, error) {
+	pl, freed, err := place()
+	if err != nil || len(g.held) == 0 {
+		return pl, err
+	}
 	level := planner.LevelCluster
 	for _, p := range g.held {
 		l, _ := Topology(p)
@@ -47,7 +59,7 @@ func (s *State) roomForHeld(cl *planner.Cluster, g *gang, pl *planner.Plan, node
 	best, bestRoom, tried := "", -1, 0
 	for {
 		name, members := cl.Domain(at[pl.Assignments[0].Node], level)
-		room := heldRoom(g, pl, members, cl, byName)
+		room := heldRoom(g, pl, freed, members, cl, byName)
 		if room >= len(g.held) {
 			return pl, nil
 		}
@@ -61,11 +73,9 @@ func (s *State) roomForHeld(cl *planner.Cluster, g *gang, pl *planner.Plan, node
 		for _, j := range members {
 			cl.Nodes[j].Excluded = true
 		}
-		next, err := cl.Place(g.plannerGang())
-		if err != nil {
+		if pl, freed, err = place(); err != nil {
 			break
 		}
-		pl = next
 	}
 	noun := level.String()
 	if level <= planner.LevelNode {
@@ -77,15 +87,19 @@ func (s *State) roomForHeld(cl *planner.Cluster, g *gang, pl *planner.Plan, node
 	} else {
 		msg += fmt.Sprintf("; of the %d %ss with room for its GPU pods tried, the best (%s) has room beside them for %d pod(s) without GPUs", tried, noun, best, bestRoom)
 	}
-	return nil, &planner.Unplaceable{Message: msg + " (CPU, memory, pod slots, node selector, taints)"}
+	return nil, &heldUnplaceable{message: msg + " (CPU, memory, pod slots, node selector, taints)"}
 }
 
 // heldRoom is how many of g's held pods the domain's nodes (members, indices in cl.Nodes) admit,
-// first fit from the largest CPU request, beside the GPU pods pl puts there.
-func heldRoom(g *gang, pl *planner.Plan, members []int32, cl *planner.Cluster, byName map[string]fwk.NodeInfo) int {
-	// The gang's own pods the scheduler already assumed somewhere give their room back: the
+// first fit from the largest CPU request, beside the GPU pods pl puts there, with the room of the
+// freed pods given back.
+func heldRoom(g *gang, pl *planner.Plan, freed map[types.UID]bool, members []int32, cl *planner.Cluster, byName map[string]fwk.NodeInfo) int {
+	// The gang's own pods the scheduler already assumed somewhere give their room back too: the
 	// plan places them anew.
-	mine := make(map[types.UID]bool, len(g.pending)+len(g.held))
+	mine := maps.Clone(freed)
+	if mine == nil {
+		mine = make(map[types.UID]bool, len(g.pending)+len(g.held))
+	}
 	for _, p := range slices.Concat(g.pending, g.held) {
 		mine[p.UID] = true
 	}
@@ -192,7 +206,9 @@ func (r *nodeRoom) fits(req corev1.ResourceList) bool {
 		default:
 			left, want = r.scalar[name], q.Value()
 		}
-		if want > left {
+		// A resource the pod asks none of (nvidia.com/gpu: 0) is never short, even where a
+		// preemption's plan takes GPUs its victims still hold.
+		if want > 0 && want > left {
 			return false
 		}
 	}

@@ -215,10 +215,10 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	var pl *planner.Plan
 	if err == nil {
 		cl, _ := s.view(ctx, nodes, viewOptions{gang: g, elig: elig})
-		pl, err = cl.Place(g.plannerGang())
-		if err == nil && len(g.held) > 0 {
-			pl, err = s.roomForHeld(cl, g, pl, nodes)
-		}
+		pl, err = s.planWithHeld(cl, g, nodes, func() (*planner.Plan, map[types.UID]bool, error) {
+			p, err := cl.Place(g.plannerGang())
+			return p, nil, err
+		})
 	}
 	if err != nil {
 		err = fmt.Errorf("%w%s", err, avoidedMessage(elig.avoid))

@@ -17,6 +17,7 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 )
 
 // preemption is a preemptor gang's eviction in progress.
@@ -104,29 +105,38 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 		return cannot(err.Error())
 	}
 	cl, vt := s.view(ctx, nodes, viewOptions{gang: g, elig: elig, victims: true, lonePods: o.LonePods})
-	res, err := cl.Preempt(g.plannerGang())
+	var res *planner.Preemption
+	victims := map[int][]*corev1.Pod{}
+	_, err = s.planWithHeld(cl, g, nodes, func() (*planner.Plan, map[types.UID]bool, error) {
+		r, err := cl.Preempt(g.plannerGang())
+		if err != nil {
+			return nil, nil, err
+		}
+		res = r
+		freed := map[types.UID]bool{}
+		for _, v := range r.Victims {
+			if victims[v] == nil {
+				victims[v] = s.victimPods(vt.meta[v])
+			}
+			for _, p := range victims[v] {
+				freed[p.UID] = true
+			}
+		}
+		return r.Plan, freed, nil
+	})
 	if err != nil {
 		logger.V(2).Info("Preemption cannot make room", "gang", key, "reason", err.Error())
+		if _, held := err.(*heldUnplaceable); held {
+			return cannot("preempting whole lower-priority gangs would not make room either: " + err.Error())
+		}
 		return cannot("preempting whole lower-priority gangs would not make room either")
 	}
 	delete(s.preemptVerdicts, key)
 	out := &Victims{}
 	pr := &preemption{deadline: s.now().Add(o.Wait)}
 	for _, v := range res.Victims {
-		m := vt.meta[v]
 		out.Gangs = append(out.Gangs, vt.list[v].Key)
-		var pods []*corev1.Pod
-		if m.pod != "" {
-			if p, err := s.pods.Pods(m.namespace).Get(m.pod); err == nil {
-				pods = append(pods, p)
-			}
-		} else {
-			pods = s.members(m.namespace, m.podGroup)
-		}
-		for _, p := range pods {
-			if p.DeletionTimestamp != nil {
-				continue
-			}
+		for _, p := range victims[v] {
 			out.Pods = append(out.Pods, p)
 			pr.victims = append(pr.victims, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
 			pr.uids = append(pr.uids, p.UID)
@@ -141,6 +151,19 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	out.Node = p.slots[pod.UID].Node
 	logger.V(2).Info("Preempting whole gangs", "preemptor", key, "victims", strings.Join(out.Gangs, ","), "pods", len(out.Pods), "node", out.Node)
 	return out, nil
+}
+
+// victimPods are the pods of a victim, gang or lone pod, not yet terminating.
+func (s *State) victimPods(m victimMeta) []*corev1.Pod {
+	var pods []*corev1.Pod
+	if m.pod != "" {
+		if p, err := s.pods.Pods(m.namespace).Get(m.pod); err == nil {
+			pods = append(pods, p)
+		}
+	} else {
+		pods = s.members(m.namespace, m.podGroup)
+	}
+	return slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
 }
 
 // anyVictim reports whether any pod that preemption may evict for g holds GPUs, or may stand in the

@@ -600,6 +600,43 @@ func wantInRack(t *testing.T, c client.Client, pods []*corev1.Pod, rack string) 
 	}
 }
 
+// TestPreemptionMakesRoomForTheParameterServerToo: evicting the low gang of the first rack would
+// free GPUs for the urgent gang's workers, but its parameter server needs 8 CPUs and pods of
+// another scheduler, of the urgent gang's priority, hold 90 of the 96 on each node there. The two low gangs of the other rack are
+// evicted instead, and the whole urgent gang runs there; the first rack's gang stays.
+func TestPreemptionMakesRoomForTheParameterServerToo(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 2, NodesPerRack: 2, GPUsPerNode: 8})
+	low1 := makeGang(ns, "low1", 2, 8).Priority(lowPriority).create(t, e.c.Client)
+	low1Pods := waitBound(t, e.c.Client, ns, low1.names(), bindTimeout)
+	for _, p := range low1Pods {
+		hog := makePod(ns, "hog-"+p.Spec.NodeName, 0)
+		hog.Spec.PriorityClassName = highPriority
+		cpus("90", hog)
+		runOn(t, e.c.Client, hog, p.Spec.NodeName)
+	}
+	var low2 []string
+	for _, name := range []string{"low2a", "low2b"} {
+		low2 = append(low2, makeGang(ns, name, 1, 8).Priority(lowPriority).create(t, e.c.Client).names()...)
+	}
+	rack := nodeLabel(t, e.c.Client, waitBound(t, e.c.Client, ns, low2, bindTimeout)[0].Spec.NodeName, framework.LabelRack)
+
+	urgent := makeGang(ns, "urgent", 3, 8).Priority(highPriority).Topology(convoy.TopologyRack, convoy.TopologyRequired)
+	parameterServer(urgent.pods[2], "8")
+	wantInRack(t, e.c.Client, waitBound(t, e.c.Client, ns, urgent.create(t, e.c.Client).names(), bindTimeout), rack)
+	for _, p := range get(t, e.c.Client, ns, low2) {
+		if p != nil && p.DeletionTimestamp == nil {
+			t.Errorf("low gang pod %s was not evicted", p.Name)
+		}
+	}
+	for i, p := range get(t, e.c.Client, ns, low1.names()) {
+		if p == nil || p.UID != low1Pods[i].UID || p.DeletionTimestamp != nil {
+			t.Errorf("low1 pod %s was evicted, though its rack has no CPU for the parameter server", low1Pods[i].Name)
+		}
+	}
+}
+
 // parameterServer makes p a parameter server asking cpu CPUs and no GPU.
 func parameterServer(p *corev1.Pod, cpu string) {
 	p.Labels[convoy.LabelReplicaRole] = "ps"

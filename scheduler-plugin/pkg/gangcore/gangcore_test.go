@@ -217,6 +217,29 @@ func TestParameterServerTakesARackWithRoomForIt(t *testing.T) {
 	}
 }
 
+// TestParameterServerLeavesItsWorkersTheirRoom: once the gang is planned, its parameter server
+// may not take the CPU of a node where a worker is planned and not yet reserved (90 + 8 of 96
+// CPUs); the rack's third node takes it.
+func TestParameterServerLeavesItsWorkersTheirRoom(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8), fakeNode("c", "r1", 8)}
+	pods := psGang("8")
+	h := newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8), inventory("c", 8))
+	planned := map[string]bool{}
+	for _, p := range pods[:2] {
+		st, status := h.state.PlanFor(context.Background(), p, h.nodeInfos())
+		planned[strings.Split(slotOf(t, st, status), ":")[0]] = true
+	}
+	var admits []string
+	for _, ni := range h.nodeInfos() {
+		if h.state.LeavesRoomForPlan(pods[2], ni) {
+			admits = append(admits, ni.Node().Name)
+		}
+	}
+	if len(admits) != 1 || planned[admits[0]] {
+		t.Errorf("the parameter server may take %v, want only the node of no worker (workers planned on %v)", admits, planned)
+	}
+}
+
 // TestGangIsToldItsParameterServerFitsNoRack names the pods without GPUs and the best room found
 // when every rack that holds the workers lacks CPU for them.
 func TestGangIsToldItsParameterServerFitsNoRack(t *testing.T) {

@@ -214,3 +214,31 @@ func (r *nodeRoom) fits(req corev1.ResourceList) bool {
 	}
 	return true
 }
+
+// LeavesRoomForPlan reports whether pod, a pod without GPUs held for its gang's plan, leaves the
+// gang's GPU pods planned on the node, and not yet reserved there, the room they need: the plan's
+// check for held pods counted those GPU pods first. Without it a parameter server scheduled before
+// a worker may take the worker's CPU, the worker's node then fails NodeResourcesFit, and the gang
+// is planned again without that node.
+func (s *State) LeavesRoomForPlan(pod *corev1.Pod, ni fwk.NodeInfo) bool {
+	var planned []types.UID
+	s.mu.Lock()
+	if p := s.plans[GangKey(pod)]; p != nil {
+		for uid, sl := range p.slots {
+			if sl.phase == slotPlanned && sl.Node == ni.Node().Name {
+				planned = append(planned, uid)
+			}
+		}
+	}
+	s.mu.Unlock()
+	if len(planned) == 0 {
+		return true
+	}
+	r := roomOf(ni, nil)
+	for _, m := range s.members(pod.Namespace, PodGroupName(pod)) {
+		if slices.Contains(planned, m.UID) {
+			r.take(requests(m), 1)
+		}
+	}
+	return r.fits(requests(pod))
+}

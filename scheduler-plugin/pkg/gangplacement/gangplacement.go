@@ -109,7 +109,8 @@ func (pl *GangPlacement) PreFilterExtensions() framework.PreFilterExtensions { r
 
 // Filter admits only the node of the pod's slot. PreFilter already narrowed the nodes to it; this
 // also holds when the scheduler first tries a pod's nominated node. A pod without GPUs whose gang
-// requires a topology level is admitted on the nodes of its gang's domain.
+// requires a topology level is admitted on the nodes of its gang's domain, where it leaves the
+// gang's GPU pods planned there their room.
 func (pl *GangPlacement) Filter(_ context.Context, cs fwk.CycleState, pod *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
 	st, err := gangcore.ReadCycleState(cs)
 	if err != nil {
@@ -123,6 +124,9 @@ func (pl *GangPlacement) Filter(_ context.Context, cs fwk.CycleState, pod *corev
 		if !pl.state.InDomain(pod, anchor.Node(), ni.Node()) {
 			level, _ := gangcore.Topology(pod)
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s requires one %s: its GPU pods run on node %s", st.Gang, level, st.Anchor))
+		}
+		if !pl.state.LeavesRoomForPlan(pod, ni) {
+			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node %s keeps its room for the GPU pods gang %s plans there", ni.Node().Name, st.Gang))
 		}
 		return nil
 	}

@@ -339,9 +339,9 @@ func TestTrainingJobRunsAndCompletes(t *testing.T) {
 // parameter servers, which ask no GPU, in its GPU workers' rack, where kube-scheduler's scoring
 // alone would spread them over the emptier nodes of the fleet. They ask the workers' 60 CPUs, and
 // the rack the workers would fit best, half taken by a job of 90-CPU workers, has no CPU left for
-// them beside the workers (96 a node): the job runs in another rack. (Session 12's scheduler got
-// there too when a parameter server happened to take a planned worker's node first, which then
-// failed NodeResourcesFit and was avoided; the scheduler's integration tests pin the plan down.)
+// them beside the workers (96 a node): the job runs in another rack, at the first plan, with no pod
+// of it ever turned away. Session 12's scheduler got there only after a parameter server took a
+// planned worker's CPU, the worker was turned away ("Insufficient cpu") and its node avoided.
 func TestParameterServersRunInTheWorkersRack(t *testing.T) {
 	e := setup(t)
 	e.queue(64)
@@ -371,6 +371,13 @@ func TestParameterServersRunInTheWorkersRack(t *testing.T) {
 	}
 	if racks := e.racks(pods); len(racks) != 1 || racks[0] == "" || slices.Contains(taken, racks[0]) {
 		t.Errorf("the job's workers and parameter servers are in racks %q, want one rack other than the filler's %q", racks, taken)
+	}
+	events := &corev1.EventList{}
+	must(t, e.k.List(t.Context(), events, client.InNamespace(e.ns)))
+	for _, ev := range events.Items {
+		if ev.Reason == "FailedScheduling" && strings.HasPrefix(ev.InvolvedObject.Name, "tf-") {
+			t.Errorf("pod %s was turned away: %s", ev.InvolvedObject.Name, ev.Message)
+		}
 	}
 }
 

@@ -13,6 +13,10 @@ import (
 // EnvBinDir, when set, names the directory holding the binaries instead of <repository root>/bin.
 const EnvBinDir = "CONVOY_BIN_DIR"
 
+// EnvKeepState, when set to anything but "", keeps a test package's state directory, with every
+// component's log, when its tests pass too: to read what the scheduler did in a passing run.
+const EnvKeepState = "CONVOY_KEEP_STATE"
+
 var (
 	sharedMu sync.Mutex
 	shared   *Cluster
@@ -23,8 +27,8 @@ var (
 //	func TestMain(m *testing.M) { framework.Main(m, framework.Options{}) }
 //
 // Tests reach the cluster with Shared. A cluster that cannot start (binaries missing: run
-// `make bin`) fails the package; it is never skipped. When a test fails, the state directory
-// with every component's log is kept and its path printed.
+// `make bin`) fails the package; it is never skipped. When a test fails, or $CONVOY_KEEP_STATE is
+// set, the state directory with every component's log is kept and its path printed.
 func Main(m *testing.M, opts Options) {
 	os.Exit(runMain(m, opts))
 }
@@ -43,7 +47,7 @@ func runMain(m *testing.M, opts Options) int {
 	sharedMu.Unlock()
 
 	code := m.Run()
-	if code != 0 {
+	if code != 0 || os.Getenv(EnvKeepState) != "" {
 		c.KeepStateDir()
 		fmt.Fprintf(os.Stderr, "Control plane state and logs kept in %s\n", c.StateDir)
 	}

@@ -197,23 +197,36 @@ func psGang(psCPUs string) []*corev1.Pod {
 		inOneRack(member("ns", "job", 2, 0).Req(cpus(psCPUs)))}
 }
 
-// TestParameterServerTakesARackWithRoomForIt: the rack that fits the workers best has no CPU
-// left for the parameter server beside them (96 CPUs a node, 90 per worker), so the gang is
-// planned in the next rack, where a third node holds the parameter server.
+// TestParameterServerTakesARackWithRoomForIt: rack r1 fits the two workers best (two free nodes
+// against three), but has no CPU left for the parameter server beside them (96 CPUs a node, 90 per
+// worker) unless the server asks less or the rack has a node of CPUs alone it may use.
 func TestParameterServerTakesARackWithRoomForIt(t *testing.T) {
-	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8), fakeNode("c", "r2", 8), fakeNode("d", "r2", 8), fakeNode("e", "r2", 8)}
-	pods := psGang("8")
-	h := newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8), inventory("c", 8), inventory("d", 8), inventory("e", 8))
-	st, status := h.state.PlanFor(context.Background(), pods[0], h.nodeInfos())
-	if got := slotOf(t, st, status); !strings.HasPrefix(got, "c:") && !strings.HasPrefix(got, "d:") && !strings.HasPrefix(got, "e:") {
-		t.Errorf("first worker's slot = %s, want a node of rack r2", got)
+	tainted := fakeNode("cpu", "r1", 0)
+	tainted.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "etl", Effect: corev1.TaintEffectNoSchedule}}
+	cases := map[string]struct {
+		psCPUs string
+		extra  *corev1.Node
+		want   string
+	}{
+		"no CPU beside the workers":             {psCPUs: "8", want: "r2"},
+		"room beside a worker":                  {psCPUs: "6", want: "r1"},
+		"a node of CPUs in the rack":            {psCPUs: "8", extra: fakeNode("cpu", "r1", 0), want: "r1"},
+		"a node of CPUs the server may not use": {psCPUs: "8", extra: tainted, want: "r2"},
 	}
-	// With room for the parameter server beside a worker, the tighter rack wins again.
-	pods = psGang("6")
-	h = newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8), inventory("c", 8), inventory("d", 8), inventory("e", 8))
-	st, status = h.state.PlanFor(context.Background(), pods[0], h.nodeInfos())
-	if got := slotOf(t, st, status); !strings.HasPrefix(got, "a:") && !strings.HasPrefix(got, "b:") {
-		t.Errorf("first worker's slot = %s, want a node of rack r1", got)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8), fakeNode("c", "r2", 8), fakeNode("d", "r2", 8), fakeNode("e", "r2", 8)}
+			if tc.extra != nil {
+				nodes = append(nodes, tc.extra)
+			}
+			pods := psGang(tc.psCPUs)
+			h := newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8), inventory("c", 8), inventory("d", 8), inventory("e", 8))
+			st, status := h.state.PlanFor(context.Background(), pods[0], h.nodeInfos())
+			node := strings.Split(slotOf(t, st, status), ":")[0]
+			if got := nodes[slices.IndexFunc(nodes, func(n *corev1.Node) bool { return n.Name == node })].Labels[convoy.LabelTopologyRack]; got != tc.want {
+				t.Errorf("first worker planned on %s in rack %s, want rack %s", node, got, tc.want)
+			}
+		})
 	}
 }
 

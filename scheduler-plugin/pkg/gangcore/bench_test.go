@@ -3,6 +3,7 @@ package gangcore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,9 +16,10 @@ import (
 )
 
 // BenchmarkPlanFor measures GangPlacement's PreFilter work: the first pod of a 16×8-GPU gang plans
-// the whole gang on a fleet half full of bound pods (a new plan each time), a gang of pods that
-// keep apart by hostname does the same, and a later pod checks its slot, alone and with 200 other
-// gangs' plans open.
+// the whole gang on a fleet half full of bound pods (a new plan each time); an 8×8-GPU gang
+// required in one rack, without and with two parameter servers, does the same; so does a gang of pods that
+// keep apart by hostname; and a later pod checks its slot, alone and with 200 other gangs' plans
+// open.
 func BenchmarkPlanFor(b *testing.B) {
 	for _, n := range []int{1000, 5000} {
 		f := synth.DefaultFleet(n)
@@ -41,6 +43,20 @@ func BenchmarkPlanFor(b *testing.B) {
 		for r := range 16 {
 			gang = append(gang, member("ns", "job", r, 8).Obj())
 		}
+		// Half of it, 8×8 GPUs, required in one rack (a rack's free nodes), without and with two
+		// parameter servers (the plan checks their room).
+		inRack := func(name string, servers int) []*corev1.Pod {
+			var out []*corev1.Pod
+			for r := range 8 + servers {
+				w := member("ns", name, r, 8)
+				if r >= 8 {
+					w = member("ns", name, r, 0).Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "8"})
+				}
+				out = append(out, inOneRack(w))
+			}
+			return out
+		}
+		rack, tf := inRack("rack", 0), inRack("tf", 2)
 		for r := range 16 {
 			apart = append(apart, member("ns", "apart", r, 2).PodAntiAffinity(corev1.LabelHostname,
 				&metav1.LabelSelector{MatchLabels: map[string]string{schedv1alpha1.PodGroupLabel: "apart"}}, st.PodAntiAffinityWithRequiredReq).Obj())
@@ -52,7 +68,7 @@ func BenchmarkPlanFor(b *testing.B) {
 				others = append(others, member("ns", fmt.Sprintf("other-%d", k), r, 2).Obj())
 			}
 		}
-		h := newHarness(b, nodes, append(append(append(pods, gang...), apart...), others...), inv...)
+		h := newHarness(b, nodes, slices.Concat(pods, gang, apart, rack, tf, others), inv...)
 		ctx := context.Background()
 		infos := h.nodeInfos()
 		newPlan := func(key string, pod *corev1.Pod) func(b *testing.B) {
@@ -68,6 +84,8 @@ func BenchmarkPlanFor(b *testing.B) {
 			}
 		}
 		b.Run(fmt.Sprintf("nodes=%d/new-plan", n), newPlan("ns/job", gang[0]))
+		b.Run(fmt.Sprintf("nodes=%d/new-plan-rack", n), newPlan("ns/rack", rack[0]))
+		b.Run(fmt.Sprintf("nodes=%d/new-plan-rack-servers", n), newPlan("ns/tf", tf[0]))
 		// A gang of 16 2-GPU pods that keep apart by hostname: InterPodAffinity filters every node
 		// with free GPUs, and the plan caps each node at one pod.
 		b.Run(fmt.Sprintf("nodes=%d/new-plan-apart", n), newPlan("ns/apart", apart[0]))

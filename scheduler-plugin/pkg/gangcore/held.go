@@ -11,6 +11,7 @@ import (
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 )
@@ -36,7 +37,7 @@ func (e *heldUnplaceable) Error() string { return e.message }
 // GPU pods; freed are the pods the plan evicts, whose room counts as free. Otherwise it leaves
 // that domain out and runs place again, up to maxDomainsForHeld domains; the error then says what
 // the gang needs and the most room a tried domain had.
-func (s *State) planWithHeld(cl *planner.Cluster, g *gang, nodes []fwk.NodeInfo, place func() (*planner.Plan, map[types.UID]bool, error)) (*planner.Plan, error) {
+func (s *State) planWithHeld(cl *planner.Cluster, g *gang, place func() (*planner.Plan, map[types.UID]bool, error)) (*planner.Plan, error) {
 	pl, freed, err := place()
 	if err != nil || len(g.held) == 0 {
 		return pl, err
@@ -46,20 +47,11 @@ func (s *State) planWithHeld(cl *planner.Cluster, g *gang, nodes []fwk.NodeInfo,
 		l, _ := Topology(p)
 		level = min(level, l)
 	}
-	byName := make(map[string]fwk.NodeInfo, len(nodes))
-	for _, ni := range nodes {
-		if ni.Node() != nil {
-			byName[ni.Node().Name] = ni
-		}
-	}
-	at := make(map[string]int, len(cl.Nodes))
-	for i := range cl.Nodes {
-		at[cl.Nodes[i].Name] = i
-	}
+	infos := s.handle.SnapshotSharedLister().NodeInfos()
 	best, bestRoom, tried := "", -1, 0
 	for {
-		name, members := cl.Domain(at[pl.Assignments[0].Node], level)
-		room := heldRoom(g, pl, freed, members, cl, byName)
+		name, members := cl.Domain(pl.Assignments[0].NodeIndex(), level)
+		room := heldRoom(g, pl, freed, members, cl, infos)
 		if room >= len(g.held) {
 			return pl, nil
 		}
@@ -93,7 +85,7 @@ func (s *State) planWithHeld(cl *planner.Cluster, g *gang, nodes []fwk.NodeInfo,
 // heldRoom is how many of g's held pods the domain's nodes (members, indices in cl.Nodes) admit,
 // first fit from the largest CPU request, beside the GPU pods pl puts there, with the room of the
 // freed pods given back.
-func heldRoom(g *gang, pl *planner.Plan, freed map[types.UID]bool, members []int32, cl *planner.Cluster, byName map[string]fwk.NodeInfo) int {
+func heldRoom(g *gang, pl *planner.Plan, freed map[types.UID]bool, members []int32, cl *planner.Cluster, infos framework.NodeInfoLister) int {
 	// The gang's own pods the scheduler already assumed somewhere give their room back too: the
 	// plan places them anew.
 	mine := maps.Clone(freed)
@@ -109,8 +101,8 @@ func heldRoom(g *gang, pl *planner.Plan, freed map[types.UID]bool, members []int
 	}
 	rooms := make([]*nodeRoom, 0, len(members))
 	for _, j := range members {
-		ni := byName[cl.Nodes[j].Name]
-		if ni == nil {
+		ni, err := infos.Get(cl.Nodes[j].Name)
+		if err != nil || ni.Node() == nil {
 			continue
 		}
 		r := roomOf(ni, mine)

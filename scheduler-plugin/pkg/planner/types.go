@@ -211,6 +211,9 @@ type Assignment struct {
 	set  GPUSet
 }
 
+// NodeIndex is the index of the assignment's node in Cluster.Nodes.
+func (a Assignment) NodeIndex() int { return a.node }
+
 // Plan is a placement of every pod of a gang.
 type Plan struct {
 	// Assignments has one entry per pod, grouped by zone, block, rack and node so that

@@ -2,6 +2,7 @@ package gangcore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -126,7 +127,7 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	})
 	if err != nil {
 		logger.V(2).Info("Preemption cannot make room", "gang", key, "reason", err.Error())
-		if _, held := err.(*heldUnplaceable); held {
+		if held := (*heldUnplaceable)(nil); errors.As(err, &held) {
 			return cannot("preempting whole lower-priority gangs would not make room either: " + err.Error())
 		}
 		return cannot("preempting whole lower-priority gangs would not make room either")

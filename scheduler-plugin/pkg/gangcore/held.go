@@ -10,8 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 )
@@ -37,7 +39,7 @@ func (e *heldUnplaceable) Error() string { return e.message }
 // GPU pods; freed are the pods the plan evicts, whose room counts as free. Otherwise it leaves
 // that domain out and runs place again, up to maxDomainsForHeld domains; the error then says what
 // the gang needs and the most room a tried domain had.
-func (s *State) planWithHeld(cl *planner.Cluster, g *gang, place func() (*planner.Plan, map[types.UID]bool, error)) (*planner.Plan, error) {
+func (s *State) planWithHeld(logger klog.Logger, cl *planner.Cluster, g *gang, place func() (*planner.Plan, map[types.UID]bool, error)) (*planner.Plan, error) {
 	pl, freed, err := place()
 	if err != nil || len(g.held) == 0 {
 		return pl, err
@@ -51,7 +53,7 @@ func (s *State) planWithHeld(cl *planner.Cluster, g *gang, place func() (*planne
 	best, bestRoom, tried := "", -1, 0
 	for {
 		name, members := cl.Domain(pl.Assignments[0].NodeIndex(), level)
-		room := heldRoom(g, pl, freed, members, cl, infos)
+		room := heldRoom(logger, g, pl, freed, members, cl, infos)
 		if room >= len(g.held) {
 			return pl, nil
 		}
@@ -84,45 +86,50 @@ func (s *State) planWithHeld(cl *planner.Cluster, g *gang, place func() (*planne
 
 // heldRoom is how many of g's held pods the domain's nodes (members, indices in cl.Nodes) admit,
 // first fit from the largest CPU request, beside the GPU pods pl puts there, with the room of the
-// freed pods given back.
-func heldRoom(g *gang, pl *planner.Plan, freed map[types.UID]bool, members []int32, cl *planner.Cluster, infos framework.NodeInfoLister) int {
+// freed pods given back. Each node is a copy of the scheduler's NodeInfo with those pods added and
+// removed, and the pods are fitted by NodeResourcesFit's own test, as DefaultPreemption simulates
+// its victims' eviction.
+func heldRoom(logger klog.Logger, g *gang, pl *planner.Plan, freed map[types.UID]bool, members []int32, cl *planner.Cluster, infos framework.NodeInfoLister) int {
 	// The gang's own pods the scheduler already assumed somewhere give their room back too: the
 	// plan places them anew.
-	mine := maps.Clone(freed)
-	if mine == nil {
-		mine = make(map[types.UID]bool, len(g.pending)+len(g.held))
+	gone := maps.Clone(freed)
+	if gone == nil {
+		gone = make(map[types.UID]bool, len(g.pending)+len(g.held))
 	}
 	for _, p := range slices.Concat(g.pending, g.held) {
-		mine[p.UID] = true
+		gone[p.UID] = true
 	}
 	planned := map[string][]*corev1.Pod{}
 	for i, a := range pl.Assignments {
 		planned[a.Node] = append(planned[a.Node], g.pending[i])
 	}
-	rooms := make([]*nodeRoom, 0, len(members))
+	nodes := make([]fwk.NodeInfo, 0, len(members))
 	for _, j := range members {
 		ni, err := infos.Get(cl.Nodes[j].Name)
 		if err != nil || ni.Node() == nil {
 			continue
 		}
-		r := roomOf(ni, mine)
-		for _, p := range planned[ni.Node().Name] {
-			r.take(requests(p), 1)
+		ni = ni.Snapshot()
+		for _, pi := range ni.GetPods() {
+			if gone[pi.GetPod().UID] {
+				_ = ni.RemovePod(logger, pi.GetPod())
+			}
 		}
-		rooms = append(rooms, r)
+		for _, p := range planned[ni.Node().Name] {
+			addPod(ni, p)
+		}
+		nodes = append(nodes, ni)
 	}
 	held := slices.Clone(g.held)
 	slices.SortStableFunc(held, func(a, b *corev1.Pod) int {
-		ra, rb := requests(a), requests(b)
-		return cmp.Compare(rb.Cpu().MilliValue(), ra.Cpu().MilliValue())
+		return cmp.Compare(cpuRequest(b), cpuRequest(a))
 	})
 	n := 0
 	for _, p := range held {
-		req := requests(p)
 		e := eligibility{template: p, affinity: nodeaffinity.GetRequiredNodeAffinity(p)}
-		for _, r := range rooms {
-			if r.fits(req) && !e.excluded(r.node) {
-				r.take(req, 1)
+		for _, ni := range nodes {
+			if len(noderesources.Fits(p, ni, noderesources.ResourceRequestsOptions{})) == 0 && !e.excluded(ni.Node()) {
+				addPod(ni, p)
 				n++
 				break
 			}
@@ -131,80 +138,16 @@ func heldRoom(g *gang, pl *planner.Plan, freed map[types.UID]bool, members []int
 	return n
 }
 
-func requests(p *corev1.Pod) corev1.ResourceList {
-	return resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+func cpuRequest(p *corev1.Pod) int64 {
+	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+	return req.Cpu().MilliValue()
 }
 
-// nodeRoom is what a node has left of CPU, memory, ephemeral storage, extended resources and pod
-// slots.
-type nodeRoom struct {
-	node                      *corev1.Node
-	milliCPU, memory, storage int64
-	scalar                    map[corev1.ResourceName]int64
-	pods                      int64
-}
-
-// roomOf is the node's allocatable less the requests of its pods, not counting the pods in skip.
-func roomOf(ni fwk.NodeInfo, skip map[types.UID]bool) *nodeRoom {
-	alloc, used := ni.GetAllocatable(), ni.GetRequested()
-	r := &nodeRoom{node: ni.Node(), milliCPU: alloc.GetMilliCPU() - used.GetMilliCPU(), memory: alloc.GetMemory() - used.GetMemory(),
-		storage: alloc.GetEphemeralStorage() - used.GetEphemeralStorage(), pods: int64(alloc.GetAllowedPodNumber() - len(ni.GetPods())),
-		scalar: map[corev1.ResourceName]int64{}}
-	for name, q := range alloc.GetScalarResources() {
-		r.scalar[name] = q - used.GetScalarResources()[name]
+// addPod adds p's requests to ni, a copy of a node's NodeInfo, as if it ran there.
+func addPod(ni fwk.NodeInfo, p *corev1.Pod) {
+	if pi, err := framework.NewPodInfo(p); err == nil {
+		ni.AddPodInfo(pi)
 	}
-	for _, pi := range ni.GetPods() {
-		if skip[pi.GetPod().UID] {
-			r.take(requests(pi.GetPod()), -1)
-		}
-	}
-	return r
-}
-
-// take subtracts sign times the requests of one pod.
-func (r *nodeRoom) take(req corev1.ResourceList, sign int64) {
-	r.pods -= sign
-	for name, q := range req {
-		switch name {
-		case corev1.ResourceCPU:
-			r.milliCPU -= sign * q.MilliValue()
-		case corev1.ResourceMemory:
-			r.memory -= sign * q.Value()
-		case corev1.ResourceEphemeralStorage:
-			r.storage -= sign * q.Value()
-		case corev1.ResourcePods:
-		default:
-			r.scalar[name] -= sign * q.Value()
-		}
-	}
-}
-
-// fits reports whether one pod of these requests fits the room.
-func (r *nodeRoom) fits(req corev1.ResourceList) bool {
-	if r.pods < 1 {
-		return false
-	}
-	for name, q := range req {
-		var left, want int64
-		switch name {
-		case corev1.ResourceCPU:
-			left, want = r.milliCPU, q.MilliValue()
-		case corev1.ResourceMemory:
-			left, want = r.memory, q.Value()
-		case corev1.ResourceEphemeralStorage:
-			left, want = r.storage, q.Value()
-		case corev1.ResourcePods:
-			continue
-		default:
-			left, want = r.scalar[name], q.Value()
-		}
-		// A resource the pod asks none of (nvidia.com/gpu: 0) is never short, even where a
-		// preemption's plan takes GPUs its victims still hold.
-		if want > 0 && want > left {
-			return false
-		}
-	}
-	return true
 }
 
 // LeavesRoomForPlan reports whether pod, a pod without GPUs held for its gang's plan, leaves the
@@ -226,11 +169,11 @@ func (s *State) LeavesRoomForPlan(pod *corev1.Pod, ni fwk.NodeInfo) bool {
 	if len(planned) == 0 {
 		return true
 	}
-	r := roomOf(ni, nil)
+	ni = ni.Snapshot()
 	for _, m := range s.members(pod.Namespace, PodGroupName(pod)) {
 		if slices.Contains(planned, m.UID) {
-			r.take(requests(m), 1)
+			addPod(ni, m)
 		}
 	}
-	return r.fits(requests(pod))
+	return len(noderesources.Fits(pod, ni, noderesources.ResourceRequestsOptions{})) == 0
 }

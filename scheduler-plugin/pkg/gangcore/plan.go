@@ -215,7 +215,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	var pl *planner.Plan
 	if err == nil {
 		cl, _ := s.view(ctx, nodes, viewOptions{gang: g, elig: elig})
-		pl, err = s.planWithHeld(cl, g, func() (*planner.Plan, map[types.UID]bool, error) {
+		pl, err = s.planWithHeld(logger, cl, g, func() (*planner.Plan, map[types.UID]bool, error) {
 			p, err := cl.Place(g.plannerGang())
 			return p, nil, err
 		})

@@ -108,7 +108,7 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	cl, vt := s.view(ctx, nodes, viewOptions{gang: g, elig: elig, victims: true, lonePods: o.LonePods})
 	var res *planner.Preemption
 	victims := map[int][]*corev1.Pod{}
-	_, err = s.planWithHeld(cl, g, func() (*planner.Plan, map[types.UID]bool, error) {
+	_, err = s.planWithHeld(logger, cl, g, func() (*planner.Plan, map[types.UID]bool, error) {
 		r, err := cl.Preempt(g.plannerGang())
 		if err != nil {
 			return nil, nil, err

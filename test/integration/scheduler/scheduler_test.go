@@ -205,12 +205,12 @@ func cpuPod(ns, name, q, priorityClass string) *corev1.Pod {
 }
 
 // wantGangIntact fails the test for each of the gang's pods (before, as bound) that is gone,
-// replaced or terminating: a pod preempting pod by pod evicted it.
-func wantGangIntact(t *testing.T, c client.Client, ns string, gang *gangWrapper, before []*corev1.Pod) {
+// replaced or terminating; why says why it should have stayed.
+func wantGangIntact(t *testing.T, c client.Client, ns string, gang *gangWrapper, before []*corev1.Pod, why string) {
 	t.Helper()
 	for i, p := range get(t, c, ns, gang.names()) {
 		if p == nil || p.UID != before[i].UID || p.DeletionTimestamp != nil {
-			t.Errorf("gang worker %s was evicted by a pod preempting pod by pod", before[i].Name)
+			t.Errorf("pod %s of gang %s was evicted, %s", before[i].Name, gang.pg.Name, why)
 		}
 	}
 }
@@ -245,7 +245,7 @@ func TestPodWithoutGPUsPreemptsPodsOfNoGang(t *testing.T) {
 	if p := get(t, e.c.Client, ns, []string{lone.Name})[0]; p != nil && p.UID == lone.UID && p.DeletionTimestamp == nil {
 		t.Errorf("the lone low-priority pod was not evicted")
 	}
-	wantGangIntact(t, e.c.Client, ns, gang, before)
+	wantGangIntact(t, e.c.Client, ns, gang, before, "by a pod preempting pod by pod")
 }
 
 // TestPodWithoutGPUsLeavesGangsWhole: when only gang workers stand in the way, a pod without GPUs
@@ -265,7 +265,7 @@ func TestPodWithoutGPUsLeavesGangsWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitUnschedulable(t, e.c.Client, ns, []string{urgent.Name}, "No preemption victims found for incoming pod")
-	wantGangIntact(t, e.c.Client, ns, gang, before)
+	wantGangIntact(t, e.c.Client, ns, gang, before, "by a pod preempting pod by pod")
 }
 
 func hasDisruptionTarget(p *corev1.Pod) bool {
@@ -559,9 +559,7 @@ func TestMixedGangPreemptsOnlyTheGangItsPodsNeed(t *testing.T) {
 		p := get(t, e.c.Client, ns, whole.names())[0]
 		return p == nil, describe([]*corev1.Pod{p})
 	})
-	if p := get(t, e.c.Client, ns, small.names())[0]; p == nil || p.UID != smallBefore[0].UID || p.DeletionTimestamp != nil {
-		t.Errorf("low-small was evicted, though the launcher fits beside it")
-	}
+	wantGangIntact(t, e.c.Client, ns, small, smallBefore, "though the launcher fits beside it")
 }
 
 // TestParameterServerJoinsItsGangsRack: a gang that requires one rack keeps its parameter server,
@@ -630,11 +628,7 @@ func TestPreemptionMakesRoomForTheParameterServerToo(t *testing.T) {
 			t.Errorf("low gang pod %s was not evicted", p.Name)
 		}
 	}
-	for i, p := range get(t, e.c.Client, ns, low1.names()) {
-		if p == nil || p.UID != low1Pods[i].UID || p.DeletionTimestamp != nil {
-			t.Errorf("low1 pod %s was evicted, though its rack has no CPU for the parameter server", low1Pods[i].Name)
-		}
-	}
+	wantGangIntact(t, e.c.Client, ns, low1, low1Pods, "though its rack has no CPU for the parameter server")
 }
 
 // parameterServer makes p a parameter server asking cpu CPUs and no GPU.

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -241,6 +242,61 @@ func TestPreemptionEvictsWhatAntiAffinityForbids(t *testing.T) {
 		high, urgent}, inventory("a", 8), inventory("b", 8))
 	if _, status := h2.state.PreemptFor(context.Background(), urgent, h2.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute}); status.IsSuccess() {
 		t.Errorf("PreemptFor() succeeded where a pod of higher priority keeps the urgent pod away")
+	}
+}
+
+// TestPreemptorWaitsForTheVictimsInTheWay: the urgent pod keeps away from app=noisy, and node a
+// holds two noisy low gangs; preemption evicts both. When the victim whose GPUs the urgent pod is
+// planned to take is gone and the other is not yet, the slot's GPUs are free but the other victim
+// still stands in the way: the urgent pod waits for it, rather than go to a node its filters
+// would turn down (and then plan without a, the room it made).
+func TestPreemptorWaitsForTheVictimsInTheWay(t *testing.T) {
+	noisy := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "noisy"}}
+	victims := []*corev1.Pod{
+		member("ns", "loud", 0, 4).Priority(1).Label("app", "noisy").Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3").Obj(),
+		member("ns", "quiet", 0, 2).Priority(1).Label("app", "noisy").Node("a").Annotation(AnnotationGPUIndices, "4,5").Obj(),
+	}
+	high := lone("ns", "high", 8).Priority(100).Node("b").Obj()
+	urgent := member("ns", "urgent", 0, 2).Priority(10).PodAntiAffinity(corev1.LabelHostname, noisy, st.PodAntiAffinityWithRequiredReq).Obj()
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
+	h := newHarness(t, nodes, []*corev1.Pod{victims[0], victims[1], high, urgent}, inventory("a", 8), inventory("b", 8))
+	wantEvictedFromA(t, h, urgent, "ns/quiet", "ns/loud")
+
+	// The victim holding the planned GPUs goes first.
+	planned := h.state.plans["ns/urgent"].slots[urgent.UID].GPUs
+	gone, stays := victims[0], victims[1]
+	if g, _ := ParseGPUIndices(stays.Annotations[AnnotationGPUIndices]); planned&^g == 0 {
+		gone, stays = stays, gone
+	}
+	ctx := context.Background()
+	if err := h.cs.CoreV1().Pods("ns").Delete(ctx, gone.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		_, err := h.factory.Core().V1().Pods().Lister().Pods("ns").Get(gone.Name)
+		return err != nil, nil
+	}); err != nil {
+		t.Fatal("the informer still has the victim")
+	}
+	h.setPods(stays, high)
+	if _, status := h.state.PlanFor(ctx, urgent, h.nodeInfos()); status.IsSuccess() || !strings.Contains(status.Message(), "waits for the pods it preempted") {
+		t.Errorf("PlanFor() with its GPUs (%s) free and %s still on a = %v %q, want it to wait for the victim",
+			FormatGPUIndices(planned), stays.Name, status.Code(), status.Message())
+	}
+
+	if err := h.cs.CoreV1().Pods("ns").Delete(ctx, stays.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		_, err := h.factory.Core().V1().Pods().Lister().Pods("ns").Get(stays.Name)
+		return err != nil, nil
+	}); err != nil {
+		t.Fatal("the informer still has the victim")
+	}
+	h.setPods(high)
+	got, status := h.state.PlanFor(ctx, urgent, h.nodeInfos())
+	if !status.IsSuccess() || got.Slot.Node != "a" {
+		t.Errorf("PlanFor() once the victims left = %v %q on %q, want the slot on a", status.Code(), status.Message(), got.Slot.Node)
 	}
 }
 

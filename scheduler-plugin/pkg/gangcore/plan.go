@@ -193,14 +193,17 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 			reason = "a pod of the gang is scheduled again"
 		case now.Sub(p.created) > s.opts.PlanTimeout:
 			reason = "the plan timed out"
+		case p.preempting && s.victimsRemain(key):
+			// Even where the slot's GPUs are free already, a victim may still stand in the way
+			// (by its anti-affinity, or its CPU): the filters would turn the node down and the
+			// gang would plan without it, losing the room it made.
+			msg := fmt.Sprintf("%s waits for the pods it preempted to terminate", key)
+			return &CycleState{Gang: key, Unplaceable: msg}, fwk.NewStatus(fwk.Unschedulable, msg)
 		case s.slotHolds(pod, key, p.priority, sl):
 			if _, open := s.open.LoadOrStore(key, true); !open {
 				activate = s.gatedSiblings(pod)
 			}
 			return &CycleState{Gang: key, Placed: true, Slot: sl.Slot}, nil
-		case p.preempting && s.victimsRemain(key):
-			msg := fmt.Sprintf("%s waits for the pods it preempted to terminate", key)
-			return &CycleState{Gang: key, Unplaceable: msg}, fwk.NewStatus(fwk.Unschedulable, msg)
 		default:
 			reason = "the cluster changed under the plan"
 		}

@@ -47,7 +47,7 @@ func (s *State) Rejected(ctx context.Context, pod *corev1.Pod, node, plugin, mes
 	klog.FromContext(ctx).V(2).Info("A filter rejected the gang's planned node; planning without it",
 		"gang", key, "pod", klog.KObj(pod), "node", node, "plugin", plugin, "message", message)
 	if s.plans[key] != nil {
-		s.dropPlanLocked(key, fmt.Sprintf("%s rejected node %s", plugin, node))
+		s.dropPlanLocked(key, dropNodeRejected, fmt.Sprintf("%s rejected node %s", plugin, node))
 	}
 }
 

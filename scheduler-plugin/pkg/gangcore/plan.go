@@ -47,6 +47,8 @@ type plan struct {
 	slots    map[types.UID]*slot
 	// preempting marks a plan made by preemption, waiting for its victims to go.
 	preempting bool
+	// since is when the first of the planned pods was created (see gang_time_to_bound_seconds).
+	since time.Time
 }
 
 // claim is a planned, not yet reserved slot of another gang: gangs of no higher priority keep off.
@@ -94,6 +96,7 @@ type planSlot struct {
 func (s *State) setPlanLocked(key string, p *plan) {
 	s.deletePlanLocked(key)
 	s.plans[key] = p
+	gangsPlanned.Inc()
 	for _, sl := range p.slots {
 		s.onNode[sl.Node] = append(s.onNode[sl.Node], planSlot{key: key, plan: p, slot: sl})
 	}
@@ -106,6 +109,7 @@ func (s *State) deletePlanLocked(key string) {
 		return
 	}
 	delete(s.plans, key)
+	gangsPlanned.Dec()
 	for _, sl := range p.slots {
 		list := slices.DeleteFunc(s.onNode[sl.Node], func(ps planSlot) bool { return ps.plan == p })
 		if len(list) == 0 {
@@ -185,14 +189,14 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	now := s.now()
 	if p := s.plans[key]; p != nil {
 		sl := p.slots[pod.UID]
-		var reason string
+		var why, reason string
 		switch {
 		case sl == nil:
-			reason = "a pod of the gang is not in its plan"
+			why, reason = dropRescheduled, "a pod of the gang is not in its plan"
 		case sl.phase != slotPlanned:
-			reason = "a pod of the gang is scheduled again"
+			why, reason = dropRescheduled, "a pod of the gang is scheduled again"
 		case now.Sub(p.created) > s.opts.PlanTimeout:
-			reason = "the plan timed out"
+			why, reason = dropTimeout, "the plan timed out"
 		case p.preempting && s.victimsRemain(key):
 			// Even where the slot's GPUs are free already, a victim may still stand in the way
 			// (by its anti-affinity, or its CPU): the filters would turn the node down and the
@@ -205,14 +209,15 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 			}
 			return &CycleState{Gang: key, Placed: true, Slot: sl.Slot}, nil
 		default:
-			reason = "the cluster changed under the plan"
+			why, reason = dropClusterChanged, "the cluster changed under the plan"
 		}
 		logger.V(2).Info("Dropping the gang's plan", "gang", key, "reason", reason)
-		s.dropPlanLocked(key, reason)
+		s.dropPlanLocked(key, why, reason)
 	}
 	if v, ok := s.verdicts[key]; ok && v.generation == s.generation.Load() && now.Sub(v.at) < verdictTTL {
 		return &CycleState{Gang: key, Unplaceable: v.message}, fwk.NewStatus(fwk.Unschedulable, v.message)
 	}
+	start := time.Now()
 	g := s.gangOf(pod)
 	elig, err := s.eligibilityFor(ctx, pod, g, nodes)
 	var pl *planner.Plan
@@ -224,6 +229,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 		})
 	}
 	if err != nil {
+		observePlan(planUnschedulable, start)
 		err = fmt.Errorf("%w%s", err, avoidedMessage(elig.avoid))
 		s.verdicts[key] = verdict{generation: s.generation.Load(), at: now, message: err.Error()}
 		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())
@@ -237,6 +243,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 		told = err.Error()
 		return &CycleState{Gang: key, Unplaceable: err.Error()}, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
+	observePlan(planPlanned, start)
 	delete(s.verdicts, key)
 	p := s.storePlanLocked(key, g, pl, false)
 	s.open.Store(key, true)
@@ -260,6 +267,9 @@ func saysAlready(p *corev1.Pod, msg string) bool {
 func (s *State) storePlanLocked(key string, g *gang, pl *planner.Plan, preempting bool) *plan {
 	p := &plan{priority: g.priority, created: s.now(), slots: make(map[types.UID]*slot, len(g.pending)), preempting: preempting}
 	for i, pod := range g.pending {
+		if c := pod.CreationTimestamp.Time; i == 0 || c.Before(p.since) {
+			p.since = c
+		}
 		a := pl.Assignments[i]
 		sl := &slot{Slot: Slot{Node: a.Node, Indexed: a.GPUs != nil}}
 		for _, x := range a.GPUs {
@@ -292,8 +302,9 @@ func (s *State) slotHolds(pod *corev1.Pod, key string, priority int32, sl *slot)
 }
 
 // dropPlanLocked forgets a gang's plan and sends its pods waiting at Permit back to the queue, so
-// that no part of the gang binds on a stale plan.
-func (s *State) dropPlanLocked(key, reason string) {
+// that no part of the gang binds on a stale plan. why is the reason's metric label.
+func (s *State) dropPlanLocked(key, why, reason string) {
+	gangPlansDropped.WithLabelValues(why).Inc()
 	s.deletePlanLocked(key)
 	s.open.Delete(key)
 	// Its claims are free again.
@@ -333,7 +344,7 @@ func (s *State) Unreserve(pod *corev1.Pod) {
 	dropped := false
 	if p := s.plans[key]; p != nil {
 		if sl := p.slots[pod.UID]; sl != nil && sl.phase == slotReserved {
-			s.dropPlanLocked(key, "a pod of the gang was unreserved")
+			s.dropPlanLocked(key, dropUnreserved, "a pod of the gang was unreserved")
 			dropped = true
 		}
 	}
@@ -362,6 +373,9 @@ func (s *State) Bound(pod *corev1.Pod) {
 		if sl.phase != slotBound {
 			return
 		}
+	}
+	if !p.since.IsZero() {
+		gangTimeToBound.Observe(max(s.now().Sub(p.since), 0).Seconds())
 	}
 	s.deletePlanLocked(key)
 	s.open.Delete(key)

@@ -60,8 +60,10 @@ func (s *State) victimsRemain(key string) bool {
 // Victims is the outcome of PreemptFor: the pods to evict and the node the preemptor is
 // nominated to.
 type Victims struct {
-	// Gangs names the victims, gangs and lone pods, for messages.
-	Gangs []string
+	// Gangs names the victims, gangs and lone pods, for messages; LonePods is how many of them
+	// are pods of no gang.
+	Gangs    []string
+	LonePods int
 	// Pods are every pod of every victim.
 	Pods []*corev1.Pod
 	// Node is the preemptor's node in the plan it gets once the victims are gone.
@@ -137,6 +139,9 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	pr := &preemption{deadline: s.now().Add(o.Wait)}
 	for _, v := range res.Victims {
 		out.Gangs = append(out.Gangs, vt.list[v].Key)
+		if vt.meta[v].pod != "" {
+			out.LonePods++
+		}
 		for _, p := range victims[v] {
 			out.Pods = append(out.Pods, p)
 			pr.victims = append(pr.victims, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})

@@ -163,6 +163,7 @@ func Lookup(h framework.Handle) *State {
 // New makes a State and registers its event handlers. With a kubeconfig it also watches GPUNodes,
 // PodGroups and TrainingJobs.
 func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) {
+	registerMetrics()
 	s := &State{
 		opts:            opts,
 		handle:          h,

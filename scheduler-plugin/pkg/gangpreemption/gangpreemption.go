@@ -159,6 +159,7 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod
 		if err := errCh.ReceiveError(); err != nil {
 			return nil, fwk.AsStatus(err)
 		}
+		gangcore.RecordPreemption(v)
 		logger.V(2).Info("Preempted whole gangs", "pod", klog.KObj(pod), "gang", st.Gang,
 			"victims", strings.Join(v.Gangs, ","), "pods", len(v.Pods), "nominatedNode", v.Node)
 	}

@@ -50,6 +50,9 @@ type env struct {
 	root    string
 	port    int
 	cfgPath string
+	// kubeconfig is the scheduler's ServiceAccount's: it also checks the tokens and access of
+	// callers of its secure port (/metrics) with it, as it does in-cluster.
+	kubeconfig string
 }
 
 var (
@@ -127,6 +130,7 @@ func (e *env) writeConfig(ctx context.Context, file string) error {
 	}
 	conn["kubeconfig"] = kubeconfig
 	cfg["clientConnection"] = conn
+	e.kubeconfig = kubeconfig
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		return err
@@ -143,7 +147,8 @@ func (e *env) startScheduler(ctx context.Context) error {
 	}
 	port := ports[0]
 	e.port = port
-	args := []string{"--config=" + e.cfgPath, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--v=3"}
+	args := []string{"--config=" + e.cfgPath, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--v=3",
+		"--authentication-kubeconfig=" + e.kubeconfig, "--authorization-kubeconfig=" + e.kubeconfig}
 	if err := e.c.StartProcess(schedulerProcess, schedulerBinary, args, nil); err != nil {
 		return err
 	}

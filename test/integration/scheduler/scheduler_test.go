@@ -127,6 +127,7 @@ func TestHighPriorityGangPreemptsWholeLowerGangs(t *testing.T) {
 		}
 	}()
 
+	metricsBefore := e.metrics(t)
 	urgent := makeGang(ns, "urgent", 2, 8).Priority(highPriority).create(t, e.c.Client)
 	pods := waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout)
 
@@ -157,6 +158,23 @@ func TestHighPriorityGangPreemptsWholeLowerGangs(t *testing.T) {
 	for _, p := range get(t, e.c.Client, ns, append(small.names(), peer.names()...)) {
 		if p == nil || p.UID != before[p.Name].UID || p.DeletionTimestamp != nil {
 			t.Errorf("pod %s was not a victim but is gone or going", before[p.Name].Name)
+		}
+	}
+
+	// The scheduler's metrics count one preemption, of one whole gang of two pods.
+	after := e.metrics(t)
+	for _, m := range []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"convoy_scheduler_gang_preemptions_total", nil, 1},
+		{"convoy_scheduler_preemption_victims_total", map[string]string{"kind": "gang"}, 1},
+		{"convoy_scheduler_preemption_victims_total", map[string]string{"kind": "pod"}, 0},
+		{"convoy_scheduler_preemption_victim_pods_total", nil, 2},
+	} {
+		if got := after.value(m.name, m.labels) - metricsBefore.value(m.name, m.labels); got != m.want {
+			t.Errorf("%s rose by %v, want %v", series(m.name, m.labels), got, m.want)
 		}
 	}
 }

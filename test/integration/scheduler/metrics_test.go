@@ -1,0 +1,168 @@
+package scheduler
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+// scrape is one reading of the scheduler's /metrics.
+type scrape map[string]*dto.MetricFamily
+
+// value sums the named family's series whose labels include labels: a counter's or gauge's
+// value, a histogram's sample count.
+func (s scrape) value(name string, labels map[string]string) float64 {
+	return framework.SumSeries(slices.Collect(maps.Values(s)), name, labels)
+}
+
+// series names a metric's series as PromQL does, e.g. name{kind="gang"}.
+func series(name string, labels map[string]string) string {
+	var parts []string
+	for k, v := range labels {
+		parts = append(parts, fmt.Sprintf("%s=%q", k, v))
+	}
+	slices.Sort(parts)
+	if len(parts) == 0 {
+		return name
+	}
+	return name + "{" + strings.Join(parts, ",") + "}"
+}
+
+// histogramSum is the sum of the named histogram's samples.
+func (s scrape) histogramSum(name string) float64 {
+	var sum float64
+	for _, m := range s[name].GetMetric() {
+		sum += m.GetHistogram().GetSampleSum()
+	}
+	return sum
+}
+
+// metricsToken returns a token of ServiceAccount convoy-system/<name>, bound to the shipped
+// convoy-scheduler-metrics-reader ClusterRole when reader is set, as Prometheus's would be.
+func (e *env) metricsToken(t *testing.T, name string, reader bool) string {
+	t.Helper()
+	ctx := t.Context()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "convoy-system"}}
+	objs := []client.Object{sa}
+	if reader {
+		objs = append(objs, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-convoy-scheduler-metrics"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "convoy-scheduler-metrics-reader"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: sa.Namespace}},
+		})
+	}
+	for _, obj := range objs {
+		if err := e.c.Client.Create(ctx, obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	tr, err := e.c.Clientset.CoreV1().ServiceAccounts(sa.Namespace).CreateToken(ctx, sa.Name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// getMetrics GETs the scheduler's /metrics with token and returns the status code and body.
+func (e *env) getMetrics(ctx context.Context, token string) (int, string, error) {
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		// kube-scheduler serves its secure port with a self-signed certificate when given none.
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, self-signed by design
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", e.port), nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data), err
+}
+
+// metrics reads the scheduler's /metrics the way Prometheus does in a cluster.
+func (e *env) metrics(t *testing.T) scrape {
+	t.Helper()
+	code, body, err := e.getMetrics(t.Context(), e.metricsToken(t, "prometheus", true))
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("GET /metrics = %d %v: %.500s", code, err, body)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parsing the scheduler's metrics: %v", err)
+	}
+	return families
+}
+
+// TestMetricsShowGangsPlacedAndTurnedAway: a platform team's Prometheus, bound to the shipped
+// metrics-reader role, reads on the scheduler's /metrics that a gang was planned and bound whole
+// (with the time its pods waited), that another did not fit, and nothing of a plan dropped; a
+// ServiceAccount without the role is refused.
+func TestMetricsShowGangsPlacedAndTurnedAway(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8})
+	before := e.metrics(t)
+	start := time.Now()
+
+	gang := makeGang(ns, "fits", 2, 8).create(t, e.c.Client)
+	waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)
+	tooBig := makeGang(ns, "too-big", 3, 8).Topology(convoy.TopologyRack, convoy.TopologyRequired).create(t, e.c.Client)
+	waitUnschedulable(t, e.c.Client, ns, tooBig.names(), ns+"/too-big needs 3 pod(s) × 8 GPU(s) in one rack")
+	elapsed := time.Since(start).Seconds()
+	after := e.metrics(t)
+
+	delta := func(name string, labels map[string]string) float64 {
+		return after.value(name, labels) - before.value(name, labels)
+	}
+	if got := delta("convoy_scheduler_gang_plans_total", map[string]string{"result": "planned"}); got != 1 {
+		t.Errorf("convoy_scheduler_gang_plans_total{result=planned} rose by %v, want 1: one plan for the gang that fits", got)
+	}
+	if got := delta("convoy_scheduler_gang_plans_total", map[string]string{"result": "unschedulable"}); got < 1 {
+		t.Errorf("convoy_scheduler_gang_plans_total{result=unschedulable} rose by %v, want at least 1 for the gang that does not fit", got)
+	}
+	if got := delta("convoy_scheduler_gang_plan_duration_seconds", map[string]string{"result": "planned"}); got != 1 {
+		t.Errorf("convoy_scheduler_gang_plan_duration_seconds{result=planned} got %v observation(s), want 1", got)
+	}
+	if got := delta("convoy_scheduler_gang_time_to_bound_seconds", nil); got != 1 {
+		t.Errorf("convoy_scheduler_gang_time_to_bound_seconds got %v observation(s), want 1: the gang that bound", got)
+	}
+	if waited := after.histogramSum("convoy_scheduler_gang_time_to_bound_seconds") - before.histogramSum("convoy_scheduler_gang_time_to_bound_seconds"); waited <= 0 || waited > elapsed {
+		t.Errorf("convoy_scheduler_gang_time_to_bound_seconds observed %.3fs, want more than 0 and at most the %.1fs the test took", waited, elapsed)
+	}
+	if got := delta("convoy_scheduler_gang_plans_dropped_total", nil); got != 0 {
+		t.Errorf("convoy_scheduler_gang_plans_dropped_total rose by %v, want 0: nothing changed under the plan", got)
+	}
+	if got := after.value("convoy_scheduler_gangs_planned", nil); got != 0 {
+		t.Errorf("convoy_scheduler_gangs_planned = %v once the gang bound, want 0", got)
+	}
+
+	code, body, err := e.getMetrics(t.Context(), e.metricsToken(t, "no-metrics-reader", false))
+	if err != nil || code != http.StatusForbidden {
+		t.Errorf("GET /metrics without the metrics-reader role = %d %v, want 403 Forbidden: %.300s", code, err, body)
+	}
+}

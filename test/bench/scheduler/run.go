@@ -156,9 +156,10 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	}
 	speed := machineSpeed()
 	cpuBefore := cpuTimes(c)
+	var port int
 	switch sc {
 	case Convoy, Coscheduling:
-		if err := startScheduler(ctx, c, root, sc, o); err != nil {
+		if port, err = startScheduler(ctx, c, root, sc, o); err != nil {
 			return nil, err
 		}
 	case Binder, BinderEvents:
@@ -236,6 +237,11 @@ wait:
 	}
 	r.Writes, r.APIWrites = contenderWrites(writesBefore, writesAfter)
 	r.Reads = contenderReads(writesBefore, writesAfter)
+	if sc == Convoy {
+		if r.Plans, err = readPlans(ctx, port); err != nil {
+			return nil, err
+		}
+	}
 	if n := r.Writes["POST pods/binding"]; n > 0 {
 		const served = "POST pods/binding seconds"
 		r.BindingMillis = 1000 * (writesAfter[served] - writesBefore[served]) / float64(n)
@@ -369,15 +375,15 @@ func gangPod(g synth.Gang, r int, ns string) *corev1.Pod {
 
 // startScheduler runs bin/convoy-scheduler with Convoy's profile (deploy/scheduler/config.yaml)
 // or with Coscheduling only, at the benchmark's QPS and burst, and waits until it is ready.
-func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc Scheduler, o options) error {
+func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc Scheduler, o options) (int, error) {
 	var cfg map[string]any
 	if sc == Convoy {
 		data, err := os.ReadFile(filepath.Join(root, "deploy", "scheduler", "config.yaml"))
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if err := yaml.Unmarshal(data, &cfg); err != nil {
-			return err
+			return 0, err
 		}
 	} else {
 		// Upstream kube-scheduler with Coscheduling as scheduler-plugins documents it; its default
@@ -406,24 +412,25 @@ func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc S
 	cfg["clientConnection"] = map[string]any{"kubeconfig": c.KubeconfigPath, "qps": o.qps, "burst": o.burst}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	path := filepath.Join(c.StateDir, "scheduler.yaml")
 	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return err
+		return 0, err
 	}
 	ports, err := framework.FreePorts(1)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	port := ports[0]
+	// /metrics without a token, as /healthz: the benchmark reads Convoy's metrics at the end.
 	args := append([]string{"--config=" + path, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
-		fmt.Sprintf("--v=%d", o.verbosity)}, o.extraArgs...)
+		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", fmt.Sprintf("--v=%d", o.verbosity)}, o.extraArgs...)
 	fmt.Fprintf(os.Stderr, "   scheduler on https://127.0.0.1:%d\n", port)
 	if err := c.StartProcess("scheduler", "convoy-scheduler", args, nil); err != nil {
-		return err
+		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	return c.WaitHealthy(ctx, "scheduler", fmt.Sprintf("https://127.0.0.1:%d/readyz", port))
+	return port, c.WaitHealthy(ctx, "scheduler", fmt.Sprintf("https://127.0.0.1:%d/readyz", port))
 }

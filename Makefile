@@ -10,7 +10,9 @@ STATE        ?= $(ROOT)/.convoy
 export KUBEBUILDER_ASSETS := $(BIN)
 
 # Packages whose tests need no control plane.
-UNIT_PKGS     = $(shell $(GO) list ./... | grep -v '/test/')
+# The public GPU cluster trace bench-trace replays (shared/ beside the repository).
+TRACE_DIR    ?= ../shared/traces/alibaba-gpu-2023
+UNIT_PKGS     = $(shell $(GO) list ./... | grep -v '/test/') ./test/bench/trace
 # Packages whose tests start the real control plane from test/framework.
 INTEG_PKGS    = $(shell $(GO) list ./test/... | grep -v -e '/test/cmd/' -e '/test/e2e' -e '/test/bench/')
 # The whole stack (Kueue, operator, scheduler, node agents) end to end.
@@ -84,6 +86,10 @@ bench-operator: bin ## 1,000 TrainingJobs × 8 pods: Convoy's operator vs Kubefl
 .PHONY: bench-scheduler
 bench-scheduler: bin ## Gangs on 1,000 and 5,000 fake nodes, three mixes: Convoy's scheduler vs kube-scheduler with Coscheduling vs a bare binder (with and without events).
 	$(GO) run ./test/bench/scheduler -nodes 1000,5000
+
+.PHONY: bench-trace
+bench-trace: ## The Alibaba GPU trace of 2023 (TRACE_DIR) filling its 1,523 nodes: Convoy's planner vs upstream kube-scheduler's default scoring vs first fit.
+	$(GO) run ./test/bench/trace -trace $(TRACE_DIR)
 
 .PHONY: bench-queue
 bench-queue: bin ## Admission rate of 1,000 TrainingJobs vs 1,000 batch/v1 Jobs through the same Kueue.

@@ -1,0 +1,62 @@
+package main
+
+import "testing"
+
+// TestPoliciesPlaceAsTheirSchedulersWould: on a CPU node, a 2-GPU node and an 8-GPU node with
+// more CPU, a 1-GPU task goes to the 2-GPU node with Convoy's planner (best fit), to the 8-GPU
+// node with upstream's default scoring (least allocated CPU and memory), and to the first GPU node
+// in order with first fit; a task without GPUs stays off the GPU nodes when they are tainted, and
+// goes by upstream's scoring to the roomiest node when they are not.
+func TestPoliciesPlaceAsTheirSchedulersWould(t *testing.T) {
+	machines := []machine{
+		{name: "cpu", cpuMilli: 32000, memMiB: 131072},
+		{name: "small", cpuMilli: 16000, memMiB: 65536, gpus: 2, model: "T4", rackID: "r0"},
+		{name: "big", cpuMilli: 96000, memMiB: 393216, gpus: 8, model: "G2", rackID: "r0"},
+	}
+	oneGPU := task{name: "one-gpu", cpuMilli: 4000, memMiB: 16384, gpus: 1}
+	noGPU := task{name: "no-gpu", cpuMilli: 4000, memMiB: 16384}
+	for _, tc := range []struct {
+		policy string
+		taint  bool
+		task   task
+		want   string
+	}{
+		{"convoy", true, oneGPU, "small"},
+		{"kube-scheduler", true, oneGPU, "big"},
+		{"first-fit", true, oneGPU, "small"},
+		{"convoy", true, noGPU, "cpu"},
+		{"kube-scheduler", true, noGPU, "cpu"},
+		{"first-fit", true, noGPU, "cpu"},
+		{"convoy", false, noGPU, "big"},
+		{"kube-scheduler", false, noGPU, "big"},
+	} {
+		c, err := newCluster(machines, tc.taint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		i, gpus, _ := c.choose(tc.policy, tc.task, tc.task.pod(1))
+		if i < 0 || c.machines[i].name != tc.want || gpus.Len() != tc.task.gpus {
+			got := "nothing"
+			if i >= 0 {
+				got = c.machines[i].name
+			}
+			t.Errorf("%s (GPU nodes tainted: %v) put %s on %s with %d GPUs, want %s with %d", tc.policy, tc.taint, tc.task.name, got, gpus.Len(), tc.want, tc.task.gpus)
+		}
+	}
+}
+
+// TestReplayCountsWhatIsTurnedAway: two 8-GPU tasks arrive for one 8-GPU node: the second is
+// turned away when all 8 GPUs are allocated, and the node is full, so nothing is stranded.
+func TestReplayCountsWhatIsTurnedAway(t *testing.T) {
+	machines := []machine{{name: "big", cpuMilli: 96000, memMiB: 393216, gpus: 8, rackID: "r0"}}
+	tasks := []task{{name: "whole", cpuMilli: 8000, memMiB: 65536, gpus: 8}}
+	for _, policy := range []string{"convoy", "kube-scheduler", "first-fit"} {
+		res, err := run(policy, machines, tasks, []int{0, 0}, 0, 0, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.GPUTasks != 2 || res.GPUTasksPlaced != 1 || res.GPUsTurnedAway != 8 || res.AllocatedAtFirstTurnAway != 8 || res.Allocated != 8 || res.Stranded != 0 {
+			t.Errorf("%s: %+v, want 1 of 2 GPU tasks placed, 8 GPUs turned away at 8 allocated, none stranded", policy, res)
+		}
+	}
+}

@@ -110,6 +110,8 @@ type eligibility struct {
 	template *corev1.Pod
 	affinity nodeaffinity.RequiredNodeAffinity
 	requests corev1.ResourceList
+	// limits are requests, but GPUs and pod slots, read once for maxPods, which runs on every node.
+	limits []limit
 	// interPod is what the pods ask of other pods' places; nil when nothing (see interpod.go).
 	interPod *interPod
 	// avoid are the nodes a filter rejected for the gang's last plans (see avoid.go).
@@ -132,6 +134,7 @@ func (s *State) eligibilityFor(ctx context.Context, pod *corev1.Pod, g *gang, no
 			}
 		}
 	}
+	e.limits = limitsOf(e.requests, s.opts.GPUResource)
 	ip, err := s.interPod.constraints(ctx, pod, g, nodes, s)
 	if err != nil {
 		return e, fmt.Errorf("%s needs %w", g.key, err)
@@ -159,33 +162,52 @@ func (e eligibility) excluded(node *corev1.Node) bool {
 	return err != nil || !match
 }
 
+// limit is one request of the gang's pods that bounds how many of them a node admits.
+type limit struct {
+	name corev1.ResourceName
+	// value is in millicores for CPU, in units for the rest.
+	value int64
+}
+
+// limitsOf returns the requests that bound a node's room for the pods: all but the GPUs, which the
+// planner counts, and zero requests.
+func limitsOf(requests corev1.ResourceList, gpu corev1.ResourceName) []limit {
+	var out []limit
+	for name, q := range requests {
+		v := q.Value()
+		if name == corev1.ResourceCPU {
+			v = q.MilliValue()
+		}
+		if name != gpu && name != corev1.ResourcePods && v > 0 {
+			out = append(out, limit{name, v})
+		}
+	}
+	return out
+}
+
 // maxPods is how many of the gang's pods the node's CPU, memory, ephemeral storage, pod slots and
 // other extended resources admit; -1 when none, 0 when there is no limit.
-func (e eligibility) maxPods(ni fwk.NodeInfo, gpu corev1.ResourceName) int {
+func (e eligibility) maxPods(ni fwk.NodeInfo) int {
 	alloc, used := ni.GetAllocatable(), ni.GetRequested()
-	limit := alloc.GetAllowedPodNumber() - len(ni.GetPods())
-	bound := func(free, req int64) {
-		if req > 0 {
-			limit = min(limit, int(max(free, 0)/req))
-		}
-	}
-	for name, q := range e.requests {
-		switch name {
+	n := alloc.GetAllowedPodNumber() - len(ni.GetPods())
+	for _, l := range e.limits {
+		var free int64
+		switch l.name {
 		case corev1.ResourceCPU:
-			bound(alloc.GetMilliCPU()-used.GetMilliCPU(), q.MilliValue())
+			free = alloc.GetMilliCPU() - used.GetMilliCPU()
 		case corev1.ResourceMemory:
-			bound(alloc.GetMemory()-used.GetMemory(), q.Value())
+			free = alloc.GetMemory() - used.GetMemory()
 		case corev1.ResourceEphemeralStorage:
-			bound(alloc.GetEphemeralStorage()-used.GetEphemeralStorage(), q.Value())
-		case gpu, corev1.ResourcePods:
+			free = alloc.GetEphemeralStorage() - used.GetEphemeralStorage()
 		default:
-			bound(alloc.GetScalarResources()[name]-used.GetScalarResources()[name], q.Value())
+			free = alloc.GetScalarResources()[l.name] - used.GetScalarResources()[l.name]
 		}
+		n = min(n, int(max(free, 0)/l.value))
 	}
-	if limit <= 0 {
+	if n <= 0 {
 		return -1
 	}
-	return limit
+	return n
 }
 
 // fewer combines two limits of the planner's Node.MaxPods (-1: none, 0: no limit).
@@ -293,7 +315,7 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 			pn.Excluded = vt == nil || !s.evictionAdmits(ctx, &pn, ni, o, vt)
 		}
 		if !pn.Excluded {
-			pn.MaxPods = fewer(o.elig.maxPods(ni, s.opts.GPUResource), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
+			pn.MaxPods = fewer(o.elig.maxPods(ni), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
 		}
 		cl.Nodes = append(cl.Nodes, pn)
 	}

@@ -18,8 +18,8 @@ import (
 // BenchmarkPlanFor measures GangPlacement's PreFilter work: the first pod of a 16×8-GPU gang plans
 // the whole gang on a fleet half full of bound pods (a new plan each time); an 8×8-GPU gang
 // required in one rack, without and with two parameter servers, does the same; so does a gang of pods that
-// keep apart by hostname; and a later pod checks its slot, alone and with 200 other gangs' plans
-// open.
+// keep apart by hostname; the first plan again with 200 other gangs' plans open, whose slots
+// every plan keeps off; and a later pod checks its slot, alone and with those 200 plans open.
 func BenchmarkPlanFor(b *testing.B) {
 	for _, n := range []int{1000, 5000} {
 		f := synth.DefaultFleet(n)
@@ -101,6 +101,7 @@ func BenchmarkPlanFor(b *testing.B) {
 				b.Fatal(st)
 			}
 		}
+		b.Run(fmt.Sprintf("nodes=%d/new-plan-200-open", n), newPlan("ns/job", gang[0]))
 		b.Run(fmt.Sprintf("nodes=%d/follow-plan-200-open", n), func(b *testing.B) {
 			for b.Loop() {
 				if _, st := h.state.PlanFor(ctx, gang[1], infos); !st.IsSuccess() {

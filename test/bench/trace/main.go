@@ -12,6 +12,9 @@
 //     and its default Score plugins for resources (NodeResourcesFit LeastAllocated and
 //     NodeResourcesBalancedAllocation, weight 1 each), called in process; the first node of the
 //     best score wins where kube-scheduler draws one at random.
+//   - kube-scheduler-binpack: the same with NodeResourcesFit's MostAllocated strategy over CPU,
+//     memory and nvidia.com/gpu (weights 1, 1 and 3), the bin packing the Kubernetes documentation
+//     shows for extended resources.
 //   - first-fit: the first node NodeResourcesFit admits, as the scheduler benchmark's binder does.
 //
 // It prints, for each pod list, the GPU tasks placed and turned away, the GPUs allocated when the
@@ -164,7 +167,7 @@ func replay(dir, list string, seed uint64, arrive float64, taint bool) ([]*Resul
 	fmt.Fprintf(os.Stderr, "%s: %d machines with %d GPUs; %d tasks drawn from %d (%d with GPUs), asking %.0f%% of the GPUs\n",
 		list, len(machines), capacity, len(arrivals), len(tasks), gpuTasks, 100*arrive)
 	var out []*Result
-	for _, p := range []string{"convoy", "kube-scheduler", "first-fit"} {
+	for _, p := range []string{"convoy", "kube-scheduler", "kube-scheduler-binpack", "first-fit"} {
 		res, err := run(p, machines, tasks, arrivals, medCPU, medMem, taint)
 		if err != nil {
 			return nil, err
@@ -189,6 +192,8 @@ type cluster struct {
 	// nvidia.com/gpu:NoSchedule taint does (tolerated by the pods that ask GPUs).
 	taintGPUNodes bool
 	balanced      *noderesources.BalancedAllocation
+	// pack is NodeResourcesFit configured for bin packing GPUs (MostAllocated).
+	pack *noderesources.Fit
 }
 
 func newCluster(machines []machine, taintGPUNodes bool) (*cluster, error) {
@@ -202,6 +207,22 @@ func newCluster(machines []machine, taintGPUNodes bool) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Bin packing as the Kubernetes documentation configures it for an extended resource
+	// ("Resource Bin Packing": MostAllocated, cpu and memory weight 1, the extended resource 3).
+	var packArgs kubeschedconfig.NodeResourcesFitArgs
+	if err := gangcore.UpstreamArgs(&configv1.NodeResourcesFitArgs{ScoringStrategy: &configv1.ScoringStrategy{
+		Type: configv1.MostAllocated,
+		Resources: []configv1.ResourceSpec{
+			{Name: string(corev1.ResourceCPU), Weight: 1}, {Name: string(corev1.ResourceMemory), Weight: 1},
+			{Name: string(convoy.ResourceGPU), Weight: 3},
+		},
+	}}, &packArgs); err != nil {
+		return nil, err
+	}
+	pack, err := noderesources.NewFit(ctx, &packArgs, nil, fts)
+	if err != nil {
+		return nil, err
+	}
 	var baArgs kubeschedconfig.NodeResourcesBalancedAllocationArgs
 	if err := gangcore.UpstreamArgs(&configv1.NodeResourcesBalancedAllocationArgs{}, &baArgs); err != nil {
 		return nil, err
@@ -210,8 +231,9 @@ func newCluster(machines []machine, taintGPUNodes bool) (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &cluster{machines: machines, taintGPUNodes: taintGPUNodes, fit: fit.(*noderesources.Fit), balanced: ba.(*noderesources.BalancedAllocation),
-		view: &planner.Cluster{Nodes: make([]planner.Node, len(machines))}}
+	c := &cluster{machines: machines, taintGPUNodes: taintGPUNodes, fit: fit.(*noderesources.Fit), pack: pack.(*noderesources.Fit),
+		balanced: ba.(*noderesources.BalancedAllocation),
+		view:     &planner.Cluster{Nodes: make([]planner.Node, len(machines))}}
 	for i, m := range machines {
 		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.name, Labels: map[string]string{"gpu-model": m.model}}}
 		n.Status.Allocatable = corev1.ResourceList{
@@ -258,17 +280,18 @@ func (c *cluster) feasible(ctx context.Context, cs fwk.CycleState, t task, p *co
 	return out
 }
 
-// bestScore is kube-scheduler's default choice among the feasible nodes: the highest sum of
-// NodeResourcesFit's and NodeResourcesBalancedAllocation's scores, the first of equals.
-func (c *cluster) bestScore(ctx context.Context, cs fwk.CycleState, p *corev1.Pod, ok []bool) int {
-	c.fit.PreScore(ctx, cs, p, c.infos)
+// bestScore is kube-scheduler's choice among the feasible nodes: the highest sum of fit's
+// (NodeResourcesFit with its scoring strategy) and NodeResourcesBalancedAllocation's scores, the
+// first of equals.
+func (c *cluster) bestScore(ctx context.Context, cs fwk.CycleState, fit *noderesources.Fit, p *corev1.Pod, ok []bool) int {
+	fit.PreScore(ctx, cs, p, c.infos)
 	skipBalanced := !c.balanced.PreScore(ctx, cs, p, c.infos).IsSuccess()
 	best, bestScore := -1, int64(-1)
 	for i, ni := range c.infos {
 		if !ok[i] {
 			continue
 		}
-		s, _ := c.fit.Score(ctx, cs, p, ni)
+		s, _ := fit.Score(ctx, cs, p, ni)
 		if !skipBalanced {
 			b, _ := c.balanced.Score(ctx, cs, p, ni)
 			s += b
@@ -315,7 +338,11 @@ func (c *cluster) chooseAmong(ctx context.Context, cs fwk.CycleState, policy str
 		a := pl.Assignments[0]
 		return a.NodeIndex(), planner.NewGPUSet(a.GPUs...)
 	default:
-		i := c.bestScore(ctx, cs, p, ok)
+		fit := c.fit
+		if policy == "kube-scheduler-binpack" {
+			fit = c.pack
+		}
+		i := c.bestScore(ctx, cs, fit, p, ok)
 		if i < 0 {
 			return -1, 0
 		}

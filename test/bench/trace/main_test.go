@@ -4,8 +4,9 @@ import "testing"
 
 // TestPoliciesPlaceAsTheirSchedulersWould: on a CPU node, a 2-GPU node and an 8-GPU node with
 // more CPU, a 1-GPU task goes to the 2-GPU node with Convoy's planner (best fit), to the 8-GPU
-// node with upstream's default scoring (least allocated CPU and memory), and to the first GPU node
-// in order with first fit; a task without GPUs stays off the GPU nodes when they are tainted, and
+// node with upstream's default scoring (least allocated CPU and memory), to the 2-GPU node with
+// upstream's bin packing (most allocated, GPUs weighing 3), and to the first GPU node in order
+// with first fit; a task without GPUs stays off the GPU nodes when they are tainted, and
 // goes by upstream's scoring to the roomiest node when they are not.
 func TestPoliciesPlaceAsTheirSchedulersWould(t *testing.T) {
 	machines := []machine{
@@ -24,6 +25,7 @@ func TestPoliciesPlaceAsTheirSchedulersWould(t *testing.T) {
 		{"convoy", true, oneGPU, "small"},
 		{"kube-scheduler", true, oneGPU, "big"},
 		{"first-fit", true, oneGPU, "small"},
+		{"kube-scheduler-binpack", true, oneGPU, "small"},
 		{"convoy", true, noGPU, "cpu"},
 		{"kube-scheduler", true, noGPU, "cpu"},
 		{"first-fit", true, noGPU, "cpu"},
@@ -50,7 +52,7 @@ func TestPoliciesPlaceAsTheirSchedulersWould(t *testing.T) {
 func TestReplayCountsWhatIsTurnedAway(t *testing.T) {
 	machines := []machine{{name: "big", cpuMilli: 96000, memMiB: 393216, gpus: 8, rackID: "r0"}}
 	tasks := []task{{name: "whole", cpuMilli: 8000, memMiB: 65536, gpus: 8}}
-	for _, policy := range []string{"convoy", "kube-scheduler", "first-fit"} {
+	for _, policy := range []string{"convoy", "kube-scheduler", "kube-scheduler-binpack", "first-fit"} {
 		res, err := run(policy, machines, tasks, []int{0, 0}, 0, 0, true)
 		if err != nil {
 			t.Fatal(err)

@@ -136,6 +136,15 @@ MSG
 	say "How resnet-sweep resumed (simtrainer, the pods' training code)"
 	grep -h 'resnet-sweep resumes' "$STATE/logs/simtrainer.log" | sed 's/^/    /' || true
 
+	say "What the scheduler counted (its /metrics, read as Prometheus would: a ServiceAccount bound to convoy-scheduler-metrics-reader)"
+	kubectl create serviceaccount demo-prometheus -n convoy-system >/dev/null 2>&1 || true
+	kubectl create clusterrolebinding demo-prometheus --clusterrole=convoy-scheduler-metrics-reader \
+		--serviceaccount=convoy-system:demo-prometheus >/dev/null 2>&1 || true
+	token=$(kubectl create token demo-prometheus -n convoy-system)
+	curl -sk --max-time 10 -H "Authorization: Bearer $token" "$(cat "$STATE/scheduler-metrics-url")" |
+		grep -E '^convoy_scheduler_(gang_plans_total|gang_plans_dropped_total|gang_preemptions_total|preemption_victims_total|preemption_victim_pods_total|gang_time_to_bound_seconds_(sum|count))(\{[^}]*\})? ' |
+		sed 's/^/    /' || echo "    (the scheduler's metrics could not be read)"
+
 	say "Summary"
 	kubectl get trainingjobs -A -o custom-columns='NAMESPACE:.metadata.namespace,JOB:.metadata.name,STATE:.status.state,EPOCH:.status.currentEpoch,ACCURACY:.status.metrics.accuracy,RESTARTS:.status.restartCount,PLACEMENT:.status.resources.placement,LAST CHECKPOINT:.status.checkpoint.latest,RAN:.status.duration'
 	echo

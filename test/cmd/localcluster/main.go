@@ -158,6 +158,9 @@ func serve(ctx context.Context, c *framework.Cluster, fleet framework.Fleet, wit
 		if err := os.WriteFile(filepath.Join(c.StateDir, "progress-url"), []byte(s.ProgressURL+"\n"), 0o644); err != nil {
 			return err
 		}
+		if err := os.WriteFile(filepath.Join(c.StateDir, "scheduler-metrics-url"), []byte(s.SchedulerMetricsURL+"\n"), 0o644); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(c.StateDir, readyFile), []byte(c.KubeconfigPath+"\n"), 0o644); err != nil {
 		return err

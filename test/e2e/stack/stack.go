@@ -73,6 +73,9 @@ type Stack struct {
 	Kueue *framework.Kueue
 	// ProgressURL is the operator's HTTPS progress endpoint.
 	ProgressURL string
+	// SchedulerMetricsURL is the scheduler's /metrics: its secure port, which checks a caller's
+	// bearer token and access through the API server, as in a cluster (deploy/scheduler/README.md).
+	SchedulerMetricsURL string
 	// AgentURLs are the node agents' metrics addresses (/metrics, /faults), in Options.Agents' order.
 	AgentURLs []string
 
@@ -247,7 +250,11 @@ func (s *Stack) setupScheduler(ctx context.Context) error {
 		return err
 	}
 	s.schedReady = "https://" + hostPort(ports[0]) + "/readyz"
-	s.schedulerArgs = []string{"--config=" + cfgPath, "--secure-port=" + strconv.Itoa(ports[0]), "--bind-address=127.0.0.1", "--v=2"}
+	s.SchedulerMetricsURL = "https://" + hostPort(ports[0]) + "/metrics"
+	// The ServiceAccount's kubeconfig also checks callers of the secure port, as the in-cluster
+	// config does in a Deployment.
+	s.schedulerArgs = []string{"--config=" + cfgPath, "--secure-port=" + strconv.Itoa(ports[0]), "--bind-address=127.0.0.1", "--v=2",
+		"--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig}
 	return nil
 }
 

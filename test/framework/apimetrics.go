@@ -2,8 +2,12 @@ package framework
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
+	"net/http"
 	"strings"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -89,4 +93,38 @@ func SumSeries(families []*dto.MetricFamily, name string, want map[string]string
 		}
 	}
 	return sum
+}
+
+// ScrapeMetrics GETs a component's /metrics over HTTPS, with token as its bearer token when set,
+// accepting the self-signed certificate a component serves on loopback when given none, and parses
+// the answer. It returns the HTTP status; an answer other than 200 OK is an error that quotes it.
+func ScrapeMetrics(ctx context.Context, url, token string) (int, map[string]*dto.MetricFamily, error) {
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, self-signed by design
+	}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, fmt.Errorf("reading %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("reading %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return resp.StatusCode, nil, fmt.Errorf("reading %s: %s: %.300s", url, resp.Status, data)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(string(data)))
+	if err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("parsing %s: %w", url, err)
+	}
+	return resp.StatusCode, families, nil
 }

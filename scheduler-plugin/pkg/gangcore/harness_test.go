@@ -8,6 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
@@ -111,6 +113,21 @@ func newHarness(t testing.TB, nodes []*corev1.Node, pods []*corev1.Pod, gpuNodes
 		h.state.SetGPUNode(g)
 	}
 	return h
+}
+
+// deletePod deletes the pod from the API and waits until the State's informer no longer has it.
+func (h *harness) deletePod(p *corev1.Pod) {
+	h.t.Helper()
+	ctx := context.Background()
+	if err := h.cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		_, err := h.factory.Core().V1().Pods().Lister().Pods(p.Namespace).Get(p.Name)
+		return err != nil, nil
+	}); err != nil {
+		h.t.Fatalf("the informer still has pod %s", p.Name)
+	}
 }
 
 // setPods replaces the pods of the snapshot, as a new scheduling cycle would see them.

@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -269,30 +268,14 @@ func TestPreemptorWaitsForTheVictimsInTheWay(t *testing.T) {
 		gone, stays = stays, gone
 	}
 	ctx := context.Background()
-	if err := h.cs.CoreV1().Pods("ns").Delete(ctx, gone.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		_, err := h.factory.Core().V1().Pods().Lister().Pods("ns").Get(gone.Name)
-		return err != nil, nil
-	}); err != nil {
-		t.Fatal("the informer still has the victim")
-	}
+	h.deletePod(gone)
 	h.setPods(stays, high)
 	if _, status := h.state.PlanFor(ctx, urgent, h.nodeInfos()); status.IsSuccess() || !strings.Contains(status.Message(), "waits for the pods it preempted") {
 		t.Errorf("PlanFor() with its GPUs (%s) free and %s still on a = %v %q, want it to wait for the victim",
 			FormatGPUIndices(planned), stays.Name, status.Code(), status.Message())
 	}
 
-	if err := h.cs.CoreV1().Pods("ns").Delete(ctx, stays.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		_, err := h.factory.Core().V1().Pods().Lister().Pods("ns").Get(stays.Name)
-		return err != nil, nil
-	}); err != nil {
-		t.Fatal("the informer still has the victim")
-	}
+	h.deletePod(stays)
 	h.setPods(high)
 	got, status := h.state.PlanFor(ctx, urgent, h.nodeInfos())
 	if !status.IsSuccess() || got.Slot.Node != "a" {

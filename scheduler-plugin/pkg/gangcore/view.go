@@ -110,8 +110,8 @@ type eligibility struct {
 	template *corev1.Pod
 	affinity nodeaffinity.RequiredNodeAffinity
 	requests corev1.ResourceList
-	// limits are requests, but GPUs and pod slots, read once for maxPods, which runs on every node.
-	limits []limit
+	// limits are requests, but GPUs and pod slots, read once per plan: MaxPods runs on every node.
+	limits Limits
 	// interPod is what the pods ask of other pods' places; nil when nothing (see interpod.go).
 	interPod *interPod
 	// avoid are the nodes a filter rejected for the gang's last plans (see avoid.go).
@@ -134,7 +134,7 @@ func (s *State) eligibilityFor(ctx context.Context, pod *corev1.Pod, g *gang, no
 			}
 		}
 	}
-	e.limits = limitsOf(e.requests, s.opts.GPUResource)
+	e.limits = LimitsOf(e.requests, s.opts.GPUResource)
 	ip, err := s.interPod.constraints(ctx, pod, g, nodes, s)
 	if err != nil {
 		return e, fmt.Errorf("%s needs %w", g.key, err)
@@ -162,6 +162,10 @@ func (e eligibility) excluded(node *corev1.Node) bool {
 	return err != nil || !match
 }
 
+// Limits are the requests of a gang's pods that bound how many of them a node admits beside their
+// GPUs, as a plan's view gives that number to the planner (planner.Node.MaxPods).
+type Limits []limit
+
 // limit is one request of the gang's pods that bounds how many of them a node admits.
 type limit struct {
 	name corev1.ResourceName
@@ -169,10 +173,10 @@ type limit struct {
 	value int64
 }
 
-// limitsOf returns the requests that bound a node's room for the pods: all but the GPUs, which the
-// planner counts, and zero requests.
-func limitsOf(requests corev1.ResourceList, gpu corev1.ResourceName) []limit {
-	var out []limit
+// LimitsOf returns the requests that bound a node's room for the pods: all but the GPUs, which the
+// planner counts, pod slots, which MaxPods counts by pods, and zero requests.
+func LimitsOf(requests corev1.ResourceList, gpu corev1.ResourceName) Limits {
+	var out Limits
 	for name, q := range requests {
 		v := q.Value()
 		if name == corev1.ResourceCPU {
@@ -185,12 +189,12 @@ func limitsOf(requests corev1.ResourceList, gpu corev1.ResourceName) []limit {
 	return out
 }
 
-// maxPods is how many of the gang's pods the node's CPU, memory, ephemeral storage, pod slots and
-// other extended resources admit; -1 when none, 0 when there is no limit.
-func (e eligibility) maxPods(ni fwk.NodeInfo) int {
+// MaxPods is how many of the pods the node's CPU, memory, ephemeral storage, pod slots and other
+// extended resources admit; -1 when none.
+func (ls Limits) MaxPods(ni fwk.NodeInfo) int {
 	alloc, used := ni.GetAllocatable(), ni.GetRequested()
 	n := alloc.GetAllowedPodNumber() - len(ni.GetPods())
-	for _, l := range e.limits {
+	for _, l := range ls {
 		var free int64
 		switch l.name {
 		case corev1.ResourceCPU:
@@ -315,7 +319,7 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 			pn.Excluded = vt == nil || !s.evictionAdmits(ctx, &pn, ni, o, vt)
 		}
 		if !pn.Excluded {
-			pn.MaxPods = fewer(o.elig.maxPods(ni), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
+			pn.MaxPods = fewer(o.elig.limits.MaxPods(ni), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
 		}
 		cl.Nodes = append(cl.Nodes, pn)
 	}

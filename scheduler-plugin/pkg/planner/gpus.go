@@ -137,7 +137,7 @@ func chooseGPUs(free GPUSet, n int, t *GPUTopology) GPUSet {
 		return free
 	}
 	if t == nil {
-		return free.lowest(n)
+		return free.Lowest(n)
 	}
 	idx := free.Indices()
 	var (

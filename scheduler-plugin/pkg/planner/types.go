@@ -94,8 +94,8 @@ func (s GPUSet) Indices() []int {
 	return out
 }
 
-// lowest returns the n lowest GPUs of s.
-func (s GPUSet) lowest(n int) GPUSet {
+// Lowest returns the n lowest GPUs of s.
+func (s GPUSet) Lowest(n int) GPUSet {
 	var out GPUSet
 	for ; n > 0 && s != 0; n-- {
 		b := s & -s

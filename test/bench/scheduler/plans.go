@@ -2,18 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"k8s.io/component-base/metrics/testutil"
 
 	"github.com/convoy-dev/convoy/test/framework"
@@ -55,29 +49,9 @@ func (f families) Gather() ([]*dto.MetricFamily, error) { return f, nil }
 // readPlans reads Convoy's scheduler metrics from its secure port (the benchmark lets /metrics
 // through without a token: see startScheduler).
 func readPlans(ctx context.Context, port int) (*Plans, error) {
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, self-signed by kube-scheduler
-	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), nil)
+	_, byName, err := framework.ScrapeMetrics(ctx, fmt.Sprintf("https://127.0.0.1:%d/metrics", port), "")
 	if err != nil {
 		return nil, err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("reading the scheduler's metrics: %w", err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("reading the scheduler's metrics: %s: %.300s", resp.Status, data)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	byName, err := parser.TextToMetricFamilies(strings.NewReader(string(data)))
-	if err != nil {
-		return nil, fmt.Errorf("parsing the scheduler's metrics: %w", err)
 	}
 	all := families(slices.Collect(maps.Values(byName)))
 	count := func(name string, labels map[string]string) int {

@@ -42,6 +42,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	kubeschedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
@@ -318,14 +319,15 @@ func (c *cluster) chooseAmong(ctx context.Context, cs fwk.CycleState, policy str
 	switch {
 	case policy == "first-fit":
 		if i := slices.Index(ok, true); i >= 0 {
-			return i, lowest(c.free[i], t.gpus)
+			return i, c.free[i].Lowest(t.gpus)
 		}
 		return -1, 0
 	case policy == "convoy" && t.gpus > 0:
+		limits := gangcore.LimitsOf(resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}), convoy.ResourceGPU)
 		for i := range c.view.Nodes {
 			c.view.Nodes[i].Free = c.free[i]
 			c.view.Nodes[i].Excluded = !ok[i]
-			c.view.Nodes[i].MaxPods = maxPods(c.infos[i], t)
+			c.view.Nodes[i].MaxPods = limits.MaxPods(c.infos[i])
 		}
 		pl, err := c.view.Place(planner.Gang{Key: p.Name, Pods: 1, GPUsPerPod: t.gpus})
 		if err != nil {
@@ -346,37 +348,8 @@ func (c *cluster) chooseAmong(ctx context.Context, cs fwk.CycleState, policy str
 		if i < 0 {
 			return -1, 0
 		}
-		return i, lowest(c.free[i], t.gpus)
+		return i, c.free[i].Lowest(t.gpus)
 	}
-}
-
-// maxPods is how many pods of the task the node's CPU, memory and pod slots admit, as
-// GangPlacement's view gives the planner (planner.Node.MaxPods: -1 for none).
-func maxPods(ni fwk.NodeInfo, t task) int {
-	alloc, used := ni.GetAllocatable(), ni.GetRequested()
-	limit := alloc.GetAllowedPodNumber() - len(ni.GetPods())
-	if t.cpuMilli > 0 {
-		limit = min(limit, int(max(alloc.GetMilliCPU()-used.GetMilliCPU(), 0)/t.cpuMilli))
-	}
-	if mem := t.memMiB << 20; mem > 0 {
-		limit = min(limit, int(max(alloc.GetMemory()-used.GetMemory(), 0)/mem))
-	}
-	if limit <= 0 {
-		return -1
-	}
-	return limit
-}
-
-func lowest(s planner.GPUSet, n int) planner.GPUSet {
-	var out planner.GPUSet
-	for _, i := range s.Indices() {
-		if n == 0 {
-			break
-		}
-		out |= planner.NewGPUSet(i)
-		n--
-	}
-	return out
 }
 
 func run(policy string, machines []machine, tasks []task, arrivals []int, medCPU, medMem int64, taint bool) (*Result, error) {

@@ -1,10 +1,7 @@
 package scheduler
 
 import (
-	"context"
-	"crypto/tls"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -13,8 +10,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -83,37 +78,15 @@ func (e *env) metricsToken(t *testing.T, name string, reader bool) string {
 	return tr.Status.Token
 }
 
-// getMetrics GETs the scheduler's /metrics with token and returns the status code and body.
-func (e *env) getMetrics(ctx context.Context, token string) (int, string, error) {
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
-		// kube-scheduler serves its secure port with a self-signed certificate when given none.
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // loopback, self-signed by design
-	}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", e.port), nil)
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := hc.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(data), err
-}
+// metricsURL is the scheduler's /metrics, on its secure port.
+func (e *env) metricsURL() string { return fmt.Sprintf("https://127.0.0.1:%d/metrics", e.port) }
 
 // metrics reads the scheduler's /metrics the way Prometheus does in a cluster.
 func (e *env) metrics(t *testing.T) scrape {
 	t.Helper()
-	code, body, err := e.getMetrics(t.Context(), e.metricsToken(t, "prometheus", true))
-	if err != nil || code != http.StatusOK {
-		t.Fatalf("GET /metrics = %d %v: %.500s", code, err, body)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	_, families, err := framework.ScrapeMetrics(t.Context(), e.metricsURL(), e.metricsToken(t, "prometheus", true))
 	if err != nil {
-		t.Fatalf("parsing the scheduler's metrics: %v", err)
+		t.Fatal(err)
 	}
 	return families
 }
@@ -161,8 +134,7 @@ func TestMetricsShowGangsPlacedAndTurnedAway(t *testing.T) {
 		t.Errorf("convoy_scheduler_gangs_planned = %v once the gang bound, want 0", got)
 	}
 
-	code, body, err := e.getMetrics(t.Context(), e.metricsToken(t, "no-metrics-reader", false))
-	if err != nil || code != http.StatusForbidden {
-		t.Errorf("GET /metrics without the metrics-reader role = %d %v, want 403 Forbidden: %.300s", code, err, body)
+	if code, _, err := framework.ScrapeMetrics(t.Context(), e.metricsURL(), e.metricsToken(t, "no-metrics-reader", false)); code != http.StatusForbidden {
+		t.Errorf("GET /metrics without the metrics-reader role = %d (%v), want 403 Forbidden", code, err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -44,6 +45,48 @@ func TestPlanForGang(t *testing.T) {
 	want := []string{"job-1@a:4,5,6,7", "job-0@a:0,1,2,3", "job-2@b:0,1,2,3"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("slots (-want,+got):\n%s", diff)
+	}
+}
+
+// TestPlanForFillsTheNodeBestBesideTheGPUs: of two nodes with the same free GPUs, a gang of one
+// node goes where its CPU and memory fill the node most, so that the node of 96 CPUs stays free
+// for a pod that needs them.
+func TestPlanForFillsTheNodeBestBesideTheGPUs(t *testing.T) {
+	small := st.MakeNode().Name("b").Label(corev1.LabelHostname, "b").Label(convoy.LabelTopologyZone, "z").
+		Label(convoy.LabelTopologyBlock, "b").Label(convoy.LabelTopologyRack, "r1").Capacity(map[corev1.ResourceName]string{
+		corev1.ResourceCPU: "16", corev1.ResourceMemory: "256Gi", corev1.ResourcePods: "110", convoy.ResourceGPU: "8"}).Obj()
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), small}
+	pod := member("ns", "job", 0, 8).Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "8", corev1.ResourceMemory: "32Gi"}).Obj()
+	h := newHarness(t, nodes, []*corev1.Pod{pod}, inventory("a", 8), inventory("b", 8))
+	st, status := h.state.PlanFor(context.Background(), pod, h.nodeInfos())
+	if got, want := slotOf(t, st, status), "b:0,1,2,3,4,5,6,7"; got != want {
+		t.Errorf("slot = %s, want %s", got, want)
+	}
+}
+
+// TestLimitsFill is how full a node's CPU and memory would be with one more pod, as upstream's
+// MostAllocated counts it.
+func TestLimitsFill(t *testing.T) {
+	node := fakeNode("a", "r1", 8) // 96 CPUs, 1Ti
+	running := lone("ns", "running", 0).Node("a").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "40", corev1.ResourceMemory: "256Gi"}).Obj()
+	h := newHarness(t, []*corev1.Node{node}, []*corev1.Pod{running})
+	ni, _ := h.snap.NodeInfos().Get("a")
+	cases := map[string]struct {
+		requests corev1.ResourceList
+		want     int32
+	}{
+		// (40+8)/96 CPUs and (256+256)/1024 GiB: 500 and 500 thousandths
+		"CPU and memory":         {requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("256Gi")}, want: 500},
+		"CPU alone":              {requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8")}, want: 375},
+		"GPUs count for none":    {requests: corev1.ResourceList{convoy.ResourceGPU: resource.MustParse("8")}, want: 333},
+		"more than the node has": {requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200")}, want: 625},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := LimitsOf(tc.requests, convoy.ResourceGPU).Fill(ni); got != tc.want {
+				t.Errorf("Fill() = %d, want %d", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -214,6 +214,29 @@ func (ls Limits) MaxPods(ni fwk.NodeInfo) int {
 	return n
 }
 
+// Fill is how full the node's CPU and memory would be with one more of the pods, in thousandths:
+// the mean of the two shares, as upstream NodeResourcesFit's MostAllocated scores a node
+// (planner.Node.Fill). Zero when the node has no CPU or memory to share.
+func (ls Limits) Fill(ni fwk.NodeInfo) int32 {
+	alloc, used := ni.GetAllocatable(), ni.GetRequested()
+	var cpu, mem int64
+	for _, l := range ls {
+		switch l.name {
+		case corev1.ResourceCPU:
+			cpu = l.value
+		case corev1.ResourceMemory:
+			mem = l.value
+		}
+	}
+	share := func(used, req, alloc int64) int64 {
+		if alloc <= 0 {
+			return 0
+		}
+		return min((used+req)*1000/alloc, 1000)
+	}
+	return int32((share(used.GetMilliCPU(), cpu, alloc.GetMilliCPU()) + share(used.GetMemory(), mem, alloc.GetMemory())) / 2)
+}
+
 // fewer combines two limits of the planner's Node.MaxPods (-1: none, 0: no limit).
 func fewer(a, b int) int {
 	switch {
@@ -320,6 +343,7 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 		}
 		if !pn.Excluded {
 			pn.MaxPods = fewer(o.elig.limits.MaxPods(ni), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
+			pn.Fill = o.elig.limits.Fill(ni)
 		}
 		cl.Nodes = append(cl.Nodes, pn)
 	}

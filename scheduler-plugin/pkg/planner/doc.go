@@ -17,7 +17,9 @@
 //  4. inside a node, each pod gets GPUs that form a well-connected NVLink set and leave the
 //     node's remaining free GPUs well connected;
 //  5. best fit: among equal choices the fullest domain is used, so that large free blocks survive
-//     and few GPUs are stranded on partly used nodes.
+//     and few GPUs are stranded on partly used nodes; a gang that fits on one node goes, of the
+//     nodes of equal fit in GPUs, to the one whose CPU and memory it fills most (Node.Fill), so
+//     that the nodes of most free CPU and memory stay for the pods that need them.
 //
 // A gang's pods may ask different GPU counts (Gang.PodGPUs: a launcher beside its workers). The
 // domain is then chosen for all of them as above, by the room for its largest pods; inside it the

@@ -67,6 +67,12 @@ func (w *clusterWrapper) MaxPods(node string, n int) *clusterWrapper {
 	return w
 }
 
+// Fill sets how full a node's CPU and memory would be with one more of the gang's pods.
+func (w *clusterWrapper) Fill(node string, permille int32) *clusterWrapper {
+	w.node(node).Fill = permille
+	return w
+}
+
 // Islands gives a node NVLink islands: all pairs inside an island are NVLink with one link,
 // pairs across islands SYS. Each island is an NVLink domain named <node>/<i>, or domain[i] when
 // given.

@@ -259,6 +259,17 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, placed []int) (*Plan, error) {
 		}
 		return ix.names[l][a] < ix.names[l][b]
 	}
+	// betterNode orders the nodes that hold a whole gang as better does, except that of nodes of
+	// the same room and free GPUs the one whose CPU and memory the gang would fill most comes
+	// first: best fit beside the GPUs, which keeps the nodes of most free CPU and memory for the
+	// pods that need it.
+	betterNode := func(a, b int32) bool {
+		na, nb := &c.Nodes[a], &c.Nodes[b]
+		if na.Fill != nb.Fill && caps[LevelNode][a] == caps[LevelNode][b] && frees[LevelNode][a] == frees[LevelNode][b] {
+			return na.Fill > nb.Fill
+		}
+		return better(LevelNode, a, b)
+	}
 	need := int32(g.Pods)
 	top := LevelCluster
 	if g.Required {
@@ -322,7 +333,13 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, placed []int) (*Plan, error) {
 			if caps[l][d] < need {
 				continue
 			}
-			if l <= LevelRack {
+			if l == LevelNode {
+				if bestD < 0 || betterNode(d, bestD) {
+					bestD = d
+				}
+				continue
+			}
+			if l == LevelRack {
 				if bestD < 0 || better(l, d, bestD) {
 					bestD = d
 				}

@@ -53,6 +53,41 @@ func TestPlace(t *testing.T) {
 			wantDomain: "r1-0",
 			wantRacks:  1,
 		},
+		"best fit beside the GPUs: of nodes of equal GPU fit, the one whose CPU and memory the pod fills most": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 3, 8).Fill("r1-0", 50).Fill("r1-1", 400).Fill("r1-2", 200).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8},
+			// r1-0 keeps its CPU and memory for a pod that needs them
+			want:       []string{"r1-1:[0 1 2 3 4 5 6 7]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r1-1",
+			wantRacks:  1,
+		},
+		"best fit beside the GPUs comes after best fit in GPUs": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Used("r1-0", 0, 1, 2, 3).Fill("r1-0", 10).Fill("r1-1", 900).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 2},
+			want:    []string{"r1-0:[4 5]", "r1-0:[6 7]"},
+			// the half-used node, though the free one's CPU and memory are fuller
+			wantLevel:  LevelNode,
+			wantDomain: "r1-0",
+			wantRacks:  1,
+		},
+		"best fit beside the GPUs, for pods of different GPU counts on one node too": {
+			cluster:    makeCluster().Rack("z1", "b1", "r1", 2, 8).Fill("r1-1", 300).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 2, PodGPUs: []int{1, 4}},
+			want:       []string{"r1-1:[4]", "r1-1:[0 1 2 3]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r1-1",
+			wantRacks:  1,
+		},
+		"best fit beside the GPUs leaves a gang of several nodes alone": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 3, 8).Fill("r1-2", 900).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 8},
+			// the rack's nodes by room, then name: the fill of one node does not reorder them
+			want:       []string{"r1-0:[0 1 2 3 4 5 6 7]", "r1-1:[0 1 2 3 4 5 6 7]"},
+			wantLevel:  LevelRack,
+			wantDomain: "z1/b1/r1",
+			wantRacks:  1,
+		},
 		"required rack: too big for any rack, with a message a person can act on": {
 			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Rack("z1", "b1", "r2", 2, 8).Used("r2-0", 7).Obj(),
 			gang:    Gang{Key: "ns/job", Pods: 3, GPUsPerPod: 8, Level: LevelRack, Required: true},

@@ -328,6 +328,7 @@ func (c *cluster) chooseAmong(ctx context.Context, cs fwk.CycleState, policy str
 			c.view.Nodes[i].Free = c.free[i]
 			c.view.Nodes[i].Excluded = !ok[i]
 			c.view.Nodes[i].MaxPods = limits.MaxPods(c.infos[i])
+			c.view.Nodes[i].Fill = limits.Fill(c.infos[i])
 		}
 		pl, err := c.view.Place(planner.Gang{Key: p.Name, Pods: 1, GPUsPerPod: t.gpus})
 		if err != nil {

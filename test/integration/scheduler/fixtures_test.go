@@ -208,6 +208,14 @@ func (w *gangWrapper) Launcher(gpus int) *gangWrapper {
 	return w
 }
 
+// CPU sets the CPUs each pod asks.
+func (w *gangWrapper) CPU(q string) *gangWrapper {
+	for _, p := range w.pods {
+		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(q)
+	}
+	return w
+}
+
 // Priority sets the pods' PriorityClass.
 func (w *gangWrapper) Priority(class string) *gangWrapper {
 	for _, p := range w.pods {

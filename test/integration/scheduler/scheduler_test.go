@@ -77,6 +77,29 @@ func TestGangLandsInOneRack(t *testing.T) {
 	}
 }
 
+// TestSmallJobLeavesTheBigNodeToTheJobThatNeedsIt: of two nodes of 8 free GPUs in one rack, one of
+// 128 CPUs and one of 16, a one-node job asking 8 CPUs takes the node its CPUs fill most, so that a
+// later job asking 100 CPUs beside its 8 GPUs still finds the big node free.
+func TestSmallJobLeavesTheBigNodeToTheJobThatNeedsIt(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := []framework.NodeSpec{
+		// The big node comes first by name, as the planner's last tie-break orders nodes.
+		{Name: "cpu-big", GPUs: 8, CPU: "128", Memory: "1Ti", Zone: "zone-0", Block: "block-0", Rack: "rack-0"},
+		{Name: "cpu-small", GPUs: 8, CPU: "16", Memory: "256Gi", Zone: "zone-0", Block: "block-0", Rack: "rack-0"},
+	}
+	e.nodes(t, specs, gpuNodesFor(specs)...)
+
+	small := makeGang(ns, "small", 1, 8).CPU("8").create(t, e.c.Client)
+	if got := waitBound(t, e.c.Client, ns, small.names(), bindTimeout)[0].Spec.NodeName; got != "cpu-small" {
+		t.Errorf("the 8-CPU job is on %s, want cpu-small", got)
+	}
+	big := makeGang(ns, "big", 1, 8).CPU("100").create(t, e.c.Client)
+	if got := waitBound(t, e.c.Client, ns, big.names(), bindTimeout)[0].Spec.NodeName; got != "cpu-big" {
+		t.Errorf("the 100-CPU job is on %s, want cpu-big", got)
+	}
+}
+
 // TestInfeasibleGangBindsNothing: a gang bigger than any rack binds no pod, and every pod says
 // why in its PodScheduled condition.
 func TestInfeasibleGangBindsNothing(t *testing.T) {

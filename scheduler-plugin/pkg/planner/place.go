@@ -522,11 +522,14 @@ func (c *Cluster) explain(g Gang, caps, frees [numLevels][]int32) string {
 				g.room(int(caps[l][best])), plural(int(frees[l][best]), "free GPU"))
 		}
 	}
-	unhealthy, excluded := 0, 0
+	unhealthy, excluded, crowded := 0, 0, 0
 	for i := range c.Nodes {
-		unhealthy += c.Nodes[i].Unhealthy
-		if c.Nodes[i].Excluded {
+		nd := &c.Nodes[i]
+		unhealthy += nd.Unhealthy
+		if nd.Excluded {
 			excluded++
+		} else if nd.MaxPods < 0 && nd.Free != 0 {
+			crowded++
 		}
 	}
 	if unhealthy > 0 {
@@ -534,6 +537,11 @@ func (c *Cluster) explain(g Gang, caps, frees [numLevels][]int32) string {
 	}
 	if excluded > 0 {
 		fmt.Fprintf(&b, "; %s excluded by the pods' node selector, node or pod affinity, topology spread, host ports, tolerations or cordon", plural(excluded, "node"))
+	}
+	if crowded == 1 {
+		b.WriteString("; 1 node has free GPUs but no room beside them for one more pod (CPU, memory, pod slots or the pods' spread)")
+	} else if crowded > 1 {
+		fmt.Fprintf(&b, "; %d nodes have free GPUs but no room beside them for one more pod (CPU, memory, pod slots or the pods' spread)", crowded)
 	}
 	return b.String()
 }

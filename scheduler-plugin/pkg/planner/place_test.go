@@ -159,6 +159,11 @@ func TestPlace(t *testing.T) {
 			wantDomain: "r1-2",
 			wantRacks:  1,
 		},
+		"nodes without room beside their free GPUs are named in the message": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 3, 8).MaxPods("r1-0", -1).MaxPods("r1-1", -1).Used("r1-2", all8...).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8},
+			wantErr: "ns/job needs 1 pod(s) × 8 GPU(s); the cluster has room for 0 pods (16 free GPUs on 2 nodes); 2 nodes have free GPUs but no room beside them for one more pod (CPU, memory, pod slots or the pods' spread)",
+		},
 		"excluded nodes are named in the message": {
 			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Exclude("r1-0").Obj(),
 			gang:    Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 8},

@@ -90,6 +90,14 @@ func TestSmallJobLeavesTheBigNodeToTheJobThatNeedsIt(t *testing.T) {
 	}
 	e.nodes(t, specs, gpuNodesFor(specs)...)
 
+	// A job asking more CPUs than any node has is told so, not only that GPUs are short.
+	huge := makeGang(ns, "huge", 1, 8).CPU("200").create(t, e.c.Client)
+	waitUnschedulable(t, e.c.Client, ns, huge.names(), ns+"/huge needs 1 pod(s) × 8 GPU(s); the cluster has room for 0 pods (16 free GPUs on 2 nodes); "+
+		"2 nodes have free GPUs but no room beside them for one more pod (CPU, memory, pod slots or the pods' spread)")
+	if err := e.c.Client.Delete(t.Context(), huge.pods[0]); err != nil {
+		t.Fatal(err)
+	}
+
 	small := makeGang(ns, "small", 1, 8).CPU("8").create(t, e.c.Client)
 	if got := waitBound(t, e.c.Client, ns, small.names(), bindTimeout)[0].Spec.NodeName; got != "cpu-small" {
 		t.Errorf("the 8-CPU job is on %s, want cpu-small", got)

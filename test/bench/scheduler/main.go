@@ -43,7 +43,11 @@ type Scheduler string
 const (
 	Convoy       Scheduler = "convoy"
 	Coscheduling Scheduler = "coscheduling"
-	Binder       Scheduler = "binder"
+	// CoschedulingBinpack is Coscheduling with NodeResourcesFit's MostAllocated scoring over CPU,
+	// memory and GPUs (weights 1, 1, 3): the bin packing the Kubernetes documentation gives for
+	// extended resources, the upstream gang setup closest to Convoy's best fit.
+	CoschedulingBinpack Scheduler = "coscheduling+binpack"
+	Binder              Scheduler = "binder"
 	// BinderEvents is the binder that also records a Scheduled event per pod, as kube-scheduler
 	// does: the ceiling of any scheduler built on kube-scheduler.
 	BinderEvents Scheduler = "binder+events"
@@ -78,7 +82,7 @@ func main() {
 	var sizes, mixes, schedulers string
 	flag.StringVar(&sizes, "nodes", "5000", "comma-separated fleet sizes")
 	flag.StringVar(&mixes, "mixes", "mixed,whole-node,fits", "comma-separated gang mixes: mixed (1, 2, 4 or 8 GPUs per worker), whole-node (8), fits (1, 2, 4 or 8, each half as common as the one below: the gangs fit the fleet)")
-	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,binder,binder+events", "comma-separated contenders: convoy, coscheduling, binder, binder+events (the binder recording kube-scheduler's Scheduled event per pod)")
+	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,binder,binder+events", "comma-separated contenders: convoy, coscheduling, coscheduling+binpack (Coscheduling with MostAllocated scoring), binder, binder+events (the binder recording kube-scheduler's Scheduled event per pod)")
 	flag.IntVar(&o.gangs, "gangs", 0, "gangs per run; 0 for one per 5 nodes (1,000 at 5,000 nodes)")
 	flag.Uint64Var(&o.seed, "seed", 42, "seed of the gang mix")
 	qps := flag.Float64("qps", 1000, "client QPS of every scheduler, the binder and the gang creator")
@@ -124,7 +128,7 @@ func main() {
 	}
 	for _, s := range strings.Split(schedulers, ",") {
 		switch sc := Scheduler(strings.TrimSpace(s)); sc {
-		case Convoy, Coscheduling, Binder, BinderEvents:
+		case Convoy, Coscheduling, CoschedulingBinpack, Binder, BinderEvents:
 			o.schedulers = append(o.schedulers, sc)
 		default:
 			fail(fmt.Errorf("-schedulers: unknown contender %q", s))

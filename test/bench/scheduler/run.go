@@ -158,7 +158,7 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	cpuBefore := cpuTimes(c)
 	var port int
 	switch sc {
-	case Convoy, Coscheduling:
+	case Convoy, Coscheduling, CoschedulingBinpack:
 		if port, err = startScheduler(ctx, c, root, sc, o); err != nil {
 			return nil, err
 		}
@@ -374,7 +374,8 @@ func gangPod(g synth.Gang, r int, ns string) *corev1.Pod {
 }
 
 // startScheduler runs bin/convoy-scheduler with Convoy's profile (deploy/scheduler/config.yaml)
-// or with Coscheduling only, at the benchmark's QPS and burst, and waits until it is ready.
+// or with Coscheduling only (and, for coscheduling+binpack, MostAllocated scoring), at the
+// benchmark's QPS and burst, and waits until it is ready.
 func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc Scheduler, o options) (int, error) {
 	var cfg map[string]any
 	if sc == Convoy {
@@ -406,6 +407,14 @@ func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc S
 					"postFilter": with("Coscheduling"), "reserve": with("Coscheduling"), "permit": with("Coscheduling")},
 				"pluginConfig": []any{map[string]any{"name": "Coscheduling", "args": map[string]any{"permitWaitingTimeSeconds": 60}}},
 			}},
+		}
+		if sc == CoschedulingBinpack {
+			// "Resource Bin Packing" in the Kubernetes documentation, with GPUs weighing most.
+			resource := func(name string, weight int) map[string]any { return map[string]any{"name": name, "weight": weight} }
+			profile := cfg["profiles"].([]any)[0].(map[string]any)
+			profile["pluginConfig"] = append(profile["pluginConfig"].([]any), map[string]any{"name": "NodeResourcesFit", "args": map[string]any{
+				"scoringStrategy": map[string]any{"type": "MostAllocated", "resources": []any{
+					resource("cpu", 1), resource("memory", 1), resource(string(convoy.ResourceGPU), 3)}}}})
 		}
 	}
 	cfg["leaderElection"] = map[string]any{"leaderElect": false}

@@ -2,12 +2,6 @@ package stack
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/convoy-dev/convoy/test/framework"
 )
@@ -60,34 +54,8 @@ spec:
       phase: {{ if eq $code "0" }}Succeeded{{ else }}Failed{{ end }}
 `
 
-// KwokArgs returns kwok's command-line arguments for the stack: a --config with kwok's own default
-// pod stages, read from the pinned kwok module (a config that lists pod stages replaces them),
-// and the convoy-sim-exit stage. The file is written once per content to the temporary directory.
+// KwokArgs returns kwok's command-line arguments for the stack: kwok's own default pod stages
+// and the convoy-sim-exit stage.
 func KwokArgs(ctx context.Context) ([]string, error) {
-	root, err := framework.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := framework.ModuleDir(ctx, root, "sigs.k8s.io/kwok@v0.7.0")
-	if err != nil {
-		return nil, err
-	}
-	docs := []string{}
-	for _, name := range []string{"pod-ready.yaml", "pod-complete.yaml", "pod-delete.yaml"} {
-		data, err := os.ReadFile(filepath.Join(dir, "kustomize", "stage", "pod", "fast", name))
-		if err != nil {
-			return nil, fmt.Errorf("kwok's default pod stages: %w", err)
-		}
-		docs = append(docs, string(data))
-	}
-	docs = append(docs, simExitStage)
-	config := strings.Join(docs, "\n---\n")
-	sum := sha256.Sum256([]byte(config))
-	path := filepath.Join(os.TempDir(), "convoy-kwok-stages-"+hex.EncodeToString(sum[:6])+".yaml")
-	if _, err := os.Stat(path); err != nil {
-		if err := os.WriteFile(path, []byte(config), 0o644); err != nil {
-			return nil, err
-		}
-	}
-	return []string{"--config=" + path}, nil
+	return framework.KwokArgs(ctx, simExitStage)
 }

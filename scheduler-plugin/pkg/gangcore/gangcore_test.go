@@ -3,6 +3,7 @@ package gangcore
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -960,4 +961,80 @@ func mapSlice[T, U any](in []T, f func(T) U) []U {
 		out = append(out, f(x))
 	}
 	return out
+}
+
+// TestDeletedPreemptorGivesItsGPUsBack: a high-priority gang preempts a low gang and is deleted
+// (its job cancelled) while the victim still terminates. Its plan goes with it: once the victim is
+// gone, a gang of middle priority gets the node the deleted gang had planned on.
+func TestDeletedPreemptorGivesItsGPUsBack(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8)}
+	victim := member("ns", "low", 0, 8).Priority(1).Node("a").Obj()
+	urgent := member("ns", "urgent", 0, 8).Priority(10).Obj()
+	mid := member("ns", "mid", 0, 8).Priority(5).Obj()
+	h := newHarness(t, nodes, []*corev1.Pod{victim, urgent, mid}, inventory("a", 8))
+	ctx := context.Background()
+
+	if _, status := h.state.PreemptFor(ctx, urgent, h.nodeInfos(), PreemptOptions{Wait: time.Minute}); !status.IsSuccess() {
+		t.Fatalf("PreemptFor() = %v", status)
+	}
+	h.deletePod(urgent)
+	h.deletePod(victim)
+	h.setPods()
+
+	st, status := h.state.PlanFor(ctx, mid, h.nodeInfos())
+	if got := slotOf(t, st, status); got != "a:0,1,2,3,4,5,6,7" {
+		t.Errorf("slot of the middle-priority gang = %s, want a:0,1,2,3,4,5,6,7", got)
+	}
+}
+
+// TestDeletedGangIsForgotten: what the State remembers of a gang (its plan, that it did not fit,
+// that preemption could not help) goes when its last pod is deleted, and the gauge of gangs
+// waiting for room counts it no more.
+func TestDeletedGangIsForgotten(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8)}
+	tooBig := []*corev1.Pod{member("ns", "too-big", 0, 8).Obj(), member("ns", "too-big", 1, 8).Obj()}
+	fits := []*corev1.Pod{member("ns", "fits", 0, 4).Obj(), member("ns", "fits", 1, 4).Obj()}
+	h := newHarness(t, nodes, append(slices.Clone(tooBig), fits...), inventory("a", 8))
+	ctx := context.Background()
+	m := meter{t}
+	waitingBefore := m.gauge(gangsWaitingForRoom)
+	plannedBefore := m.gauge(gangsPlanned)
+
+	if _, status := h.state.PlanFor(ctx, tooBig[0], h.nodeInfos()); status.IsSuccess() {
+		t.Fatal("a gang of two 8-GPU pods fits one 8-GPU node")
+	}
+	if _, status := h.state.PreemptFor(ctx, tooBig[0], h.nodeInfos(), PreemptOptions{}); status.IsSuccess() {
+		t.Fatal("preemption made room where there is nothing to preempt")
+	}
+	if got := m.gauge(gangsWaitingForRoom) - waitingBefore; got != 1 {
+		t.Errorf("gangs_waiting_for_room rose by %v for the gang that does not fit, want 1", got)
+	}
+	st, status := h.state.PlanFor(ctx, fits[0], h.nodeInfos())
+	slotOf(t, st, status)
+	if got := m.gauge(gangsPlanned) - plannedBefore; got != 1 {
+		t.Errorf("gangs_planned rose by %v for the planned gang, want 1", got)
+	}
+
+	// One pod of the unplaced gang goes: the gang is still there.
+	h.deletePod(tooBig[0])
+	if got := m.gauge(gangsWaitingForRoom) - waitingBefore; got != 1 {
+		t.Errorf("gangs_waiting_for_room rose by %v with a pod of the gang left, want 1", got)
+	}
+	h.deletePod(tooBig[1])
+	for _, p := range fits {
+		h.deletePod(p)
+	}
+	if got := m.gauge(gangsWaitingForRoom) - waitingBefore; got != 0 {
+		t.Errorf("gangs_waiting_for_room rose by %v once the gang was deleted, want 0", got)
+	}
+	if got := m.gauge(gangsPlanned) - plannedBefore; got != 0 {
+		t.Errorf("gangs_planned rose by %v once the planned gang was deleted, want 0", got)
+	}
+	h.state.mu.Lock()
+	defer h.state.mu.Unlock()
+	if len(h.state.plans)+len(h.state.verdicts)+len(h.state.preemptVerdicts)+len(h.state.onNode) != 0 {
+		t.Errorf("the State still holds deleted gangs: plans %v, verdicts %v, preemption verdicts %v, slots on %v",
+			slices.Collect(maps.Keys(h.state.plans)), slices.Collect(maps.Keys(h.state.verdicts)),
+			slices.Collect(maps.Keys(h.state.preemptVerdicts)), slices.Collect(maps.Keys(h.state.onNode)))
+	}
 }

@@ -27,6 +27,7 @@ const (
 	dropRescheduled    = "pod_rescheduled"
 	dropUnreserved     = "unreserved"
 	dropNodeRejected   = "node_rejected"
+	dropPodDeleted     = "pod_deleted"
 )
 
 var (
@@ -46,13 +47,19 @@ var (
 	gangPlansDropped = metrics.NewCounterVec(&metrics.CounterOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "gang_plans_dropped_total",
-		Help:           "Gang plans dropped before every pod bound, by reason: timeout, cluster_changed (a planned slot's GPUs were taken or its node changed), pod_rescheduled, unreserved (a later plugin turned a reserved pod away), node_rejected (another plugin's Filter rejected a planned node). The gang's waiting pods go back to the queue and the gang is planned again.",
+		Help:           "Gang plans dropped before every pod bound, by reason: timeout, cluster_changed (a planned slot's GPUs were taken or its node changed), pod_rescheduled, unreserved (a later plugin turned a reserved pod away), node_rejected (another plugin's Filter rejected a planned node), pod_deleted (a pod of the gang was deleted before it bound). The gang's waiting pods go back to the queue and the gang is planned again.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
 	gangsPlanned = metrics.NewGauge(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "gangs_planned",
 		Help:           "Gangs with a plan whose pods are not all bound yet: waiting at Permit, or for the victims they preempted.",
+		StabilityLevel: metrics.ALPHA,
+	})
+	gangsWaitingForRoom = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "gangs_waiting_for_room",
+		Help:           "Gangs that GangPlacement last found no room for, and preemption did not make room for, and that were neither planned nor deleted since: the gangs waiting for GPUs (or CPU, memory, topology) to free up.",
 		StabilityLevel: metrics.ALPHA,
 	})
 	gangTimeToBound = metrics.NewHistogram(&metrics.HistogramOpts{
@@ -87,7 +94,7 @@ var (
 // registerMetrics registers Convoy's scheduler metrics in the legacy registry, once.
 func registerMetrics() {
 	registerMetricsOnce.Do(func() {
-		legacyregistry.MustRegister(gangPlans, gangPlanDuration, gangPlansDropped, gangsPlanned, gangTimeToBound,
+		legacyregistry.MustRegister(gangPlans, gangPlanDuration, gangPlansDropped, gangsPlanned, gangsWaitingForRoom, gangTimeToBound,
 			gangPreemptions, preemptionVictims, preemptionVictimPods)
 	})
 }

@@ -231,7 +231,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	if err != nil {
 		observePlan(planUnschedulable, start)
 		err = fmt.Errorf("%w%s", err, avoidedMessage(elig.avoid))
-		s.verdicts[key] = verdict{generation: s.generation.Load(), at: now, message: err.Error()}
+		s.setVerdictLocked(key, verdict{generation: s.generation.Load(), at: now, message: err.Error()})
 		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())
 		// The siblings wait in PreEnqueue for a plan: tell them why there is none. Those that
 		// already say it, even with older numbers, are left alone.
@@ -244,7 +244,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 		return &CycleState{Gang: key, Unplaceable: err.Error()}, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
 	observePlan(planPlanned, start)
-	delete(s.verdicts, key)
+	s.clearVerdictLocked(key)
 	p := s.storePlanLocked(key, g, pl, false)
 	s.open.Store(key, true)
 	activate = s.gatedSiblings(pod)
@@ -299,6 +299,23 @@ func (s *State) slotHolds(pod *corev1.Pod, key string, priority int32, sl *slot)
 		return sl.GPUs&^pn.Free == 0
 	}
 	return pn.Free.Len() >= GPURequest(pod, s.opts.GPUResource)
+}
+
+// setVerdictLocked remembers that the gang did not fit; it waits for room until it is planned or
+// deleted (see clearVerdictLocked).
+func (s *State) setVerdictLocked(key string, v verdict) {
+	if _, ok := s.verdicts[key]; !ok {
+		gangsWaitingForRoom.Inc()
+	}
+	s.verdicts[key] = v
+}
+
+// clearVerdictLocked forgets that the gang did not fit: it was planned, or it is gone.
+func (s *State) clearVerdictLocked(key string) {
+	if _, ok := s.verdicts[key]; ok {
+		delete(s.verdicts, key)
+		gangsWaitingForRoom.Dec()
+	}
 }
 
 // dropPlanLocked forgets a gang's plan and sends its pods waiting at Permit back to the queue, so

@@ -153,7 +153,7 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	if len(out.Pods) > 0 {
 		s.preemptions[key] = pr
 	}
-	delete(s.verdicts, key)
+	s.clearVerdictLocked(key)
 	out.Node = p.slots[pod.UID].Node
 	logger.V(2).Info("Preempting whole gangs", "preemptor", key, "victims", strings.Join(out.Gangs, ","), "pods", len(out.Pods), "node", out.Node)
 	return out, nil

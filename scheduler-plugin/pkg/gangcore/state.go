@@ -297,13 +297,39 @@ func (s *State) onPodDelete(obj any) {
 	if !ok {
 		return
 	}
+	key := GangKey(pod)
 	s.mu.Lock()
 	delete(s.reserved, pod.UID)
 	// The gang changed: a node a filter rejected for it may fit what is left.
-	delete(s.avoid, GangKey(pod))
+	delete(s.avoid, key)
+	// A plan is for the pods it was made for. Without this, the plan of a gang deleted before
+	// its pods bound (a job cancelled while its victims terminate) would keep its GPUs from
+	// every gang of no higher priority: only the gang's own next pod drops a stale plan.
+	if p := s.plans[key]; p != nil {
+		if sl := p.slots[pod.UID]; sl != nil && sl.phase != slotBound {
+			s.dropPlanLocked(key, dropPodDeleted, "a pod of the gang was deleted")
+		}
+	}
+	if pg := PodGroupName(pod); pg == "" || s.memberCount(pod.Namespace, pg) == 0 {
+		s.forgetGangLocked(key)
+	}
 	s.mu.Unlock()
 	s.roomFound(pod.UID)
 	s.bump()
+}
+
+// forgetGangLocked forgets what the State holds of a gang whose last pod is gone: its plan, that
+// it found no room, that preemption could not help, its preemption, its retry backoff.
+func (s *State) forgetGangLocked(key string) {
+	if s.plans[key] != nil {
+		s.dropPlanLocked(key, dropPodDeleted, "the gang's pods were deleted")
+	}
+	s.clearVerdictLocked(key)
+	delete(s.preemptVerdicts, key)
+	delete(s.preemptions, key)
+	s.open.Delete(key)
+	s.kicked.Delete(key)
+	s.retryBackoff.Reset(key)
 }
 
 // podGroupIndex indexes pods by "namespace/podgroup".

@@ -41,7 +41,15 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	framework.Main(m, framework.Options{AddToScheme: []func(*runtime.Scheme) error{convoy.AddToScheme, schedv1alpha1.AddToScheme}})
+	// A pod held by a finalizer stays Terminating, as with a kubelet: a preempted gang's pods
+	// can be kept while the test changes the cluster around them.
+	kwokArgs, err := framework.KwokArgs(context.Background(), framework.PodDeleteKeepingFinalizers)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "FAIL:", err)
+		os.Exit(1)
+	}
+	framework.Main(m, framework.Options{KwokArgs: kwokArgs,
+		AddToScheme: []func(*runtime.Scheme) error{convoy.AddToScheme, schedv1alpha1.AddToScheme}})
 }
 
 // env is the package's shared setup: CRDs, RBAC, priority classes and the running scheduler.

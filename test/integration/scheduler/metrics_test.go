@@ -134,6 +134,20 @@ func TestMetricsShowGangsPlacedAndTurnedAway(t *testing.T) {
 		t.Errorf("convoy_scheduler_gangs_planned = %v once the gang bound, want 0", got)
 	}
 
+	if got := delta("convoy_scheduler_gangs_waiting_for_room", nil); got != 1 {
+		t.Errorf("convoy_scheduler_gangs_waiting_for_room rose by %v, want 1: the gang that does not fit", got)
+	}
+	// The gang that does not fit is deleted: it waits no more.
+	for _, p := range tooBig.pods {
+		if err := e.c.Client.Delete(t.Context(), p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 10*time.Second, "convoy_scheduler_gangs_waiting_for_room to fall back once the gang is deleted", func() (bool, string) {
+		now := e.metrics(t).value("convoy_scheduler_gangs_waiting_for_room", nil)
+		return now == before.value("convoy_scheduler_gangs_waiting_for_room", nil), fmt.Sprintf("gauge %v", now)
+	})
+
 	if code, _, err := framework.ScrapeMetrics(t.Context(), e.metricsURL(), e.metricsToken(t, "no-metrics-reader", false)); code != http.StatusForbidden {
 		t.Errorf("GET /metrics without the metrics-reader role = %d (%v), want 403 Forbidden", code, err)
 	}

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -228,6 +229,56 @@ func TestPreemptionEvictsAGangOfSmallPods(t *testing.T) {
 		if p != nil && p.UID == victims[i].UID && p.DeletionTimestamp == nil {
 			t.Errorf("pod %s of the low gang was not evicted", p.Name)
 		}
+	}
+}
+
+// TestCancelledPreemptorLeavesNoClaim: a high-priority gang preempts a low gang and its job is
+// cancelled while the victim still terminates. Once the victim is gone, a new low-priority gang
+// takes the node: nothing of the cancelled gang's plan keeps the GPUs it had planned on.
+func TestCancelledPreemptorLeavesNoClaim(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 1, GPUsPerNode: 8})
+	ctx := t.Context()
+
+	// The victim terminates until the test lets it go: a finalizer holds it.
+	const hold = "convoy.dev/test-hold"
+	victim := makeGang(ns, "low", 1, 8).Priority(lowPriority)
+	victim.pods[0].Finalizers = []string{hold}
+	victim.create(t, e.c.Client)
+	release := func() {
+		_ = e.c.Client.Patch(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: victim.pods[0].Name}},
+			client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`)))
+	}
+	t.Cleanup(release)
+	waitBound(t, e.c.Client, ns, victim.names(), bindTimeout)
+
+	urgent := makeGang(ns, "urgent", 1, 8).Priority(highPriority).create(t, e.c.Client)
+	waitFor(t, bindTimeout, "the low gang to be preempted", func() (bool, string) {
+		p := get(t, e.c.Client, ns, victim.names())[0]
+		return p != nil && p.DeletionTimestamp != nil, describe([]*corev1.Pod{p})
+	})
+	waitUnschedulable(t, e.c.Client, ns, urgent.names(), "waits for the pods it preempted to terminate")
+
+	// The urgent job is cancelled, then the victim finishes terminating.
+	for _, p := range urgent.pods {
+		if err := e.c.Client.Delete(ctx, p, client.GracePeriodSeconds(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.c.Client.Delete(ctx, urgent.pg); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	waitFor(t, bindTimeout, "the victim and the cancelled gang to be gone", func() (bool, string) {
+		pods := get(t, e.c.Client, ns, append(victim.names(), urgent.names()...))
+		return all(pods, func(p *corev1.Pod) bool { return p == nil }), describe(pods)
+	})
+
+	next := makeGang(ns, "next", 1, 8).Priority(lowPriority).create(t, e.c.Client)
+	waitBound(t, e.c.Client, ns, next.names(), bindTimeout)
+	if got := e.metrics(t).value("convoy_scheduler_gangs_planned", nil); got != 0 {
+		t.Errorf("convoy_scheduler_gangs_planned = %v with every gang bound or gone, want 0", got)
 	}
 }
 

@@ -1038,3 +1038,55 @@ func TestDeletedGangIsForgotten(t *testing.T) {
 			slices.Collect(maps.Keys(h.state.preemptVerdicts)), slices.Collect(maps.Keys(h.state.onNode)))
 	}
 }
+
+// TestPreemptionFreesTheVictimsCPUToo: the urgent pod asks 90 CPUs beside its 8 GPUs. On node a,
+// the low gang that holds the GPUs holds the CPUs too, and evicting it frees both. On node b,
+// evicting the 4-GPU victim would free GPUs enough, and is cheaper, but a pod of higher priority
+// keeps 80 of the node's 96 CPUs.
+func TestPreemptionFreesTheVictimsCPUToo(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
+	cpus := func(n string) map[corev1.ResourceName]string {
+		return map[corev1.ResourceName]string{corev1.ResourceCPU: n}
+	}
+	pods := []*corev1.Pod{
+		member("ns", "low", 0, 8).Priority(1).Req(cpus("90")).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj(),
+		member("ns", "small", 0, 4).Priority(1).Req(cpus("10")).Node("b").Annotation(AnnotationGPUIndices, "0,1,2,3").Obj(),
+		lone("ns", "hog", 0).Priority(100).Req(cpus("80")).Node("b").Obj(),
+	}
+	urgent := member("ns", "urgent", 0, 8).Priority(10).Req(cpus("90")).Obj()
+	h := newHarness(t, nodes, append(pods, urgent), inventory("a", 8), inventory("b", 8))
+	v, status := h.state.PreemptFor(context.Background(), urgent, h.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute})
+	if !status.IsSuccess() {
+		t.Fatalf("PreemptFor() = %v", status)
+	}
+	if diff := cmp.Diff([]string{"ns/low"}, v.Gangs); diff != "" {
+		t.Errorf("victims (-want,+got):\n%s", diff)
+	}
+	if v.Node != "a" {
+		t.Errorf("nominated node = %q, want a", v.Node)
+	}
+}
+
+// TestLimitsMaxPodsWithout: the pods gone give back their CPU, memory and pod slots.
+func TestLimitsMaxPodsWithout(t *testing.T) {
+	node := st.MakeNode().Name("n").Capacity(map[corev1.ResourceName]string{
+		corev1.ResourceCPU: "96", corev1.ResourceMemory: "1000Gi", corev1.ResourcePods: "3"}).Obj()
+	a := st.MakePod().Name("a").UID("a").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "40", corev1.ResourceMemory: "400Gi"}).Obj()
+	b := st.MakePod().Name("b").UID("b").Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "40", corev1.ResourceMemory: "100Gi"}).Obj()
+	ni := framework.NewNodeInfo(a, b)
+	ni.SetNode(node)
+	ls := LimitsOf(corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("30"), corev1.ResourceMemory: resource.MustParse("300Gi")}, convoy.ResourceGPU)
+	for _, tc := range []struct {
+		gone []*corev1.Pod
+		want int
+	}{
+		{nil, -1},                // 16 CPUs free
+		{[]*corev1.Pod{b}, 1},    // 56 CPUs, 600Gi free
+		{[]*corev1.Pod{a}, 1},    // 56 CPUs, 900Gi free
+		{[]*corev1.Pod{a, b}, 3}, // 96 CPUs, 1000Gi, 3 pod slots
+	} {
+		if got := ls.MaxPodsWithout(ni, tc.gone); got != tc.want {
+			t.Errorf("MaxPodsWithout(%v) = %d, want %d", mapSlice(tc.gone, func(p *corev1.Pod) string { return p.Name }), got, tc.want)
+		}
+	}
+}

@@ -191,20 +191,36 @@ func LimitsOf(requests corev1.ResourceList, gpu corev1.ResourceName) Limits {
 
 // MaxPods is how many of the pods the node's CPU, memory, ephemeral storage, pod slots and other
 // extended resources admit; -1 when none.
-func (ls Limits) MaxPods(ni fwk.NodeInfo) int {
+func (ls Limits) MaxPods(ni fwk.NodeInfo) int { return ls.MaxPodsWithout(ni, nil) }
+
+// MaxPodsWithout is MaxPods once the pods gone, which run on the node, have left it: what a
+// preemption that evicts them frees beside their GPUs.
+func (ls Limits) MaxPodsWithout(ni fwk.NodeInfo, gone []*corev1.Pod) int {
 	alloc, used := ni.GetAllocatable(), ni.GetRequested()
-	n := alloc.GetAllowedPodNumber() - len(ni.GetPods())
+	n := alloc.GetAllowedPodNumber() - len(ni.GetPods()) + len(gone)
+	var freed corev1.ResourceList
+	if len(gone) > 0 {
+		freed = corev1.ResourceList{}
+		for _, p := range gone {
+			for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+				sum := freed[name]
+				sum.Add(q)
+				freed[name] = sum
+			}
+		}
+	}
 	for _, l := range ls {
 		var free int64
 		switch l.name {
 		case corev1.ResourceCPU:
-			free = alloc.GetMilliCPU() - used.GetMilliCPU()
+			free = alloc.GetMilliCPU() - used.GetMilliCPU() + freed.Cpu().MilliValue()
 		case corev1.ResourceMemory:
-			free = alloc.GetMemory() - used.GetMemory()
+			free = alloc.GetMemory() - used.GetMemory() + freed.Memory().Value()
 		case corev1.ResourceEphemeralStorage:
-			free = alloc.GetEphemeralStorage() - used.GetEphemeralStorage()
+			free = alloc.GetEphemeralStorage() - used.GetEphemeralStorage() + freed.StorageEphemeral().Value()
 		default:
-			free = alloc.GetScalarResources()[l.name] - used.GetScalarResources()[l.name]
+			q := freed[l.name]
+			free = alloc.GetScalarResources()[l.name] - used.GetScalarResources()[l.name] + q.Value()
 		}
 		n = min(n, int(max(free, 0)/l.value))
 	}
@@ -344,6 +360,12 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 		if !pn.Excluded {
 			pn.MaxPods = fewer(o.elig.limits.MaxPods(ni), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
 			pn.Fill = o.elig.limits.Fill(ni)
+			if vt != nil && pn.MaxPods != 0 && (pn.MaxPods < 0 || pn.MaxPods < pn.GPUs) {
+				// Victims' pods hold CPU and memory too: a node they leave may take more pods.
+				if gone := victimHolders(b, o.gang, pn.Holders); len(gone) > 0 {
+					pn.MaxPodsEvicted = fewer(o.elig.limits.MaxPodsWithout(ni, gone), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
+				}
+			}
 		}
 		cl.Nodes = append(cl.Nodes, pn)
 	}
@@ -583,6 +605,23 @@ func nodeView(b *nodeBase, g *gang, claims []claim, vt *victimTable, lonePods bo
 	}
 	pn.Free = free
 	return pn
+}
+
+// victimHolders are the pods of b's holders that preemption may evict for g: those nodeView gave a
+// victim in holders, the node's Holders.
+func victimHolders(b *nodeBase, g *gang, holders []planner.Holder) []*corev1.Pod {
+	var out []*corev1.Pod
+	k := 0
+	for _, h := range b.holders {
+		if g.pendingUIDs[h.pod.UID] {
+			continue
+		}
+		if holders[k].Victim >= 0 {
+			out = append(out, h.pod)
+		}
+		k++
+	}
+	return out
 }
 
 // highest returns the n highest GPUs of s.

@@ -67,6 +67,12 @@ func (w *clusterWrapper) MaxPods(node string, n int) *clusterWrapper {
 	return w
 }
 
+// MaxPodsEvicted limits a node once all its victims are evicted.
+func (w *clusterWrapper) MaxPodsEvicted(node string, n int) *clusterWrapper {
+	w.node(node).MaxPodsEvicted = n
+	return w
+}
+
 // Fill sets how full a node's CPU and memory would be with one more of the gang's pods.
 func (w *clusterWrapper) Fill(node string, permille int32) *clusterWrapper {
 	w.node(node).Fill = permille

@@ -14,6 +14,9 @@ type Cluster struct {
 	Victims []Victim
 
 	idx *index
+	// evicted, while Preempt places the gang after a set of victims, says which are gone: a node
+	// all of whose victims are has their CPU and memory too (Node.MaxPodsEvicted).
+	evicted func(int) bool
 }
 
 // index maps every node to its rack, block and zone, and each domain to its parent, children and
@@ -177,15 +180,43 @@ func (c *Cluster) nodeCap(i int, mask GPUSet, gpus int) int {
 
 // nodeCapAfter is nodeCap on a node that already took placed pods of the gang.
 func (c *Cluster) nodeCapAfter(i int, mask GPUSet, gpus, placed int) int {
+	return c.nodeCapBy(i, mask, gpus, placed, c.evicted)
+}
+
+// nodeCapBy is nodeCapAfter once the victims for which evicted is true (nil: none) are gone.
+func (c *Cluster) nodeCapBy(i int, mask GPUSet, gpus, placed int, evicted func(int) bool) int {
 	nd := &c.Nodes[i]
-	if nd.Excluded || nd.MaxPods < 0 {
+	maxPods := c.maxPodsBy(i, evicted)
+	if nd.Excluded || maxPods < 0 {
 		return 0
 	}
 	k := mask.Len() / gpus
-	if nd.MaxPods > 0 && k > nd.MaxPods-placed {
-		k = max(nd.MaxPods-placed, 0)
+	if maxPods > 0 && k > maxPods-placed {
+		k = max(maxPods-placed, 0)
 	}
 	return k
+}
+
+// maxPodsBy is node i's MaxPods once the victims for which evicted is true (nil: none) are gone:
+// its MaxPodsEvicted when every victim holding GPUs there is among them.
+func (c *Cluster) maxPodsBy(i int, evicted func(int) bool) int {
+	nd := &c.Nodes[i]
+	if evicted == nil || nd.MaxPodsEvicted == 0 {
+		return nd.MaxPods
+	}
+	any := false
+	for _, h := range nd.Holders {
+		if h.Victim >= 0 {
+			if !evicted(h.Victim) {
+				return nd.MaxPods
+			}
+			any = true
+		}
+	}
+	if !any {
+		return nd.MaxPods
+	}
+	return nd.MaxPodsEvicted
 }
 
 // unit is a part of a node a pod may use: the whole node, or its GPUs of one NVLink domain.

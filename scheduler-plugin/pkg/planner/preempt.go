@@ -68,7 +68,7 @@ func (c *Cluster) Preempt(g Gang) (*Preemption, error) {
 		if best == nil {
 			return nil, c.cannotMakeRoom(g)
 		}
-		p, err := c.place(g, c.freed(best))
+		p, err := c.placeAfter(g, best)
 		if err != nil {
 			return nil, fmt.Errorf("gang %s: evicting %d victims should make room, but: %w", g.Key, len(best), err)
 		}
@@ -84,7 +84,7 @@ func (c *Cluster) Preempt(g Gang) (*Preemption, error) {
 	largest := Gang{Key: g.Key, Pods: len(parts[0].pods), GPUsPerPod: parts[0].gpus, Level: g.Level, Required: g.Required, Priority: g.Priority}
 	slots := Gang{Key: g.Key, Pods: (g.gpus() + g.GPUsPerPod - 1) / g.GPUsPerPod, GPUsPerPod: g.GPUsPerPod, Level: g.Level, Required: g.Required, Priority: g.Priority}
 	if best := c.cheapestVictims(largest, evictable); best != nil {
-		if p, err := c.place(g, c.freed(best)); err == nil {
+		if p, err := c.placeAfter(g, best); err == nil {
 			slices.SortFunc(best, c.compareVictims)
 			return &Preemption{Victims: best, Plan: p}, nil
 		}
@@ -96,13 +96,13 @@ func (c *Cluster) Preempt(g Gang) (*Preemption, error) {
 	slices.SortFunc(best, func(a, b int) int { return c.compareVictims(b, a) })
 	for j := 0; j < len(best); {
 		rest := slices.Delete(slices.Clone(best), j, j+1)
-		if _, err := c.place(g, c.freed(rest)); err == nil {
+		if _, err := c.placeAfter(g, rest); err == nil {
 			best = rest
 			continue
 		}
 		j++
 	}
-	p, err := c.place(g, c.freed(best))
+	p, err := c.placeAfter(g, best)
 	if err != nil {
 		// Packing the gang's own pods in the room weighed in pods of its largest count failed.
 		return nil, &Unplaceable{Message: fmt.Sprintf("%s, and the cheapest preemption found would not make room for its pods as they are", err)}
@@ -116,6 +116,14 @@ func (c *Cluster) Preempt(g Gang) (*Preemption, error) {
 func (c *Cluster) cannotMakeRoom(g Gang) error {
 	_, err := c.Place(g)
 	return &Unplaceable{Message: fmt.Sprintf("%s, and preempting every lower-priority gang would not make room", err)}
+}
+
+// placeAfter places g as if victims were evicted: their GPUs are free, and so are the CPU, memory
+// and pod slots of the nodes they leave empty of victims.
+func (c *Cluster) placeAfter(g Gang, victims []int) (*Plan, error) {
+	c.evicted = func(v int) bool { return slices.Contains(victims, v) }
+	defer func() { c.evicted = nil }()
+	return c.place(g, c.freed(victims))
 }
 
 // freed is the cluster's free GPUs, by node, once victims are evicted.
@@ -139,7 +147,7 @@ func (c *Cluster) cheapestVictims(g Gang, evictable func(int) bool) []int {
 	try := func(l Level, units []unit) {
 		room := 0
 		for _, u := range units {
-			room += c.nodeCap(u.node, allFree[u.node]&u.mask, g.GPUsPerPod)
+			room += c.nodeCapBy(u.node, allFree[u.node]&u.mask, g.GPUsPerPod, 0, evictable)
 		}
 		if room < g.Pods {
 			return
@@ -256,7 +264,7 @@ func (c *Cluster) chooseVictims(g Gang, units []unit, evictable func(int) bool) 
 		if !c.usable(units[j].node, taken) {
 			return 0
 		}
-		return c.nodeCap(units[j].node, gpus, g.GPUsPerPod)
+		return c.nodeCapBy(units[j].node, gpus, g.GPUsPerPod, 0, taken)
 	}
 	room := 0
 	for j, u := range units {

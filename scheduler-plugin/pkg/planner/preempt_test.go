@@ -35,6 +35,31 @@ func TestPreempt(t *testing.T) {
 			wantVictims: []string{"ns/low"},
 			wantNodes:   []string{"r1-0"},
 		},
+		"a victim that holds the CPU the gang's pod needs": {
+			// r1-0's CPU is the victim's (MaxPods -1); evicted, it frees the CPU with the GPUs.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).MaxPods("r1-0", -1).MaxPodsEvicted("r1-0", 1).
+				Victim("ns/low", low, 0, map[string][][]int{"r1-0": {all8}}).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8, Priority: high},
+			wantVictims: []string{"ns/low"},
+			wantNodes:   []string{"r1-0"},
+		},
+		"two victims that hold the CPU together": {
+			// Evicting ns/a frees four GPUs but not the CPU, which only both victims gone free.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).MaxPods("r1-0", -1).MaxPodsEvicted("r1-0", 2).
+				Victim("ns/a", low, 0, map[string][][]int{"r1-0": {{0, 1, 2, 3}}}).
+				Victim("ns/b", low, time.Hour, map[string][][]int{"r1-0": {{4, 5, 6, 7}}}).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 4, Priority: high},
+			wantVictims: []string{"ns/a", "ns/b"},
+			wantNodes:   []string{"r1-0"},
+		},
+		"a victim of higher priority keeps its CPU": {
+			// ns/peer stays, so r1-0's CPU stays taken: the node takes no pod of the gang.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).MaxPods("r1-0", -1).MaxPodsEvicted("r1-0", 1).
+				Victim("ns/low", low, 0, map[string][][]int{"r1-0": {{0, 1, 2, 3}}}).
+				Victim("ns/peer", high, 0, map[string][][]int{"r1-0": {{4}}}).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 2, Priority: high},
+			wantErr: "ns/job needs 1 pod(s) × 2 GPU(s); the cluster has room for 0 pods (3 free GPUs on 1 node); 1 node has free GPUs but no room beside them for one more pod (CPU, memory, pod slots or the pods' spread), and preempting every lower-priority gang would not make room",
+		},
 		"a node two victims stand in the way on": {
 			// r1-0 has free GPUs, but the pods of both its victims stand in the gang's way there
 			// (Requires): the victim with the fewest GPUs is not enough; r1-1 holds a pod of higher

@@ -134,6 +134,10 @@ type Node struct {
 	// and the pods' spread among themselves admit; zero means no limit beyond GPUs, a negative
 	// number that none fits.
 	MaxPods int
+	// MaxPodsEvicted is MaxPods once every victim holding GPUs on the node (each Holder with a
+	// Victim) is evicted, with the CPU, memory and pod slots its pods there hold free too. Preempt
+	// uses it for a node all of whose victims it evicts; zero means MaxPods holds then too.
+	MaxPodsEvicted int
 	// Fill is how full the node's CPU and memory would be with one more of the gang's pods, in
 	// thousandths (the mean of the two, as upstream's MostAllocated scores it); zero when unknown.
 	// Of the nodes of equal fit in GPUs, a gang that fits on one node takes the fullest.

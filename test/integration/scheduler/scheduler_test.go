@@ -232,6 +232,24 @@ func TestPreemptionEvictsAGangOfSmallPods(t *testing.T) {
 	}
 }
 
+// TestPreemptionFreesTheCPUItsVictimsHeld: on a 96-CPU node, a low-priority gang's 8-GPU, 90-CPU
+// pod holds both; a high-priority gang of the same shape evicts it and binds there.
+func TestPreemptionFreesTheCPUItsVictimsHeld(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 1, GPUsPerNode: 8})
+
+	low := makeGang(ns, "low", 1, 8).CPU("90").Priority(lowPriority).create(t, e.c.Client)
+	victims := waitBound(t, e.c.Client, ns, low.names(), bindTimeout)
+	urgent := makeGang(ns, "urgent", 1, 8).CPU("90").Priority(highPriority).create(t, e.c.Client)
+	if p := waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout)[0]; p.Spec.NodeName != specs[0].Name {
+		t.Errorf("the urgent pod went to %s, want %s", p.Spec.NodeName, specs[0].Name)
+	}
+	if p := get(t, e.c.Client, ns, low.names())[0]; p != nil && p.UID == victims[0].UID && p.DeletionTimestamp == nil {
+		t.Errorf("the low gang's pod was not evicted")
+	}
+}
+
 // TestCancelledPreemptorLeavesNoClaim: a high-priority gang preempts a low gang and its job is
 // cancelled while the victim still terminates. Once the victim is gone, a new low-priority gang
 // takes the node: nothing of the cancelled gang's plan keeps the GPUs it had planned on.

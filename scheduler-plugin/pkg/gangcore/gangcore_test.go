@@ -1090,3 +1090,38 @@ func TestLimitsMaxPodsWithout(t *testing.T) {
 		}
 	}
 }
+
+// TestPreemptionWaitsForPodsAlreadyLeaving: the low gang on node a terminates already (its job
+// was evicted, or a scheduler before this one preempted it). The urgent gang waits for it and
+// evicts nothing, though evicting the low gang on b would make room at once.
+func TestPreemptionWaitsForPodsAlreadyLeaving(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
+	leaving := member("ns", "leaving", 0, 8).Priority(1).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj()
+	now := metav1.Now()
+	leaving.DeletionTimestamp = &now
+	leaving.Finalizers = []string{"test/hold"}
+	other := member("ns", "other", 0, 8).Priority(1).Node("b").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj()
+	urgent := member("ns", "urgent", 0, 8).Priority(10).Obj()
+	h := newHarness(t, nodes, []*corev1.Pod{leaving, other, urgent}, inventory("a", 8), inventory("b", 8))
+	ctx := context.Background()
+
+	if _, status := h.state.PlanFor(ctx, urgent, h.nodeInfos()); status.IsSuccess() {
+		t.Fatal("the urgent gang fits while the leaving pod holds node a's GPUs")
+	}
+	v, status := h.state.PreemptFor(ctx, urgent, h.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute})
+	if !status.IsSuccess() {
+		t.Fatalf("PreemptFor() = %v", status)
+	}
+	if len(v.Pods) != 0 || v.Node != "a" {
+		t.Errorf("PreemptFor() evicts %v and nominates %q, want nothing evicted and node a", v.Gangs, v.Node)
+	}
+	if _, status := h.state.PlanFor(ctx, urgent, h.nodeInfos()); !strings.Contains(status.Message(), "waits for the pods it preempted") {
+		t.Errorf("PlanFor() while the pod leaves = %v %q, want it to wait", status.Code(), status.Message())
+	}
+	h.deletePod(leaving)
+	h.setPods(other)
+	st, status := h.state.PlanFor(ctx, urgent, h.nodeInfos())
+	if got := slotOf(t, st, status); got != "a:0,1,2,3,4,5,6,7" {
+		t.Errorf("slot once the pod left = %s, want a:0,1,2,3,4,5,6,7", got)
+	}
+}

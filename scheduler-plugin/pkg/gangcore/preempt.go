@@ -117,6 +117,11 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 		}
 		res = r
 		freed := map[types.UID]bool{}
+		for _, pods := range vt.leaving {
+			for _, p := range pods {
+				freed[p.UID] = true
+			}
+		}
 		for _, v := range r.Victims {
 			if victims[v] == nil {
 				victims[v] = s.victimPods(vt.meta[v])
@@ -149,13 +154,31 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 			pr.nodes = append(pr.nodes, p.Spec.NodeName)
 		}
 	}
-	p := s.storePlanLocked(key, g, res.Plan, len(out.Pods) > 0)
-	if len(out.Pods) > 0 {
+	// The plan counts on the pods leaving its nodes already: the gang waits for them as for its
+	// victims.
+	awaited := 0
+	seen := map[string]bool{}
+	for _, a := range res.Plan.Assignments {
+		node := a.Node
+		if seen[node] {
+			continue
+		}
+		seen[node] = true
+		for _, p := range vt.leaving[node] {
+			pr.victims = append(pr.victims, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
+			pr.uids = append(pr.uids, p.UID)
+			pr.nodes = append(pr.nodes, node)
+			awaited++
+		}
+	}
+	p := s.storePlanLocked(key, g, res.Plan, len(pr.victims) > 0)
+	if len(pr.victims) > 0 {
 		s.preemptions[key] = pr
 	}
 	s.clearVerdictLocked(key)
 	out.Node = p.slots[pod.UID].Node
-	logger.V(2).Info("Preempting whole gangs", "preemptor", key, "victims", strings.Join(out.Gangs, ","), "pods", len(out.Pods), "node", out.Node)
+	logger.V(2).Info("Preempting whole gangs", "preemptor", key, "victims", strings.Join(out.Gangs, ","), "pods", len(out.Pods),
+		"terminatingPodsAwaited", awaited, "node", out.Node)
 	return out, nil
 }
 

@@ -271,6 +271,20 @@ type victimTable struct {
 	index map[string]int
 	meta  []victimMeta
 	list  []planner.Victim
+	// leaving holds, by node, the pods of lower priority than the preemptor that hold GPUs there
+	// and terminate already: preemption counts their GPUs, CPU and memory as free, and the
+	// preemptor waits for them instead of evicting others (see leavingFor).
+	leaving map[string][]*corev1.Pod
+}
+
+// leavingFor reports whether p, a pod holding GPUs, terminates already and has a lower priority
+// than g: a preemption for g waits for it to go rather than evict anything in its place, as
+// upstream's DefaultPreemption does not preempt while lower-priority pods terminate on the
+// nominated node. Without it, a gang whose victims outlasted victimTerminationSeconds (a
+// checkpoint on SIGTERM), or whose scheduler restarted while they terminated, or that came while
+// Kueue evicted a job, would evict more gangs for room already on its way.
+func leavingFor(p *corev1.Pod, g *gang) bool {
+	return p.DeletionTimestamp != nil && GangKey(p) != g.key && corev1helpers.PodPriority(p) < g.priority
 }
 
 type victimMeta struct {
@@ -301,7 +315,7 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 	cl := &planner.Cluster{Nodes: buf[:0]}
 	var vt *victimTable
 	if o.victims {
-		vt = &victimTable{index: map[string]int{}}
+		vt = &victimTable{index: map[string]int{}, leaving: map[string][]*corev1.Pod{}}
 	}
 	claims := s.claims(o.gang)
 	// The nodes where the gang's own pending pods hold GPUs (reserved, not yet bound): they count
@@ -358,12 +372,16 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 			pn.Excluded = vt == nil || !s.evictionAdmits(ctx, &pn, ni, o, vt)
 		}
 		if !pn.Excluded {
-			pn.MaxPods = fewer(o.elig.limits.MaxPods(ni), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
+			var leaving []*corev1.Pod
+			if vt != nil {
+				leaving = vt.leaving[node.Name]
+			}
+			pn.MaxPods = fewer(o.elig.limits.MaxPodsWithout(ni, leaving), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
 			pn.Fill = o.elig.limits.Fill(ni)
 			if vt != nil && pn.MaxPods != 0 && (pn.MaxPods < 0 || pn.MaxPods < pn.GPUs) {
 				// Victims' pods hold CPU and memory too: a node they leave may take more pods.
 				if gone := victimHolders(b, o.gang, pn.Holders); len(gone) > 0 {
-					pn.MaxPodsEvicted = fewer(o.elig.limits.MaxPodsWithout(ni, gone), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
+					pn.MaxPodsEvicted = fewer(o.elig.limits.MaxPodsWithout(ni, slices.Concat(leaving, gone)), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
 				}
 			}
 		}
@@ -588,6 +606,12 @@ func nodeView(b *nodeBase, g *gang, claims []claim, vt *victimTable, lonePods bo
 			}
 			v := -1
 			if vt != nil {
+				if leavingFor(h.pod, g) {
+					free |= h.gpus
+					room += h.n
+					vt.leaving[pn.Name] = append(vt.leaving[pn.Name], h.pod)
+					continue
+				}
 				v = vt.add(h.pod, g, h.n, lonePods)
 			}
 			pn.Holders = append(pn.Holders, planner.Holder{Victim: v, GPUs: h.gpus})
@@ -608,12 +632,12 @@ func nodeView(b *nodeBase, g *gang, claims []claim, vt *victimTable, lonePods bo
 }
 
 // victimHolders are the pods of b's holders that preemption may evict for g: those nodeView gave a
-// victim in holders, the node's Holders.
+// victim in holders, the node's Holders (which leave out g's own pending pods and the pods leaving).
 func victimHolders(b *nodeBase, g *gang, holders []planner.Holder) []*corev1.Pod {
 	var out []*corev1.Pod
 	k := 0
 	for _, h := range b.holders {
-		if g.pendingUIDs[h.pod.UID] {
+		if g.pendingUIDs[h.pod.UID] || leavingFor(h.pod, g) {
 			continue
 		}
 		if holders[k].Victim >= 0 {

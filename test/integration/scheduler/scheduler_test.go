@@ -250,6 +250,45 @@ func TestPreemptionFreesTheCPUItsVictimsHeld(t *testing.T) {
 	}
 }
 
+// TestPreemptionWaitsForAJobAlreadyLeaving: one low-priority job terminates already (Kueue evicted
+// it; its pod checkpoints before it stops), another runs. A high-priority gang that needs one of
+// the two nodes waits for the one leaving and evicts nothing; it binds there once the pod is gone.
+func TestPreemptionWaitsForAJobAlreadyLeaving(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8})
+	ctx := t.Context()
+
+	const hold = "convoy.dev/test-hold"
+	leaving := makeGang(ns, "leaving", 1, 8).Priority(lowPriority)
+	leaving.pods[0].Finalizers = []string{hold}
+	leaving.create(t, e.c.Client)
+	release := func() {
+		_ = e.c.Client.Patch(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: leaving.pods[0].Name}},
+			client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`)))
+	}
+	t.Cleanup(release)
+	node := waitBound(t, e.c.Client, ns, leaving.names(), bindTimeout)[0].Spec.NodeName
+	other := makeGang(ns, "other", 1, 8).Priority(lowPriority).create(t, e.c.Client)
+	otherPod := waitBound(t, e.c.Client, ns, other.names(), bindTimeout)[0]
+	if err := e.c.Client.Delete(ctx, leaving.pods[0]); err != nil {
+		t.Fatal(err)
+	}
+
+	urgent := makeGang(ns, "urgent", 1, 8).Priority(highPriority).create(t, e.c.Client)
+	waitUnschedulable(t, e.c.Client, ns, urgent.names(), "waits for the pods it preempted to terminate")
+	if p := get(t, e.c.Client, ns, other.names())[0]; p == nil || p.UID != otherPod.UID || p.DeletionTimestamp != nil {
+		t.Fatalf("the running low job was evicted while the leaving one still terminated")
+	}
+	release()
+	if p := waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout)[0]; p.Spec.NodeName != node {
+		t.Errorf("the urgent pod went to %s, want %s, the node the leaving job left", p.Spec.NodeName, node)
+	}
+	if p := get(t, e.c.Client, ns, other.names())[0]; p == nil || p.UID != otherPod.UID || p.DeletionTimestamp != nil {
+		t.Errorf("the running low job was evicted")
+	}
+}
+
 // TestCancelledPreemptorLeavesNoClaim: a high-priority gang preempts a low gang and its job is
 // cancelled while the victim still terminates. Once the victim is gone, a new low-priority gang
 // takes the node: nothing of the cancelled gang's plan keeps the GPUs it had planned on.

@@ -1115,7 +1115,7 @@ func TestPreemptionWaitsForPodsAlreadyLeaving(t *testing.T) {
 	if len(v.Pods) != 0 || v.Node != "a" {
 		t.Errorf("PreemptFor() evicts %v and nominates %q, want nothing evicted and node a", v.Gangs, v.Node)
 	}
-	if _, status := h.state.PlanFor(ctx, urgent, h.nodeInfos()); !strings.Contains(status.Message(), "waits for the pods it preempted") {
+	if _, status := h.state.PlanFor(ctx, urgent, h.nodeInfos()); status.Message() != "ns/urgent waits for 1 terminating pod(s) of lower priority to leave the nodes planned for it" {
 		t.Errorf("PlanFor() while the pod leaves = %v %q, want it to wait", status.Code(), status.Message())
 	}
 	h.deletePod(leaving)
@@ -1123,5 +1123,25 @@ func TestPreemptionWaitsForPodsAlreadyLeaving(t *testing.T) {
 	st, status := h.state.PlanFor(ctx, urgent, h.nodeInfos())
 	if got := slotOf(t, st, status); got != "a:0,1,2,3,4,5,6,7" {
 		t.Errorf("slot once the pod left = %s, want a:0,1,2,3,4,5,6,7", got)
+	}
+}
+
+// TestPreemptionWaitsWhenOnlyLeavingPodsHoldTheGPUs: no running pod of lower priority holds GPUs,
+// but one that terminates does; the gang waits for it, told so, rather than hear that preemption
+// cannot help.
+func TestPreemptionWaitsWhenOnlyLeavingPodsHoldTheGPUs(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8)}
+	leaving := member("ns", "leaving", 0, 8).Priority(1).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj()
+	now := metav1.Now()
+	leaving.DeletionTimestamp = &now
+	leaving.Finalizers = []string{"test/hold"}
+	urgent := member("ns", "urgent", 0, 8).Priority(10).Obj()
+	h := newHarness(t, nodes, []*corev1.Pod{leaving, urgent}, inventory("a", 8))
+	v, status := h.state.PreemptFor(context.Background(), urgent, h.nodeInfos(), PreemptOptions{Wait: time.Minute})
+	if !status.IsSuccess() {
+		t.Fatalf("PreemptFor() = %v", status)
+	}
+	if len(v.Pods) != 0 || v.Node != "a" {
+		t.Errorf("PreemptFor() evicts %v and nominates %q, want nothing evicted and node a", v.Gangs, v.Node)
 	}
 }

@@ -201,7 +201,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 			// Even where the slot's GPUs are free already, a victim may still stand in the way
 			// (by its anti-affinity, or its CPU): the filters would turn the node down and the
 			// gang would plan without it, losing the room it made.
-			msg := fmt.Sprintf("%s waits for the pods it preempted to terminate", key)
+			msg := s.preemptions[key].waitMessage(key)
 			return &CycleState{Gang: key, Unplaceable: msg}, fwk.NewStatus(fwk.Unschedulable, msg)
 		case s.slotHolds(pod, key, p.priority, sl):
 			if _, open := s.open.LoadOrStore(key, true); !open {

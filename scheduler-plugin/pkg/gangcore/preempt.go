@@ -27,6 +27,16 @@ type preemption struct {
 	uids     []types.UID
 	nodes    []string
 	deadline time.Time
+	// evicted is how many of the victims the gang evicted; the rest terminated already.
+	evicted int
+}
+
+// waitMessage tells the gang's pods what they wait for.
+func (pr *preemption) waitMessage(key string) string {
+	if pr == nil || pr.evicted > 0 {
+		return fmt.Sprintf("%s waits for the pods it preempted to terminate", key)
+	}
+	return fmt.Sprintf("%s waits for %d terminating pod(s) of lower priority to leave the nodes planned for it", key, len(pr.victims))
 }
 
 // victimsRemain reports whether pods the gang preempted still exist, in the informer or in the
@@ -85,8 +95,8 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	key := GangKey(pod)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.victimsRemain(key) {
-		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("%s waits for the pods it preempted to terminate", key))
+	if pr := s.preemptions[key]; s.victimsRemain(key) {
+		return nil, fwk.NewStatus(fwk.Unschedulable, pr.waitMessage(key))
 	}
 	now := s.now()
 	if v, ok := s.preemptVerdicts[key]; ok && v.generation == s.generation.Load() && now.Sub(v.at) < verdictTTL {
@@ -154,6 +164,7 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 			pr.nodes = append(pr.nodes, p.Spec.NodeName)
 		}
 	}
+	pr.evicted = len(out.Pods)
 	// The plan counts on the pods leaving its nodes already: the gang waits for them as for its
 	// victims.
 	awaited := 0
@@ -196,7 +207,8 @@ func (s *State) victimPods(m victimMeta) []*corev1.Pod {
 }
 
 // anyVictim reports whether any pod that preemption may evict for g holds GPUs, or may stand in the
-// way of pod without holding any: a cheap test before the full search.
+// way of pod without holding any, or a pod of lower priority that terminates already holds GPUs: a
+// cheap test before the full search.
 func (s *State) anyVictim(nodes []fwk.NodeInfo, pod *corev1.Pod, g *gang, lonePods bool) bool {
 	// A pod without GPUs can only stand in the way: of a pod whose anti-affinity, topology spread
 	// or host ports other pods can break, or by its own anti-affinity.
@@ -210,6 +222,10 @@ func (s *State) anyVictim(nodes []fwk.NodeInfo, pod *corev1.Pod, g *gang, lonePo
 			if p.DeletionTimestamp == nil && corev1helpers.PodPriority(p) < g.priority && GangKey(p) != g.key &&
 				(lonePods || PodGroupName(p) != "") &&
 				(GPURequest(p, s.opts.GPUResource) > 0 || apart || hasRequiredAntiAffinity(p)) {
+				return true
+			}
+			// GPUs on their way to free: the plan may wait for them (see leavingFor).
+			if leavingFor(p, g) && GPURequest(p, s.opts.GPUResource) > 0 {
 				return true
 			}
 		}

@@ -276,7 +276,7 @@ func TestPreemptionWaitsForAJobAlreadyLeaving(t *testing.T) {
 	}
 
 	urgent := makeGang(ns, "urgent", 1, 8).Priority(highPriority).create(t, e.c.Client)
-	waitUnschedulable(t, e.c.Client, ns, urgent.names(), "waits for the pods it preempted to terminate")
+	waitUnschedulable(t, e.c.Client, ns, urgent.names(), ns+"/urgent waits for 1 terminating pod(s) of lower priority to leave the nodes planned for it")
 	if p := get(t, e.c.Client, ns, other.names())[0]; p == nil || p.UID != otherPod.UID || p.DeletionTimestamp != nil {
 		t.Fatalf("the running low job was evicted while the leaving one still terminated")
 	}

@@ -470,16 +470,24 @@ func TestQueuePreemptsWholeGang(t *testing.T) {
 func TestSchedulerPreemptsWholeGangWhenNodesAreFull(t *testing.T) {
 	e := setup(t)
 	e.queue(1000)
+	// Every worker asks most of its node's CPU and memory (96 CPUs, 1Ti), as 8-GPU training pods
+	// do: the room preemption makes is CPU and memory as much as GPUs.
+	job := func(name, priorityClass string) *convoy.TrainingJob {
+		j := e.job(name, 4, 8, priorityClass)
+		j.Spec.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse("90"), corev1.ResourceMemory: resource.MustParse("900Gi")}}
+		return j
+	}
 	// Four gangs of a rack each fill the fleet.
 	lows := []string{"low-0", "low-1", "low-2", "low-3"}
 	for _, name := range lows {
-		e.create(e.job(name, 4, 8, "low"))
+		e.create(job(name, "low"))
 	}
 	for _, name := range lows {
 		e.waitState(name, convoy.StateRunning)
 	}
 
-	e.create(e.job("high", 4, 8, "high"))
+	e.create(job("high", "high"))
 	e.waitState("high", convoy.StateRunning)
 	e.requireWholeGang("high", 4)
 

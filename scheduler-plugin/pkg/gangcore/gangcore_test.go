@@ -1145,3 +1145,23 @@ func TestPreemptionWaitsWhenOnlyLeavingPodsHoldTheGPUs(t *testing.T) {
 		t.Errorf("PreemptFor() evicts %v and nominates %q, want nothing evicted and node a", v.Gangs, v.Node)
 	}
 }
+
+// TestPreemptionEvictsOneOfTwoJobsSharingANode: two low gangs share node a, 4 GPUs and 45 CPUs
+// each; the urgent pod asks 4 GPUs and 45 CPUs. Evicting one of them frees both; the other stays.
+func TestPreemptionEvictsOneOfTwoJobsSharingANode(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8)}
+	cpus := map[corev1.ResourceName]string{corev1.ResourceCPU: "45"}
+	pods := []*corev1.Pod{
+		member("ns", "low-a", 0, 4).Priority(1).Req(cpus).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3").Obj(),
+		member("ns", "low-b", 0, 4).Priority(1).Req(cpus).Node("a").Annotation(AnnotationGPUIndices, "4,5,6,7").Obj(),
+	}
+	urgent := member("ns", "urgent", 0, 4).Priority(10).Req(cpus).Obj()
+	h := newHarness(t, nodes, append(pods, urgent), inventory("a", 8))
+	v, status := h.state.PreemptFor(context.Background(), urgent, h.nodeInfos(), PreemptOptions{Wait: time.Minute})
+	if !status.IsSuccess() {
+		t.Fatalf("PreemptFor() = %v", status)
+	}
+	if len(v.Gangs) != 1 || v.Node != "a" {
+		t.Errorf("PreemptFor() evicts %v and nominates %q, want one of the two low gangs and node a", v.Gangs, v.Node)
+	}
+}

@@ -191,43 +191,88 @@ func LimitsOf(requests corev1.ResourceList, gpu corev1.ResourceName) Limits {
 
 // MaxPods is how many of the pods the node's CPU, memory, ephemeral storage, pod slots and other
 // extended resources admit; -1 when none.
-func (ls Limits) MaxPods(ni fwk.NodeInfo) int { return ls.MaxPodsWithout(ni, nil) }
-
-// MaxPodsWithout is MaxPods once the pods gone, which run on the node, have left it: what a
-// preemption that evicts them frees beside their GPUs.
-func (ls Limits) MaxPodsWithout(ni fwk.NodeInfo, gone []*corev1.Pod) int {
-	alloc, used := ni.GetAllocatable(), ni.GetRequested()
-	n := alloc.GetAllowedPodNumber() - len(ni.GetPods()) + len(gone)
-	var freed corev1.ResourceList
-	if len(gone) > 0 {
-		freed = corev1.ResourceList{}
-		for _, p := range gone {
-			for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
-				sum := freed[name]
-				sum.Add(q)
-				freed[name] = sum
-			}
-		}
-	}
+func (ls Limits) MaxPods(ni fwk.NodeInfo) int {
+	n := ni.GetAllocatable().GetAllowedPodNumber() - len(ni.GetPods())
 	for _, l := range ls {
-		var free int64
-		switch l.name {
-		case corev1.ResourceCPU:
-			free = alloc.GetMilliCPU() - used.GetMilliCPU() + freed.Cpu().MilliValue()
-		case corev1.ResourceMemory:
-			free = alloc.GetMemory() - used.GetMemory() + freed.Memory().Value()
-		case corev1.ResourceEphemeralStorage:
-			free = alloc.GetEphemeralStorage() - used.GetEphemeralStorage() + freed.StorageEphemeral().Value()
-		default:
-			q := freed[l.name]
-			free = alloc.GetScalarResources()[l.name] - used.GetScalarResources()[l.name] + q.Value()
-		}
-		n = min(n, int(max(free, 0)/l.value))
+		n = min(n, int(max(l.free(ni), 0)/l.value))
 	}
 	if n <= 0 {
 		return -1
 	}
 	return n
+}
+
+// MaxPodsWithout is MaxPods once the pods gone, which run on the node, have left it: what a
+// preemption that evicts them frees beside their GPUs.
+func (ls Limits) MaxPodsWithout(ni fwk.NodeInfo, gone []*corev1.Pod) int {
+	if len(gone) == 0 {
+		return ls.MaxPods(ni)
+	}
+	spare, n := ls.Spare(ni, gone), -1
+	for r, need := range ls.Needs() {
+		if k := int(max(spare[r], 0) / need); n < 0 || k < n {
+			n = k
+		}
+	}
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
+// free is what the node has left of l's resource (millicores for CPU).
+func (l limit) free(ni fwk.NodeInfo) int64 {
+	alloc, used := ni.GetAllocatable(), ni.GetRequested()
+	switch l.name {
+	case corev1.ResourceCPU:
+		return alloc.GetMilliCPU() - used.GetMilliCPU()
+	case corev1.ResourceMemory:
+		return alloc.GetMemory() - used.GetMemory()
+	case corev1.ResourceEphemeralStorage:
+		return alloc.GetEphemeralStorage() - used.GetEphemeralStorage()
+	default:
+		return alloc.GetScalarResources()[l.name] - used.GetScalarResources()[l.name]
+	}
+}
+
+// Needs is what one pod asks of each limit, then one pod slot: planner.Cluster.Needs.
+func (ls Limits) Needs() []int64 {
+	out := make([]int64, 0, len(ls)+1)
+	for _, l := range ls {
+		out = append(out, l.value)
+	}
+	return append(out, 1)
+}
+
+// Spare is what the node has free of each limit, then of pod slots, once the pods gone have left
+// it: planner.Node.Spare.
+func (ls Limits) Spare(ni fwk.NodeInfo, gone []*corev1.Pod) []int64 {
+	out := make([]int64, 0, len(ls)+1)
+	for _, l := range ls {
+		out = append(out, l.free(ni))
+	}
+	out = append(out, int64(ni.GetAllocatable().GetAllowedPodNumber()-len(ni.GetPods())))
+	for _, p := range gone {
+		for r, u := range ls.Uses(p) {
+			out[r] += u
+		}
+	}
+	return out
+}
+
+// Uses is what the pod holds of each limit, then its pod slot: planner.Holder.Uses.
+func (ls Limits) Uses(p *corev1.Pod) []int64 {
+	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+	out := make([]int64, 0, len(ls)+1)
+	for _, l := range ls {
+		q := req[l.name]
+		if l.name == corev1.ResourceCPU {
+			out = append(out, q.MilliValue())
+		} else {
+			out = append(out, q.Value())
+		}
+	}
+	return append(out, 1)
 }
 
 // Fill is how full the node's CPU and memory would be with one more of the pods, in thousandths:
@@ -379,10 +424,8 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 			pn.MaxPods = fewer(o.elig.limits.MaxPodsWithout(ni, leaving), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
 			pn.Fill = o.elig.limits.Fill(ni)
 			if vt != nil && pn.MaxPods != 0 && (pn.MaxPods < 0 || pn.MaxPods < pn.GPUs) {
-				// Victims' pods hold CPU and memory too: a node they leave may take more pods.
-				if gone := victimHolders(b, o.gang, pn.Holders); len(gone) > 0 {
-					pn.MaxPodsEvicted = fewer(o.elig.limits.MaxPodsWithout(ni, slices.Concat(leaving, gone)), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
-				}
+				// Victims' pods hold CPU and memory too: evicted, they give them back.
+				s.spareForVictims(&pn, b, ni, o, leaving)
 			}
 		}
 		cl.Nodes = append(cl.Nodes, pn)
@@ -390,6 +433,7 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 	if vt != nil {
 		s.fillWorkLost(ctx, vt)
 		cl.Victims = vt.list
+		cl.Needs = o.elig.limits.Needs()
 	}
 	// Node names and labels rarely change between plans: keep the planner's topology index.
 	if s.lastCluster != nil {
@@ -631,21 +675,29 @@ func nodeView(b *nodeBase, g *gang, claims []claim, vt *victimTable, lonePods bo
 	return pn
 }
 
-// victimHolders are the pods of b's holders that preemption may evict for g: those nodeView gave a
-// victim in holders, the node's Holders (which leave out g's own pending pods and the pods leaving).
-func victimHolders(b *nodeBase, g *gang, holders []planner.Holder) []*corev1.Pod {
-	var out []*corev1.Pod
-	k := 0
+// spareForVictims gives pn, a node of a preemption's view whose CPU, memory or pod slots bound the
+// gang's pods, what it has spare of them (the pods leaving it counted as gone) and what each pod
+// of a victim there holds (planner.Node.Spare, planner.Holder.Uses). pn.Holders are nodeView's:
+// b's holders less g's own pending pods and the pods leaving.
+func (s *State) spareForVictims(pn *planner.Node, b *nodeBase, ni fwk.NodeInfo, o viewOptions, leaving []*corev1.Pod) {
+	spreadCap := o.elig.interPod.maxPods(ni, o.gang.pendingUIDs)
+	if spreadCap < 0 {
+		return
+	}
+	k, any := 0, false
 	for _, h := range b.holders {
-		if g.pendingUIDs[h.pod.UID] || leavingFor(h.pod, g) {
+		if o.gang.pendingUIDs[h.pod.UID] || leavingFor(h.pod, o.gang) {
 			continue
 		}
-		if holders[k].Victim >= 0 {
-			out = append(out, h.pod)
+		if pn.Holders[k].Victim >= 0 {
+			pn.Holders[k].Uses = o.elig.limits.Uses(h.pod)
+			any = true
 		}
 		k++
 	}
-	return out
+	if any {
+		pn.Spare, pn.SpreadCap = o.elig.limits.Spare(ni, leaving), spreadCap
+	}
 }
 
 // highest returns the n highest GPUs of s.

@@ -67,9 +67,26 @@ func (w *clusterWrapper) MaxPods(node string, n int) *clusterWrapper {
 	return w
 }
 
-// MaxPodsEvicted limits a node once all its victims are evicted.
-func (w *clusterWrapper) MaxPodsEvicted(node string, n int) *clusterWrapper {
-	w.node(node).MaxPodsEvicted = n
+// Needs sets what each pod of the gang asks of the resources beside GPUs (say CPUs).
+func (w *clusterWrapper) Needs(needs ...int64) *clusterWrapper {
+	w.Cluster.Needs = needs
+	return w
+}
+
+// Spare sets what a node has free of the resources of Needs.
+func (w *clusterWrapper) Spare(node string, spare ...int64) *clusterWrapper {
+	w.node(node).Spare = spare
+	return w
+}
+
+// Uses sets what each pod of victim key holds on node of the resources of Needs.
+func (w *clusterWrapper) Uses(key, node string, uses ...int64) *clusterWrapper {
+	nd := w.node(node)
+	for i, h := range nd.Holders {
+		if h.Victim >= 0 && w.Victims[h.Victim].Key == key {
+			nd.Holders[i].Uses = uses
+		}
+	}
 	return w
 }
 

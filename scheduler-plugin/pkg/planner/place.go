@@ -13,9 +13,14 @@ type Cluster struct {
 	Nodes   []Node
 	Victims []Victim
 
+	// Needs is what each pod of the gang asks of the resources Node.Spare counts, in the same
+	// order: with them preemption knows how many pods a node takes once victims give their
+	// Holder.Uses back. Nil when no node has Spare.
+	Needs []int64
+
 	idx *index
-	// evicted, while Preempt places the gang after a set of victims, says which are gone: a node
-	// all of whose victims are has their CPU and memory too (Node.MaxPodsEvicted).
+	// evicted, while Preempt places the gang after a set of victims, says which are gone: their
+	// CPU and memory are free too (Node.Spare).
 	evicted func(int) bool
 }
 
@@ -198,25 +203,46 @@ func (c *Cluster) nodeCapBy(i int, mask GPUSet, gpus, placed int, evicted func(i
 }
 
 // maxPodsBy is node i's MaxPods once the victims for which evicted is true (nil: none) are gone:
-// its MaxPodsEvicted when every victim holding GPUs there is among them.
+// with Spare, how many of the gang's pods its spare resources and the evicted holders' take.
 func (c *Cluster) maxPodsBy(i int, evicted func(int) bool) int {
 	nd := &c.Nodes[i]
-	if evicted == nil || nd.MaxPodsEvicted == 0 {
+	if evicted == nil || nd.Spare == nil || len(nd.Spare) != len(c.Needs) {
 		return nd.MaxPods
 	}
-	any := false
+	var buf [8]int64
+	free := append(buf[:0], nd.Spare...)
+	gave := false
 	for _, h := range nd.Holders {
-		if h.Victim >= 0 {
-			if !evicted(h.Victim) {
-				return nd.MaxPods
+		if h.Victim >= 0 && len(h.Uses) == len(free) && evicted(h.Victim) {
+			for r, u := range h.Uses {
+				free[r] += u
 			}
-			any = true
+			gave = true
 		}
 	}
-	if !any {
+	if !gave {
 		return nd.MaxPods
 	}
-	return nd.MaxPodsEvicted
+	n := -1
+	for r, need := range c.Needs {
+		if need > 0 {
+			k := int(max(free[r], 0) / need)
+			if n < 0 || k < n {
+				n = k
+			}
+		}
+	}
+	if n < 0 {
+		// No resource bounds the pods.
+		return nd.SpreadCap
+	}
+	if nd.SpreadCap > 0 {
+		n = min(n, nd.SpreadCap)
+	}
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // unit is a part of a node a pod may use: the whole node, or its GPUs of one NVLink domain.

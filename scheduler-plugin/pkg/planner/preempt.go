@@ -118,8 +118,8 @@ func (c *Cluster) cannotMakeRoom(g Gang) error {
 	return &Unplaceable{Message: fmt.Sprintf("%s, and preempting every lower-priority gang would not make room", err)}
 }
 
-// placeAfter places g as if victims were evicted: their GPUs are free, and so are the CPU, memory
-// and pod slots of the nodes they leave empty of victims.
+// placeAfter places g as if victims were evicted: their GPUs are free, and so are their CPU,
+// memory and pod slots (Node.Spare).
 func (c *Cluster) placeAfter(g Gang, victims []int) (*Plan, error) {
 	c.evicted = func(v int) bool { return slices.Contains(victims, v) }
 	defer func() { c.evicted = nil }()

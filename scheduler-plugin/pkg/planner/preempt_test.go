@@ -36,27 +36,37 @@ func TestPreempt(t *testing.T) {
 			wantNodes:   []string{"r1-0"},
 		},
 		"a victim that holds the CPU the gang's pod needs": {
-			// r1-0's CPU is the victim's (MaxPods -1); evicted, it frees the CPU with the GPUs.
-			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).MaxPods("r1-0", -1).MaxPodsEvicted("r1-0", 1).
-				Victim("ns/low", low, 0, map[string][][]int{"r1-0": {all8}}).Obj(),
+			// r1-0 has 6 of its 96 CPUs free (MaxPods -1); the victim's 90 come back with its GPUs.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).MaxPods("r1-0", -1).Needs(90).Spare("r1-0", 6).
+				Victim("ns/low", low, 0, map[string][][]int{"r1-0": {all8}}).Uses("ns/low", "r1-0", 90).Obj(),
 			gang:        Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8, Priority: high},
 			wantVictims: []string{"ns/low"},
 			wantNodes:   []string{"r1-0"},
 		},
+		"of two victims on a node, the one whose CPU is enough": {
+			// Each victim holds four GPUs and 45 CPUs: evicting one makes room for the gang's pod
+			// (4 GPUs, 45 CPUs); ns/a loses less work.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).MaxPods("r1-0", -1).Needs(45).Spare("r1-0", 6).
+				Victim("ns/a", low, 0, map[string][][]int{"r1-0": {{0, 1, 2, 3}}}).Uses("ns/a", "r1-0", 45).
+				Victim("ns/b", low, time.Hour, map[string][][]int{"r1-0": {{4, 5, 6, 7}}}).Uses("ns/b", "r1-0", 45).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 4, Priority: high},
+			wantVictims: []string{"ns/a"},
+			wantNodes:   []string{"r1-0"},
+		},
 		"two victims that hold the CPU together": {
-			// Evicting ns/a frees four GPUs but not the CPU, which only both victims gone free.
-			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).MaxPods("r1-0", -1).MaxPodsEvicted("r1-0", 2).
-				Victim("ns/a", low, 0, map[string][][]int{"r1-0": {{0, 1, 2, 3}}}).
-				Victim("ns/b", low, time.Hour, map[string][][]int{"r1-0": {{4, 5, 6, 7}}}).Obj(),
+			// Evicting ns/a frees the GPUs but only 40 CPUs; the pod needs 80.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).MaxPods("r1-0", -1).Needs(80).Spare("r1-0", 6).
+				Victim("ns/a", low, 0, map[string][][]int{"r1-0": {{0, 1, 2, 3}}}).Uses("ns/a", "r1-0", 40).
+				Victim("ns/b", low, time.Hour, map[string][][]int{"r1-0": {{4, 5, 6, 7}}}).Uses("ns/b", "r1-0", 40).Obj(),
 			gang:        Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 4, Priority: high},
 			wantVictims: []string{"ns/a", "ns/b"},
 			wantNodes:   []string{"r1-0"},
 		},
 		"a victim of higher priority keeps its CPU": {
-			// ns/peer stays, so r1-0's CPU stays taken: the node takes no pod of the gang.
-			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).MaxPods("r1-0", -1).MaxPodsEvicted("r1-0", 1).
-				Victim("ns/low", low, 0, map[string][][]int{"r1-0": {{0, 1, 2, 3}}}).
-				Victim("ns/peer", high, 0, map[string][][]int{"r1-0": {{4}}}).Obj(),
+			// ns/peer stays, and its 80 CPUs with it: the node takes no pod of the gang.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).MaxPods("r1-0", -1).Needs(30).Spare("r1-0", 6).
+				Victim("ns/low", low, 0, map[string][][]int{"r1-0": {{0, 1, 2, 3}}}).Uses("ns/low", "r1-0", 10).
+				Victim("ns/peer", high, 0, map[string][][]int{"r1-0": {{4}}}).Uses("ns/peer", "r1-0", 80).Obj(),
 			gang:    Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 2, Priority: high},
 			wantErr: "ns/job needs 1 pod(s) × 2 GPU(s); the cluster has room for 0 pods (3 free GPUs on 1 node); 1 node has free GPUs but no room beside them for one more pod (CPU, memory, pod slots or the pods' spread), and preempting every lower-priority gang would not make room",
 		},

@@ -134,10 +134,14 @@ type Node struct {
 	// and the pods' spread among themselves admit; zero means no limit beyond GPUs, a negative
 	// number that none fits.
 	MaxPods int
-	// MaxPodsEvicted is MaxPods once every victim holding GPUs on the node (each Holder with a
-	// Victim) is evicted, with the CPU, memory and pod slots its pods there hold free too. Preempt
-	// uses it for a node all of whose victims it evicts; zero means MaxPods holds then too.
-	MaxPodsEvicted int
+	// Spare is what the node has free of each resource of Cluster.Needs (CPU, memory, pod
+	// slots...), for preemption: once victims are evicted, the node takes as many of the gang's
+	// pods as Spare and their Holder.Uses hold, within SpreadCap. Nil where preemption frees none
+	// of them (MaxPods holds whatever is evicted).
+	Spare []int64
+	// SpreadCap bounds the gang's pods on the node beside its resources (the pods' spread among
+	// themselves) where Spare is set; zero for no bound.
+	SpreadCap int
 	// Fill is how full the node's CPU and memory would be with one more of the gang's pods, in
 	// thousandths (the mean of the two, as upstream's MostAllocated scores it); zero when unknown.
 	// Of the nodes of equal fit in GPUs, a gang that fits on one node takes the fullest.
@@ -159,6 +163,8 @@ type Holder struct {
 	Victim int
 	// GPUs are the GPUs the pod holds.
 	GPUs GPUSet
+	// Uses is what the pod holds of each resource of Cluster.Needs, where the node has Spare.
+	Uses []int64
 }
 
 // Victim is a gang, or a pod that belongs to no gang, that preemption may evict as a whole.

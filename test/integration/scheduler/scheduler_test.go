@@ -250,6 +250,36 @@ func TestPreemptionFreesTheCPUItsVictimsHeld(t *testing.T) {
 	}
 }
 
+// TestPreemptionEvictsOneOfTwoJobsSharingANode: two low-priority jobs share a 96-CPU node, 4 GPUs
+// and 45 CPUs each. A high-priority job of the same shape evicts one of them, not both.
+func TestPreemptionEvictsOneOfTwoJobsSharingANode(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 1, GPUsPerNode: 8})
+
+	lows := []*gangWrapper{
+		makeGang(ns, "low-a", 1, 4).CPU("45").Priority(lowPriority).create(t, e.c.Client),
+		makeGang(ns, "low-b", 1, 4).CPU("45").Priority(lowPriority).create(t, e.c.Client),
+	}
+	var before []*corev1.Pod
+	for _, g := range lows {
+		before = append(before, waitBound(t, e.c.Client, ns, g.names(), bindTimeout)...)
+	}
+	urgent := makeGang(ns, "urgent", 1, 4).CPU("45").Priority(highPriority).create(t, e.c.Client)
+	if p := waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout)[0]; p.Spec.NodeName != specs[0].Name {
+		t.Errorf("the urgent pod went to %s, want %s", p.Spec.NodeName, specs[0].Name)
+	}
+	kept := 0
+	for i, p := range get(t, e.c.Client, ns, []string{before[0].Name, before[1].Name}) {
+		if p != nil && p.UID == before[i].UID && p.DeletionTimestamp == nil {
+			kept++
+		}
+	}
+	if kept != 1 {
+		t.Errorf("%d of the two low jobs kept running, want 1: one job's GPUs and CPUs make the room", kept)
+	}
+}
+
 // TestPreemptionWaitsForAJobAlreadyLeaving: one low-priority job terminates already (Kueue evicted
 // it; its pod checkpoints before it stops), another runs. A high-priority gang that needs one of
 // the two nodes waits for the one leaving and evicts nothing; it binds there once the pod is gone.

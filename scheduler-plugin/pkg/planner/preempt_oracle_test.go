@@ -62,6 +62,23 @@ func preemptAgainstEverySubset(t *testing.T, cheapest bool) {
 				}
 			}
 		}
+		// Now and then the gang's pods ask CPUs (10 to 60 of 96) that victims' pods hold, 12 a GPU,
+		// and each node has a few spare.
+		if rng.IntN(3) == 0 {
+			need := int64(10 + rng.IntN(51))
+			w.Cluster.Needs = []int64{need}
+			for i := range w.Nodes {
+				nd := &w.Nodes[i]
+				spare := int64(rng.IntN(21))
+				nd.Spare = []int64{spare}
+				for j := range nd.Holders {
+					nd.Holders[j].Uses = []int64{12 * int64(nd.Holders[j].GPUs.Len())}
+				}
+				// A MaxPods of 1 drawn above stands for the pods' spread.
+				nd.SpreadCap = nd.MaxPods
+				nd.MaxPods = maxPodsOf(spare, need, nd.SpreadCap)
+			}
+		}
 		c := w.Obj()
 		g := Gang{Key: "ns/job", Pods: 1 + rng.IntN(3), GPUsPerPod: sizes[rng.IntN(len(sizes))], Priority: 3}
 		if rng.IntN(2) == 0 {
@@ -82,7 +99,7 @@ func preemptAgainstEverySubset(t *testing.T, cheapest bool) {
 		case !found:
 			t.Fatalf("%s: Preempt() evicts %v where no set makes room", name, got.Victims)
 		}
-		if _, err := c.place(g, freedBy(c, got.Victims)); err != nil {
+		if _, err := placeAfter(c, g, got.Victims); err != nil {
 			t.Fatalf("%s: Preempt()'s victims %v make no room: %v", name, got.Victims, err)
 		}
 		if cost := c.costOf(got.Victims, LevelNone); cheapest && cost.compare(bestCost) > 0 {
@@ -110,7 +127,7 @@ func bruteForce(c *Cluster, g Gang) ([]int, preemptionCost, bool) {
 				set = append(set, v)
 			}
 		}
-		if _, err := c.place(g, freedBy(c, set)); err != nil {
+		if _, err := placeAfter(c, g, set); err != nil {
 			continue
 		}
 		if cost := c.costOf(set, LevelNone); !found || cost.compare(bestCost) < 0 {
@@ -118,6 +135,40 @@ func bruteForce(c *Cluster, g Gang) ([]int, preemptionCost, bool) {
 		}
 	}
 	return best, bestCost, found
+}
+
+// placeAfter places g on c once victims are gone, written out here rather than through
+// Cluster.placeAfter: a copy of c whose nodes with Spare get the MaxPods their spare CPUs and the
+// victims' give.
+func placeAfter(c *Cluster, g Gang, victims []int) (*Plan, error) {
+	cp := &Cluster{Nodes: slices.Clone(c.Nodes), Victims: c.Victims}
+	for i := range cp.Nodes {
+		nd := &cp.Nodes[i]
+		if nd.Spare == nil {
+			continue
+		}
+		cpus := nd.Spare[0]
+		for _, h := range nd.Holders {
+			if slices.Contains(victims, h.Victim) {
+				cpus += h.Uses[0]
+			}
+		}
+		nd.MaxPods, nd.Spare = maxPodsOf(cpus, c.Needs[0], nd.SpreadCap), nil
+	}
+	return cp.place(g, freedBy(cp, victims))
+}
+
+// maxPodsOf is how many pods asking need CPUs fit in cpus, within limit (0: none), as MaxPods
+// says it: -1 for none.
+func maxPodsOf(cpus, need int64, limit int) int {
+	n := int(cpus / need)
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	if n == 0 || limit < 0 {
+		return -1
+	}
+	return n
 }
 
 // freedBy is every node's GPUs for the gang once victims are gone, written out here rather than
@@ -139,11 +190,11 @@ func freedBy(c *Cluster, victims []int) []GPUSet {
 }
 
 func describeCluster(c *Cluster, g Gang) string {
-	s := fmt.Sprintf("gang %d×%d prio %d level %v required %v;", g.Pods, g.GPUsPerPod, g.Priority, g.Level, g.Required)
+	s := fmt.Sprintf("gang %d×%d prio %d level %v required %v needs %v;", g.Pods, g.GPUsPerPod, g.Priority, g.Level, g.Required, c.Needs)
 	for _, n := range c.Nodes {
-		s += fmt.Sprintf(" %s(rack %s, free %v, max %d, excluded %v, requires %v):", n.Name, n.Rack, n.Free.Indices(), n.MaxPods, n.Excluded, n.Requires)
+		s += fmt.Sprintf(" %s(rack %s, free %v, max %d, spare %v, excluded %v, requires %v):", n.Name, n.Rack, n.Free.Indices(), n.MaxPods, n.Spare, n.Excluded, n.Requires)
 		for _, h := range n.Holders {
-			s += fmt.Sprintf(" v%d%v", h.Victim, h.GPUs.Indices())
+			s += fmt.Sprintf(" v%d%v uses %v", h.Victim, h.GPUs.Indices(), h.Uses)
 		}
 	}
 	for i, v := range c.Victims {

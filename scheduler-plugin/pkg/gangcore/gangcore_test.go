@@ -1165,3 +1165,26 @@ func TestPreemptionEvictsOneOfTwoJobsSharingANode(t *testing.T) {
 		t.Errorf("PreemptFor() evicts %v and nominates %q, want one of the two low gangs and node a", v.Gangs, v.Node)
 	}
 }
+
+// TestPreemptionEvictsAPodWithoutGPUsThatHoldsTheCPU: node a's GPUs are free, but a low-priority
+// CPU job holds 50 of its 96 CPUs; the urgent 8-GPU pod asks 90. The CPU job is evicted, as
+// upstream DefaultPreemption would evict it, when lone pods may be preempted.
+func TestPreemptionEvictsAPodWithoutGPUsThatHoldsTheCPU(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8)}
+	hog := lone("ns", "cpu-batch", 0).Priority(1).Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "50"}).Node("a").Obj()
+	urgent := member("ns", "urgent", 0, 8).Priority(10).Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "90"}).Obj()
+	h := newHarness(t, nodes, []*corev1.Pod{hog, urgent}, inventory("a", 8))
+	ctx := context.Background()
+
+	if _, status := h.state.PreemptFor(ctx, urgent, h.nodeInfos(), PreemptOptions{Wait: time.Minute}); status.IsSuccess() {
+		t.Errorf("PreemptFor() without preemptLonePods succeeds, want the lone CPU job kept")
+	}
+	h.state.bump()
+	v, status := h.state.PreemptFor(ctx, urgent, h.nodeInfos(), PreemptOptions{LonePods: true, Wait: time.Minute})
+	if !status.IsSuccess() {
+		t.Fatalf("PreemptFor() = %v", status)
+	}
+	if diff := cmp.Diff([]string{"ns/cpu-batch (pod)"}, v.Gangs); diff != "" || v.LonePods != 1 || v.Node != "a" {
+		t.Errorf("PreemptFor() evicts %v (%d lone pods) for node %q, want the CPU job for node a: %s", v.Gangs, v.LonePods, v.Node, diff)
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -207,7 +208,7 @@ func (s *State) victimPods(m victimMeta) []*corev1.Pod {
 }
 
 // anyVictim reports whether any pod that preemption may evict for g holds GPUs, or may stand in the
-// way of pod without holding any, or a pod of lower priority that terminates already holds GPUs: a
+// way of pod without holding any (by its terms, or by the CPU and memory it holds), or a pod of lower priority that terminates already holds GPUs: a
 // cheap test before the full search.
 func (s *State) anyVictim(nodes []fwk.NodeInfo, pod *corev1.Pod, g *gang, lonePods bool) bool {
 	// A pod without GPUs can only stand in the way: of a pod whose anti-affinity, topology spread
@@ -216,12 +217,14 @@ func (s *State) anyVictim(nodes []fwk.NodeInfo, pod *corev1.Pod, g *gang, lonePo
 		slices.ContainsFunc(pod.Spec.TopologySpreadConstraints, func(c corev1.TopologySpreadConstraint) bool {
 			return c.WhenUnsatisfiable == corev1.DoNotSchedule
 		})
+	// A pod that asks CPU or memory may find them held by pods without GPUs.
+	asks := len(LimitsOf(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}), s.opts.GPUResource)) > 0
 	for _, ni := range nodes {
 		for _, pi := range ni.GetPods() {
 			p := pi.GetPod()
 			if p.DeletionTimestamp == nil && corev1helpers.PodPriority(p) < g.priority && GangKey(p) != g.key &&
 				(lonePods || PodGroupName(p) != "") &&
-				(GPURequest(p, s.opts.GPUResource) > 0 || apart || hasRequiredAntiAffinity(p)) {
+				(GPURequest(p, s.opts.GPUResource) > 0 || apart || asks || hasRequiredAntiAffinity(p)) {
 				return true
 			}
 			// GPUs on their way to free: the plan may wait for them (see leavingFor).

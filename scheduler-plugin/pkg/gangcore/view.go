@@ -425,7 +425,7 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 			pn.Fill = o.elig.limits.Fill(ni)
 			if vt != nil && pn.MaxPods != 0 && (pn.MaxPods < 0 || pn.MaxPods < pn.GPUs) {
 				// Victims' pods hold CPU and memory too: evicted, they give them back.
-				s.spareForVictims(&pn, b, ni, o, leaving)
+				s.spareForVictims(&pn, b, ni, o, vt, leaving)
 			}
 		}
 		cl.Nodes = append(cl.Nodes, pn)
@@ -677,9 +677,10 @@ func nodeView(b *nodeBase, g *gang, claims []claim, vt *victimTable, lonePods bo
 
 // spareForVictims gives pn, a node of a preemption's view whose CPU, memory or pod slots bound the
 // gang's pods, what it has spare of them (the pods leaving it counted as gone) and what each pod
-// of a victim there holds (planner.Node.Spare, planner.Holder.Uses). pn.Holders are nodeView's:
-// b's holders less g's own pending pods and the pods leaving.
-func (s *State) spareForVictims(pn *planner.Node, b *nodeBase, ni fwk.NodeInfo, o viewOptions, leaving []*corev1.Pod) {
+// of a victim there holds (planner.Node.Spare, planner.Holder.Uses), victims' pods without GPUs
+// added as holders of no GPUs. pn.Holders are nodeView's: b's holders less g's own pending pods
+// and the pods leaving.
+func (s *State) spareForVictims(pn *planner.Node, b *nodeBase, ni fwk.NodeInfo, o viewOptions, vt *victimTable, leaving []*corev1.Pod) {
 	spreadCap := o.elig.interPod.maxPods(ni, o.gang.pendingUIDs)
 	if spreadCap < 0 {
 		return
@@ -694,6 +695,22 @@ func (s *State) spareForVictims(pn *planner.Node, b *nodeBase, ni fwk.NodeInfo, 
 			any = true
 		}
 		k++
+	}
+	// Pods without GPUs hold CPU and memory too: those of lower priority are victims (a CPU
+	// batch job on a GPU node), or leave already.
+	for _, pi := range ni.GetPods() {
+		p := pi.GetPod()
+		if GPURequest(p, s.opts.GPUResource) > 0 || o.gang.pendingUIDs[p.UID] || corev1helpers.PodPriority(p) >= o.gang.priority {
+			continue
+		}
+		if leavingFor(p, o.gang) {
+			leaving = append(slices.Clip(leaving), p)
+			continue
+		}
+		if v := vt.add(p, o.gang, 0, o.lonePods); v >= 0 {
+			pn.Holders = append(pn.Holders, planner.Holder{Victim: v, Uses: o.elig.limits.Uses(p)})
+			any = true
+		}
 	}
 	if any {
 		pn.Spare, pn.SpreadCap = o.elig.limits.Spare(ni, leaving), spreadCap

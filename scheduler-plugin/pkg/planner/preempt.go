@@ -284,7 +284,8 @@ func (c *Cluster) chooseVictims(g Gang, units []unit, evictable func(int) bool) 
 			holds[v] = append(hs, hold{j, gpus})
 		}
 		for _, h := range nd.Holders {
-			if evictable(h.Victim) && h.GPUs&u.mask != 0 {
+			// A holder of no GPUs holds CPU or memory the unit's pods need (Uses).
+			if evictable(h.Victim) && (h.GPUs&u.mask != 0 || h.GPUs == 0 && h.Uses != nil) {
 				add(h.Victim, h.GPUs&u.mask)
 			}
 		}

@@ -67,12 +67,20 @@ func preemptAgainstEverySubset(t *testing.T, cheapest bool) {
 		if rng.IntN(3) == 0 {
 			need := int64(10 + rng.IntN(51))
 			w.Cluster.Needs = []int64{need}
+			// And now and then a pod of no GPUs holds 30 CPUs of a node.
+			if rng.IntN(2) == 0 {
+				w.Victim("ns/cpu-job", int32(rng.IntN(4)), time.Duration(rng.IntN(4))*time.Hour,
+					map[string][][]int{w.Nodes[rng.IntN(len(w.Nodes))].Name: {{}}})
+			}
 			for i := range w.Nodes {
 				nd := &w.Nodes[i]
 				spare := int64(rng.IntN(21))
 				nd.Spare = []int64{spare}
 				for j := range nd.Holders {
 					nd.Holders[j].Uses = []int64{12 * int64(nd.Holders[j].GPUs.Len())}
+					if nd.Holders[j].GPUs == 0 {
+						nd.Holders[j].Uses[0] = 30
+					}
 				}
 				// A MaxPods of 1 drawn above stands for the pods' spread.
 				nd.SpreadCap = nd.MaxPods

@@ -53,6 +53,14 @@ func TestPreempt(t *testing.T) {
 			wantVictims: []string{"ns/a"},
 			wantNodes:   []string{"r1-0"},
 		},
+		"a victim without GPUs that holds the CPU": {
+			// r1-0's GPUs are free; a pod of no GPUs holds 50 of its CPUs.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).MaxPods("r1-0", -1).Needs(90).Spare("r1-0", 46).
+				Victim("ns/cpu-job", low, 0, map[string][][]int{"r1-0": {{}}}).Uses("ns/cpu-job", "r1-0", 50).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8, Priority: high},
+			wantVictims: []string{"ns/cpu-job"},
+			wantNodes:   []string{"r1-0"},
+		},
 		"two victims that hold the CPU together": {
 			// Evicting ns/a frees the GPUs but only 40 CPUs; the pod needs 80.
 			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).MaxPods("r1-0", -1).Needs(80).Spare("r1-0", 6).

@@ -156,7 +156,7 @@ type Node struct {
 	Requires []int
 }
 
-// Holder is one pod's hold on GPUs of a node.
+// Holder is one pod's hold on GPUs of a node, or, with no GPUs, on the resources of Uses alone.
 type Holder struct {
 	// Victim is the index in Cluster.Victims of the gang (or lone pod) the pod belongs to, or -1
 	// when the pod may not be evicted.

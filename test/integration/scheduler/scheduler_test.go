@@ -280,6 +280,28 @@ func TestPreemptionEvictsOneOfTwoJobsSharingANode(t *testing.T) {
 	}
 }
 
+// TestPreemptionEvictsACPUJobInTheWay: a GPU node's GPUs are free, but a low-priority pod of no
+// gang and no GPUs (a CPU batch job) holds 50 of its 96 CPUs. A high-priority 8-GPU, 90-CPU job
+// evicts it and binds there (deploy/'s preemptLonePods: true).
+func TestPreemptionEvictsACPUJobInTheWay(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 1, GPUsPerNode: 8})
+
+	batch := cpuPod(ns, "cpu-batch", "50", lowPriority)
+	if err := e.c.Client.Create(t.Context(), batch); err != nil {
+		t.Fatal(err)
+	}
+	before := waitBound(t, e.c.Client, ns, []string{batch.Name}, bindTimeout)[0]
+	urgent := makeGang(ns, "urgent", 1, 8).CPU("90").Priority(highPriority).create(t, e.c.Client)
+	if p := waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout)[0]; p.Spec.NodeName != specs[0].Name {
+		t.Errorf("the urgent pod went to %s, want %s", p.Spec.NodeName, specs[0].Name)
+	}
+	if p := get(t, e.c.Client, ns, []string{batch.Name})[0]; p != nil && p.UID == before.UID && p.DeletionTimestamp == nil {
+		t.Errorf("the CPU job was not evicted")
+	}
+}
+
 // TestPreemptionWaitsForAJobAlreadyLeaving: one low-priority job terminates already (Kueue evicted
 // it; its pod checkpoints before it stops), another runs. A high-priority gang that needs one of
 // the two nodes waits for the one leaving and evicts nothing; it binds there once the pod is gone.

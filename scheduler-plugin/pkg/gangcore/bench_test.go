@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -109,5 +110,57 @@ func BenchmarkPlanFor(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkPreemptFor measures GangPreemption's choice on a full fleet: every node holds two
+// low-priority 4-GPU pods, each a gang of its own, and a 16×8-GPU gang preempts. With cpu=45, the
+// victims' pods hold 45 CPUs each of the node's 96 and the gang's pods ask 90: every node's CPU
+// bounds the gang there, so the view gives the planner each node's spare CPU and what each victim
+// holds (Node.Spare, Holder.Uses); with cpu=0 only GPUs count.
+func BenchmarkPreemptFor(b *testing.B) {
+	for _, n := range []int{1000, 5000} {
+		for _, cpu := range []int{0, 45} {
+			f := synth.DefaultFleet(n)
+			var nodes []*corev1.Node
+			var inv []*convoy.GPUNode
+			var pods []*corev1.Pod
+			cpus := func(n int) map[corev1.ResourceName]string {
+				return map[corev1.ResourceName]string{corev1.ResourceCPU: itoa(n)}
+			}
+			for i := range n {
+				w := f.Node(i)
+				node := fakeNode(w.Name, w.Rack, 8)
+				node.Labels[convoy.LabelTopologyZone], node.Labels[convoy.LabelTopologyBlock] = w.Zone, w.Block
+				nodes = append(nodes, node)
+				inv = append(inv, inventory(w.Name, 8))
+				for k := range 2 {
+					pods = append(pods, member("low", fmt.Sprintf("j-%d-%d", i, k), 0, 4).Priority(1).Req(cpus(cpu)).Node(w.Name).
+						Annotation(AnnotationGPUIndices, []string{"0,1,2,3", "4,5,6,7"}[k]).Obj())
+				}
+			}
+			var gang []*corev1.Pod
+			for r := range 16 {
+				gang = append(gang, member("ns", "urgent", r, 8).Priority(10).Req(cpus(2*cpu)).Obj())
+			}
+			h := newHarness(b, nodes, slices.Concat(pods, gang), inv...)
+			ctx := context.Background()
+			infos := h.nodeInfos()
+			b.Run(fmt.Sprintf("nodes=%d/cpu=%d", n, cpu), func(b *testing.B) {
+				for b.Loop() {
+					h.state.mu.Lock()
+					h.state.deletePlanLocked("ns/urgent")
+					delete(h.state.preemptions, "ns/urgent")
+					h.state.mu.Unlock()
+					v, st := h.state.PreemptFor(ctx, gang[0], infos, PreemptOptions{Wait: time.Minute})
+					if !st.IsSuccess() {
+						b.Fatal(st)
+					}
+					if len(v.Pods) != 32 {
+						b.Fatalf("evicts %d pods, want 32: two on each of 16 nodes", len(v.Pods))
+					}
+				}
+			})
+		}
 	}
 }

@@ -348,16 +348,38 @@ func (c *Cluster) chooseVictims(g Gang, units []unit, evictable func(int) bool) 
 		taken[v] = sign > 0
 	}
 
+	// A victim's gain depends only on the nodes it holds on (their GPUs, the victims taken there):
+	// it is kept from one pick to the next, and weighed again only when a pick took a victim on
+	// one of its nodes.
+	onNode := map[int][]int{}
+	for i, v := range candidates {
+		for _, h := range holds[v] {
+			n := units[h.unit].node
+			if l := onNode[n]; len(l) == 0 || l[len(l)-1] != i {
+				onNode[n] = append(l, i)
+			}
+		}
+	}
+	type weighed struct{ room, free int }
+	gains := make([]weighed, len(candidates))
+	stale := make([]bool, len(candidates))
+	for i := range stale {
+		stale[i] = true
+	}
 	var chosen []int
 	for room < g.Pods {
 		// Candidates are cheapest first: a later one is taken only for more room or, while none
 		// adds room, for more GPUs freed.
 		pick, pickRoom, pickFree := -1, 0, 0
-		for _, v := range candidates {
+		for i, v := range candidates {
 			if taken[v] {
 				continue
 			}
-			dRoom, dFree := gain(v, 1)
+			if stale[i] {
+				gains[i].room, gains[i].free = gain(v, 1)
+				stale[i] = false
+			}
+			dRoom, dFree := gains[i].room, gains[i].free
 			if dRoom > pickRoom || pickRoom == 0 && dRoom == 0 && dFree > pickFree {
 				pick, pickRoom, pickFree = v, dRoom, dFree
 			}
@@ -368,6 +390,11 @@ func (c *Cluster) chooseVictims(g Gang, units []unit, evictable func(int) bool) 
 		chosen = append(chosen, pick)
 		apply(pick, 1)
 		room += pickRoom
+		for _, h := range holds[pick] {
+			for _, i := range onNode[units[h.unit].node] {
+				stale[i] = true
+			}
+		}
 	}
 	// Drop what the others make unnecessary, the most expensive first. A victim's GPUs are its own,
 	// so removing one victim's GPUs never takes another's.

@@ -1188,3 +1188,20 @@ func TestPreemptionEvictsAPodWithoutGPUsThatHoldsTheCPU(t *testing.T) {
 		t.Errorf("PreemptFor() evicts %v (%d lone pods) for node %q, want the CPU job for node a: %s", v.Gangs, v.LonePods, v.Node, diff)
 	}
 }
+
+// TestUnplaceableGangIsToldOfGPUsOnTheirWay: a gang of no higher priority does not fit while a pod
+// that terminates holds the GPUs; it is told so.
+func TestUnplaceableGangIsToldOfGPUsOnTheirWay(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8)}
+	leaving := member("ns", "leaving", 0, 8).Priority(10).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj()
+	now := metav1.Now()
+	leaving.DeletionTimestamp = &now
+	leaving.Finalizers = []string{"test/hold"}
+	next := member("ns", "next", 0, 8).Priority(1).Obj()
+	h := newHarness(t, nodes, []*corev1.Pod{leaving, next}, inventory("a", 8))
+	_, status := h.state.PlanFor(context.Background(), next, h.nodeInfos())
+	want := "ns/next needs 1 pod(s) × 8 GPU(s); the cluster has room for 0 pods (0 free GPUs on 0 nodes); 8 GPU(s) on 1 node(s) are held by pods that terminate, and the gang is planned again when they are gone"
+	if status.IsSuccess() || status.Message() != want {
+		t.Errorf("PlanFor() = %v %q, want %q", status.Code(), status.Message(), want)
+	}
+}

@@ -230,7 +230,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	}
 	if err != nil {
 		observePlan(planUnschedulable, start)
-		err = fmt.Errorf("%w%s", err, avoidedMessage(elig.avoid))
+		err = fmt.Errorf("%w%s%s", err, s.leavingMessage(nodes, g), avoidedMessage(elig.avoid))
 		s.setVerdictLocked(key, verdict{generation: s.generation.Load(), at: now, message: err.Error()})
 		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())
 		// The siblings wait in PreEnqueue for a plan: tell them why there is none. Those that
@@ -251,6 +251,30 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	logger.V(2).Info("Planned the gang", "gang", key, "pods", len(g.pending), "level", pl.Level.String(),
 		"domain", pl.Domain, "nodes", pl.Nodes(), "racks", pl.Racks())
 	return &CycleState{Gang: key, Placed: true, Slot: p.slots[pod.UID].Slot}, nil
+}
+
+// leavingMessage says how many GPUs pods that terminate hold on nodes the gang may use: room on its
+// way, which the gang waits for; "" when none.
+func (s *State) leavingMessage(nodes []fwk.NodeInfo, g *gang) string {
+	gpus, on := 0, 0
+	for _, ni := range nodes {
+		if ni.Node() == nil {
+			continue
+		}
+		n := 0
+		for _, pi := range ni.GetPods() {
+			if p := pi.GetPod(); p.DeletionTimestamp != nil && GangKey(p) != g.key {
+				n += GPURequest(p, s.opts.GPUResource)
+			}
+		}
+		if n > 0 {
+			gpus, on = gpus+n, on+1
+		}
+	}
+	if gpus == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d GPU(s) on %d node(s) are held by pods that terminate, and the gang is planned again when they are gone", gpus, on)
 }
 
 // saysAlready reports whether the pod's PodScheduled condition already carries msg.

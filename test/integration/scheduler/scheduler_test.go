@@ -302,6 +302,34 @@ func TestPreemptionEvictsACPUJobInTheWay(t *testing.T) {
 	}
 }
 
+// TestGangWaitsForGPUsOnTheirWay: a job's pod terminates (its finalizer holds it) on the only
+// node. A gang of the same priority is told that the GPUs are held by a pod that terminates, and
+// binds once it is gone.
+func TestGangWaitsForGPUsOnTheirWay(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 1, GPUsPerNode: 8})
+
+	old := makeGang(ns, "old", 1, 8)
+	old.pods[0].Finalizers = []string{"convoy.dev/test-hold"}
+	old.create(t, e.c.Client)
+	release := func() {
+		_ = e.c.Client.Patch(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: old.pods[0].Name}},
+			client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`)))
+	}
+	t.Cleanup(release)
+	waitBound(t, e.c.Client, ns, old.names(), bindTimeout)
+	if err := e.c.Client.Delete(t.Context(), old.pods[0]); err != nil {
+		t.Fatal(err)
+	}
+	next := makeGang(ns, "next", 1, 8).create(t, e.c.Client)
+	waitUnschedulable(t, e.c.Client, ns, next.names(), "8 GPU(s) on 1 node(s) are held by pods that terminate")
+	release()
+	if p := waitBound(t, e.c.Client, ns, next.names(), bindTimeout)[0]; p.Spec.NodeName != specs[0].Name {
+		t.Errorf("the gang went to %s, want %s", p.Spec.NodeName, specs[0].Name)
+	}
+}
+
 // TestPreemptionWaitsForAJobAlreadyLeaving: one low-priority job terminates already (Kueue evicted
 // it; its pod checkpoints before it stops), another runs. A high-priority gang that needs one of
 // the two nodes waits for the one leaving and evicts nothing; it binds there once the pod is gone.

@@ -230,7 +230,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	}
 	if err != nil {
 		observePlan(planUnschedulable, start)
-		err = fmt.Errorf("%w%s%s", err, s.leavingMessage(nodes, g), avoidedMessage(elig.avoid))
+		err = fmt.Errorf("%w%s%s", err, s.leavingMessage(nodes), avoidedMessage(elig.avoid))
 		s.setVerdictLocked(key, verdict{generation: s.generation.Load(), at: now, message: err.Error()})
 		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())
 		// The siblings wait in PreEnqueue for a plan: tell them why there is none. Those that
@@ -253,22 +253,16 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	return &CycleState{Gang: key, Placed: true, Slot: p.slots[pod.UID].Slot}, nil
 }
 
-// leavingMessage says how many GPUs pods that terminate hold on nodes the gang may use: room on its
-// way, which the gang waits for; "" when none.
-func (s *State) leavingMessage(nodes []fwk.NodeInfo, g *gang) string {
+// leavingMessage says how many GPUs pods that terminate hold: room on its way, which the gang
+// waits for; "" when none. It reads the node bases of the view just made for nodes.
+func (s *State) leavingMessage(nodes []fwk.NodeInfo) string {
+	if len(s.byPosition) != len(nodes) {
+		return ""
+	}
 	gpus, on := 0, 0
-	for _, ni := range nodes {
-		if ni.Node() == nil {
-			continue
-		}
-		n := 0
-		for _, pi := range ni.GetPods() {
-			if p := pi.GetPod(); p.DeletionTimestamp != nil && GangKey(p) != g.key {
-				n += GPURequest(p, s.opts.GPUResource)
-			}
-		}
-		if n > 0 {
-			gpus, on = gpus+n, on+1
+	for _, b := range s.byPosition {
+		if b != nil && b.leaving > 0 {
+			gpus, on = gpus+b.leaving, on+1
 		}
 	}
 	if gpus == 0 {

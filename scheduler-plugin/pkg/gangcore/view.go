@@ -572,6 +572,8 @@ type nodeBase struct {
 	// room is the device plugin's allocatable less the pods' requests.
 	room    int
 	holders []hold
+	// leaving is how many GPUs pods that terminate hold (see leavingMessage).
+	leaving int
 }
 
 // hold is one pod's GPUs on a node.
@@ -606,6 +608,9 @@ func (s *State) base(ni fwk.NodeInfo, gn *gpuNode) *nodeBase {
 		n := GPURequest(p, s.opts.GPUResource)
 		if n == 0 {
 			continue
+		}
+		if p.DeletionTimestamp != nil {
+			b.leaving += n
 		}
 		set := s.knownGPUs(p, gn)
 		if set == 0 {

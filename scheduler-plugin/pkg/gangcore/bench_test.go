@@ -23,19 +23,12 @@ import (
 // every plan keeps off; and a later pod checks its slot, alone and with those 200 plans open.
 func BenchmarkPlanFor(b *testing.B) {
 	for _, n := range []int{1000, 5000} {
-		f := synth.DefaultFleet(n)
-		var nodes []*corev1.Node
-		var inv []*convoy.GPUNode
+		nodes, inv := benchFleet(n)
 		var pods []*corev1.Pod
-		for i := range n {
-			w := f.Node(i)
-			node := fakeNode(w.Name, w.Rack, 8)
-			node.Labels[convoy.LabelTopologyZone], node.Labels[convoy.LabelTopologyBlock] = w.Zone, w.Block
-			nodes = append(nodes, node)
-			inv = append(inv, inventory(w.Name, 8))
+		for i, node := range nodes {
 			if i%2 == 0 { // half the nodes hold two 4-GPU pods
 				for k := range 2 {
-					pods = append(pods, lone("busy", fmt.Sprintf("p-%d-%d", i, k), 4).Node(w.Name).
+					pods = append(pods, lone("busy", fmt.Sprintf("p-%d-%d", i, k), 4).Node(node.Name).
 						Annotation(AnnotationGPUIndices, []string{"0,1,2,3", "4,5,6,7"}[k]).Obj())
 				}
 			}
@@ -121,21 +114,14 @@ func BenchmarkPlanFor(b *testing.B) {
 func BenchmarkPreemptFor(b *testing.B) {
 	for _, n := range []int{1000, 5000} {
 		for _, cpu := range []int{0, 45} {
-			f := synth.DefaultFleet(n)
-			var nodes []*corev1.Node
-			var inv []*convoy.GPUNode
+			nodes, inv := benchFleet(n)
 			var pods []*corev1.Pod
 			cpus := func(n int) map[corev1.ResourceName]string {
 				return map[corev1.ResourceName]string{corev1.ResourceCPU: itoa(n)}
 			}
-			for i := range n {
-				w := f.Node(i)
-				node := fakeNode(w.Name, w.Rack, 8)
-				node.Labels[convoy.LabelTopologyZone], node.Labels[convoy.LabelTopologyBlock] = w.Zone, w.Block
-				nodes = append(nodes, node)
-				inv = append(inv, inventory(w.Name, 8))
+			for i, node := range nodes {
 				for k := range 2 {
-					pods = append(pods, member("low", fmt.Sprintf("j-%d-%d", i, k), 0, 4).Priority(1).Req(cpus(cpu)).Node(w.Name).
+					pods = append(pods, member("low", fmt.Sprintf("j-%d-%d", i, k), 0, 4).Priority(1).Req(cpus(cpu)).Node(node.Name).
 						Annotation(AnnotationGPUIndices, []string{"0,1,2,3", "4,5,6,7"}[k]).Obj())
 				}
 			}
@@ -163,4 +149,18 @@ func BenchmarkPreemptFor(b *testing.B) {
 			})
 		}
 	}
+}
+
+// benchFleet is synth's default fleet of n 8-GPU nodes, each with its GPUNode of healthy GPUs.
+func benchFleet(n int) ([]*corev1.Node, []*convoy.GPUNode) {
+	f := synth.DefaultFleet(n)
+	nodes, inv := make([]*corev1.Node, 0, n), make([]*convoy.GPUNode, 0, n)
+	for i := range n {
+		w := f.Node(i)
+		node := fakeNode(w.Name, w.Rack, 8)
+		node.Labels[convoy.LabelTopologyZone], node.Labels[convoy.LabelTopologyBlock] = w.Zone, w.Block
+		nodes = append(nodes, node)
+		inv = append(inv, inventory(w.Name, 8))
+	}
+	return nodes, inv
 }

@@ -1096,10 +1096,7 @@ func TestLimitsMaxPodsWithout(t *testing.T) {
 // evicts nothing, though evicting the low gang on b would make room at once.
 func TestPreemptionWaitsForPodsAlreadyLeaving(t *testing.T) {
 	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
-	leaving := member("ns", "leaving", 0, 8).Priority(1).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj()
-	now := metav1.Now()
-	leaving.DeletionTimestamp = &now
-	leaving.Finalizers = []string{"test/hold"}
+	leaving := terminating(member("ns", "leaving", 0, 8).Priority(1).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj())
 	other := member("ns", "other", 0, 8).Priority(1).Node("b").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj()
 	urgent := member("ns", "urgent", 0, 8).Priority(10).Obj()
 	h := newHarness(t, nodes, []*corev1.Pod{leaving, other, urgent}, inventory("a", 8), inventory("b", 8))
@@ -1131,10 +1128,7 @@ func TestPreemptionWaitsForPodsAlreadyLeaving(t *testing.T) {
 // cannot help.
 func TestPreemptionWaitsWhenOnlyLeavingPodsHoldTheGPUs(t *testing.T) {
 	nodes := []*corev1.Node{fakeNode("a", "r1", 8)}
-	leaving := member("ns", "leaving", 0, 8).Priority(1).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj()
-	now := metav1.Now()
-	leaving.DeletionTimestamp = &now
-	leaving.Finalizers = []string{"test/hold"}
+	leaving := terminating(member("ns", "leaving", 0, 8).Priority(1).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj())
 	urgent := member("ns", "urgent", 0, 8).Priority(10).Obj()
 	h := newHarness(t, nodes, []*corev1.Pod{leaving, urgent}, inventory("a", 8))
 	v, status := h.state.PreemptFor(context.Background(), urgent, h.nodeInfos(), PreemptOptions{Wait: time.Minute})
@@ -1193,10 +1187,7 @@ func TestPreemptionEvictsAPodWithoutGPUsThatHoldsTheCPU(t *testing.T) {
 // that terminates holds the GPUs; it is told so.
 func TestUnplaceableGangIsToldOfGPUsOnTheirWay(t *testing.T) {
 	nodes := []*corev1.Node{fakeNode("a", "r1", 8)}
-	leaving := member("ns", "leaving", 0, 8).Priority(10).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj()
-	now := metav1.Now()
-	leaving.DeletionTimestamp = &now
-	leaving.Finalizers = []string{"test/hold"}
+	leaving := terminating(member("ns", "leaving", 0, 8).Priority(10).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj())
 	next := member("ns", "next", 0, 8).Priority(1).Obj()
 	h := newHarness(t, nodes, []*corev1.Pod{leaving, next}, inventory("a", 8))
 	_, status := h.state.PlanFor(context.Background(), next, h.nodeInfos())
@@ -1204,4 +1195,12 @@ func TestUnplaceableGangIsToldOfGPUsOnTheirWay(t *testing.T) {
 	if status.IsSuccess() || status.Message() != want {
 		t.Errorf("PlanFor() = %v %q, want %q", status.Code(), status.Message(), want)
 	}
+}
+
+// terminating marks p deleted, held by a finalizer: a pod that terminates.
+func terminating(p *corev1.Pod) *corev1.Pod {
+	now := metav1.Now()
+	p.DeletionTimestamp = &now
+	p.Finalizers = []string{"test/hold"}
+	return p
 }

@@ -168,7 +168,6 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	pr.evicted = len(out.Pods)
 	// The plan counts on the pods leaving its nodes already: the gang waits for them as for its
 	// victims.
-	awaited := 0
 	seen := map[string]bool{}
 	for _, a := range res.Plan.Assignments {
 		node := a.Node
@@ -180,7 +179,6 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 			pr.victims = append(pr.victims, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
 			pr.uids = append(pr.uids, p.UID)
 			pr.nodes = append(pr.nodes, node)
-			awaited++
 		}
 	}
 	p := s.storePlanLocked(key, g, res.Plan, len(pr.victims) > 0)
@@ -190,7 +188,7 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	s.clearVerdictLocked(key)
 	out.Node = p.slots[pod.UID].Node
 	logger.V(2).Info("Preempting whole gangs", "preemptor", key, "victims", strings.Join(out.Gangs, ","), "pods", len(out.Pods),
-		"terminatingPodsAwaited", awaited, "node", out.Node)
+		"terminatingPodsAwaited", len(pr.victims)-pr.evicted, "node", out.Node)
 	return out, nil
 }
 
@@ -208,8 +206,8 @@ func (s *State) victimPods(m victimMeta) []*corev1.Pod {
 }
 
 // anyVictim reports whether any pod that preemption may evict for g holds GPUs, or may stand in the
-// way of pod without holding any (by its terms, or by the CPU and memory it holds), or a pod of lower priority that terminates already holds GPUs: a
-// cheap test before the full search.
+// way of pod without holding any (by its terms, or by the CPU and memory it holds), or whether a
+// pod of lower priority that terminates already holds GPUs: a cheap test before the full search.
 func (s *State) anyVictim(nodes []fwk.NodeInfo, pod *corev1.Pod, g *gang, lonePods bool) bool {
 	// A pod without GPUs can only stand in the way: of a pod whose anti-affinity, topology spread
 	// or host ports other pods can break, or by its own anti-affinity.

@@ -311,13 +311,8 @@ func TestGangWaitsForGPUsOnTheirWay(t *testing.T) {
 	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 1, GPUsPerNode: 8})
 
 	old := makeGang(ns, "old", 1, 8)
-	old.pods[0].Finalizers = []string{"convoy.dev/test-hold"}
+	release := holdTerminating(t, e.c.Client, old.pods[0])
 	old.create(t, e.c.Client)
-	release := func() {
-		_ = e.c.Client.Patch(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: old.pods[0].Name}},
-			client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`)))
-	}
-	t.Cleanup(release)
 	waitBound(t, e.c.Client, ns, old.names(), bindTimeout)
 	if err := e.c.Client.Delete(t.Context(), old.pods[0]); err != nil {
 		t.Fatal(err)
@@ -339,15 +334,9 @@ func TestPreemptionWaitsForAJobAlreadyLeaving(t *testing.T) {
 	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8})
 	ctx := t.Context()
 
-	const hold = "convoy.dev/test-hold"
 	leaving := makeGang(ns, "leaving", 1, 8).Priority(lowPriority)
-	leaving.pods[0].Finalizers = []string{hold}
+	release := holdTerminating(t, e.c.Client, leaving.pods[0])
 	leaving.create(t, e.c.Client)
-	release := func() {
-		_ = e.c.Client.Patch(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: leaving.pods[0].Name}},
-			client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`)))
-	}
-	t.Cleanup(release)
 	node := waitBound(t, e.c.Client, ns, leaving.names(), bindTimeout)[0].Spec.NodeName
 	other := makeGang(ns, "other", 1, 8).Priority(lowPriority).create(t, e.c.Client)
 	otherPod := waitBound(t, e.c.Client, ns, other.names(), bindTimeout)[0]
@@ -379,15 +368,9 @@ func TestCancelledPreemptorLeavesNoClaim(t *testing.T) {
 	ctx := t.Context()
 
 	// The victim terminates until the test lets it go: a finalizer holds it.
-	const hold = "convoy.dev/test-hold"
 	victim := makeGang(ns, "low", 1, 8).Priority(lowPriority)
-	victim.pods[0].Finalizers = []string{hold}
+	release := holdTerminating(t, e.c.Client, victim.pods[0])
 	victim.create(t, e.c.Client)
-	release := func() {
-		_ = e.c.Client.Patch(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: victim.pods[0].Name}},
-			client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`)))
-	}
-	t.Cleanup(release)
 	waitBound(t, e.c.Client, ns, victim.names(), bindTimeout)
 
 	urgent := makeGang(ns, "urgent", 1, 8).Priority(highPriority).create(t, e.c.Client)
@@ -417,6 +400,19 @@ func TestCancelledPreemptorLeavesNoClaim(t *testing.T) {
 	if got := e.metrics(t).value("convoy_scheduler_gangs_planned", nil); got != 0 {
 		t.Errorf("convoy_scheduler_gangs_planned = %v with every gang bound or gone, want 0", got)
 	}
+}
+
+// holdTerminating gives p, not yet created, a finalizer that keeps it Terminating once deleted
+// (kwok runs PodDeleteKeepingFinalizers here), as a pod that takes its grace period to stop. The
+// returned func removes it; the test's end does too.
+func holdTerminating(t *testing.T, c client.Client, p *corev1.Pod) func() {
+	p.Finalizers = append(p.Finalizers, "convoy.dev/test-hold")
+	release := func() {
+		_ = c.Patch(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name}},
+			client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/metadata/finalizers"}]`)))
+	}
+	t.Cleanup(release)
+	return release
 }
 
 // cpus sets the CPU every container of the pods requests; a pod given no GPUs asks none.

@@ -7,25 +7,32 @@ import (
 	"strings"
 )
 
-// part is the pods of a gang that ask one GPU count.
+// part is the pods of a gang that ask one GPU count, and, with PodNeeds, the same of the rest.
 type part struct {
 	gpus int
+	// needs is what each pod asks of the resources of Node.Spare (Gang.PodNeeds); nil without.
+	needs []int64
 	// pods are indices in the gang's PodGPUs, in increasing order.
 	pods []int
 }
 
-// parts groups the pods of a gang with PodGPUs by GPU count, the largest count first.
+// parts groups the pods of a gang with PodGPUs by GPU count and needs, the largest count first,
+// of one count the largest needs first.
 func (g Gang) parts() []part {
 	var out []part
 	for i, n := range g.PodGPUs {
-		j := slices.IndexFunc(out, func(p part) bool { return p.gpus == n })
+		var needs []int64
+		if g.PodNeeds != nil {
+			needs = g.PodNeeds[i]
+		}
+		j := slices.IndexFunc(out, func(p part) bool { return p.gpus == n && slices.Equal(p.needs, needs) })
 		if j < 0 {
-			out = append(out, part{gpus: n})
+			out = append(out, part{gpus: n, needs: needs})
 			j = len(out) - 1
 		}
 		out[j].pods = append(out[j].pods, i)
 	}
-	slices.SortFunc(out, func(a, b part) int { return cmp.Compare(b.gpus, a.gpus) })
+	slices.SortFunc(out, func(a, b part) int { return cmp.Or(cmp.Compare(b.gpus, a.gpus), slices.Compare(b.needs, a.needs)) })
 	return out
 }
 
@@ -73,7 +80,7 @@ func (c *Cluster) placeMixed(g Gang, free []GPUSet) (*Plan, error) {
 		}
 		frees[LevelNode][i] = int32(free[i].Len())
 		for k, pt := range parts {
-			caps[k][LevelNode][i] = int32(c.nodeCap(i, free[i], pt.gpus))
+			caps[k][LevelNode][i] = int32(c.partCap(i, free[i], pt, c.spareOf(i, pt.needs), 0))
 		}
 	}
 	for l := LevelRack; l <= LevelCluster; l++ {
@@ -89,7 +96,8 @@ func (c *Cluster) placeMixed(g Gang, free []GPUSet) (*Plan, error) {
 	// all the pods at the smallest count, and the GPUs of all. On one node it is enough.
 	total, smallest := int32(g.gpus()), len(parts)-1
 	mayHold := func(l Level, d int32) bool {
-		if frees[l][d] < total || caps[smallest][l][d] < int32(g.Pods) {
+		// Pods of the fewest GPUs may ask the most CPU: with PodNeeds, no count holds for all.
+		if frees[l][d] < total || g.PodNeeds == nil && caps[smallest][l][d] < int32(g.Pods) {
 			return false
 		}
 		for k, pt := range parts {
@@ -155,6 +163,20 @@ func (c *Cluster) fillMixed(g Gang, parts []part, nodes []int32, free []GPUSet, 
 		work[i] = free[i]
 	}
 	placed := make([]int, len(c.Nodes))
+	// spare is, with PodNeeds, what each node has left beside the GPUs (nil: counted by MaxPods).
+	var spare [][]int64
+	if g.PodNeeds != nil {
+		spare = make([][]int64, len(c.Nodes))
+		for _, i := range nodes {
+			spare[i] = c.spareOf(int(i), g.PodNeeds[0])
+		}
+	}
+	room := func(i int, mask GPUSet, pt part) int {
+		if spare == nil {
+			return c.nodeCapAfter(i, mask, pt.gpus, placed[i])
+		}
+		return c.partCap(i, mask, pt, spare[i], placed[i])
+	}
 	out := make([]Assignment, g.Pods)
 	var used []int
 	assign := func(pod, i int, set GPUSet) {
@@ -164,6 +186,11 @@ func (c *Cluster) fillMixed(g Gang, parts []part, nodes []int32, free []GPUSet, 
 			used = append(used, i)
 		}
 		placed[i]++
+		if spare != nil && spare[i] != nil {
+			for r, need := range g.PodNeeds[pod] {
+				spare[i][r] -= need
+			}
+		}
 		out[pod] = Assignment{Node: nd.Name, node: i, set: set}
 		if nd.Indexed {
 			out[pod].GPUs = set.Indices()
@@ -172,7 +199,7 @@ func (c *Cluster) fillMixed(g Gang, parts []part, nodes []int32, free []GPUSet, 
 	for _, pt := range parts {
 		pods := pt.pods
 		for _, i := range used {
-			for len(pods) > 0 && c.nodeCapAfter(i, work[i], pt.gpus, placed[i]) > 0 {
+			for len(pods) > 0 && room(i, work[i], pt) > 0 {
 				assign(pods[0], i, chooseGPUs(work[i], pt.gpus, c.Nodes[i].Topology))
 				pods = pods[1:]
 			}
@@ -181,7 +208,7 @@ func (c *Cluster) fillMixed(g Gang, parts []part, nodes []int32, free []GPUSet, 
 			continue
 		}
 		sub := Gang{Key: g.Key, Pods: len(pods), GPUsPerPod: pt.gpus, Level: l, Required: true}
-		p, err := c.placeIn(sub, work, placed)
+		p, err := c.placeIn(sub, work, func(i int, mask GPUSet) int { return room(i, mask, pt) })
 		if err != nil {
 			return nil
 		}
@@ -240,8 +267,13 @@ func (c *Cluster) placeMixedNVLink(g Gang, parts []part, free []GPUSet) (*Plan, 
 		work := make([]GPUSet, len(d.units))
 		placed := map[int]int{}
 		used := make([]bool, len(d.units))
+		// spare is, with PodNeeds, what each node has left beside the GPUs (see fillMixed).
+		spare := map[int][]int64{}
 		for j, u := range d.units {
 			work[j] = free[u.node] & u.mask
+			if g.PodNeeds != nil {
+				spare[u.node] = c.spareOf(u.node, g.PodNeeds[0])
+			}
 		}
 		out := make([]Assignment, g.Pods)
 		fits := true
@@ -249,7 +281,7 @@ func (c *Cluster) placeMixedNVLink(g Gang, parts []part, free []GPUSet) (*Plan, 
 			for _, pod := range pt.pods {
 				pick := -1
 				for j, u := range d.units {
-					if c.nodeCapAfter(u.node, work[j], pt.gpus, placed[u.node]) == 0 {
+					if c.partCap(u.node, work[j], pt, spare[u.node], placed[u.node]) == 0 {
 						continue
 					}
 					if pick < 0 || used[j] && !used[pick] || used[j] == used[pick] && work[j].Len() < work[pick].Len() {
@@ -265,6 +297,11 @@ func (c *Cluster) placeMixedNVLink(g Gang, parts []part, free []GPUSet) (*Plan, 
 				set := chooseGPUs(work[pick], pt.gpus, nd.Topology)
 				work[pick] &^= set
 				placed[u.node]++
+				for r, need := range pt.needs {
+					if sp := spare[u.node]; sp != nil {
+						sp[r] -= need
+					}
+				}
 				used[pick] = true
 				out[pod] = Assignment{Node: nd.Name, node: u.node, set: set}
 				if nd.Indexed {

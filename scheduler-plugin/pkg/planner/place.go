@@ -136,6 +136,25 @@ func (g Gang) normalize() (Gang, error) {
 	if g.Level == LevelNone {
 		g.Level = LevelCluster
 	}
+	if g.PodNeeds != nil {
+		if len(g.PodNeeds) != g.Pods {
+			return g, fmt.Errorf("gang %s: has %d pods but needs for %d", g.Key, g.Pods, len(g.PodNeeds))
+		}
+		same := true
+		for _, n := range g.PodNeeds {
+			if len(n) != len(g.PodNeeds[0]) {
+				return g, fmt.Errorf("gang %s: pods' needs count %d and %d resources", g.Key, len(g.PodNeeds[0]), len(n))
+			}
+			same = same && slices.Equal(n, g.PodNeeds[0])
+		}
+		if same {
+			g.PodNeeds = nil
+		} else if g.PodGPUs == nil {
+			// Pods that ask different CPU or memory are placed as pods of different GPU counts
+			// are, part by part.
+			g.PodGPUs = slices.Repeat([]int{g.GPUsPerPod}, g.Pods)
+		}
+	}
 	if g.PodGPUs != nil {
 		if len(g.PodGPUs) != g.Pods {
 			return g, fmt.Errorf("gang %s: has %d pods but GPU counts for %d", g.Key, g.Pods, len(g.PodGPUs))
@@ -149,7 +168,7 @@ func (g Gang) normalize() (Gang, error) {
 			same = same && n == g.PodGPUs[0]
 			g.GPUsPerPod = max(g.GPUsPerPod, n)
 		}
-		if same {
+		if same && g.PodNeeds == nil {
 			g.PodGPUs = nil
 		}
 	}
@@ -198,6 +217,50 @@ func (c *Cluster) nodeCapBy(i int, mask GPUSet, gpus, placed int, evicted func(i
 	k := mask.Len() / gpus
 	if maxPods > 0 && k > maxPods-placed {
 		k = max(maxPods-placed, 0)
+	}
+	return k
+}
+
+// spareOf is what node i has spare for a part of a gang with PodNeeds, as a copy the plan may
+// take from: its Spare with what the evicted victims' pods hold there given back; nil when the
+// node has no Spare for needs of that length (it is counted by MaxPods).
+func (c *Cluster) spareOf(i int, needs []int64) []int64 {
+	nd := &c.Nodes[i]
+	if needs == nil || len(nd.Spare) != len(needs) {
+		return nil
+	}
+	out := slices.Clone(nd.Spare)
+	if c.evicted != nil {
+		for _, h := range nd.Holders {
+			if h.Victim >= 0 && len(h.Uses) == len(out) && c.evicted(h.Victim) {
+				for r, u := range h.Uses {
+					out[r] += u
+				}
+			}
+		}
+	}
+	return out
+}
+
+// partCap is how many pods of pt node i admits on the GPUs of mask, when it already took placed
+// pods of the gang and has spare left beside the GPUs (spareOf, less what those pods took; nil:
+// counted by MaxPods).
+func (c *Cluster) partCap(i int, mask GPUSet, pt part, spare []int64, placed int) int {
+	if spare == nil {
+		return c.nodeCapAfter(i, mask, pt.gpus, placed)
+	}
+	nd := &c.Nodes[i]
+	if nd.Excluded {
+		return 0
+	}
+	k := mask.Len() / pt.gpus
+	for r, need := range pt.needs {
+		if need > 0 {
+			k = min(k, int(max(spare[r], 0)/need))
+		}
+	}
+	if nd.SpreadCap > 0 {
+		k = min(k, max(nd.SpreadCap-placed, 0))
 	}
 	return k
 }
@@ -264,9 +327,9 @@ func (c *Cluster) place(g Gang, free []GPUSet) (*Plan, error) {
 	return c.placeIn(g, free, nil)
 }
 
-// placeIn places g on free, where placed (nil for none) counts the pods of the gang each node
-// already took.
-func (c *Cluster) placeIn(g Gang, free []GPUSet, placed []int) (*Plan, error) {
+// placeIn places g on free, where room (nil: nodeCap) is how many of its pods node i admits on
+// the GPUs of mask.
+func (c *Cluster) placeIn(g Gang, free []GPUSet, room func(i int, mask GPUSet) int) (*Plan, error) {
 	if g.Level == LevelNVLink {
 		takes, key, msg := c.placeNVLink(g, free)
 		if takes != nil {
@@ -283,11 +346,11 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, placed []int) (*Plan, error) {
 		frees[l] = make([]int32, ix.count[l])
 	}
 	for i := range c.Nodes {
-		on := 0
-		if placed != nil {
-			on = placed[i]
+		if room != nil {
+			caps[LevelNode][i] = int32(room(i, free[i]))
+		} else {
+			caps[LevelNode][i] = int32(c.nodeCap(i, free[i], g.GPUsPerPod))
 		}
-		caps[LevelNode][i] = int32(c.nodeCapAfter(i, free[i], g.GPUsPerPod, on))
 		if !c.Nodes[i].Excluded {
 			frees[LevelNode][i] = int32(free[i].Len())
 		}
@@ -595,16 +658,24 @@ func (c *Cluster) explain(g Gang, caps, frees [numLevels][]int32) string {
 	if excluded > 0 {
 		fmt.Fprintf(&b, "; %s excluded by the pods' node selector, node or pod affinity, topology spread, host ports, tolerations or cordon", plural(excluded, "node"))
 	}
+	pod := "one more pod"
+	if g.PodNeeds != nil {
+		pod = "its largest pod"
+	}
 	if crowded == 1 {
-		b.WriteString("; 1 node has free GPUs but no room beside them for one more pod (CPU, memory, pod slots or the pods' spread)")
+		fmt.Fprintf(&b, "; 1 node has free GPUs but no room beside them for %s (CPU, memory, pod slots or the pods' spread)", pod)
 	} else if crowded > 1 {
-		fmt.Fprintf(&b, "; %d nodes have free GPUs but no room beside them for one more pod (CPU, memory, pod slots or the pods' spread)", crowded)
+		fmt.Fprintf(&b, "; %d nodes have free GPUs but no room beside them for %s (CPU, memory, pod slots or the pods' spread)", crowded, pod)
 	}
 	return b.String()
 }
 
 // room names n pods of the gang's GPU count, or, when its pods differ, of its largest.
 func (g Gang) room(n int) string {
+	if g.PodNeeds != nil {
+		// Its largest: of the most GPUs, of those the most CPU and memory.
+		return fmt.Sprintf("%d of its largest %d-GPU pods", n, g.parts()[0].gpus)
+	}
 	if g.PodGPUs != nil {
 		return fmt.Sprintf("%s of %d GPUs", plural(n, "pod"), g.GPUsPerPod)
 	}

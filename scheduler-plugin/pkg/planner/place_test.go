@@ -310,6 +310,41 @@ func TestPlace(t *testing.T) {
 			gang:    Gang{Key: "ns/job", Pods: 2, PodGPUs: []int{4, 1}, Level: LevelNVLink, Required: true},
 			wantErr: "ns/job needs 1 pod(s) × 4 GPU(s) + 1 pod(s) × 1 GPU(s) in one NVLink domain (5 GPUs); the best NVLink domain (clique-a) has 4 free GPUs",
 		},
+		"a master that asks more CPU than its workers: each pod is counted at its own CPU, not at the most any asks": {
+			// 96 CPUs a node: at the master's 60 a node takes one pod (MaxPods), but it takes
+			// the master and a worker of 30
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).MaxPods("r1-0", 1).MaxPods("r1-1", 1).
+				Spare("r1-0", 96, 110).Spare("r1-1", 96, 110).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 4, GPUsPerPod: 4, PodNeeds: [][]int64{{60, 1}, {30, 1}, {30, 1}, {30, 1}}},
+			want:       []string{"r1-0:[0 1 2 3]", "r1-0:[4 5 6 7]", "r1-1:[0 1 2 3]", "r1-1:[4 5 6 7]"},
+			wantLevel:  LevelRack,
+			wantDomain: "z1/b1/r1",
+			wantRacks:  1,
+		},
+		"workers that ask more CPU than their master are not stacked past a node's CPU": {
+			// two workers of 50 CPUs do not share a node of 96; the master of 10 joins one
+			cluster:    makeCluster().Rack("z1", "b1", "r1", 2, 8).Spare("r1-0", 96, 110).Spare("r1-1", 96, 110).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 3, GPUsPerPod: 4, PodNeeds: [][]int64{{10, 1}, {50, 1}, {50, 1}}},
+			want:       []string{"r1-0:[4 5 6 7]", "r1-0:[0 1 2 3]", "r1-1:[0 1 2 3]"},
+			wantLevel:  LevelRack,
+			wantDomain: "z1/b1/r1",
+			wantRacks:  1,
+		},
+		"pods of different CPU that fit no node together: a message a person can act on": {
+			// the master asks 100 CPUs; no node has more than 96 (MaxPods counts the largest pod)
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).MaxPods("r1-0", -1).MaxPods("r1-1", -1).
+				Spare("r1-0", 96, 110).Spare("r1-1", 96, 110).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 3, GPUsPerPod: 4, PodNeeds: [][]int64{{100, 1}, {50, 1}, {10, 1}}},
+			wantErr: "ns/job needs 3 pod(s) × 4 GPU(s); the cluster has room for 0 of its largest 4-GPU pods (16 free GPUs on 2 nodes); 2 nodes have free GPUs but no room beside them for its largest pod (CPU, memory, pod slots or the pods' spread)",
+		},
+		"pods that ask the same of everything are a gang of one count": {
+			cluster:    makeCluster().Rack("z1", "b1", "r1", 1, 8).Spare("r1-0", 96, 110).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 4, PodNeeds: [][]int64{{30, 1}, {30, 1}}},
+			want:       []string{"r1-0:[0 1 2 3]", "r1-0:[4 5 6 7]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r1-0",
+			wantRacks:  1,
+		},
 		"mixed counts that are all the same are a gang of one count": {
 			cluster:    makeCluster().Rack("z1", "b1", "r1", 1, 8).Obj(),
 			gang:       Gang{Key: "ns/job", Pods: 2, PodGPUs: []int{4, 4}},
@@ -355,6 +390,8 @@ func TestPlaceInvalidGang(t *testing.T) {
 		"more GPUs than 64":                   {Key: "a", Pods: 1, GPUsPerPod: 65},
 		"unknown level":                       {Key: "a", Pods: 1, GPUsPerPod: 1, Level: 9},
 		"GPU counts for fewer pods":           {Key: "a", Pods: 3, PodGPUs: []int{1, 2}},
+		"needs for fewer pods":                {Key: "a", Pods: 3, GPUsPerPod: 1, PodNeeds: [][]int64{{1, 1}, {2, 1}}},
+		"needs of different resources":        {Key: "a", Pods: 2, GPUsPerPod: 1, PodNeeds: [][]int64{{1, 1}, {2}}},
 		"a pod of no GPUs among mixed counts": {Key: "a", Pods: 2, PodGPUs: []int{0, 2}},
 	} {
 		t.Run(name, func(t *testing.T) {

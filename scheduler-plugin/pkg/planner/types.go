@@ -137,7 +137,8 @@ type Node struct {
 	// Spare is what the node has free of each resource of Cluster.Needs (CPU, memory, pod
 	// slots...), for preemption: once victims are evicted, the node takes as many of the gang's
 	// pods as Spare and their Holder.Uses hold, within SpreadCap. Nil where preemption frees none
-	// of them (MaxPods holds whatever is evicted).
+	// of them (MaxPods holds whatever is evicted). For a gang with PodNeeds, the room its pods
+	// find beside the GPUs.
 	Spare []int64
 	// SpreadCap bounds the gang's pods on the node beside its resources (the pods' spread among
 	// themselves) where Spare is set; zero for no bound.
@@ -193,6 +194,12 @@ type Gang struct {
 	// one), for a gang whose pods ask different counts (a launcher or chief beside its workers);
 	// GPUsPerPod is then ignored, and the plan's Assignments[i] is pod i's.
 	PodGPUs []int
+	// PodNeeds, when set, gives what each pod asks of the resources Node.Spare counts (the order
+	// of Cluster.Needs: CPU, memory..., then one pod slot), pod by pod, for a gang whose pods ask
+	// different CPU or memory (a chief or master beside its workers). A node's room for them is
+	// then counted from its Spare, pod by pod as the plan takes it, and not from MaxPods; nodes
+	// without Spare are counted by MaxPods. The plan's Assignments[i] is pod i's.
+	PodNeeds [][]int64
 	// Level is the topology level the gang asks to fit in; LevelNone or LevelCluster when it asks
 	// none.
 	Level Level
@@ -206,10 +213,16 @@ func (g Gang) String() string {
 	if g.PodGPUs == nil {
 		return fmt.Sprintf("%d pod(s) × %d GPU(s)", g.Pods, g.GPUsPerPod)
 	}
+	// Pods of one GPU count are named together, whatever else they ask.
+	var out []string
+	pods := 0
 	parts := g.parts()
-	out := make([]string, len(parts))
 	for i, pt := range parts {
-		out[i] = fmt.Sprintf("%d pod(s) × %d GPU(s)", len(pt.pods), pt.gpus)
+		pods += len(pt.pods)
+		if i+1 == len(parts) || parts[i+1].gpus != pt.gpus {
+			out = append(out, fmt.Sprintf("%d pod(s) × %d GPU(s)", pods, pt.gpus))
+			pods = 0
+		}
 	}
 	return strings.Join(out, " + ")
 }

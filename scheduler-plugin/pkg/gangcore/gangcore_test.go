@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -109,6 +110,53 @@ func TestPlanForGangOfMixedCounts(t *testing.T) {
 	want := []string{"job-2@b:0,1,2,3,4,5,6,7", "job-0@c:0,1", "job-1@a:0,1,2,3,4,5,6,7"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("slots (-want,+got):\n%s", diff)
+	}
+}
+
+// TestPlanForGangWhoseMasterAsksMoreCPU plans a gang whose master asks more CPU than its workers
+// with each pod's own CPU, whichever pod comes first: counted at the master's 60 CPUs a node of 96
+// takes one pod and the gang would not fit; the master and a worker of 30 share one.
+func TestPlanForGangWhoseMasterAsksMoreCPU(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
+	pods := []*corev1.Pod{member("ns", "job", 0, 4).Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "60"}).Obj()}
+	for r := 1; r < 4; r++ {
+		pods = append(pods, member("ns", "job", r, 4).Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "30"}).Obj())
+	}
+	want := []string{"job-0@a:0,1,2,3", "job-1@a:4,5,6,7", "job-2@b:0,1,2,3", "job-3@b:4,5,6,7"}
+	for _, first := range []int{0, 3} {
+		h := newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8))
+		got := make([]string, len(pods))
+		for _, i := range []int{first, (first + 1) % 4, (first + 2) % 4, (first + 3) % 4} {
+			st, status := h.state.PlanFor(context.Background(), pods[i], h.nodeInfos())
+			got[i] = pods[i].Name + "@" + slotOf(t, st, status)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("planned from %s: slots (-want,+got):\n%s", pods[first].Name, diff)
+		}
+	}
+}
+
+// TestPlanForGangWhoseWorkersAskMoreCPU does not stack two workers of 50 CPUs on a node of 96
+// when the pod that plans first asks 10: it joins one of them.
+func TestPlanForGangWhoseWorkersAskMoreCPU(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
+	pods := []*corev1.Pod{
+		member("ns", "job", 2, 4).Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "10"}).Obj(),
+		member("ns", "job", 0, 4).Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "50"}).Obj(),
+		member("ns", "job", 1, 4).Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "50"}).Obj(),
+	}
+	h := newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8))
+	perNode := map[string]int64{}
+	for _, p := range pods {
+		st, status := h.state.PlanFor(context.Background(), p, h.nodeInfos())
+		slotOf(t, st, status)
+		cpu := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})[corev1.ResourceCPU]
+		perNode[st.Slot.Node] += cpu.Value()
+	}
+	for node, cpus := range perNode {
+		if cpus > 96 {
+			t.Errorf("the plan puts %d CPUs of pods on node %s of 96", cpus, node)
+		}
 	}
 }
 
@@ -1064,6 +1112,32 @@ func TestPreemptionFreesTheVictimsCPUToo(t *testing.T) {
 	}
 	if v.Node != "a" {
 		t.Errorf("nominated node = %q, want a", v.Node)
+	}
+}
+
+// TestPreemptionMakesRoomForAMasterThatAsksMoreCPU evicts the lower-priority gang that holds both
+// nodes for a gang whose master asks more CPU than its workers: counted at the master's CPU, even
+// both nodes emptied would not hold it.
+func TestPreemptionMakesRoomForAMasterThatAsksMoreCPU(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
+	cpus := func(n string) map[corev1.ResourceName]string {
+		return map[corev1.ResourceName]string{corev1.ResourceCPU: n}
+	}
+	pods := []*corev1.Pod{
+		member("ns", "low", 0, 8).Priority(1).Req(cpus("10")).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj(),
+		member("ns", "low", 1, 8).Priority(1).Req(cpus("10")).Node("b").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj(),
+	}
+	urgent := []*corev1.Pod{member("ns", "urgent", 0, 4).Priority(10).Req(cpus("60")).Obj()}
+	for r := 1; r < 4; r++ {
+		urgent = append(urgent, member("ns", "urgent", r, 4).Priority(10).Req(cpus("30")).Obj())
+	}
+	h := newHarness(t, nodes, append(pods, urgent...), inventory("a", 8), inventory("b", 8))
+	v, status := h.state.PreemptFor(context.Background(), urgent[0], h.nodeInfos(), PreemptOptions{Wait: time.Minute})
+	if !status.IsSuccess() {
+		t.Fatalf("PreemptFor() = %v", status)
+	}
+	if diff := cmp.Diff([]string{"ns/low"}, v.Gangs); diff != "" {
+		t.Errorf("victims (-want,+got):\n%s", diff)
 	}
 }
 

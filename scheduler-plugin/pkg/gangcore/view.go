@@ -36,13 +36,17 @@ type gang struct {
 	// each one's, in the order of pending.
 	gpusPerPod int
 	podGPUs    []int
-	level      planner.Level
-	required   bool
-	priority   int32
+	// podNeeds, when the pending pods ask different CPU, memory or other resources, is what each
+	// asks of the gang's Limits, in the order of pending (planner.Gang.PodNeeds); set per plan by
+	// eligibilityFor.
+	podNeeds [][]int64
+	level    planner.Level
+	required bool
+	priority int32
 }
 
 func (g *gang) plannerGang() planner.Gang {
-	return planner.Gang{Key: g.key, Pods: len(g.pending), GPUsPerPod: g.gpusPerPod, PodGPUs: g.podGPUs,
+	return planner.Gang{Key: g.key, Pods: len(g.pending), GPUsPerPod: g.gpusPerPod, PodGPUs: g.podGPUs, PodNeeds: g.podNeeds,
 		Level: g.level, Required: g.required, Priority: g.priority}
 }
 
@@ -105,6 +109,21 @@ func (g *gang) gpusOf(i int) int {
 	return g.gpusPerPod
 }
 
+// sameRequests reports whether a and b ask the same of every resource but GPUs.
+func sameRequests(a, b corev1.ResourceList, gpu corev1.ResourceName) bool {
+	for _, l := range [2][2]corev1.ResourceList{{a, b}, {b, a}} {
+		for name, q := range l[0] {
+			if name == gpu {
+				continue
+			}
+			if o := l[1][name]; q.Cmp(o) != 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // eligibility is what the gang's pods need of a node besides GPUs, computed once per plan.
 type eligibility struct {
 	template *corev1.Pod
@@ -123,18 +142,32 @@ type eligibility struct {
 func (s *State) eligibilityFor(ctx context.Context, pod *corev1.Pod, g *gang, nodes []fwk.NodeInfo) (eligibility, error) {
 	e := eligibility{template: pod, affinity: nodeaffinity.GetRequiredNodeAffinity(pod),
 		requests: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}), avoid: s.avoidedLocked(g.key)}
-	if g.podGPUs != nil {
-		// Pods of different GPU counts (a launcher beside its workers) ask different CPU and
-		// memory too: a node's room for the gang's pods is counted at the most any of them asks.
-		for _, p := range g.pending {
-			for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
-				if cur, ok := e.requests[name]; !ok || q.Cmp(cur) > 0 {
-					e.requests[name] = q
-				}
+	// The pods of a gang may ask different CPU and memory (a master or launcher beside its
+	// workers): Limits count the most any of them asks, and each pod's own needs go to the
+	// planner, which counts a node's room pod by pod.
+	differ := false
+	var first corev1.ResourceList
+	for i, p := range g.pending {
+		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+		if i == 0 {
+			first = req
+		} else if !differ && !sameRequests(req, first, s.opts.GPUResource) {
+			differ = true
+		}
+		for name, q := range req {
+			if cur, ok := e.requests[name]; !ok || q.Cmp(cur) > 0 {
+				e.requests[name] = q
 			}
 		}
 	}
 	e.limits = LimitsOf(e.requests, s.opts.GPUResource)
+	g.podNeeds = nil
+	if differ {
+		g.podNeeds = make([][]int64, len(g.pending))
+		for i, p := range g.pending {
+			g.podNeeds[i] = e.limits.Uses(p)
+		}
+	}
 	ip, err := s.interPod.constraints(ctx, pod, g, nodes, s)
 	if err != nil {
 		return e, fmt.Errorf("%s needs %w", g.key, err)
@@ -421,8 +454,14 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 			if vt != nil {
 				leaving = vt.leaving[node.Name]
 			}
-			pn.MaxPods = fewer(o.elig.limits.MaxPodsWithout(ni, leaving), o.elig.interPod.maxPods(ni, o.gang.pendingUIDs))
+			spreadCap := o.elig.interPod.maxPods(ni, o.gang.pendingUIDs)
+			pn.MaxPods = fewer(o.elig.limits.MaxPodsWithout(ni, leaving), spreadCap)
 			pn.Fill = o.elig.limits.Fill(ni)
+			if o.gang.podNeeds != nil && spreadCap >= 0 {
+				// Pods that ask different CPU and memory: the planner counts the node's room
+				// from what it has spare, pod by pod.
+				pn.Spare, pn.SpreadCap = o.elig.limits.Spare(ni, leaving), spreadCap
+			}
 			if vt != nil && pn.MaxPods != 0 && (pn.MaxPods < 0 || pn.MaxPods < pn.GPUs) {
 				// Victims' pods hold CPU and memory too: evicted, they give them back.
 				s.spareForVictims(&pn, b, ni, o, vt, leaving)

@@ -216,6 +216,12 @@ func (w *gangWrapper) CPU(q string) *gangWrapper {
 	return w
 }
 
+// MasterCPU sets the CPUs the rank-0 pod asks, a master that asks more or less than its workers.
+func (w *gangWrapper) MasterCPU(q string) *gangWrapper {
+	w.pods[0].Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(q)
+	return w
+}
+
 // Priority sets the pods' PriorityClass.
 func (w *gangWrapper) Priority(class string) *gangWrapper {
 	for _, p := range w.pods {

@@ -769,6 +769,31 @@ func TestGangOfMixedGPUCountsLandsWhole(t *testing.T) {
 	}
 }
 
+// TestGangWhoseMasterAsksMoreCPULandsWhole: a gang of four 4-GPU pods whose master asks 60 CPUs
+// and its workers 30 fits two 96-CPU nodes, the master beside one worker. Counted at the master's
+// CPU, each node would hold one pod and the gang would be turned away.
+func TestGangWhoseMasterAsksMoreCPULandsWhole(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8})
+
+	gang := makeGang(ns, "pytorch", 4, 4).CPU("30").MasterCPU("60").create(t, e.c.Client)
+	pods := waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)
+	cpus, gpus := map[string]int64{}, map[string]int{}
+	for _, p := range pods {
+		cpus[p.Spec.NodeName] += p.Spec.Containers[0].Resources.Requests.Cpu().Value()
+		gpus[p.Spec.NodeName] += len(strings.Split(p.Annotations[convoy.AnnotationGPUIndices], ","))
+	}
+	if len(cpus) != 2 {
+		t.Errorf("the gang's pods are on %d nodes, want 2: %v", len(cpus), describe(pods))
+	}
+	for node, n := range cpus {
+		if n > 96 || gpus[node] != 8 {
+			t.Errorf("node %s holds %d CPUs and %d GPUs of the gang's pods, want at most 96 and 8", node, n, gpus[node])
+		}
+	}
+}
+
 // TestMixedGangPreemptsOnlyTheGangItsPodsNeed: a high-priority gang of a 2-GPU launcher and an
 // 8-GPU worker evicts the 8-GPU gang in its worker's way and binds its launcher beside the 2-GPU
 // gang, which stays. Weighed as two 8-GPU pods, it would evict both.

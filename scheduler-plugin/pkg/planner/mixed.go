@@ -122,9 +122,10 @@ func (c *Cluster) placeMixed(g Gang, free []GPUSet) (*Plan, error) {
 		// free GPUs, the fullest parent, then the name.
 		slices.SortFunc(candidates, func(a, b int32) int {
 			r := cmp.Or(cmp.Compare(caps[0][l][a], caps[0][l][b]), cmp.Compare(frees[l][a], frees[l][b]))
-			if r == 0 && l == LevelNode {
-				// On one node, the fullest in CPU and memory, as for a gang of one count.
-				r = cmp.Compare(c.Nodes[b].Fill, c.Nodes[a].Fill)
+			if l == LevelNode {
+				// On one node, as for a gang of one count: the fewest free GPUs, then the
+				// fullest in CPU and memory, then the least room.
+				r = cmp.Or(cmp.Compare(frees[l][a], frees[l][b]), cmp.Compare(c.Nodes[b].Fill, c.Nodes[a].Fill), cmp.Compare(caps[0][l][a], caps[0][l][b]))
 			}
 			if r == 0 && l < LevelCluster {
 				r = cmp.Compare(frees[l+1][ix.parent[l][a]], frees[l+1][ix.parent[l][b]])

@@ -379,13 +379,17 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, room func(i int, mask GPUSet) i
 		}
 		return ix.names[l][a] < ix.names[l][b]
 	}
-	// betterNode orders the nodes that hold a whole gang as better does, except that of nodes of
-	// the same room and free GPUs the one whose CPU and memory the gang would fill most comes
-	// first: best fit beside the GPUs, which keeps the nodes of most free CPU and memory for the
-	// pods that need it.
+	// betterNode orders the nodes that hold a whole gang: the fewest free GPUs (best fit in GPUs),
+	// then the one whose CPU and memory the gang would fill most (best fit beside the GPUs, which
+	// keeps the nodes of most free CPU and memory for the pods that need it), then as better
+	// does. Room comes after free GPUs: the node whose CPU holds the fewest pods is not the best
+	// fit when the pod would leave its other GPUs without CPU.
 	betterNode := func(a, b int32) bool {
 		na, nb := &c.Nodes[a], &c.Nodes[b]
-		if na.Fill != nb.Fill && caps[LevelNode][a] == caps[LevelNode][b] && frees[LevelNode][a] == frees[LevelNode][b] {
+		if frees[LevelNode][a] != frees[LevelNode][b] {
+			return frees[LevelNode][a] < frees[LevelNode][b]
+		}
+		if na.Fill != nb.Fill {
 			return na.Fill > nb.Fill
 		}
 		return better(LevelNode, a, b)

@@ -71,6 +71,26 @@ func TestPlace(t *testing.T) {
 			wantDomain: "r1-0",
 			wantRacks:  1,
 		},
+		"best fit in GPUs before room: a pod takes the node of fewest free GPUs, not one whose CPU holds fewer pods": {
+			// r1-0's CPU holds one more pod: there the pod would strand 3 GPUs without CPU,
+			// where r1-0 keeps room for a 4-GPU pod
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Used("r1-0", 0, 1, 2, 3).MaxPods("r1-0", 1).
+				Used("r1-1", 0, 1, 2, 3, 4, 5).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 1},
+			want:       []string{"r1-1:[6]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r1-1",
+			wantRacks:  1,
+		},
+		"best fit in GPUs before room, for pods of different GPU counts on one node too": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Used("r1-0", 0).MaxPods("r1-0", 2).
+				Used("r1-1", 0, 1).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 2, PodGPUs: []int{1, 2}},
+			want:       []string{"r1-1:[4]", "r1-1:[2 3]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r1-1",
+			wantRacks:  1,
+		},
 		"best fit beside the GPUs, for pods of different GPU counts on one node too": {
 			cluster:    makeCluster().Rack("z1", "b1", "r1", 2, 8).Fill("r1-1", 300).Obj(),
 			gang:       Gang{Key: "ns/job", Pods: 2, PodGPUs: []int{1, 4}},

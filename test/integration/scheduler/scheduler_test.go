@@ -109,6 +109,37 @@ func TestSmallJobLeavesTheBigNodeToTheJobThatNeedsIt(t *testing.T) {
 	}
 }
 
+// TestSmallJobTakesTheTightestGPUsNotTheLastCPU: node a has 4 free GPUs but 16 free CPUs, node b
+// 2 free GPUs and 86 CPUs. A 1-GPU, 10-CPU job takes b, the best fit in GPUs, though a's CPU holds
+// fewer such jobs: on a it would leave 3 GPUs beside 6 CPUs, and a later 4-GPU, 16-CPU job would
+// find no node.
+func TestSmallJobTakesTheTightestGPUsNotTheLastCPU(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := []framework.NodeSpec{
+		{Name: "gpu-a", GPUs: 8, CPU: "96", Zone: "zone-0", Block: "block-0", Rack: "rack-0"},
+		{Name: "gpu-b", GPUs: 8, CPU: "96", Zone: "zone-0", Block: "block-0", Rack: "rack-0"},
+	}
+	e.nodes(t, specs, gpuNodesFor(specs)...)
+	for node, use := range map[string]struct {
+		gpus int
+		cpu  string
+	}{"gpu-a": {4, "80"}, "gpu-b": {6, "10"}} {
+		p := makePod(ns, "occupant-"+node, use.gpus)
+		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(use.cpu)
+		runOn(t, e.c.Client, p, node)
+	}
+
+	small := makeGang(ns, "small", 1, 1).CPU("10").create(t, e.c.Client)
+	if got := waitBound(t, e.c.Client, ns, small.names(), bindTimeout)[0].Spec.NodeName; got != "gpu-b" {
+		t.Errorf("the 1-GPU job is on %s, want gpu-b", got)
+	}
+	four := makeGang(ns, "four", 1, 4).CPU("16").create(t, e.c.Client)
+	if got := waitBound(t, e.c.Client, ns, four.names(), bindTimeout)[0].Spec.NodeName; got != "gpu-a" {
+		t.Errorf("the 4-GPU job is on %s, want gpu-a", got)
+	}
+}
+
 // TestInfeasibleGangBindsNothing: a gang bigger than any rack binds no pod, and every pod says
 // why in its PodScheduled condition.
 func TestInfeasibleGangBindsNothing(t *testing.T) {

@@ -17,12 +17,15 @@
 //  4. inside a node, each pod gets GPUs that form a well-connected NVLink set and leave the
 //     node's remaining free GPUs well connected;
 //  5. best fit: among equal choices the fullest domain is used, so that large free blocks survive
-//     and few GPUs are stranded on partly used nodes; a gang that fits on one node goes, of the
-//     nodes of equal fit in GPUs, to the one whose CPU and memory it fills most (Node.Fill), so
-//     that the nodes of most free CPU and memory stay for the pods that need them.
+//     and few GPUs are stranded on partly used nodes; a gang that fits on one node goes to the
+//     node of fewest free GPUs, then, of those, to the one whose CPU and memory it fills most
+//     (Node.Fill), so that the nodes of most free CPU and memory stay for the pods that need them,
+//     then to the one of least room for its pods.
 //
-// A gang's pods may ask different GPU counts (Gang.PodGPUs: a launcher beside its workers). The
-// domain is then chosen for all of them as above, by the room for its largest pods; inside it the
-// largest pods are placed first, and each smaller count's pods fill the nodes the gang already
-// uses before they are placed as a gang of their own inside the domain.
+// A gang's pods may ask different GPU counts (Gang.PodGPUs: a launcher beside its workers), or
+// different CPU and memory (Gang.PodNeeds: a master beside its workers). The domain is then
+// chosen for all of them as above, by the room for its largest pods; inside it the largest pods
+// are placed first, and each smaller shape's pods fill the nodes the gang already uses before they
+// are placed as a gang of their own inside the domain. With PodNeeds each pod takes its own CPU
+// and memory from its node's Spare as the plan goes.
 package planner

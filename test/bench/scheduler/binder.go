@@ -92,6 +92,8 @@ func (b *binder) run(ctx context.Context, factory informers.SharedInformerFactor
 		}()
 	}
 	defer func() { close(binds); wg.Wait(); close(events); ewg.Wait() }()
+	// A factory of its own (binder+events+watch) starts here; the benchmark's runs already.
+	factory.Start(ctx.Done())
 	for {
 		select {
 		case <-ctx.Done():

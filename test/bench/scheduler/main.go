@@ -51,6 +51,10 @@ const (
 	// BinderEvents is the binder that also records a Scheduled event per pod, as kube-scheduler
 	// does: the ceiling of any scheduler built on kube-scheduler.
 	BinderEvents Scheduler = "binder+events"
+	// BinderEventsWatch is binder+events with a watch of every pod of its own, in protobuf, as
+	// kube-scheduler keeps one to know each node's pods (the other binders take the pods from the
+	// benchmark's watch): the API server sends each pod change to one more watcher.
+	BinderEventsWatch Scheduler = "binder+events+watch"
 )
 
 type options struct {
@@ -82,7 +86,7 @@ func main() {
 	var sizes, mixes, schedulers string
 	flag.StringVar(&sizes, "nodes", "5000", "comma-separated fleet sizes")
 	flag.StringVar(&mixes, "mixes", "mixed,whole-node,fits", "comma-separated gang mixes: mixed (1, 2, 4 or 8 GPUs per worker), whole-node (8), fits (1, 2, 4 or 8, each half as common as the one below: the gangs fit the fleet)")
-	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,binder,binder+events", "comma-separated contenders: convoy, coscheduling, coscheduling+binpack (Coscheduling with MostAllocated scoring), binder, binder+events (the binder recording kube-scheduler's Scheduled event per pod)")
+	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,binder,binder+events", "comma-separated contenders: convoy, coscheduling, coscheduling+binpack (Coscheduling with MostAllocated scoring), binder, binder+events (the binder recording kube-scheduler's Scheduled event per pod), binder+events+watch (that binder with a pod watch of its own, as kube-scheduler has)")
 	flag.IntVar(&o.gangs, "gangs", 0, "gangs per run; 0 for one per 5 nodes (1,000 at 5,000 nodes)")
 	flag.Uint64Var(&o.seed, "seed", 42, "seed of the gang mix")
 	qps := flag.Float64("qps", 1000, "client QPS of every scheduler, the binder and the gang creator")
@@ -128,7 +132,7 @@ func main() {
 	}
 	for _, s := range strings.Split(schedulers, ",") {
 		switch sc := Scheduler(strings.TrimSpace(s)); sc {
-		case Convoy, Coscheduling, CoschedulingBinpack, Binder, BinderEvents:
+		case Convoy, Coscheduling, CoschedulingBinpack, Binder, BinderEvents, BinderEventsWatch:
 			o.schedulers = append(o.schedulers, sc)
 		default:
 			fail(fmt.Errorf("-schedulers: unknown contender %q", s))

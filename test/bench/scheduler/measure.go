@@ -323,7 +323,7 @@ func ratios(results []*Result, nodes int, mix string) string {
 			continue
 		}
 		var parts []string
-		for _, base := range []Scheduler{Binder, BinderEvents} {
+		for _, base := range []Scheduler{Binder, BinderEvents, BinderEventsWatch} {
 			if c := of(base); c != nil && c.PodsPerSec > 0 {
 				parts = append(parts, fmt.Sprintf("%.2f× %s's pods/s with %.2f× its gang p99", r.PodsPerSec/c.PodsPerSec, base, r.GangP99/c.GangP99))
 			}

@@ -162,12 +162,21 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 		if port, err = startScheduler(ctx, c, root, sc, o); err != nil {
 			return nil, err
 		}
-	case Binder, BinderEvents:
-		b, err := newBinder(cfg, spec.fleet, sc == BinderEvents)
+	case Binder, BinderEvents, BinderEventsWatch:
+		b, err := newBinder(cfg, spec.fleet, sc != Binder)
 		if err != nil {
 			return nil, err
 		}
-		go b.run(runCtx, factory)
+		from := factory
+		if sc == BinderEventsWatch {
+			// Its own client and watch of every pod, as kube-scheduler's.
+			ownCS, err := kubernetes.NewForConfig(watchCfg)
+			if err != nil {
+				return nil, err
+			}
+			from = informers.NewSharedInformerFactory(ownCS, 0)
+		}
+		go b.run(runCtx, from)
 	}
 
 	start := time.Now()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
@@ -109,21 +110,6 @@ func (g *gang) gpusOf(i int) int {
 	return g.gpusPerPod
 }
 
-// sameRequests reports whether a and b ask the same of every resource but GPUs.
-func sameRequests(a, b corev1.ResourceList, gpu corev1.ResourceName) bool {
-	for _, l := range [2][2]corev1.ResourceList{{a, b}, {b, a}} {
-		for name, q := range l[0] {
-			if name == gpu {
-				continue
-			}
-			if o := l[1][name]; q.Cmp(o) != 0 {
-				return false
-			}
-		}
-	}
-	return true
-}
-
 // eligibility is what the gang's pods need of a node besides GPUs, computed once per plan.
 type eligibility struct {
 	template *corev1.Pod
@@ -146,15 +132,13 @@ func (s *State) eligibilityFor(ctx context.Context, pod *corev1.Pod, g *gang, no
 	// workers): Limits count the most any of them asks, and each pod's own needs go to the
 	// planner, which counts a node's room pod by pod.
 	differ := false
-	var first corev1.ResourceList
+	reqs := make([]corev1.ResourceList, len(g.pending))
 	for i, p := range g.pending {
-		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-		if i == 0 {
-			first = req
-		} else if !differ && !sameRequests(req, first, s.opts.GPUResource) {
-			differ = true
-		}
-		for name, q := range req {
+		// GPUs apart, which the planner counts pod by pod (PodGPUs).
+		reqs[i] = resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+		delete(reqs[i], s.opts.GPUResource)
+		differ = differ || !apiequality.Semantic.DeepEqual(reqs[i], reqs[0])
+		for name, q := range reqs[i] {
 			if cur, ok := e.requests[name]; !ok || q.Cmp(cur) > 0 {
 				e.requests[name] = q
 			}
@@ -164,8 +148,8 @@ func (s *State) eligibilityFor(ctx context.Context, pod *corev1.Pod, g *gang, no
 	g.podNeeds = nil
 	if differ {
 		g.podNeeds = make([][]int64, len(g.pending))
-		for i, p := range g.pending {
-			g.podNeeds[i] = e.limits.Uses(p)
+		for i, req := range reqs {
+			g.podNeeds[i] = e.limits.usesOf(req)
 		}
 	}
 	ip, err := s.interPod.constraints(ctx, pod, g, nodes, s)
@@ -295,7 +279,11 @@ func (ls Limits) Spare(ni fwk.NodeInfo, gone []*corev1.Pod) []int64 {
 
 // Uses is what the pod holds of each limit, then its pod slot: planner.Holder.Uses.
 func (ls Limits) Uses(p *corev1.Pod) []int64 {
-	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+	return ls.usesOf(resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}))
+}
+
+// usesOf is Uses of a pod that asks req.
+func (ls Limits) usesOf(req corev1.ResourceList) []int64 {
 	out := make([]int64, 0, len(ls)+1)
 	for _, l := range ls {
 		q := req[l.name]

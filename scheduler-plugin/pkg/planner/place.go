@@ -229,17 +229,28 @@ func (c *Cluster) spareOf(i int, needs []int64) []int64 {
 	if needs == nil || len(nd.Spare) != len(needs) {
 		return nil
 	}
-	out := slices.Clone(nd.Spare)
-	if c.evicted != nil {
-		for _, h := range nd.Holders {
-			if h.Victim >= 0 && len(h.Uses) == len(out) && c.evicted(h.Victim) {
-				for r, u := range h.Uses {
-					out[r] += u
-				}
+	out, _ := c.spareBy(nil, i, c.evicted)
+	return out
+}
+
+// spareBy appends to dst node i's Spare with what the pods of the victims for which evicted is
+// true (nil: none) hold there given back, and reports whether any gave something back.
+func (c *Cluster) spareBy(dst []int64, i int, evicted func(int) bool) ([]int64, bool) {
+	nd := &c.Nodes[i]
+	out := append(dst, nd.Spare...)
+	gave := false
+	if evicted == nil {
+		return out, false
+	}
+	for _, h := range nd.Holders {
+		if h.Victim >= 0 && len(h.Uses) == len(nd.Spare) && evicted(h.Victim) {
+			for r, u := range h.Uses {
+				out[len(dst)+r] += u
 			}
+			gave = true
 		}
 	}
-	return out
+	return out, gave
 }
 
 // partCap is how many pods of pt node i admits on the GPUs of mask, when it already took placed
@@ -273,16 +284,7 @@ func (c *Cluster) maxPodsBy(i int, evicted func(int) bool) int {
 		return nd.MaxPods
 	}
 	var buf [8]int64
-	free := append(buf[:0], nd.Spare...)
-	gave := false
-	for _, h := range nd.Holders {
-		if h.Victim >= 0 && len(h.Uses) == len(free) && evicted(h.Victim) {
-			for r, u := range h.Uses {
-				free[r] += u
-			}
-			gave = true
-		}
-	}
+	free, gave := c.spareBy(buf[:0], i, evicted)
 	if !gave {
 		return nd.MaxPods
 	}

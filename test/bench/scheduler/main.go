@@ -49,11 +49,12 @@ const (
 	CoschedulingBinpack Scheduler = "coscheduling+binpack"
 	Binder              Scheduler = "binder"
 	// BinderEvents is the binder that also records a Scheduled event per pod, as kube-scheduler
-	// does: the ceiling of any scheduler built on kube-scheduler.
+	// does.
 	BinderEvents Scheduler = "binder+events"
 	// BinderEventsWatch is binder+events with a watch of every pod of its own, in protobuf, as
 	// kube-scheduler keeps one to know each node's pods (the other binders take the pods from the
-	// benchmark's watch): the API server sends each pod change to one more watcher.
+	// benchmark's watch): the API server sends each pod change to one more watcher. It is the
+	// ceiling of any scheduler built on kube-scheduler.
 	BinderEventsWatch Scheduler = "binder+events+watch"
 )
 

@@ -100,8 +100,11 @@ func placeInTurn(c *planner.Cluster, gangs []planner.Gang, placed func(int)) (un
 	return unplaced, racks
 }
 
-// BenchmarkPreempt measures victim selection for a high-priority 8×8 gang on a fleet that
-// lower-priority gangs fill.
+// BenchmarkPreempt measures victim selection for a high-priority gang on a fleet that
+// lower-priority gangs fill: an 8×8 gang, and a 60-CPU master beside 19 workers of 30 CPUs and 4
+// GPUs that requires one rack, on the same fleet with 96 CPUs a node and 12 held with each GPU.
+// Counted at its master's CPUs no rack holds the second gang (16 pods a rack), so its victims are
+// found by placing its own pods.
 func BenchmarkPreempt(b *testing.B) {
 	for _, nodes := range []int{1000, 5000} {
 		c := synth.DefaultFleet(nodes).Cluster()
@@ -123,6 +126,34 @@ func BenchmarkPreempt(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+
+		cpu := &planner.Cluster{Nodes: slices.Clone(c.Nodes), Victims: c.Victims, Needs: []int64{60}}
+		for i := range cpu.Nodes {
+			nd := &cpu.Nodes[i]
+			nd.Holders = slices.Clone(nd.Holders)
+			spare := int64(96)
+			for j := range nd.Holders {
+				nd.Holders[j].Uses = []int64{12 * int64(nd.Holders[j].GPUs.Len())}
+				spare -= nd.Holders[j].Uses[0]
+			}
+			nd.Spare = []int64{spare}
+			if nd.MaxPods = int(spare / 60); nd.MaxPods == 0 {
+				nd.MaxPods = -1
+			}
+		}
+		master := planner.Gang{Key: "urgent-master", Pods: 20, GPUsPerPod: 4, Level: planner.LevelRack, Required: true, Priority: 10,
+			PodNeeds: append([][]int64{{60}}, slices.Repeat([][]int64{{30}}, 19)...)}
+		b.Run(fmt.Sprintf("nodes=%d/victims=%d/gang=master-more-CPU", nodes, len(c.Victims)), func(b *testing.B) {
+			var victims int
+			for b.Loop() {
+				p, err := cpu.Preempt(master)
+				if err != nil {
+					b.Fatal(err)
+				}
+				victims = len(p.Victims)
+			}
+			b.ReportMetric(float64(victims), "victims")
 		})
 	}
 }

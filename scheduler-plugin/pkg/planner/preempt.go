@@ -79,7 +79,7 @@ func (c *Cluster) Preempt(g Gang) (*Preemption, error) {
 	// first as its largest pods alone: the cheapest set that makes room for them is the cheapest
 	// of all when the rest fit too (a launcher in a hole beside its workers' nodes). Else as the
 	// fewest pods of its largest count that hold all its GPUs, less the victims its own pods then
-	// do not need, the most expensive first.
+	// do not need, the most expensive first (dropUnneeded).
 	parts := g.parts()
 	largest := Gang{Key: g.Key, Pods: len(parts[0].pods), GPUsPerPod: parts[0].gpus, Level: g.Level, Required: g.Required, Priority: g.Priority}
 	slots := Gang{Key: g.Key, Pods: (g.gpus() + g.GPUsPerPod - 1) / g.GPUsPerPod, GPUsPerPod: g.GPUsPerPod, Level: g.Level, Required: g.Required, Priority: g.Priority}
@@ -89,26 +89,80 @@ func (c *Cluster) Preempt(g Gang) (*Preemption, error) {
 			return &Preemption{Victims: best, Plan: p}, nil
 		}
 	}
+	// Weighed at its largest pods' CPU and memory (Cluster.Needs), the room may be too little for
+	// a gang whose pods ask different CPU or memory (a master of 60 CPUs beside workers of 30):
+	// then the victims are found by placing the gang itself.
 	best := c.cheapestVictims(slots, evictable)
-	if best == nil {
-		return nil, c.cannotMakeRoom(g)
-	}
-	slices.SortFunc(best, func(a, b int) int { return c.compareVictims(b, a) })
-	for j := 0; j < len(best); {
-		rest := slices.Delete(slices.Clone(best), j, j+1)
-		if _, err := c.placeAfter(g, rest); err == nil {
-			best = rest
-			continue
+	if best != nil {
+		best = c.dropUnneeded(g, best)
+		if _, err := c.placeAfter(g, best); err != nil {
+			best = nil
 		}
-		j++
+	}
+	if best == nil {
+		if best = c.enoughVictims(g, evictable); best == nil {
+			return nil, c.cannotMakeRoom(g)
+		}
+		best = c.dropUnneeded(g, best)
 	}
 	p, err := c.placeAfter(g, best)
 	if err != nil {
-		// Packing the gang's own pods in the room weighed in pods of its largest count failed.
-		return nil, &Unplaceable{Message: fmt.Sprintf("%s, and the cheapest preemption found would not make room for its pods as they are", err)}
+		return nil, fmt.Errorf("gang %s: evicting %d victims should make room, but: %w", g.Key, len(best), err)
 	}
 	slices.SortFunc(best, c.compareVictims)
 	return &Preemption{Victims: best, Plan: p}, nil
+}
+
+// enoughVictims is the fewest of the evictable victims, taken cheapest first, whose eviction lets
+// g be placed as its pods are, or nil when evicting all of them would not. Preempt drops from it
+// the victims the others make unnecessary.
+func (c *Cluster) enoughVictims(g Gang, evictable func(int) bool) []int {
+	var all []int
+	for v := range c.Victims {
+		if evictable(v) {
+			all = append(all, v)
+		}
+	}
+	slices.SortFunc(all, c.compareVictims)
+	fits := func(n int) bool {
+		_, err := c.placeAfter(g, all[:n])
+		return err == nil
+	}
+	if !fits(len(all)) {
+		return nil
+	}
+	// The fewest cheapest: the gang fits after all of them and, Place having failed, before none.
+	lo, hi := 0, len(all)
+	for hi-lo > 1 {
+		if mid := (lo + hi) / 2; fits(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return slices.Clone(all[:hi])
+}
+
+// dropUnneeded removes from victims, whose eviction lets g be placed, every victim the others
+// make unnecessary, the most expensive first. It tries halves, quarters and so on of the set
+// before single victims, so that a long set of which few are needed costs few placements.
+func (c *Cluster) dropUnneeded(g Gang, victims []int) []int {
+	set := slices.Clone(victims)
+	slices.SortFunc(set, func(a, b int) int { return c.compareVictims(b, a) })
+	for size := max(len(set)/2, 1); ; size /= 2 {
+		for j := 0; j < len(set); {
+			n := min(size, len(set)-j)
+			rest := slices.Delete(slices.Clone(set), j, j+n)
+			if _, err := c.placeAfter(g, rest); err == nil {
+				set = rest
+				continue
+			}
+			j += n
+		}
+		if size == 1 {
+			return set
+		}
+	}
 }
 
 // cannotMakeRoom is the error for a gang that even every lower-priority victim evicted would not
@@ -121,18 +175,17 @@ func (c *Cluster) cannotMakeRoom(g Gang) error {
 // placeAfter places g as if victims were evicted: their GPUs are free, and so are their CPU,
 // memory and pod slots (Node.Spare).
 func (c *Cluster) placeAfter(g Gang, victims []int) (*Plan, error) {
-	c.evicted = func(v int) bool { return slices.Contains(victims, v) }
+	gone := make([]bool, len(c.Victims))
+	for _, v := range victims {
+		gone[v] = true
+	}
+	c.evicted = func(v int) bool { return v >= 0 && v < len(gone) && gone[v] }
 	defer func() { c.evicted = nil }()
-	return c.place(g, c.freed(victims))
-}
-
-// freed is the cluster's free GPUs, by node, once victims are evicted.
-func (c *Cluster) freed(victims []int) []GPUSet {
 	free := make([]GPUSet, len(c.Nodes))
 	for i := range c.Nodes {
-		free[i] = c.freedBy(i, func(v int) bool { return slices.Contains(victims, v) })
+		free[i] = c.freedBy(i, c.evicted)
 	}
-	return free
+	return c.place(g, free)
 }
 
 // cheapestVictims is the cheapest set of evictable victims whose eviction makes room for g, a gang

@@ -33,25 +33,7 @@ func preemptAgainstEverySubset(t *testing.T, cheapest bool) {
 			w.MaxPods(w.Nodes[rng.IntN(len(w.Nodes))].Name, 1)
 		}
 		// Victims take GPUs in pods of random sizes on random nodes until the cluster is mostly full.
-		free := make(map[string][]int, len(w.Nodes))
-		for _, n := range w.Nodes {
-			free[n.Name] = slices.Clone(all8)
-		}
-		for v := range 2 + rng.IntN(5) {
-			holds := map[string][][]int{}
-			for range 1 + rng.IntN(3) {
-				n := w.Nodes[rng.IntN(len(w.Nodes))].Name
-				k := min(sizes[rng.IntN(len(sizes))], len(free[n]))
-				if k == 0 {
-					continue
-				}
-				holds[n] = append(holds[n], free[n][:k])
-				free[n] = free[n][k:]
-			}
-			if len(holds) > 0 {
-				w.Victim(fmt.Sprintf("ns/v%d", v), int32(rng.IntN(4)), time.Duration(rng.IntN(4))*time.Hour, holds)
-			}
-		}
+		randomVictims(w, rng, 2+rng.IntN(5))
 		// Now and then a node that only evicting one or two of its victims opens (their pods stand
 		// in the gang's way), as the scheduler builds it for inter-pod terms and host ports.
 		if rng.IntN(3) == 0 {
@@ -94,7 +76,7 @@ func preemptAgainstEverySubset(t *testing.T, cheapest bool) {
 		}
 		name := fmt.Sprintf("run %d: %s", run, describeCluster(c, g))
 
-		best, bestCost, found := bruteForce(c, g)
+		best, bestCost, found := bruteForce(c, g, nil)
 		got, err := c.Preempt(g)
 		var u *Unplaceable
 		switch {
@@ -117,8 +99,14 @@ func preemptAgainstEverySubset(t *testing.T, cheapest bool) {
 }
 
 // bruteForce tries every subset of the victims of lower priority than g and returns the cheapest
-// one that lets g be placed.
-func bruteForce(c *Cluster, g Gang) ([]int, preemptionCost, bool) {
+// one that lets g be placed, by place (nil: placeAfter, written out here).
+func bruteForce(c *Cluster, g Gang, place func(victims []int) error) ([]int, preemptionCost, bool) {
+	if place == nil {
+		place = func(victims []int) error {
+			_, err := placeAfter(c, g, victims)
+			return err
+		}
+	}
 	var lower []int
 	for v := range c.Victims {
 		if c.Victims[v].Priority < g.Priority {
@@ -135,7 +123,7 @@ func bruteForce(c *Cluster, g Gang) ([]int, preemptionCost, bool) {
 				set = append(set, v)
 			}
 		}
-		if _, err := placeAfter(c, g, set); err != nil {
+		if place(set) != nil {
 			continue
 		}
 		if cost := c.costOf(set, LevelNone); !found || cost.compare(bestCost) < 0 {
@@ -143,6 +131,31 @@ func bruteForce(c *Cluster, g Gang) ([]int, preemptionCost, bool) {
 		}
 	}
 	return best, bestCost, found
+}
+
+// randomVictims adds n victims of random priority and work lost that take GPUs in pods of 1, 2, 4
+// or 8 on random nodes of w, as far as the nodes' GPUs go.
+func randomVictims(w *clusterWrapper, rng *rand.Rand, n int) {
+	sizes := []int{1, 2, 4, 8}
+	free := make(map[string][]int, len(w.Nodes))
+	for _, n := range w.Nodes {
+		free[n.Name] = slices.Clone(all8)
+	}
+	for v := range n {
+		holds := map[string][][]int{}
+		for range 1 + rng.IntN(3) {
+			n := w.Nodes[rng.IntN(len(w.Nodes))].Name
+			k := min(sizes[rng.IntN(len(sizes))], len(free[n]))
+			if k == 0 {
+				continue
+			}
+			holds[n] = append(holds[n], free[n][:k])
+			free[n] = free[n][k:]
+		}
+		if len(holds) > 0 {
+			w.Victim(fmt.Sprintf("ns/v%d", v), int32(rng.IntN(4)), time.Duration(rng.IntN(4))*time.Hour, holds)
+		}
+	}
 }
 
 // placeAfter places g on c once victims are gone, written out here rather than through
@@ -209,4 +222,76 @@ func describeCluster(c *Cluster, g Gang) string {
 		s += fmt.Sprintf("; v%d=%s p%d %v %dgpu", i, v.Key, v.Priority, v.WorkLost, v.GPUs)
 	}
 	return s
+}
+
+// TestPreemptForPodsOfDifferentCPUAgainstEverySubset checks Preempt for gangs whose pods ask
+// different CPUs (Gang.PodNeeds: a master beside its workers) on small random clusters whose
+// victims hold CPUs with their GPUs: whenever evicting some subset of the lower-priority victims
+// lets the planner place the gang, Preempt must find a set, and its set must make room.
+func TestPreemptForPodsOfDifferentCPUAgainstEverySubset(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	sizes := []int{1, 2, 4, 8}
+	found, notCheapest := 0, 0
+	for run := range 2000 {
+		w := makeCluster().Rack("z1", "b1", "r1", 2, 8).Rack("z1", "b1", "r2", 1+rng.IntN(2), 8)
+		g := Gang{Key: "ns/job", Pods: 2 + rng.IntN(3), GPUsPerPod: sizes[rng.IntN(3)], Priority: 3}
+		most := int64(0)
+		for range g.Pods {
+			need := int64(10 + rng.IntN(51))
+			g.PodNeeds = append(g.PodNeeds, []int64{need})
+			most = max(most, need)
+		}
+		if rng.IntN(2) == 0 {
+			g.Level, g.Required = LevelRack, true
+		}
+		w.Cluster.Needs = []int64{most}
+		// Victims take GPUs, and 12 CPUs with each, in pods of random sizes on random nodes.
+		randomVictims(w, rng, 2+rng.IntN(4))
+		// 96 CPUs a node: what its victims' pods do not hold, less what other pods hold.
+		for i := range w.Nodes {
+			nd := &w.Nodes[i]
+			spare := int64(96 - rng.IntN(21))
+			for j := range nd.Holders {
+				nd.Holders[j].Uses = []int64{12 * int64(nd.Holders[j].GPUs.Len())}
+				spare -= nd.Holders[j].Uses[0]
+			}
+			nd.Spare = []int64{max(spare, 0)}
+			nd.MaxPods = maxPodsOf(max(spare, 0), most, 0)
+		}
+		c := w.Obj()
+		name := fmt.Sprintf("run %d: %s pod needs %v", run, describeCluster(c, g), g.PodNeeds)
+		norm, err := g.normalize()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+
+		// The planner's own placement of the gang's pods, so that only the search is checked.
+		best, bestCost, exists := bruteForce(c, norm, func(victims []int) error {
+			_, err := c.placeAfter(norm, victims)
+			return err
+		})
+		got, err := c.Preempt(g)
+		var u *Unplaceable
+		switch {
+		case err != nil && !errors.As(err, &u):
+			t.Fatalf("%s: Preempt() error %v", name, err)
+		case err != nil && exists:
+			t.Fatalf("%s: Preempt() found nothing; evicting %v makes room", name, best)
+		case err != nil:
+			continue
+		case !exists:
+			t.Fatalf("%s: Preempt() evicts %v where no set makes room", name, got.Victims)
+		}
+		found++
+		if _, err := c.placeAfter(norm, got.Victims); err != nil {
+			t.Fatalf("%s: Preempt()'s victims %v make no room: %v", name, got.Victims, err)
+		}
+		if c.costOf(got.Victims, LevelNone).compare(bestCost) > 0 {
+			notCheapest++
+		}
+	}
+	if found < 200 {
+		t.Errorf("only %d of the random gangs needed and found a preemption: the test weighs too few", found)
+	}
+	t.Logf("%d preemptions found, %d of them dearer than the cheapest set", found, notCheapest)
 }

@@ -199,6 +199,29 @@ func TestPreempt(t *testing.T) {
 			wantVictims: []string{"ns/spans-racks"},
 			wantNodes:   []string{"r1-0", "r2-0"},
 		},
+		"a master that asks more CPU than its workers, over two victims' nodes": {
+			// 96 CPUs a node, all held by one victim per node. Counted at the master's 60 CPUs,
+			// both nodes emptied take one pod each; counted pod by pod, the master and a worker
+			// of 30 share one and two workers the other.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).MaxPods("r1-0", -1).MaxPods("r1-1", -1).
+				Needs(60, 1).Spare("r1-0", 0, 100).Spare("r1-1", 0, 100).
+				Victim("ns/a", low, 0, map[string][][]int{"r1-0": {all8}}).Uses("ns/a", "r1-0", 96, 1).
+				Victim("ns/b", low, time.Hour, map[string][][]int{"r1-1": {all8}}).Uses("ns/b", "r1-1", 96, 1).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 4, GPUsPerPod: 4, Priority: high, PodNeeds: [][]int64{{60, 1}, {30, 1}, {30, 1}, {30, 1}}},
+			wantVictims: []string{"ns/a", "ns/b"},
+			wantNodes:   []string{"r1-0", "r1-0", "r1-1", "r1-1"},
+		},
+		"a master that asks more CPU than its workers: only the victims its pods need": {
+			// r1-2 is free; the master and a worker take it, two workers take one of the
+			// victims' nodes, and ns/a loses less work than ns/b.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 3, 8).MaxPods("r1-0", -1).MaxPods("r1-1", -1).MaxPods("r1-2", 1).
+				Needs(60, 1).Spare("r1-0", 0, 100).Spare("r1-1", 0, 100).Spare("r1-2", 96, 100).
+				Victim("ns/a", low, 0, map[string][][]int{"r1-0": {all8}}).Uses("ns/a", "r1-0", 96, 1).
+				Victim("ns/b", low, time.Hour, map[string][][]int{"r1-1": {all8}}).Uses("ns/b", "r1-1", 96, 1).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 4, GPUsPerPod: 4, Priority: high, PodNeeds: [][]int64{{60, 1}, {30, 1}, {30, 1}, {30, 1}}},
+			wantVictims: []string{"ns/a"},
+			wantNodes:   []string{"r1-0", "r1-0", "r1-2", "r1-2"},
+		},
 		"not even evicting every lower-priority gang makes room in one rack": {
 			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Rack("z1", "b1", "r2", 2, 8).
 				Victim("ns/low", low, 0, map[string][][]int{"r1-0": {all8}, "r2-0": {all8}}).Obj(),

@@ -1115,29 +1115,47 @@ func TestPreemptionFreesTheVictimsCPUToo(t *testing.T) {
 	}
 }
 
-// TestPreemptionMakesRoomForAMasterThatAsksMoreCPU evicts the lower-priority gang that holds both
+// TestPreemptionMakesRoomForAMasterThatAsksMoreCPU evicts the lower-priority gangs that hold two
 // nodes for a gang whose master asks more CPU than its workers: counted at the master's CPU, even
-// both nodes emptied would not hold it.
+// both nodes emptied would not hold it. With a gang on each node, neither alone makes room.
 func TestPreemptionMakesRoomForAMasterThatAsksMoreCPU(t *testing.T) {
-	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
 	cpus := func(n string) map[corev1.ResourceName]string {
 		return map[corev1.ResourceName]string{corev1.ResourceCPU: n}
 	}
-	pods := []*corev1.Pod{
-		member("ns", "low", 0, 8).Priority(1).Req(cpus("10")).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj(),
-		member("ns", "low", 1, 8).Priority(1).Req(cpus("10")).Node("b").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj(),
-	}
-	urgent := []*corev1.Pod{member("ns", "urgent", 0, 4).Priority(10).Req(cpus("60")).Obj()}
-	for r := 1; r < 4; r++ {
-		urgent = append(urgent, member("ns", "urgent", r, 4).Priority(10).Req(cpus("30")).Obj())
-	}
-	h := newHarness(t, nodes, append(pods, urgent...), inventory("a", 8), inventory("b", 8))
-	v, status := h.state.PreemptFor(context.Background(), urgent[0], h.nodeInfos(), PreemptOptions{Wait: time.Minute})
-	if !status.IsSuccess() {
-		t.Fatalf("PreemptFor() = %v", status)
-	}
-	if diff := cmp.Diff([]string{"ns/low"}, v.Gangs); diff != "" {
-		t.Errorf("victims (-want,+got):\n%s", diff)
+	for name, tc := range map[string]struct {
+		low         []*corev1.Pod
+		wantVictims []string
+	}{
+		"one gang over both nodes": {
+			low: []*corev1.Pod{
+				member("ns", "low", 0, 8).Priority(1).Req(cpus("10")).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj(),
+				member("ns", "low", 1, 8).Priority(1).Req(cpus("10")).Node("b").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj(),
+			},
+			wantVictims: []string{"ns/low"},
+		},
+		"a gang on each node": {
+			low: []*corev1.Pod{
+				member("ns", "low-a", 0, 8).Priority(1).Req(cpus("10")).Node("a").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj(),
+				member("ns", "low-b", 0, 8).Priority(1).Req(cpus("10")).Node("b").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj(),
+			},
+			wantVictims: []string{"ns/low-a", "ns/low-b"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
+			urgent := []*corev1.Pod{member("ns", "urgent", 0, 4).Priority(10).Req(cpus("60")).Obj()}
+			for r := 1; r < 4; r++ {
+				urgent = append(urgent, member("ns", "urgent", r, 4).Priority(10).Req(cpus("30")).Obj())
+			}
+			h := newHarness(t, nodes, append(tc.low, urgent...), inventory("a", 8), inventory("b", 8))
+			v, status := h.state.PreemptFor(context.Background(), urgent[0], h.nodeInfos(), PreemptOptions{Wait: time.Minute})
+			if !status.IsSuccess() {
+				t.Fatalf("PreemptFor() = %v", status)
+			}
+			if diff := cmp.Diff(tc.wantVictims, v.Gangs); diff != "" {
+				t.Errorf("victims (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -825,6 +825,38 @@ func TestGangWhoseMasterAsksMoreCPULandsWhole(t *testing.T) {
 	}
 }
 
+// TestGangWhoseMasterAsksMoreCPUPreemptsTwoGangs: a high-priority gang of a 60-CPU master and
+// three 30-CPU workers, 4 GPUs each, needs both nodes, each held whole by a lower-priority gang.
+// It evicts both and binds whole. Counted at its master's CPU, even both nodes emptied would hold
+// two of its pods, and it would be told that preemption cannot help.
+func TestGangWhoseMasterAsksMoreCPUPreemptsTwoGangs(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8})
+	var low []*gangWrapper
+	for _, name := range []string{"low-a", "low-b"} {
+		g := makeGang(ns, name, 1, 8).CPU("10").Priority(lowPriority).create(t, e.c.Client)
+		waitBound(t, e.c.Client, ns, g.names(), bindTimeout)
+		low = append(low, g)
+	}
+
+	urgent := makeGang(ns, "urgent", 4, 4).CPU("30").MasterCPU("60").Priority(highPriority).create(t, e.c.Client)
+	pods := waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout)
+	cpus := map[string]int64{}
+	for _, p := range pods {
+		cpus[p.Spec.NodeName] += p.Spec.Containers[0].Resources.Requests.Cpu().Value()
+	}
+	if len(cpus) != 2 || cpus[pods[0].Spec.NodeName] != 90 {
+		t.Errorf("CPUs of the gang's pods by node = %v, want the master's 60 and a worker's 30 on one node, 60 on the other: %v", cpus, describe(pods))
+	}
+	for _, g := range low {
+		waitFor(t, 10*time.Second, g.pg.Name+" to be evicted", func() (bool, string) {
+			p := get(t, e.c.Client, ns, g.names())[0]
+			return p == nil, describe([]*corev1.Pod{p})
+		})
+	}
+}
+
 // TestMixedGangPreemptsOnlyTheGangItsPodsNeed: a high-priority gang of a 2-GPU launcher and an
 // 8-GPU worker evicts the 8-GPU gang in its worker's way and binds its launcher beside the 2-GPU
 // gang, which stays. Weighed as two 8-GPU pods, it would evict both.

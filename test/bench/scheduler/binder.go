@@ -1,13 +1,16 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -45,9 +48,32 @@ func newBinder(cfg *rest.Config, f synth.Fleet, events bool) (*binder, error) {
 }
 
 func (b *binder) run(ctx context.Context, factory informers.SharedInformerFactory) {
-	_, _ = factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	// The pods that exist already are taken in the order the API lists them (by namespace and
+	// name: gang by gang, in the order the gangs were created), as a kube-scheduler starting on a
+	// backlog queues them from its first list. The informer would hand them over from its cache in
+	// no set order, which spreads every gang's binds over the whole run. A binder with a factory
+	// of its own (binder+events+watch) gets them in list order from its first list.
+	informer := factory.Core().V1().Pods().Informer()
+	pending := func(p *corev1.Pod) bool { return p.Spec.NodeName == "" && p.Spec.SchedulerName == schedulerName }
+	backlog := map[types.UID]bool{}
+	var first []*corev1.Pod
+	for _, obj := range informer.GetStore().List() {
+		if p := obj.(*corev1.Pod); pending(p) {
+			first = append(first, p)
+			backlog[p.UID] = true
+		}
+	}
+	slices.SortFunc(first, func(a, b *corev1.Pod) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	go func() {
+		for _, p := range first {
+			b.queue <- p
+		}
+	}()
+	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if p := obj.(*corev1.Pod); p.Spec.NodeName == "" && p.Spec.SchedulerName == schedulerName {
+			if p := obj.(*corev1.Pod); pending(p) && !backlog[p.UID] {
 				b.queue <- p
 			}
 		},

@@ -452,7 +452,7 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 			}
 			if vt != nil && pn.MaxPods != 0 && (pn.MaxPods < 0 || pn.MaxPods < pn.GPUs) {
 				// Victims' pods hold CPU and memory too: evicted, they give them back.
-				s.spareForVictims(&pn, b, ni, o, vt, leaving)
+				s.spareForVictims(&pn, b, ni, o, vt, leaving, spreadCap)
 			}
 		}
 		cl.Nodes = append(cl.Nodes, pn)
@@ -711,9 +711,9 @@ func nodeView(b *nodeBase, g *gang, claims []claim, vt *victimTable, lonePods bo
 // gang's pods, what it has spare of them (the pods leaving it counted as gone) and what each pod
 // of a victim there holds (planner.Node.Spare, planner.Holder.Uses), victims' pods without GPUs
 // added as holders of no GPUs. pn.Holders are nodeView's: b's holders less g's own pending pods
-// and the pods leaving.
-func (s *State) spareForVictims(pn *planner.Node, b *nodeBase, ni fwk.NodeInfo, o viewOptions, vt *victimTable, leaving []*corev1.Pod) {
-	spreadCap := o.elig.interPod.maxPods(ni, o.gang.pendingUIDs)
+// and the pods leaving; spreadCap is the bound the pods' spread among themselves puts on the
+// gang's pods there (interPod.maxPods).
+func (s *State) spareForVictims(pn *planner.Node, b *nodeBase, ni fwk.NodeInfo, o viewOptions, vt *victimTable, leaving []*corev1.Pod, spreadCap int) {
 	if spreadCap < 0 {
 		return
 	}

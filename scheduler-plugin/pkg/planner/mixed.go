@@ -187,10 +187,8 @@ func (c *Cluster) fillMixed(g Gang, parts []part, nodes []int32, free []GPUSet, 
 			used = append(used, i)
 		}
 		placed[i]++
-		if spare != nil && spare[i] != nil {
-			for r, need := range g.PodNeeds[pod] {
-				spare[i][r] -= need
-			}
+		if spare != nil {
+			takeSpare(spare[i], g.PodNeeds[pod])
 		}
 		out[pod] = Assignment{Node: nd.Name, node: i, set: set}
 		if nd.Indexed {
@@ -298,11 +296,7 @@ func (c *Cluster) placeMixedNVLink(g Gang, parts []part, free []GPUSet) (*Plan, 
 				set := chooseGPUs(work[pick], pt.gpus, nd.Topology)
 				work[pick] &^= set
 				placed[u.node]++
-				for r, need := range pt.needs {
-					if sp := spare[u.node]; sp != nil {
-						sp[r] -= need
-					}
-				}
+				takeSpare(spare[u.node], pt.needs)
 				used[pick] = true
 				out[pod] = Assignment{Node: nd.Name, node: u.node, set: set}
 				if nd.Indexed {
@@ -352,4 +346,14 @@ func (c *Cluster) spread(as []Assignment) [numLevels]int {
 	}
 	out[LevelNVLink] = len(nvlink)
 	return out
+}
+
+// takeSpare takes a pod's needs from a node's spare (nil: the node is counted by MaxPods).
+func takeSpare(spare, needs []int64) {
+	if spare == nil {
+		return
+	}
+	for r, need := range needs {
+		spare[r] -= need
+	}
 }

@@ -253,6 +253,15 @@ func (w *gangWrapper) names() []string {
 	return out
 }
 
+// wantBoundOn waits for the one pod of g to bind and reports an error naming what when it is
+// not on node.
+func wantBoundOn(t *testing.T, c client.Client, g *gangWrapper, node, what string) {
+	t.Helper()
+	if got := waitBound(t, c, g.pg.Namespace, g.names(), bindTimeout)[0].Spec.NodeName; got != node {
+		t.Errorf("%s is on %s, want %s", what, got, node)
+	}
+}
+
 // get returns the current state of the named pods (nil for a pod that is gone).
 func get(t *testing.T, c client.Client, ns string, names []string) []*corev1.Pod {
 	t.Helper()

@@ -99,14 +99,8 @@ func TestSmallJobLeavesTheBigNodeToTheJobThatNeedsIt(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	small := makeGang(ns, "small", 1, 8).CPU("8").create(t, e.c.Client)
-	if got := waitBound(t, e.c.Client, ns, small.names(), bindTimeout)[0].Spec.NodeName; got != "cpu-small" {
-		t.Errorf("the 8-CPU job is on %s, want cpu-small", got)
-	}
-	big := makeGang(ns, "big", 1, 8).CPU("100").create(t, e.c.Client)
-	if got := waitBound(t, e.c.Client, ns, big.names(), bindTimeout)[0].Spec.NodeName; got != "cpu-big" {
-		t.Errorf("the 100-CPU job is on %s, want cpu-big", got)
-	}
+	wantBoundOn(t, e.c.Client, makeGang(ns, "small", 1, 8).CPU("8").create(t, e.c.Client), "cpu-small", "the 8-CPU job")
+	wantBoundOn(t, e.c.Client, makeGang(ns, "big", 1, 8).CPU("100").create(t, e.c.Client), "cpu-big", "the 100-CPU job")
 }
 
 // TestSmallJobTakesTheTightestGPUsNotTheLastCPU: node a has 4 free GPUs but 16 free CPUs, node b
@@ -130,14 +124,8 @@ func TestSmallJobTakesTheTightestGPUsNotTheLastCPU(t *testing.T) {
 		runOn(t, e.c.Client, p, node)
 	}
 
-	small := makeGang(ns, "small", 1, 1).CPU("10").create(t, e.c.Client)
-	if got := waitBound(t, e.c.Client, ns, small.names(), bindTimeout)[0].Spec.NodeName; got != "gpu-b" {
-		t.Errorf("the 1-GPU job is on %s, want gpu-b", got)
-	}
-	four := makeGang(ns, "four", 1, 4).CPU("16").create(t, e.c.Client)
-	if got := waitBound(t, e.c.Client, ns, four.names(), bindTimeout)[0].Spec.NodeName; got != "gpu-a" {
-		t.Errorf("the 4-GPU job is on %s, want gpu-a", got)
-	}
+	wantBoundOn(t, e.c.Client, makeGang(ns, "small", 1, 1).CPU("10").create(t, e.c.Client), "gpu-b", "the 1-GPU job")
+	wantBoundOn(t, e.c.Client, makeGang(ns, "four", 1, 4).CPU("16").create(t, e.c.Client), "gpu-a", "the 4-GPU job")
 }
 
 // TestInfeasibleGangBindsNothing: a gang bigger than any rack binds no pod, and every pod says

@@ -158,7 +158,7 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	cpuBefore := cpuTimes(c)
 	var port int
 	switch sc {
-	case Convoy, Coscheduling, CoschedulingBinpack:
+	case Convoy, ConvoyAsyncAPI, Coscheduling, CoschedulingBinpack:
 		if port, err = startScheduler(ctx, c, root, sc, o); err != nil {
 			return nil, err
 		}
@@ -246,7 +246,7 @@ wait:
 	}
 	r.Writes, r.APIWrites = contenderWrites(writesBefore, writesAfter)
 	r.Reads = contenderReads(writesBefore, writesAfter)
-	if sc == Convoy {
+	if sc == Convoy || sc == ConvoyAsyncAPI {
 		if r.Plans, err = readPlans(ctx, port); err != nil {
 			return nil, err
 		}
@@ -382,12 +382,12 @@ func gangPod(g synth.Gang, r int, ns string) *corev1.Pod {
 	}
 }
 
-// startScheduler runs bin/convoy-scheduler with Convoy's profile (deploy/scheduler/config.yaml)
-// or with Coscheduling only (and, for coscheduling+binpack, MostAllocated scoring), at the
+// startScheduler runs bin/convoy-scheduler with Convoy's profile (deploy/scheduler/config.yaml;
+// for convoy+async-api with the SchedulerAsyncAPICalls feature gate on) or with Coscheduling only (and, for coscheduling+binpack, MostAllocated scoring), at the
 // benchmark's QPS and burst, and waits until it is ready.
 func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc Scheduler, o options) (int, error) {
 	var cfg map[string]any
-	if sc == Convoy {
+	if sc == Convoy || sc == ConvoyAsyncAPI {
 		data, err := os.ReadFile(filepath.Join(root, "deploy", "scheduler", "config.yaml"))
 		if err != nil {
 			return 0, err
@@ -444,6 +444,9 @@ func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc S
 	// /metrics without a token, as /healthz: the benchmark reads Convoy's metrics at the end.
 	args := append([]string{"--config=" + path, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
 		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", fmt.Sprintf("--v=%d", o.verbosity)}, o.extraArgs...)
+	if sc == ConvoyAsyncAPI {
+		args = append(args, "--feature-gates=SchedulerAsyncAPICalls=true")
+	}
 	fmt.Fprintf(os.Stderr, "   scheduler on https://127.0.0.1:%d\n", port)
 	if err := c.StartProcess("scheduler", "convoy-scheduler", args, nil); err != nil {
 		return 0, err

@@ -62,6 +62,9 @@ const (
 	BinderEventsWatch Scheduler = "binder+events+watch"
 )
 
+// convoy reports whether the contender runs Convoy's profile (deploy/scheduler/config.yaml).
+func (s Scheduler) convoy() bool { return s == Convoy || s == ConvoyAsyncAPI }
+
 type options struct {
 	sizes      []int
 	mixes      []synth.Mix

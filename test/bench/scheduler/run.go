@@ -246,7 +246,7 @@ wait:
 	}
 	r.Writes, r.APIWrites = contenderWrites(writesBefore, writesAfter)
 	r.Reads = contenderReads(writesBefore, writesAfter)
-	if sc == Convoy || sc == ConvoyAsyncAPI {
+	if sc.convoy() {
 		if r.Plans, err = readPlans(ctx, port); err != nil {
 			return nil, err
 		}
@@ -383,11 +383,12 @@ func gangPod(g synth.Gang, r int, ns string) *corev1.Pod {
 }
 
 // startScheduler runs bin/convoy-scheduler with Convoy's profile (deploy/scheduler/config.yaml;
-// for convoy+async-api with the SchedulerAsyncAPICalls feature gate on) or with Coscheduling only (and, for coscheduling+binpack, MostAllocated scoring), at the
-// benchmark's QPS and burst, and waits until it is ready.
+// for convoy+async-api with the SchedulerAsyncAPICalls feature gate on) or with Coscheduling only
+// (and, for coscheduling+binpack, MostAllocated scoring), at the benchmark's QPS and burst, and
+// waits until it is ready.
 func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc Scheduler, o options) (int, error) {
 	var cfg map[string]any
-	if sc == Convoy || sc == ConvoyAsyncAPI {
+	if sc.convoy() {
 		data, err := os.ReadFile(filepath.Join(root, "deploy", "scheduler", "config.yaml"))
 		if err != nil {
 			return 0, err

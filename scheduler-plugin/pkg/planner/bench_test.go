@@ -56,7 +56,8 @@ func BenchmarkPlace(b *testing.B) {
 
 // BenchmarkPlaceMix places a seed-fixed mix of 1,000 gangs of 1–64 workers one after another on
 // an empty fleet and reports the quality of the result: gangs left unplaced, racks per placed gang
-// and free GPUs stranded on partly used nodes.
+// and free GPUs stranded on partly used nodes, at the end and on average after each placement (the
+// end is one moment of a count that moves with each gang).
 func BenchmarkPlaceMix(b *testing.B) {
 	for _, nodes := range []int{1000, 5000} {
 		for _, mix := range synth.Mixes {
@@ -66,6 +67,10 @@ func BenchmarkPlaceMix(b *testing.B) {
 				list[i] = planner.Gang{Key: g.Name, Pods: g.Workers, GPUsPerPod: g.GPUsPerWorker}
 			}
 			b.Run(fmt.Sprintf("nodes=%d/mix=%s", nodes, mix.Name), func(b *testing.B) {
+				// The mean, from a run of its own: counting after each gang would weigh on the time.
+				c := synth.DefaultFleet(nodes).Cluster()
+				sum, placements := 0, 0
+				placeInTurn(c, list, func(int) { sum += c.Stranded(); placements++ })
 				var unplaced, racks, stranded int
 				for b.Loop() {
 					c := synth.DefaultFleet(nodes).Cluster()
@@ -76,6 +81,7 @@ func BenchmarkPlaceMix(b *testing.B) {
 				b.ReportMetric(float64(unplaced), "unplaced")
 				b.ReportMetric(float64(racks)/float64(max(len(gangs)-unplaced, 1)), "racks/gang")
 				b.ReportMetric(float64(stranded), "stranded-GPUs")
+				b.ReportMetric(float64(sum)/float64(max(placements, 1)), "mean-stranded-GPUs")
 			})
 		}
 	}

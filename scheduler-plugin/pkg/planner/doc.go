@@ -16,11 +16,12 @@
 //     room, so that partly used nodes fill before free ones);
 //  4. inside a node, each pod gets GPUs that form a well-connected NVLink set and leave the
 //     node's remaining free GPUs well connected;
-//  5. best fit: among equal choices the fullest domain is used, so that large free blocks survive
-//     and few GPUs are stranded on partly used nodes; a gang that fits on one node goes to the
-//     node of fewest free GPUs, then, of those, to the one whose CPU and memory it fills most
-//     (Node.Fill), so that the nodes of most free CPU and memory stay for the pods that need them,
-//     then to the one of least room for its pods.
+//  5. best fit: among equal choices the plan that strands the fewest GPUs on partly used nodes
+//     (of racks that hold the gang, the one whose plan fills the most partly used nodes and opens
+//     the fewest free ones), then the fullest domain, so that large free blocks survive; a gang
+//     that fits on one node goes to the node of fewest free GPUs, then, of those, to the one whose
+//     CPU and memory it fills most (Node.Fill), so that the nodes of most free CPU and memory stay
+//     for the pods that need them, then to the one of least room for its pods.
 //
 // A gang's pods may ask different GPU counts (Gang.PodGPUs: a launcher beside its workers), or
 // different CPU and memory (Gang.PodNeeds: a master beside its workers). The domain is then

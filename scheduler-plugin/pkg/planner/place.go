@@ -403,17 +403,21 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, room func(i int, mask GPUSet) i
 	}
 	// distribute returns the takes that put need pods in domain d of level l: its children of the
 	// most room first, until one can hold the rest, which the best fit among those does.
+	// kidsOf[l] is distribute's list of children at level l, kept between calls: a call at level l
+	// only calls the level below.
+	var kidsOf [numLevels][]int32
 	var distribute func(takes []take, l Level, d int32, need int32) []take
 	distribute = func(takes []take, l Level, d int32, need int32) []take {
 		if l == LevelNode {
 			return append(takes, take{unit{int(d), free[d]}, int(need)})
 		}
-		kids := make([]int32, 0, len(ix.children[l][d]))
+		kids := kidsOf[l][:0]
 		for _, k := range ix.children[l][d] {
 			if caps[l-1][k] > 0 {
 				kids = append(kids, k)
 			}
 		}
+		kidsOf[l] = kids
 		slices.SortFunc(kids, func(a, b int32) int {
 			if caps[l-1][a] != caps[l-1][b] {
 				return cmp.Compare(caps[l-1][b], caps[l-1][a])
@@ -450,11 +454,47 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, room func(i int, mask GPUSet) i
 		}
 		return len(racks)
 	}
+	// strands is how many GPUs takes would strand, less those it would fill: the free GPUs left on
+	// the nodes it takes that are partly used after it, less those free before on partly used ones.
+	strands := func(takes []take) int32 {
+		var n int32
+		for _, t := range takes {
+			before := frees[LevelNode][t.node]
+			n += c.stranded(t.node, before-int32(t.pods*g.GPUsPerPod)) - c.stranded(t.node, before)
+		}
+		return n
+	}
+	// leastStrands is the fewest GPUs a plan in rack r can strand. A plan strands, less what it
+	// fills, the healthy GPUs of the free nodes it opens less the gang's GPUs: a pod on a partly
+	// used node fills as many stranded GPUs as it takes. The free nodes it opens hold at least the
+	// pods that the rack's partly used nodes have no room for.
+	leastStrands := func(r int32) int32 {
+		var partPods, openPods, openGPUs int32
+		for _, i := range ix.children[LevelRack][r] {
+			k := caps[LevelNode][i]
+			if k == 0 {
+				continue
+			}
+			if c.stranded(int(i), frees[LevelNode][i]) > 0 {
+				partPods += k
+				continue
+			}
+			openPods = max(openPods, k)
+			if h := int32(c.Nodes[i].GPUs - c.Nodes[i].Unhealthy); openGPUs == 0 || h < openGPUs {
+				openGPUs = h
+			}
+		}
+		n := -need * int32(g.GPUsPerPod)
+		if rest := need - partPods; rest > 0 && openPods > 0 {
+			n += (rest + openPods - 1) / openPods * openGPUs
+		}
+		return n
+	}
 	for l := LevelNode; l <= top; l++ {
 		// At the smallest level with a domain that holds the gang: the domain whose plan spans the
-		// fewest racks, then the best fit.
+		// fewest racks, then the one that strands the fewest GPUs, then the best fit.
 		var best []take
-		bestD, bestRacks := int32(-1), 0
+		bestD, bestRacks, bestStrands := int32(-1), 0, int32(0)
 		for d := int32(0); d < int32(ix.count[l]); d++ {
 			if caps[l][d] < need {
 				continue
@@ -465,15 +505,18 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, room func(i int, mask GPUSet) i
 				}
 				continue
 			}
-			if l == LevelRack {
-				if bestD < 0 || better(l, d, bestD) {
-					bestD = d
+			if l == LevelRack && bestD >= 0 {
+				if least := leastStrands(d); least > bestStrands || least == bestStrands && !better(l, d, bestD) {
+					continue // no plan in d beats the best
 				}
-				continue
 			}
 			takes := distribute(nil, l, d, need)
-			if r := racksOf(takes); bestD < 0 || r < bestRacks || r == bestRacks && better(l, d, bestD) {
-				best, bestD, bestRacks = takes, d, r
+			r, st := 1, strands(takes)
+			if l > LevelRack {
+				r = racksOf(takes)
+			}
+			if bestD < 0 || r < bestRacks || r == bestRacks && (st < bestStrands || st == bestStrands && better(l, d, bestD)) {
+				best, bestD, bestRacks, bestStrands = takes, d, r, st
 			}
 		}
 		if bestD < 0 {
@@ -705,15 +748,21 @@ func (c *Cluster) Apply(p *Plan, victim int) {
 	}
 }
 
+// stranded is how many of free GPUs node i strands: free when the node is partly used, else 0.
+func (c *Cluster) stranded(i int, free int32) int32 {
+	nd := &c.Nodes[i]
+	if free > 0 && free < int32(nd.GPUs-nd.Unhealthy) {
+		return free
+	}
+	return 0
+}
+
 // Stranded is the number of free, healthy GPUs on nodes that are partly used: capacity that
 // whole-node pods cannot use.
 func (c *Cluster) Stranded() int {
 	n := 0
 	for i := range c.Nodes {
-		nd := &c.Nodes[i]
-		if f := nd.Free.Len(); f > 0 && f < nd.GPUs-nd.Unhealthy {
-			n += f
-		}
+		n += int(c.stranded(i, int32(c.Nodes[i].Free.Len())))
 	}
 	return n
 }

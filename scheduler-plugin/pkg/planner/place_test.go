@@ -35,6 +35,17 @@ func TestPlace(t *testing.T) {
 			wantDomain: "z1/b1/r1",
 			wantRacks:  1,
 		},
+		"best fit in stranded GPUs: a gang's last pod fills a half-used node of a roomier rack, not a free node of the fullest": {
+			// In r1 the 4-GPU pod would open a free node, leaving 4 GPUs that no 8-GPU pod can use; in
+			// r2 it fills the half-used node, and r1's two free nodes stay whole.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Rack("z1", "b1", "r2", 4, 8).
+				Used("r2-3", 0, 1, 2, 3).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 3, GPUsPerPod: 4},
+			want:       []string{"r2-0:[0 1 2 3]", "r2-0:[4 5 6 7]", "r2-3:[4 5 6 7]"},
+			wantLevel:  LevelRack,
+			wantDomain: "z1/b1/r2",
+			wantRacks:  1,
+		},
 		"fragmentation trap: a 4-GPU pod takes the half-used node, not a free one": {
 			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Used("r1-1", 0, 1, 2, 3).Obj(),
 			gang:    Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 4},

@@ -128,6 +128,30 @@ func TestSmallJobTakesTheTightestGPUsNotTheLastCPU(t *testing.T) {
 	wantBoundOn(t, e.c.Client, makeGang(ns, "four", 1, 4).CPU("16").create(t, e.c.Client), "gpu-a", "the 4-GPU job")
 }
 
+// TestGangTakesTheRackWhereItStrandsNoGPUs: rack a has two free nodes, rack b four, one of them
+// half used. A gang of three 4-GPU pods fits either rack on two nodes. It goes to b, where its
+// third pod fills the half-used node, and not to a, the fuller rack, where that pod would open a
+// free node and leave 4 GPUs no 8-GPU pod can use.
+func TestGangTakesTheRackWhereItStrandsNoGPUs(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	var specs []framework.NodeSpec
+	for _, n := range []string{"gpu-a0", "gpu-a1"} {
+		specs = append(specs, framework.NodeSpec{Name: n, GPUs: 8, Zone: "zone-0", Block: "block-0", Rack: "rack-a"})
+	}
+	for _, n := range []string{"gpu-b0", "gpu-b1", "gpu-b2", "gpu-b3"} {
+		specs = append(specs, framework.NodeSpec{Name: n, GPUs: 8, Zone: "zone-0", Block: "block-0", Rack: "rack-b"})
+	}
+	e.nodes(t, specs, gpuNodesFor(specs)...)
+	runOn(t, e.c.Client, makePod(ns, "occupant", 4), "gpu-b3")
+
+	three := makeGang(ns, "three", 3, 4).create(t, e.c.Client)
+	got := perNode(waitBound(t, e.c.Client, ns, three.names(), bindTimeout))
+	if got["gpu-b3"] != 1 || got["gpu-a0"]+got["gpu-a1"] != 0 {
+		t.Errorf("the 3×4 gang's pods per node: %v, want one on the half-used gpu-b3 and none in rack-a", got)
+	}
+}
+
 // TestInfeasibleGangBindsNothing: a gang bigger than any rack binds no pod, and every pod says
 // why in its PodScheduled condition.
 func TestInfeasibleGangBindsNothing(t *testing.T) {

@@ -12,7 +12,7 @@ export KUBEBUILDER_ASSETS := $(BIN)
 # Packages whose tests need no control plane.
 # The public GPU cluster trace bench-trace replays (shared/ beside the repository).
 TRACE_DIR    ?= ../shared/traces/alibaba-gpu-2023
-UNIT_PKGS     = $(shell $(GO) list ./... | grep -v '/test/') ./test/bench/trace
+UNIT_PKGS     = $(shell $(GO) list ./... | grep -v '/test/') ./test/bench/trace ./test/bench/scheduler
 # Packages whose tests start the real control plane from test/framework.
 INTEG_PKGS    = $(shell $(GO) list ./test/... | grep -v -e '/test/cmd/' -e '/test/e2e' -e '/test/bench/')
 # The whole stack (Kueue, operator, scheduler, node agents) end to end.

@@ -86,6 +86,9 @@ type Result struct {
 	MinNodesPerGang float64 `json:"minNodesPerGang"`
 	// Stranded is the free GPUs on partly used nodes at the end.
 	Stranded int `json:"strandedGPUs"`
+	// MeanStranded is the mean of the same count for the gangs placed whole, after each in the
+	// order they became whole: the end is one moment of a count that moves with every gang.
+	MeanStranded float64 `json:"meanStrandedGPUs"`
 	// UsedGPUs is the GPUs of the bound pods at the end.
 	UsedGPUs int `json:"usedGPUs"`
 	// FirstBind is seconds from the contender's start to its first pod bound.
@@ -220,6 +223,7 @@ func measure(spec runSpec, sc Scheduler, rec *recorder, created []time.Time, sta
 		cl.Nodes[i].Free = planner.FirstGPUs(f.GPUsPerNode) &^ planner.FirstGPUs(u)
 	}
 	r.Stranded = cl.Stranded()
+	r.MeanStranded = meanStranded(spec, rec.bound)
 	for _, u := range used {
 		r.UsedGPUs += u
 	}
@@ -238,6 +242,56 @@ func percentile(sorted []float64, q float64) float64 {
 	}
 	i := int(math.Ceil(q*float64(len(sorted)))) - 1
 	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+// meanStranded replays the gangs placed whole in the order their last pods bound, each gang's pods
+// at once, and averages the free GPUs on partly used nodes after each. Pods of gangs not yet whole
+// are left out, as they are of gangs never placed whole: the count is of the placement, not of the
+// binds in flight.
+func meanStranded(spec runSpec, bound map[string]binding) float64 {
+	type gang struct {
+		last time.Time
+		pods []binding
+	}
+	var whole []gang
+	for _, g := range spec.gangs {
+		var w gang
+		for i := range g.Workers {
+			b, ok := bound[fmt.Sprintf("%s-worker-%d", g.Name, i)]
+			if !ok {
+				break
+			}
+			w.pods = append(w.pods, b)
+			if b.at.After(w.last) {
+				w.last = b.at
+			}
+		}
+		if len(w.pods) == g.Workers {
+			whole = append(whole, w)
+		}
+	}
+	if len(whole) == 0 {
+		return 0
+	}
+	slices.SortStableFunc(whole, func(a, b gang) int { return a.last.Compare(b.last) })
+	gpus := spec.fleet.GPUsPerNode
+	stranded := func(used int) int {
+		if used > 0 && used < gpus {
+			return gpus - used
+		}
+		return 0
+	}
+	used := map[string]int{}
+	now, sum := 0, 0
+	for _, g := range whole {
+		for _, b := range g.pods {
+			now -= stranded(used[b.node])
+			used[b.node] += b.gpus
+			now += stranded(used[b.node])
+		}
+		sum += now
+	}
+	return float64(sum) / float64(len(whole))
 }
 
 func (r *Result) line() string {
@@ -260,15 +314,15 @@ func (r *Result) line() string {
 	if r.Plans != nil {
 		plans = "\n   gang plans: " + r.Plans.String()
 	}
-	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, first bind %.1fs, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %.2f nodes/gang (min %.2f), %d GPUs stranded, %d of %d GPUs in use, %.0fs\n   API writes: %.2f per pod bound (%s); the API server served a binding in %.0f ms on average\n   API reads: %s\n   CPU seconds, in all (to the last bind): %s\n   machine: 64 MiB hashed in %.0f ms of CPU just before the start%s",
+	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, first bind %.1fs, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %.2f nodes/gang (min %.2f), %d GPUs stranded (%.1f on average after each gang placed whole), %d of %d GPUs in use, %.0fs\n   API writes: %.2f per pod bound (%s); the API server served a binding in %.0f ms on average\n   API reads: %s\n   CPU seconds, in all (to the last bind): %s\n   machine: 64 MiB hashed in %.0f ms of CPU just before the start%s",
 		r.Scheduler, r.BoundPods, r.Pods, r.PodsPerSec, r.FirstBind, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit,
-		r.RacksPerGang, r.MinRacksPerGang, r.NodesPerGang, r.MinNodesPerGang, r.Stranded, r.UsedGPUs, r.CapacityGPUs, r.Seconds, r.WritesPerPod, strings.Join(writes, ", "), r.BindingMillis, strings.Join(reads, ", "), strings.Join(cpu, ", "), r.MachineMillis, plans)
+		r.RacksPerGang, r.MinRacksPerGang, r.NodesPerGang, r.MinNodesPerGang, r.Stranded, r.MeanStranded, r.UsedGPUs, r.CapacityGPUs, r.Seconds, r.WritesPerPod, strings.Join(writes, ", "), r.BindingMillis, strings.Join(reads, ", "), strings.Join(cpu, ", "), r.MachineMillis, plans)
 }
 
 func table(results []*Result) string {
 	var b strings.Builder
 	repeated := slices.ContainsFunc(results, func(r *Result) bool { return len(r.Runs) > 0 })
-	b.WriteString("| nodes | mix | scheduler | pods/s | first bind (s) | gang p50 (s) | gang p99 (s) | gangs placed / partial / unplaced (fit) | racks per gang (min) | stranded GPUs | API writes per pod | scheduler CPU ms per pod |")
+	b.WriteString("| nodes | mix | scheduler | pods/s | first bind (s) | gang p50 (s) | gang p99 (s) | gangs placed / partial / unplaced (fit) | racks per gang (min) | stranded GPUs (mean) | API writes per pod | scheduler CPU ms per pod |")
 	if repeated {
 		b.WriteString(" every run: pods/s, gang p99 (s) |")
 	}
@@ -282,8 +336,8 @@ func table(results []*Result) string {
 		if s, ok := r.CPUToLastBind["scheduler"]; ok && r.BoundPods > 0 {
 			perPod = fmt.Sprintf("%.2f", 1000*s/float64(r.BoundPods))
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %.1f | %.1f | %.1f | %d / %d / %d (%d) | %.2f (%.2f) | %d | %.2f | %s |", r.Nodes, r.Mix, r.Scheduler,
-			r.PodsPerSec, r.FirstBind, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit, r.RacksPerGang, r.MinRacksPerGang, r.Stranded, r.WritesPerPod, perPod)
+		fmt.Fprintf(&b, "| %d | %s | %s | %.0f | %.1f | %.1f | %.1f | %d / %d / %d (%d) | %.2f (%.2f) | %d (%.1f) | %.2f | %s |", r.Nodes, r.Mix, r.Scheduler,
+			r.PodsPerSec, r.FirstBind, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit, r.RacksPerGang, r.MinRacksPerGang, r.Stranded, r.MeanStranded, r.WritesPerPod, perPod)
 		if repeated {
 			var each []string
 			for _, run := range r.Runs {

@@ -294,6 +294,17 @@ func meanStranded(spec runSpec, bound map[string]binding) float64 {
 	return float64(sum) / float64(len(whole))
 }
 
+// apiServerPace says what the API server's CPU cost per write request over the run: a gauge of the
+// machine's speed through the whole run, where the hash before the start sees one moment. Between
+// runs of one contender, which write the same requests, it rises in the machine's slow spells.
+func (r *Result) apiServerPace() string {
+	s, ok := r.CPUToLastBind["kube-apiserver"]
+	if !ok || r.APIWrites == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the API server spent %.0f µs of CPU per write request to the last bind", 1e6*s/float64(r.APIWrites))
+}
+
 func (r *Result) line() string {
 	keys := slices.Sorted(maps.Keys(r.Writes))
 	writes := make([]string, 0, len(keys))
@@ -314,9 +325,9 @@ func (r *Result) line() string {
 	if r.Plans != nil {
 		plans = "\n   gang plans: " + r.Plans.String()
 	}
-	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, first bind %.1fs, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %.2f nodes/gang (min %.2f), %d GPUs stranded (%.1f on average after each gang placed whole), %d of %d GPUs in use, %.0fs\n   API writes: %.2f per pod bound (%s); the API server served a binding in %.0f ms on average\n   API reads: %s\n   CPU seconds, in all (to the last bind): %s\n   machine: 64 MiB hashed in %.0f ms of CPU just before the start%s",
+	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, first bind %.1fs, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %.2f nodes/gang (min %.2f), %d GPUs stranded (%.1f on average after each gang placed whole), %d of %d GPUs in use, %.0fs\n   API writes: %.2f per pod bound (%s); the API server served a binding in %.0f ms on average\n   API reads: %s\n   CPU seconds, in all (to the last bind): %s\n   machine: 64 MiB hashed in %.0f ms of CPU just before the start%s%s",
 		r.Scheduler, r.BoundPods, r.Pods, r.PodsPerSec, r.FirstBind, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit,
-		r.RacksPerGang, r.MinRacksPerGang, r.NodesPerGang, r.MinNodesPerGang, r.Stranded, r.MeanStranded, r.UsedGPUs, r.CapacityGPUs, r.Seconds, r.WritesPerPod, strings.Join(writes, ", "), r.BindingMillis, strings.Join(reads, ", "), strings.Join(cpu, ", "), r.MachineMillis, plans)
+		r.RacksPerGang, r.MinRacksPerGang, r.NodesPerGang, r.MinNodesPerGang, r.Stranded, r.MeanStranded, r.UsedGPUs, r.CapacityGPUs, r.Seconds, r.WritesPerPod, strings.Join(writes, ", "), r.BindingMillis, strings.Join(reads, ", "), strings.Join(cpu, ", "), r.MachineMillis, r.apiServerPace(), plans)
 }
 
 func table(results []*Result) string {

@@ -38,3 +38,15 @@ func TestMeanStranded(t *testing.T) {
 		t.Errorf("meanStranded() = %v, want %v", got, want)
 	}
 }
+
+// TestAPIServerPace: the gauge is the API server's CPU to the last bind per write request, and is
+// left out when either is missing.
+func TestAPIServerPace(t *testing.T) {
+	r := &Result{CPUToLastBind: map[string]float64{"kube-apiserver": 2.5}, APIWrites: 2000}
+	if got, want := r.apiServerPace(), "; the API server spent 1250 µs of CPU per write request to the last bind"; got != want {
+		t.Errorf("apiServerPace() = %q, want %q", got, want)
+	}
+	if got := (&Result{APIWrites: 2000}).apiServerPace(); got != "" {
+		t.Errorf("apiServerPace() without the API server's CPU = %q, want none", got)
+	}
+}

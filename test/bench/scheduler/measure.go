@@ -87,7 +87,8 @@ type Result struct {
 	// Stranded is the free GPUs on partly used nodes at the end.
 	Stranded int `json:"strandedGPUs"`
 	// MeanStranded is the mean of the same count for the gangs placed whole, after each in the
-	// order they became whole: the end is one moment of a count that moves with every gang.
+	// order they were placed (of their first binds): the end is one moment of a count that moves
+	// with every gang.
 	MeanStranded float64 `json:"meanStrandedGPUs"`
 	// UsedGPUs is the GPUs of the bound pods at the end.
 	UsedGPUs int `json:"usedGPUs"`
@@ -244,14 +245,15 @@ func percentile(sorted []float64, q float64) float64 {
 	return sorted[min(max(i, 0), len(sorted)-1)]
 }
 
-// meanStranded replays the gangs placed whole in the order their last pods bound, each gang's pods
-// at once, and averages the free GPUs on partly used nodes after each. Pods of gangs not yet whole
-// are left out, as they are of gangs never placed whole: the count is of the placement, not of the
-// binds in flight.
+// meanStranded replays the gangs placed whole in the order their first pods bound, each gang's pods
+// at once, and averages the free GPUs on partly used nodes after each. That is the order they were
+// placed in: a scheduler binds a gang's pods once it has placed them all, and the last bind of a
+// large gang trails those of the small gangs placed after it. Gangs never placed whole are left
+// out: the count is of the placements, not of the binds in flight.
 func meanStranded(spec runSpec, bound map[string]binding) float64 {
 	type gang struct {
-		last time.Time
-		pods []binding
+		first time.Time
+		pods  []binding
 	}
 	var whole []gang
 	for _, g := range spec.gangs {
@@ -262,8 +264,8 @@ func meanStranded(spec runSpec, bound map[string]binding) float64 {
 				break
 			}
 			w.pods = append(w.pods, b)
-			if b.at.After(w.last) {
-				w.last = b.at
+			if w.first.IsZero() || b.at.Before(w.first) {
+				w.first = b.at
 			}
 		}
 		if len(w.pods) == g.Workers {
@@ -273,7 +275,7 @@ func meanStranded(spec runSpec, bound map[string]binding) float64 {
 	if len(whole) == 0 {
 		return 0
 	}
-	slices.SortStableFunc(whole, func(a, b gang) int { return a.last.Compare(b.last) })
+	slices.SortStableFunc(whole, func(a, b gang) int { return a.first.Compare(b.first) })
 	gpus := spec.fleet.GPUsPerNode
 	stranded := func(used int) int {
 		if used > 0 && used < gpus {

@@ -8,7 +8,7 @@ import (
 )
 
 // TestMeanStranded: the mean counts the free GPUs of partly used nodes after each gang placed
-// whole, in the order their last pods bound, and leaves out the pods of gangs not whole.
+// whole, in the order their first pods bound, and leaves out gangs not placed whole.
 func TestMeanStranded(t *testing.T) {
 	spec := runSpec{
 		fleet: synth.Fleet{Nodes: 3, GPUsPerNode: 8, Zones: 1, BlocksPerZone: 1, NodesPerRack: 3},
@@ -16,25 +16,25 @@ func TestMeanStranded(t *testing.T) {
 			{Name: "a", Workers: 2, GPUsPerWorker: 2},
 			{Name: "b", Workers: 1, GPUsPerWorker: 4},
 			{Name: "c", Workers: 2, GPUsPerWorker: 4},
-			{Name: "d", Workers: 2, GPUsPerWorker: 2},
+			{Name: "d", Workers: 1, GPUsPerWorker: 2},
 		},
 	}
 	t0 := time.Now()
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 	bound := map[string]binding{
-		// b becomes whole last though it is listed second: a leaves 4 of gpu-0's GPUs stranded,
-		// then b fills them.
+		// b is placed last though it is listed second: a leaves 4 of gpu-0's GPUs stranded, then b
+		// fills them.
 		"b-worker-0": {node: "gpu-0", at: at(4), gpus: 4},
-		"a-worker-1": {node: "gpu-0", at: at(2), gpus: 2},
+		// a is placed first, though its last pod binds after d and b: d comes second.
+		"a-worker-1": {node: "gpu-0", at: at(5), gpus: 2},
 		"a-worker-0": {node: "gpu-0", at: at(1), gpus: 2},
-		// d's first pod binds before a is whole and its second after: a's count leaves d out.
-		"d-worker-0": {node: "gpu-1", at: at(0), gpus: 2},
-		"d-worker-1": {node: "gpu-1", at: at(3), gpus: 2},
-		// c is never whole: its pod is never counted.
+		"d-worker-0": {node: "gpu-1", at: at(2), gpus: 2},
+		// c is never placed whole: its pod is never counted.
 		"c-worker-1": {node: "gpu-2", at: at(0), gpus: 4},
 	}
-	// After a: 4 free on gpu-0. After d: 4 on gpu-0 and 4 on gpu-1. After b: 4 on gpu-1.
-	if got, want := meanStranded(spec, bound), (4.0+8+4)/3; got != want {
+	// After a: 4 free on gpu-0. After d: 4 on gpu-0 and 6 on gpu-1. After b: 6 on gpu-1. (In the
+	// order of the last binds, d, b, a, it would be 6, 10 and 6.)
+	if got, want := meanStranded(spec, bound), (4.0+10+6)/3; got != want {
 		t.Errorf("meanStranded() = %v, want %v", got, want)
 	}
 }

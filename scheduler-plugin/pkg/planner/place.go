@@ -480,7 +480,7 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, room func(i int, mask GPUSet) i
 				continue
 			}
 			openPods = max(openPods, k)
-			if h := int32(c.Nodes[i].GPUs - c.Nodes[i].Unhealthy); openGPUs == 0 || h < openGPUs {
+			if h := c.healthy(int(i)); openGPUs == 0 || h < openGPUs {
 				openGPUs = h
 			}
 		}
@@ -748,10 +748,12 @@ func (c *Cluster) Apply(p *Plan, victim int) {
 	}
 }
 
+// healthy is node i's count of healthy GPUs.
+func (c *Cluster) healthy(i int) int32 { return int32(c.Nodes[i].GPUs - c.Nodes[i].Unhealthy) }
+
 // stranded is how many of free GPUs node i strands: free when the node is partly used, else 0.
 func (c *Cluster) stranded(i int, free int32) int32 {
-	nd := &c.Nodes[i]
-	if free > 0 && free < int32(nd.GPUs-nd.Unhealthy) {
+	if free > 0 && free < c.healthy(i) {
 		return free
 	}
 	return 0

@@ -15,6 +15,7 @@ import (
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner/synth"
 )
 
 // recorder notes when each pod is first seen bound, and where.
@@ -221,7 +222,7 @@ func measure(spec runSpec, sc Scheduler, rec *recorder, created []time.Time, sta
 	cl := f.Cluster()
 	for i := range cl.Nodes {
 		u := used[cl.Nodes[i].Name]
-		cl.Nodes[i].Free = planner.FirstGPUs(f.GPUsPerNode) &^ planner.FirstGPUs(u)
+		cl.Nodes[i].Free = freeAfter(f, u)
 	}
 	r.Stranded = cl.Stranded()
 	r.MeanStranded = meanStranded(spec, rec.bound)
@@ -276,24 +277,31 @@ func meanStranded(spec runSpec, bound map[string]binding) float64 {
 		return 0
 	}
 	slices.SortStableFunc(whole, func(a, b gang) int { return a.first.Compare(b.first) })
-	gpus := spec.fleet.GPUsPerNode
-	stranded := func(used int) int {
-		if used > 0 && used < gpus {
-			return gpus - used
-		}
-		return 0
+	// The planner's count, as for the end.
+	cl := spec.fleet.Cluster()
+	index := make(map[string]int, len(cl.Nodes))
+	for i := range cl.Nodes {
+		index[cl.Nodes[i].Name] = i
 	}
-	used := map[string]int{}
-	now, sum := 0, 0
+	used := make([]int, len(cl.Nodes))
+	sum := 0
 	for _, g := range whole {
 		for _, b := range g.pods {
-			now -= stranded(used[b.node])
-			used[b.node] += b.gpus
-			now += stranded(used[b.node])
+			i, ok := index[b.node]
+			if !ok {
+				continue // not a node of the fleet
+			}
+			used[i] += b.gpus
+			cl.Nodes[i].Free = freeAfter(spec.fleet, used[i])
 		}
-		sum += now
+		sum += cl.Stranded()
 	}
 	return float64(sum) / float64(len(whole))
+}
+
+// freeAfter is the free GPUs of a node of the fleet whose pods hold used of them.
+func freeAfter(f synth.Fleet, used int) planner.GPUSet {
+	return planner.FirstGPUs(f.GPUsPerNode) &^ planner.FirstGPUs(used)
 }
 
 // apiServerPace says what the API server's CPU cost per write request over the run: a gauge of the

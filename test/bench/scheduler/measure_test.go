@@ -21,18 +21,19 @@ func TestMeanStranded(t *testing.T) {
 	}
 	t0 := time.Now()
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	node := func(i int) string { return spec.fleet.Node(i).Name }
 	bound := map[string]binding{
-		// b is placed last though it is listed second: a leaves 4 of gpu-0's GPUs stranded, then b
+		// b is placed last though it is listed second: a leaves 4 of node 0's GPUs stranded, then b
 		// fills them.
-		"b-worker-0": {node: "gpu-0", at: at(4), gpus: 4},
+		"b-worker-0": {node: node(0), at: at(4), gpus: 4},
 		// a is placed first, though its last pod binds after d and b: d comes second.
-		"a-worker-1": {node: "gpu-0", at: at(5), gpus: 2},
-		"a-worker-0": {node: "gpu-0", at: at(1), gpus: 2},
-		"d-worker-0": {node: "gpu-1", at: at(2), gpus: 2},
+		"a-worker-1": {node: node(0), at: at(5), gpus: 2},
+		"a-worker-0": {node: node(0), at: at(1), gpus: 2},
+		"d-worker-0": {node: node(1), at: at(2), gpus: 2},
 		// c is never placed whole: its pod is never counted.
-		"c-worker-1": {node: "gpu-2", at: at(0), gpus: 4},
+		"c-worker-1": {node: node(2), at: at(0), gpus: 4},
 	}
-	// After a: 4 free on gpu-0. After d: 4 on gpu-0 and 6 on gpu-1. After b: 6 on gpu-1. (In the
+	// After a: 4 free on node 0. After d: 4 on node 0 and 6 on node 1. After b: 6 on node 1. (In the
 	// order of the last binds, d, b, a, it would be 6, 10 and 6.)
 	if got, want := meanStranded(spec, bound), (4.0+10+6)/3; got != want {
 		t.Errorf("meanStranded() = %v, want %v", got, want)

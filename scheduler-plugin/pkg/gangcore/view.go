@@ -619,6 +619,7 @@ func (s *State) base(ni fwk.NodeInfo, gn *gpuNode) *nodeBase {
 	b := &nodeBase{generation: ni.GetGeneration(), gn: gn}
 	pn := planner.Node{Name: node.Name, Zone: node.Labels[s.opts.ZoneLabel], Block: node.Labels[s.opts.BlockLabel],
 		Rack: node.Labels[s.opts.RackLabel]}
+	pn.CPU, pn.Memory = ni.GetAllocatable().GetMilliCPU(), ni.GetAllocatable().GetMemory()
 	alloc := int(ni.GetAllocatable().GetScalarResources()[s.opts.GPUResource])
 	b.room = alloc - int(ni.GetRequested().GetScalarResources()[s.opts.GPUResource])
 	var free planner.GPUSet

@@ -19,9 +19,10 @@
 //  5. best fit: among equal choices the plan that strands the fewest GPUs on partly used nodes
 //     (of racks that hold the gang, the one whose plan fills the most partly used nodes and opens
 //     the fewest free ones), then the fullest domain, so that large free blocks survive; a gang
-//     that fits on one node goes to the node of fewest free GPUs, then, of those, to the one whose
-//     CPU and memory it fills most (Node.Fill), so that the nodes of most free CPU and memory stay
-//     for the pods that need them, then to the one of least room for its pods.
+//     that fits on one node goes to the node of fewest free GPUs, then, of those, to the smallest
+//     in CPU and memory (Node.CPU, Node.Memory), so that the largest stay for the pods that need
+//     them, then to the one of least room for its pods, in the fullest rack, and last to the one
+//     whose CPU and memory it fills most (Node.Fill).
 //
 // A gang's pods may ask different GPU counts (Gang.PodGPUs: a launcher beside its workers), or
 // different CPU and memory (Gang.PodNeeds: a master beside its workers). The domain is then

@@ -90,6 +90,12 @@ func (w *clusterWrapper) Uses(key, node string, uses ...int64) *clusterWrapper {
 	return w
 }
 
+// Size sets a node's allocatable CPU (cores) and memory (GiB).
+func (w *clusterWrapper) Size(node string, cores, gib int64) *clusterWrapper {
+	w.node(node).CPU, w.node(node).Memory = cores*1000, gib<<30
+	return w
+}
+
 // Fill sets how full a node's CPU and memory would be with one more of the gang's pods.
 func (w *clusterWrapper) Fill(node string, permille int32) *clusterWrapper {
 	w.node(node).Fill = permille

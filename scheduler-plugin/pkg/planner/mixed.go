@@ -123,12 +123,15 @@ func (c *Cluster) placeMixed(g Gang, free []GPUSet) (*Plan, error) {
 		slices.SortFunc(candidates, func(a, b int32) int {
 			r := cmp.Or(cmp.Compare(caps[0][l][a], caps[0][l][b]), cmp.Compare(frees[l][a], frees[l][b]))
 			if l == LevelNode {
-				// On one node, as for a gang of one count: the fewest free GPUs, then the
-				// fullest in CPU and memory, then the least room.
-				r = cmp.Or(cmp.Compare(frees[l][a], frees[l][b]), cmp.Compare(c.Nodes[b].Fill, c.Nodes[a].Fill), cmp.Compare(caps[0][l][a], caps[0][l][b]))
+				// On one node, as for a gang of one count: the fewest free GPUs, the smallest
+				// node, the least room, the fullest rack, then the fullest in CPU and memory.
+				r = cmp.Or(cmp.Compare(frees[l][a], frees[l][b]), compareSize(&c.Nodes[a], &c.Nodes[b]), cmp.Compare(caps[0][l][a], caps[0][l][b]))
 			}
 			if r == 0 && l < LevelCluster {
 				r = cmp.Compare(frees[l+1][ix.parent[l][a]], frees[l+1][ix.parent[l][b]])
+			}
+			if r == 0 && l == LevelNode {
+				r = cmp.Compare(c.Nodes[b].Fill, c.Nodes[a].Fill)
 			}
 			return cmp.Or(r, strings.Compare(ix.names[l][a], ix.names[l][b]))
 		})

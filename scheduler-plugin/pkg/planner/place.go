@@ -382,19 +382,30 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, room func(i int, mask GPUSet) i
 		return ix.names[l][a] < ix.names[l][b]
 	}
 	// betterNode orders the nodes that hold a whole gang: the fewest free GPUs (best fit in GPUs),
-	// then the one whose CPU and memory the gang would fill most (best fit beside the GPUs, which
-	// keeps the nodes of most free CPU and memory for the pods that need it), then as better
-	// does. Room comes after free GPUs: the node whose CPU holds the fewest pods is not the best
-	// fit when the pod would leave its other GPUs without CPU.
+	// then the smallest in CPU and memory (which keeps the largest for the pods that need them),
+	// then the least room for the gang's pods, the fullest rack, the node whose CPU and memory the
+	// gang would fill most, and the name. Room comes after free GPUs: the node whose CPU holds the
+	// fewest pods is not the best fit when the pod would leave its other GPUs without CPU. The
+	// rack comes before Fill: between nodes of one size, Fill mostly counts the pods already
+	// there, and ranked before the rack it spreads small gangs over racks.
 	betterNode := func(a, b int32) bool {
 		na, nb := &c.Nodes[a], &c.Nodes[b]
 		if frees[LevelNode][a] != frees[LevelNode][b] {
 			return frees[LevelNode][a] < frees[LevelNode][b]
 		}
+		if s := compareSize(na, nb); s != 0 {
+			return s < 0
+		}
+		if caps[LevelNode][a] != caps[LevelNode][b] {
+			return caps[LevelNode][a] < caps[LevelNode][b]
+		}
+		if pa, pb := ix.parent[LevelNode][a], ix.parent[LevelNode][b]; frees[LevelRack][pa] != frees[LevelRack][pb] {
+			return frees[LevelRack][pa] < frees[LevelRack][pb]
+		}
 		if na.Fill != nb.Fill {
 			return na.Fill > nb.Fill
 		}
-		return better(LevelNode, a, b)
+		return ix.names[LevelNode][a] < ix.names[LevelNode][b]
 	}
 	need := int32(g.Pods)
 	top := LevelCluster

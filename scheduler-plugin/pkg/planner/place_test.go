@@ -73,6 +73,28 @@ func TestPlace(t *testing.T) {
 			wantDomain: "r1-1",
 			wantRacks:  1,
 		},
+		"best fit beside the GPUs: of nodes of equal GPU fit, the smallest, though a larger one's CPU and memory are fuller": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Size("r1-0", 128, 1024).Fill("r1-0", 700).
+				Size("r1-1", 16, 256).Fill("r1-1", 600).Obj(),
+			gang: Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 8},
+			// r1-0's 128 CPUs stay for a pod that needs them
+			want:       []string{"r1-1:[0 1 2 3 4 5 6 7]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r1-1",
+			wantRacks:  1,
+		},
+		"best fit beside the GPUs: of nodes of one size and equal GPU fit, the fullest rack before the node the pod fills most": {
+			// Between nodes of one size, Fill counts the pods already there: ranked before the
+			// rack, it would put the pod in r2 and leave r1-1's 4 GPUs for a rack of its own.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Rack("z1", "b1", "r2", 2, 8).
+				Used("r1-0", 0, 1, 2, 3, 4, 5, 6, 7).Used("r1-1", 0, 1, 2, 3).Fill("r1-1", 100).
+				Used("r2-0", 0, 1, 2, 3).Fill("r2-0", 600).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 4},
+			want:       []string{"r1-1:[4 5 6 7]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r1-1",
+			wantRacks:  1,
+		},
 		"best fit beside the GPUs comes after best fit in GPUs": {
 			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Used("r1-0", 0, 1, 2, 3).Fill("r1-0", 10).Fill("r1-1", 900).Obj(),
 			gang:    Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 2},
@@ -104,6 +126,26 @@ func TestPlace(t *testing.T) {
 		},
 		"best fit beside the GPUs, for pods of different GPU counts on one node too": {
 			cluster:    makeCluster().Rack("z1", "b1", "r1", 2, 8).Fill("r1-1", 300).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 2, PodGPUs: []int{1, 4}},
+			want:       []string{"r1-1:[4]", "r1-1:[0 1 2 3]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r1-1",
+			wantRacks:  1,
+		},
+		"best fit beside the GPUs, for pods of different GPU counts: the smallest node, then the fullest rack, then the fullest node": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Rack("z1", "b1", "r2", 3, 8).Used("r1-0", 0, 1, 2, 3, 4, 5, 6, 7).
+				Size("r1-1", 128, 1024).Fill("r1-1", 100).Size("r2-0", 128, 1024).Fill("r2-0", 600).
+				Size("r2-1", 16, 256).Size("r2-2", 16, 256).Fill("r2-2", 200).Obj(),
+			gang: Gang{Key: "ns/job", Pods: 2, PodGPUs: []int{1, 4}},
+			// the 16-CPU nodes before the others; of those, r2-2, the fuller
+			want:       []string{"r2-2:[4]", "r2-2:[0 1 2 3]"},
+			wantLevel:  LevelNode,
+			wantDomain: "r2-2",
+			wantRacks:  1,
+		},
+		"best fit beside the GPUs, for pods of different GPU counts: of nodes of one size, the fullest rack before the fullest node": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Rack("z1", "b1", "r2", 2, 8).Used("r1-0", 0, 1, 2, 3, 4, 5, 6, 7).
+				Fill("r1-1", 100).Fill("r2-0", 600).Obj(),
 			gang:       Gang{Key: "ns/job", Pods: 2, PodGPUs: []int{1, 4}},
 			want:       []string{"r1-1:[4]", "r1-1:[0 1 2 3]"},
 			wantLevel:  LevelNode,

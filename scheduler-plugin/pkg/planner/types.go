@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"fmt"
 	"math/bits"
 	"strings"
@@ -143,9 +144,15 @@ type Node struct {
 	// SpreadCap bounds the gang's pods on the node beside its resources (the pods' spread among
 	// themselves) where Spare is set; zero for no bound.
 	SpreadCap int
+	// CPU (millicores) and Memory (bytes) are the node's allocatable CPU and memory (zero where
+	// the node sets none, which ranks it smallest). Of the nodes of equal fit in GPUs, a gang that fits on one node takes the smallest
+	// (compareSize), so that the largest stay for the pods that need their CPU and memory.
+	CPU, Memory int64
 	// Fill is how full the node's CPU and memory would be with one more of the gang's pods, in
 	// thousandths (the mean of the two, as upstream's MostAllocated scores it); zero when unknown.
-	// Of the nodes of equal fit in GPUs, a gang that fits on one node takes the fullest.
+	// Of the nodes of equal fit in GPUs, equal size and equally full racks, a gang that fits on
+	// one node takes the fullest. It comes after the rack: between nodes of one size, it mostly
+	// counts the pods already there, and ranked first it spreads small gangs over racks.
 	Fill int32
 
 	// Holders are the pods holding GPUs of the node, for preemption.
@@ -267,3 +274,8 @@ type Unplaceable struct {
 }
 
 func (e *Unplaceable) Error() string { return e.Message }
+
+// compareSize orders nodes by allocatable CPU, then memory, the smaller first.
+func compareSize(a, b *Node) int {
+	return cmp.Or(cmp.Compare(a.CPU, b.CPU), cmp.Compare(a.Memory, b.Memory))
+}

@@ -247,7 +247,7 @@ func newCluster(machines []machine, taintGPUNodes bool) (*cluster, error) {
 		ni.SetNode(n)
 		c.infos = append(c.infos, ni)
 		c.free = append(c.free, planner.FirstGPUs(m.gpus))
-		c.view.Nodes[i] = planner.Node{Name: m.name, Zone: m.zone, Block: m.block, Rack: m.rackID, GPUs: m.gpus, Indexed: true}
+		c.view.Nodes[i] = planner.Node{Name: m.name, Zone: m.zone, Block: m.block, Rack: m.rackID, GPUs: m.gpus, Indexed: true, CPU: m.cpuMilli, Memory: m.memMiB << 20}
 	}
 	return c, nil
 }

@@ -40,6 +40,14 @@ func runOn(t *testing.T, c client.Client, p *corev1.Pod, node string) *corev1.Po
 	return p
 }
 
+// occupyWithCPU binds a pod named name, holding gpus GPUs and cpu CPUs, straight to node.
+func occupyWithCPU(t *testing.T, c client.Client, ns, name, node string, gpus int, cpu string) {
+	t.Helper()
+	p := makePod(ns, name, gpus)
+	p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(cpu)
+	runOn(t, c, p, node)
+}
+
 func nodeLabel(t *testing.T, c client.Client, node, key string) string {
 	t.Helper()
 	var n corev1.Node
@@ -103,6 +111,37 @@ func TestSmallJobLeavesTheBigNodeToTheJobThatNeedsIt(t *testing.T) {
 	wantBoundOn(t, e.c.Client, makeGang(ns, "big", 1, 8).CPU("100").create(t, e.c.Client), "cpu-big", "the 100-CPU job")
 }
 
+// TestSmallJobTakesTheFullestRackBeforeTheFullestCPU: two racks of two like nodes. In rack-0 one
+// node is full and the other has 4 free GPUs; in rack-1 one node has 4 free GPUs beside four 1-GPU
+// pods that hold more of its CPU, and the other is free. A 4-GPU job takes rack-0's node, so that
+// rack-1 keeps its 12 free GPUs, and a later gang of 3 × 4 GPUs that requires one rack binds there.
+// How full a node's CPU is, between nodes of one size, counts the pods already there: it comes
+// after the rack.
+func TestSmallJobTakesTheFullestRackBeforeTheFullestCPU(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := []framework.NodeSpec{
+		{Name: "r0-a", GPUs: 8, CPU: "96", Zone: "zone-0", Block: "block-0", Rack: "rack-0"},
+		{Name: "r0-b", GPUs: 8, CPU: "96", Zone: "zone-0", Block: "block-0", Rack: "rack-0"},
+		{Name: "r1-a", GPUs: 8, CPU: "96", Zone: "zone-0", Block: "block-0", Rack: "rack-1"},
+		{Name: "r1-b", GPUs: 8, CPU: "96", Zone: "zone-0", Block: "block-0", Rack: "rack-1"},
+	}
+	e.nodes(t, specs, gpuNodesFor(specs)...)
+	occupyWithCPU(t, e.c.Client, ns, "full", "r0-a", 8, "8")
+	occupyWithCPU(t, e.c.Client, ns, "half", "r0-b", 4, "4")
+	for i := range 4 {
+		occupyWithCPU(t, e.c.Client, ns, fmt.Sprintf("one-%d", i), "r1-a", 1, "8")
+	}
+
+	wantBoundOn(t, e.c.Client, makeGang(ns, "four", 1, 4).CPU("4").create(t, e.c.Client), "r0-b", "the 4-GPU job")
+	gang := makeGang(ns, "rack", 3, 4).Topology(convoy.TopologyRack, convoy.TopologyRequired).create(t, e.c.Client)
+	for _, p := range waitBound(t, e.c.Client, ns, gang.names(), bindTimeout) {
+		if !strings.HasPrefix(p.Spec.NodeName, "r1-") {
+			t.Errorf("%s is on %s, want a node of rack-1", p.Name, p.Spec.NodeName)
+		}
+	}
+}
+
 // TestSmallJobTakesTheTightestGPUsNotTheLastCPU: node a has 4 free GPUs but 16 free CPUs, node b
 // 2 free GPUs and 86 CPUs. A 1-GPU, 10-CPU job takes b, the best fit in GPUs, though a's CPU holds
 // fewer such jobs: on a it would leave 3 GPUs beside 6 CPUs, and a later 4-GPU, 16-CPU job would
@@ -119,9 +158,7 @@ func TestSmallJobTakesTheTightestGPUsNotTheLastCPU(t *testing.T) {
 		gpus int
 		cpu  string
 	}{"gpu-a": {4, "80"}, "gpu-b": {6, "10"}} {
-		p := makePod(ns, "occupant-"+node, use.gpus)
-		p.Spec.Containers[0].Resources.Requests[corev1.ResourceCPU] = resource.MustParse(use.cpu)
-		runOn(t, e.c.Client, p, node)
+		occupyWithCPU(t, e.c.Client, ns, "occupant-"+node, node, use.gpus, use.cpu)
 	}
 
 	wantBoundOn(t, e.c.Client, makeGang(ns, "small", 1, 1).CPU("10").create(t, e.c.Client), "gpu-b", "the 1-GPU job")

@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"cmp"
 	"fmt"
 	"math/bits"
 	"strings"
@@ -275,7 +274,19 @@ type Unplaceable struct {
 
 func (e *Unplaceable) Error() string { return e.Message }
 
-// compareSize orders nodes by allocatable CPU, then memory, the smaller first.
+// compareSize orders nodes by allocatable CPU, then memory, the smaller first. It is written to
+// be inlined (cmp.Compare is not, for int64): the planner calls it for every pair of nodes with
+// equally few free GPUs.
 func compareSize(a, b *Node) int {
-	return cmp.Or(cmp.Compare(a.CPU, b.CPU), cmp.Compare(a.Memory, b.Memory))
+	switch {
+	case a.CPU < b.CPU:
+		return -1
+	case a.CPU > b.CPU:
+		return 1
+	case a.Memory < b.Memory:
+		return -1
+	case a.Memory > b.Memory:
+		return 1
+	}
+	return 0
 }

@@ -19,7 +19,21 @@ type GangPlacementArgs struct {
 	PlanTimeoutSeconds int64
 	// MaxConcurrentBindings caps the Binding requests the plugin has in flight at once.
 	MaxConcurrentBindings int32
+	// NodePacking is how a gang that needs several nodes of a rack picks them.
+	NodePacking NodePacking
 }
+
+// NodePacking is how a gang that needs several nodes of a rack picks them.
+type NodePacking string
+
+const (
+	// NodePackingFewestNodes takes the fewest nodes, of the least room: issue 5's "fewest
+	// domains at the lowest level". The default.
+	NodePackingFewestNodes NodePacking = "FewestNodes"
+	// NodePackingPartlyUsedFirst takes every partly used node of the rack, least room first,
+	// before it opens a free one: fewer GPUs stranded on partly used nodes, more nodes per gang.
+	NodePackingPartlyUsedFirst NodePacking = "PartlyUsedFirst"
+)
 
 // GangPreemptionArgs configures the GangPreemption plugin.
 // +kubebuilder:object:root=true

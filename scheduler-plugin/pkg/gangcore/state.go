@@ -32,6 +32,9 @@ type Options struct {
 	ZoneLabel, BlockLabel, RackLabel string
 	GPUResource                      corev1.ResourceName
 	PlanTimeout                      time.Duration
+	// PartlyUsedFirst has a gang that needs several nodes of a rack take the rack's partly used
+	// nodes before free ones (planner.Cluster.PartlyUsedFirst).
+	PartlyUsedFirst bool
 }
 
 // State is shared by the GangPlacement and GangPreemption plugins of one scheduler.

@@ -378,7 +378,7 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 	if cap(buf) < len(nodes) {
 		buf = make([]planner.Node, 0, len(nodes))
 	}
-	cl := &planner.Cluster{Nodes: buf[:0]}
+	cl := &planner.Cluster{Nodes: buf[:0], PartlyUsedFirst: s.opts.PartlyUsedFirst}
 	var vt *victimTable
 	if o.victims {
 		vt = &victimTable{index: map[string]int{}, leaving: map[string][]*corev1.Pod{}}

@@ -58,11 +58,12 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 	}
 	klog.FromContext(ctx).V(2).Info("Creating the GangPlacement plugin", "args", args)
 	st, err := gangcore.Shared(ctx, h, gangcore.Options{
-		ZoneLabel:   args.ZoneLabel,
-		BlockLabel:  args.BlockLabel,
-		RackLabel:   args.RackLabel,
-		GPUResource: corev1.ResourceName(args.GPUResourceName),
-		PlanTimeout: time.Duration(args.PlanTimeoutSeconds) * time.Second,
+		ZoneLabel:       args.ZoneLabel,
+		BlockLabel:      args.BlockLabel,
+		RackLabel:       args.RackLabel,
+		GPUResource:     corev1.ResourceName(args.GPUResourceName),
+		PlanTimeout:     time.Duration(args.PlanTimeoutSeconds) * time.Second,
+		PartlyUsedFirst: args.NodePacking == config.NodePackingPartlyUsedFirst,
 	})
 	if err != nil {
 		return nil, err

@@ -13,7 +13,8 @@
 //     spans the fewest racks and, inside that domain, into the fewest children, level by level
 //     (across blocks, the blocks of the most room are filled first, which may span a rack more
 //     than the fewest; inside a rack, of the fewest nodes that hold the pods, those with the least
-//     room, so that partly used nodes fill before free ones);
+//     room, so that partly used nodes fill before free ones; with Cluster.PartlyUsedFirst, every
+//     partly used node of the rack before any free one, on more nodes than the fewest);
 //  4. inside a node, each pod gets GPUs that form a well-connected NVLink set and leave the
 //     node's remaining free GPUs well connected;
 //  5. best fit: among equal choices the plan that strands the fewest GPUs on partly used nodes

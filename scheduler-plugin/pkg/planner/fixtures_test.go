@@ -90,6 +90,12 @@ func (w *clusterWrapper) Uses(key, node string, uses ...int64) *clusterWrapper {
 	return w
 }
 
+// PartlyUsedFirst has gangs of several nodes take a rack's partly used nodes before free ones.
+func (w *clusterWrapper) PartlyUsedFirst() *clusterWrapper {
+	w.Cluster.PartlyUsedFirst = true
+	return w
+}
+
 // Size sets a node's allocatable CPU (cores) and memory (GiB).
 func (w *clusterWrapper) Size(node string, cores, gib int64) *clusterWrapper {
 	w.node(node).CPU, w.node(node).Memory = cores*1000, gib<<30

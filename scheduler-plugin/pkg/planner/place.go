@@ -18,6 +18,12 @@ type Cluster struct {
 	// Holder.Uses back. Nil when no node has Spare.
 	Needs []int64
 
+	// PartlyUsedFirst has a gang that needs several nodes of a rack take every partly used node
+	// there, least room first, before it opens a free one: fewer GPUs stranded on partly used
+	// nodes, at the cost of more nodes per gang than the fewest (GangPlacementArgs.NodePacking
+	// PartlyUsedFirst). By default the gang takes the fewest nodes, of the least room.
+	PartlyUsedFirst bool
+
 	idx *index
 	// evicted, while Preempt places the gang after a set of victims, says which are gone: their
 	// CPU and memory are free too (Node.Spare).
@@ -438,6 +444,9 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, room func(i int, mask GPUSet) i
 			}
 			return 1
 		})
+		if l == LevelRack && c.PartlyUsedFirst {
+			takes, need, kids = c.takePartlyUsed(takes, kids, free, caps[LevelNode], frees[LevelNode], need)
+		}
 		for need > 0 && len(kids) > 0 {
 			fit := -1
 			for j, k := range kids {
@@ -539,6 +548,28 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, room func(i int, mask GPUSet) i
 		return c.plan(g, best, free, l, ix.names[l][bestD]), nil
 	}
 	return nil, &Unplaceable{Message: c.explain(g, caps, frees)}
+}
+
+// takePartlyUsed fills the partly used nodes among a rack's nodes, least room first, with up to
+// need pods, and returns the takes, the pods left and the nodes left.
+func (c *Cluster) takePartlyUsed(takes []take, nodes []int32, free []GPUSet, caps, frees []int32, need int32) ([]take, int32, []int32) {
+	var partly []int32
+	for _, n := range nodes {
+		if c.stranded(int(n), frees[n]) > 0 {
+			partly = append(partly, n)
+		}
+	}
+	slices.SortStableFunc(partly, func(a, b int32) int { return cmp.Compare(caps[a], caps[b]) })
+	for _, n := range partly {
+		if need == 0 {
+			break
+		}
+		k := min(need, caps[n])
+		takes = append(takes, take{unit{int(n), free[n]}, int(k)})
+		need -= k
+		nodes = slices.DeleteFunc(nodes, func(x int32) bool { return x == n })
+	}
+	return takes, need, nodes
 }
 
 // tightest picks, of nodes sorted by room (caps) from the most, none of which holds need alone,

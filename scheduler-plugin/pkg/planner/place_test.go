@@ -46,6 +46,34 @@ func TestPlace(t *testing.T) {
 			wantDomain: "z1/b1/r2",
 			wantRacks:  1,
 		},
+		"fewest nodes: a 4×4 gang takes two free nodes, though two half-used nodes would hold two of its pods": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 4, 8).Used("r1-0", 0, 1, 2, 3).Used("r1-1", 0, 1, 2, 3).Obj(),
+			gang:    Gang{Key: "ns/job", Pods: 4, GPUsPerPod: 4},
+			want:    []string{"r1-2:[0 1 2 3]", "r1-2:[4 5 6 7]", "r1-3:[0 1 2 3]", "r1-3:[4 5 6 7]"},
+			// the default packing: the job spans two nodes, and the half-used nodes strand 8 GPUs
+			wantLevel:  LevelRack,
+			wantDomain: "z1/b1/r1",
+			wantRacks:  1,
+		},
+		"partly used nodes first: the same gang fills both half-used nodes and one free node, and leaves a node whole": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 4, 8).Used("r1-0", 0, 1, 2, 3).Used("r1-1", 0, 1, 2, 3).
+				PartlyUsedFirst().Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 4, GPUsPerPod: 4},
+			want:       []string{"r1-0:[4 5 6 7]", "r1-1:[4 5 6 7]", "r1-2:[0 1 2 3]", "r1-2:[4 5 6 7]"},
+			wantLevel:  LevelRack,
+			wantDomain: "z1/b1/r1",
+			wantRacks:  1,
+		},
+		"partly used nodes first keeps to the fewest racks": {
+			// r1's half-used node would take one pod, but r2 holds the whole gang
+			cluster: makeCluster().Rack("z1", "b1", "r1", 1, 8).Used("r1-0", 0, 1, 2, 3).Rack("z1", "b1", "r2", 2, 8).
+				PartlyUsedFirst().Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 4, GPUsPerPod: 4},
+			want:       []string{"r2-0:[0 1 2 3]", "r2-0:[4 5 6 7]", "r2-1:[0 1 2 3]", "r2-1:[4 5 6 7]"},
+			wantLevel:  LevelRack,
+			wantDomain: "z1/b1/r2",
+			wantRacks:  1,
+		},
 		"fragmentation trap: a 4-GPU pod takes the half-used node, not a free one": {
 			cluster: makeCluster().Rack("z1", "b1", "r1", 2, 8).Used("r1-1", 0, 1, 2, 3).Obj(),
 			gang:    Gang{Key: "ns/job", Pods: 1, GPUsPerPod: 4},

@@ -117,8 +117,8 @@ func newEnv(ctx context.Context, c *framework.Cluster) (*env, error) {
 }
 
 // writeConfig writes deploy/scheduler/<file> with the ServiceAccount's kubeconfig and without
-// leader election: the shipped profiles, unchanged.
-func (e *env) writeConfig(ctx context.Context, file string) error {
+// leader election: the shipped profiles, unchanged but for edits.
+func (e *env) writeConfig(ctx context.Context, file string, edits ...func(cfg map[string]any)) error {
 	kubeconfig, err := e.c.ServiceAccountKubeconfig(ctx, "convoy-system", "convoy-scheduler")
 	if err != nil {
 		return err
@@ -130,6 +130,9 @@ func (e *env) writeConfig(ctx context.Context, file string) error {
 	var cfg map[string]any
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
 		return err
+	}
+	for _, edit := range edits {
+		edit(cfg)
 	}
 	cfg["leaderElection"] = map[string]any{"leaderElect": false}
 	conn, _ := cfg["clientConnection"].(map[string]any)
@@ -166,6 +169,33 @@ func (e *env) startScheduler(ctx context.Context) error {
 }
 
 func (e *env) stopScheduler() error { return e.c.StopProcess(schedulerProcess) }
+
+// restartWith restarts the scheduler with deploy/scheduler/<file> and edits, and with the shipped
+// config.yaml again when the test ends.
+func (e *env) restartWith(t *testing.T, file string, edits ...func(cfg map[string]any)) {
+	t.Helper()
+	if err := e.stopScheduler(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := e.stopScheduler(); err != nil {
+			t.Error(err)
+		}
+		if err := e.writeConfig(ctx, "config.yaml"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.startScheduler(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := e.writeConfig(t.Context(), file, edits...); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.startScheduler(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // schedulerLog returns the scheduler's log so far.
 func (e *env) schedulerLog() string {

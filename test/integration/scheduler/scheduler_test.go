@@ -761,6 +761,40 @@ func TestRestartWhileGangWaitsAtPermit(t *testing.T) {
 	}
 }
 
+// nodePacking sets the GangPlacement args' nodePacking in every profile of a configuration.
+func nodePacking(packing string) func(cfg map[string]any) {
+	return func(cfg map[string]any) {
+		for _, p := range cfg["profiles"].([]any) {
+			for _, pc := range p.(map[string]any)["pluginConfig"].([]any) {
+				if pc := pc.(map[string]any); pc["name"] == "GangPlacement" {
+					pc["args"].(map[string]any)["nodePacking"] = packing
+				}
+			}
+		}
+	}
+}
+
+// TestPartlyUsedFirstFillsTheRackBeforeItOpensFreeNodes: with GangPlacement's nodePacking set to
+// PartlyUsedFirst, a 4×4-GPU gang in a rack of two half-used and two free nodes takes both half
+// used nodes and one free node, and leaves the other free node whole for an 8-GPU job; with the
+// shipped FewestNodes it spans two free nodes (the planner's TestPlace shows both).
+func TestPartlyUsedFirstFillsTheRackBeforeItOpensFreeNodes(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 4, GPUsPerNode: 8})
+	e.restartWith(t, "config.yaml", nodePacking("PartlyUsedFirst"))
+	occupy(t, e.c.Client, ns, specs[0].Name, 4)
+	occupy(t, e.c.Client, ns, specs[1].Name, 4)
+
+	gang := makeGang(ns, "llama", 4, 4).create(t, e.c.Client)
+	got := perNode(waitBound(t, e.c.Client, ns, gang.names(), bindTimeout))
+	want := map[string]int{specs[0].Name: 1, specs[1].Name: 1, specs[2].Name: 2}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the gang's pods per node (-want,+got):\n%s", diff)
+	}
+	wantBoundOn(t, e.c.Client, makeGang(ns, "whole", 1, 8).create(t, e.c.Client), specs[3].Name, "the 8-GPU job")
+}
+
 // TestAsTheClusterScheduler: run with deploy/scheduler/config-as-default.yaml, Convoy's scheduler
 // is the cluster's: a GPU gang whose pods name no scheduler is planned whole by GangPlacement (its
 // pods carry the GPU indices it chose, on two nodes), and a pod without GPUs that names no
@@ -769,27 +803,7 @@ func TestAsTheClusterScheduler(t *testing.T) {
 	e := setup(t)
 	ns := e.namespace(t)
 	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8})
-	if err := e.stopScheduler(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		if err := e.stopScheduler(); err != nil {
-			t.Error(err)
-		}
-		if err := e.writeConfig(ctx, "config.yaml"); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.startScheduler(ctx); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if err := e.writeConfig(t.Context(), "config-as-default.yaml"); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.startScheduler(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	e.restartWith(t, "config-as-default.yaml")
 
 	gang := makeGang(ns, "llama", 2, 8)
 	plain := cpuPod(ns, "plain", "1", "")

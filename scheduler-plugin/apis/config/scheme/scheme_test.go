@@ -66,7 +66,8 @@ func TestDeployedConfigs(t *testing.T) {
 				p := &cfg.Profiles[i]
 				got = append(got, p.SchedulerName)
 				wantPlacement := &config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "convoy.dev/topology-block",
-					RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64}
+					RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64,
+					NodePacking: config.NodePackingFewestNodes}
 				if diff := cmp.Diff(wantPlacement, args(t, p, "GangPlacement")); diff != "" {
 					t.Errorf("GangPlacement args (-want,+got):\n%s", diff)
 				}
@@ -106,12 +107,14 @@ func TestArgsDefaults(t *testing.T) {
 		"defaults": {
 			args: `{}`,
 			wantPlacement: &config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "convoy.dev/topology-block",
-				RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64},
+				RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64,
+				NodePacking: config.NodePackingFewestNodes},
 		},
-		"other rack labels, more Bindings": {
-			args: `{rackLabel: example.com/rack, blockLabel: example.com/pod, maxConcurrentBindings: 900}`,
+		"other rack labels, more Bindings, partly used nodes first": {
+			args: `{rackLabel: example.com/rack, blockLabel: example.com/pod, maxConcurrentBindings: 900, nodePacking: PartlyUsedFirst}`,
 			wantPlacement: &config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "example.com/pod",
-				RackLabel: "example.com/rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 900},
+				RackLabel: "example.com/rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 900,
+				NodePacking: config.NodePackingPartlyUsedFirst},
 		},
 	}
 	for name, tc := range cases {

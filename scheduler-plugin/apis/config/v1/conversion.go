@@ -15,6 +15,7 @@ func Convert_v1_GangPlacementArgs_To_config_GangPlacementArgs(in *GangPlacementA
 	out.GPUResourceName = ptr.Deref(in.GPUResourceName, "")
 	out.PlanTimeoutSeconds = ptr.Deref(in.PlanTimeoutSeconds, 0)
 	out.MaxConcurrentBindings = ptr.Deref(in.MaxConcurrentBindings, 0)
+	out.NodePacking = config.NodePacking(ptr.Deref(in.NodePacking, ""))
 	return nil
 }
 
@@ -26,6 +27,7 @@ func Convert_config_GangPlacementArgs_To_v1_GangPlacementArgs(in *config.GangPla
 	out.GPUResourceName = ptr.To(in.GPUResourceName)
 	out.PlanTimeoutSeconds = ptr.To(in.PlanTimeoutSeconds)
 	out.MaxConcurrentBindings = ptr.To(in.MaxConcurrentBindings)
+	out.NodePacking = ptr.To(string(in.NodePacking))
 	return nil
 }
 

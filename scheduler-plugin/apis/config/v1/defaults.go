@@ -4,6 +4,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
 )
 
 // Defaults of the args.
@@ -11,6 +12,7 @@ const (
 	DefaultPlanTimeoutSeconds       int64 = 90
 	DefaultMaxConcurrentBindings    int32 = 64
 	DefaultVictimTerminationSeconds int64 = 120
+	DefaultNodePacking                    = string(config.NodePackingFewestNodes)
 )
 
 // SetDefaults_GangPlacementArgs sets the defaults of unset fields.
@@ -32,6 +34,9 @@ func SetDefaults_GangPlacementArgs(obj *GangPlacementArgs) { //nolint:revive // 
 	}
 	if obj.MaxConcurrentBindings == nil {
 		obj.MaxConcurrentBindings = ptr.To(DefaultMaxConcurrentBindings)
+	}
+	if obj.NodePacking == nil {
+		obj.NodePacking = ptr.To(DefaultNodePacking)
 	}
 }
 

@@ -9,8 +9,8 @@ import (
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
 )
 
-// ValidateGangPlacementArgs checks that the label keys and the resource name are well formed and
-// the timeout and the cap on Bindings positive.
+// ValidateGangPlacementArgs checks that the label keys and the resource name are well formed, the
+// timeout and the cap on Bindings positive, and the node packing one Convoy knows.
 func ValidateGangPlacementArgs(path *field.Path, args *config.GangPlacementArgs) error {
 	var errs field.ErrorList
 	for _, l := range []struct {
@@ -33,6 +33,9 @@ func ValidateGangPlacementArgs(path *field.Path, args *config.GangPlacementArgs)
 	}
 	if args.MaxConcurrentBindings <= 0 {
 		errs = append(errs, field.Invalid(path.Child("maxConcurrentBindings"), args.MaxConcurrentBindings, "must be a positive number of Binding requests, e.g. 64"))
+	}
+	if p := args.NodePacking; p != config.NodePackingFewestNodes && p != config.NodePackingPartlyUsedFirst {
+		errs = append(errs, field.NotSupported(path.Child("nodePacking"), p, []config.NodePacking{config.NodePackingFewestNodes, config.NodePackingPartlyUsedFirst}))
 	}
 	return errs.ToAggregate()
 }

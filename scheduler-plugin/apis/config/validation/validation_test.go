@@ -10,7 +10,8 @@ import (
 
 func valid() config.GangPlacementArgs {
 	return config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "convoy.dev/topology-block",
-		RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64}
+		RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64,
+		NodePacking: config.NodePackingFewestNodes}
 }
 
 func TestValidateGangPlacementArgs(t *testing.T) {
@@ -38,6 +39,13 @@ func TestValidateGangPlacementArgs(t *testing.T) {
 		"no Binding allowed": {
 			change:  func(a *config.GangPlacementArgs) { a.MaxConcurrentBindings = 0 },
 			wantErr: `args.maxConcurrentBindings: Invalid value: 0: must be a positive number of Binding requests, e.g. 64`,
+		},
+		"packing partly used nodes first": {
+			change: func(a *config.GangPlacementArgs) { a.NodePacking = config.NodePackingPartlyUsedFirst },
+		},
+		"a node packing Convoy does not know": {
+			change:  func(a *config.GangPlacementArgs) { a.NodePacking = "BinPack" },
+			wantErr: `args.nodePacking: Unsupported value: "BinPack": supported values: "FewestNodes", "PartlyUsedFirst"`,
 		},
 	}
 	for name, tc := range cases {

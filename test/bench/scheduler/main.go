@@ -46,7 +46,10 @@ const (
 	// (beta in 1.34, off by default): the scheduling loop hands its pod status updates to a
 	// dispatcher instead of waiting for them.
 	ConvoyAsyncAPI Scheduler = "convoy+async-api"
-	Coscheduling   Scheduler = "coscheduling"
+	// ConvoyPartlyUsedFirst is Convoy's profile with GangPlacement's nodePacking set to
+	// PartlyUsedFirst: a gang of several nodes fills its rack's partly used nodes first.
+	ConvoyPartlyUsedFirst Scheduler = "convoy+partly-used-first"
+	Coscheduling          Scheduler = "coscheduling"
 	// CoschedulingBinpack is Coscheduling with NodeResourcesFit's MostAllocated scoring over CPU,
 	// memory and GPUs (weights 1, 1, 3): the bin packing the Kubernetes documentation gives for
 	// extended resources, the upstream gang setup closest to Convoy's best fit.
@@ -63,7 +66,9 @@ const (
 )
 
 // convoy reports whether the contender runs Convoy's profile (deploy/scheduler/config.yaml).
-func (s Scheduler) convoy() bool { return s == Convoy || s == ConvoyAsyncAPI }
+func (s Scheduler) convoy() bool {
+	return s == Convoy || s == ConvoyAsyncAPI || s == ConvoyPartlyUsedFirst
+}
 
 type options struct {
 	sizes      []int
@@ -94,7 +99,7 @@ func main() {
 	var sizes, mixes, schedulers string
 	flag.StringVar(&sizes, "nodes", "5000", "comma-separated fleet sizes")
 	flag.StringVar(&mixes, "mixes", "mixed,whole-node,fits", "comma-separated gang mixes: mixed (1, 2, 4 or 8 GPUs per worker), whole-node (8), fits (1, 2, 4 or 8, each half as common as the one below: the gangs fit the fleet)")
-	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,binder,binder+events", "comma-separated contenders: convoy, convoy+async-api (with kube-scheduler's SchedulerAsyncAPICalls feature gate on), coscheduling, coscheduling+binpack (Coscheduling with MostAllocated scoring), binder, binder+events (the binder recording kube-scheduler's Scheduled event per pod), binder+events+watch (that binder with a pod watch of its own, as kube-scheduler has)")
+	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,binder,binder+events", "comma-separated contenders: convoy, convoy+async-api (with kube-scheduler's SchedulerAsyncAPICalls feature gate on), convoy+partly-used-first (GangPlacement's nodePacking: PartlyUsedFirst), coscheduling, coscheduling+binpack (Coscheduling with MostAllocated scoring), binder, binder+events (the binder recording kube-scheduler's Scheduled event per pod), binder+events+watch (that binder with a pod watch of its own, as kube-scheduler has)")
 	flag.IntVar(&o.gangs, "gangs", 0, "gangs per run; 0 for one per 5 nodes (1,000 at 5,000 nodes)")
 	flag.Uint64Var(&o.seed, "seed", 42, "seed of the gang mix")
 	qps := flag.Float64("qps", 1000, "client QPS of every scheduler, the binder and the gang creator")
@@ -140,7 +145,7 @@ func main() {
 	}
 	for _, s := range strings.Split(schedulers, ",") {
 		switch sc := Scheduler(strings.TrimSpace(s)); sc {
-		case Convoy, ConvoyAsyncAPI, Coscheduling, CoschedulingBinpack, Binder, BinderEvents, BinderEventsWatch:
+		case Convoy, ConvoyAsyncAPI, ConvoyPartlyUsedFirst, Coscheduling, CoschedulingBinpack, Binder, BinderEvents, BinderEventsWatch:
 			o.schedulers = append(o.schedulers, sc)
 		default:
 			fail(fmt.Errorf("-schedulers: unknown contender %q", s))

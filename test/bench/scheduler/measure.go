@@ -392,7 +392,7 @@ func ratios(results []*Result, nodes int, mix string) string {
 		}
 		return nil
 	}
-	for _, sc := range []Scheduler{Convoy, ConvoyAsyncAPI, Coscheduling, CoschedulingBinpack} {
+	for _, sc := range []Scheduler{Convoy, ConvoyAsyncAPI, ConvoyPartlyUsedFirst, Coscheduling, CoschedulingBinpack} {
 		r := of(sc)
 		if r == nil || r.PodsPerSec == 0 {
 			continue

@@ -158,7 +158,7 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	cpuBefore := cpuTimes(c)
 	var port int
 	switch sc {
-	case Convoy, ConvoyAsyncAPI, Coscheduling, CoschedulingBinpack:
+	case Convoy, ConvoyAsyncAPI, ConvoyPartlyUsedFirst, Coscheduling, CoschedulingBinpack:
 		if port, err = startScheduler(ctx, c, root, sc, o); err != nil {
 			return nil, err
 		}
@@ -383,7 +383,8 @@ func gangPod(g synth.Gang, r int, ns string) *corev1.Pod {
 }
 
 // startScheduler runs bin/convoy-scheduler with Convoy's profile (deploy/scheduler/config.yaml;
-// for convoy+async-api with the SchedulerAsyncAPICalls feature gate on) or with Coscheduling only
+// for convoy+async-api with the SchedulerAsyncAPICalls feature gate on, for convoy+partly-used-first
+// with GangPlacement's nodePacking set to PartlyUsedFirst) or with Coscheduling only
 // (and, for coscheduling+binpack, MostAllocated scoring), at the benchmark's QPS and burst, and
 // waits until it is ready.
 func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc Scheduler, o options) (int, error) {
@@ -395,6 +396,13 @@ func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc S
 		}
 		if err := yaml.Unmarshal(data, &cfg); err != nil {
 			return 0, err
+		}
+		if sc == ConvoyPartlyUsedFirst {
+			for _, pc := range cfg["profiles"].([]any)[0].(map[string]any)["pluginConfig"].([]any) {
+				if pc := pc.(map[string]any); pc["name"] == "GangPlacement" {
+					pc["args"].(map[string]any)["nodePacking"] = "PartlyUsedFirst"
+				}
+			}
 		}
 	} else {
 		// Upstream kube-scheduler with Coscheduling as scheduler-plugins documents it; its default

@@ -26,6 +26,20 @@ func TestPreempt(t *testing.T) {
 			wantVictims: []string{"ns/small-pods"},
 			wantNodes:   []string{"r1-0"},
 		},
+		"fewest nodes after eviction: two pods on the freed node, one in a hole": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 3, 8).Used("r1-0", 0, 1, 2, 3).Used("r1-1", 0, 1, 2, 3).
+				Victim("ns/low", low, 0, map[string][][]int{"r1-2": {all8}}).Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 3, GPUsPerPod: 4, Priority: high},
+			wantVictims: []string{"ns/low"},
+			wantNodes:   []string{"r1-0", "r1-2", "r1-2"},
+		},
+		"partly used nodes first after eviction: both holes, then the freed node": {
+			cluster: makeCluster().Rack("z1", "b1", "r1", 3, 8).Used("r1-0", 0, 1, 2, 3).Used("r1-1", 0, 1, 2, 3).
+				Victim("ns/low", low, 0, map[string][][]int{"r1-2": {all8}}).PartlyUsedFirst().Obj(),
+			gang:        Gang{Key: "ns/job", Pods: 3, GPUsPerPod: 4, Priority: high},
+			wantVictims: []string{"ns/low"},
+			wantNodes:   []string{"r1-0", "r1-1", "r1-2"},
+		},
 		"a victim of two pods on a node that takes one pod of the gang": {
 			// MaxPods 1 (the gang's host ports): evicting either pod alone adds no room, evicting
 			// the victim does.

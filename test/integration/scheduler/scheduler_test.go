@@ -795,6 +795,34 @@ func TestPartlyUsedFirstFillsTheRackBeforeItOpensFreeNodes(t *testing.T) {
 	wantBoundOn(t, e.c.Client, makeGang(ns, "whole", 1, 8).create(t, e.c.Client), specs[3].Name, "the 8-GPU job")
 }
 
+// TestPartlyUsedFirstAfterPreemption: with nodePacking PartlyUsedFirst, a high-priority 3×4-GPU
+// gang evicts the low-priority job that holds a rack's free node and takes both half-used nodes
+// (held by pods of its own priority) and the freed node, one pod each; with FewestNodes it puts
+// two pods on the freed node.
+func TestPartlyUsedFirstAfterPreemption(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	specs := e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 3, GPUsPerNode: 8})
+	e.restartWith(t, "config.yaml", nodePacking("PartlyUsedFirst"))
+	for _, s := range specs[:2] {
+		p := makePod(ns, "occupant-"+s.Name, 4)
+		p.Spec.PriorityClassName = highPriority
+		runOn(t, e.c.Client, p, s.Name)
+	}
+	low := makeGang(ns, "low", 1, 8).Priority(lowPriority).create(t, e.c.Client)
+	victim := waitBound(t, e.c.Client, ns, low.names(), bindTimeout)[0]
+
+	urgent := makeGang(ns, "urgent", 3, 4).Priority(highPriority).create(t, e.c.Client)
+	got := perNode(waitBound(t, e.c.Client, ns, urgent.names(), bindTimeout))
+	want := map[string]int{specs[0].Name: 1, specs[1].Name: 1, specs[2].Name: 1}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the urgent gang's pods per node (-want,+got):\n%s", diff)
+	}
+	if p := get(t, e.c.Client, ns, low.names())[0]; p != nil && p.UID == victim.UID && p.DeletionTimestamp == nil {
+		t.Errorf("the low job's pod was not evicted")
+	}
+}
+
 // TestAsTheClusterScheduler: run with deploy/scheduler/config-as-default.yaml, Convoy's scheduler
 // is the cluster's: a GPU gang whose pods name no scheduler is planned whole by GangPlacement (its
 // pods carry the GPU indices it chose, on two nodes), and a pod without GPUs that names no

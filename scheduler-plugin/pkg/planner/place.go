@@ -560,6 +560,7 @@ func (c *Cluster) takePartlyUsed(takes []take, nodes []int32, free []GPUSet, cap
 		}
 	}
 	slices.SortStableFunc(partly, func(a, b int32) int { return cmp.Compare(caps[a], caps[b]) })
+	taken := 0
 	for _, n := range partly {
 		if need == 0 {
 			break
@@ -567,8 +568,9 @@ func (c *Cluster) takePartlyUsed(takes []take, nodes []int32, free []GPUSet, cap
 		k := min(need, caps[n])
 		takes = append(takes, take{unit{int(n), free[n]}, int(k)})
 		need -= k
-		nodes = slices.DeleteFunc(nodes, func(x int32) bool { return x == n })
+		taken++
 	}
+	nodes = slices.DeleteFunc(nodes, func(x int32) bool { return slices.Contains(partly[:taken], x) })
 	return takes, need, nodes
 }
 

@@ -144,8 +144,9 @@ type Node struct {
 	// themselves) where Spare is set; zero for no bound.
 	SpreadCap int
 	// CPU (millicores) and Memory (bytes) are the node's allocatable CPU and memory (zero where
-	// the node sets none, which ranks it smallest). Of the nodes of equal fit in GPUs, a gang that fits on one node takes the smallest
-	// (compareSize), so that the largest stay for the pods that need their CPU and memory.
+	// the node sets none, which ranks it smallest). Of the nodes of equal fit in GPUs, a gang that
+	// fits on one node takes the smallest (compareSize), so that the largest stay for the pods
+	// that need their CPU and memory.
 	CPU, Memory int64
 	// Fill is how full the node's CPU and memory would be with one more of the gang's pods, in
 	// thousandths (the mean of the two, as upstream's MostAllocated scores it); zero when unknown.

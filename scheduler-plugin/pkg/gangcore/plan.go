@@ -49,6 +49,10 @@ type plan struct {
 	preempting bool
 	// since is when the first of the planned pods was created (see gang_time_to_bound_seconds).
 	since time.Time
+	// leftOut are the pending pods of an elastic gang the plan has no room for, and what they are
+	// told: they wait for room of their own, and start no plan or preemption while this one holds.
+	leftOut    map[types.UID]bool
+	leftOutWhy string
 }
 
 // claim is a planned, not yet reserved slot of another gang: gangs of no higher priority keep off.
@@ -191,6 +195,8 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 		sl := p.slots[pod.UID]
 		var why, reason string
 		switch {
+		case sl == nil && p.leftOut[pod.UID]:
+			return &CycleState{Gang: key, Unplaceable: p.leftOutWhy}, fwk.NewStatus(fwk.Unschedulable, p.leftOutWhy)
 		case sl == nil:
 			why, reason = dropRescheduled, "a pod of the gang is not in its plan"
 		case sl.phase != slotPlanned:
@@ -221,12 +227,19 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	g := s.gangOf(pod)
 	elig, err := s.eligibilityFor(ctx, pod, g, nodes)
 	var pl *planner.Plan
+	whole := g
 	if err == nil {
 		cl, _ := s.view(ctx, nodes, viewOptions{gang: g, elig: elig})
-		pl, err = s.planWithHeld(logger, cl, g, func() (*planner.Plan, map[types.UID]bool, error) {
-			p, err := cl.Place(g.plannerGang())
-			return p, nil, err
-		})
+		place := func(g *gang) (*planner.Plan, error) {
+			return s.planWithHeld(logger, cl, g, func() (*planner.Plan, map[types.UID]bool, error) {
+				p, err := cl.Place(g.plannerGang())
+				return p, nil, err
+			})
+		}
+		pl, err = place(g)
+		if err != nil && g.elastic() {
+			g, pl, err = placeFewer(g, pod, place)
+		}
 	}
 	if err != nil {
 		observePlan(planUnschedulable, start)
@@ -246,11 +259,53 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	observePlan(planPlanned, start)
 	s.clearVerdictLocked(key)
 	p := s.storePlanLocked(key, g, pl, false)
+	p.leaveOut(whole, g)
 	s.open.Store(key, true)
 	activate = s.gatedSiblings(pod)
 	logger.V(2).Info("Planned the gang", "gang", key, "pods", len(g.pending), "level", pl.Level.String(),
-		"domain", pl.Domain, "nodes", pl.Nodes(), "racks", pl.Racks())
+		"domain", pl.Domain, "nodes", pl.Nodes(), "racks", pl.Racks(), "leftOut", len(p.leftOut))
 	return &CycleState{Gang: key, Placed: true, Slot: p.slots[pod.UID].Slot}, nil
+}
+
+// placeFewer plans an elastic gang that does not fit whole: as many of its pending pods as fit,
+// at least g.fewest (one when its PodGroup's minMember is met already), the lowest ranks and pod
+// among them. A gang of pods alike that fits with k pods fits with fewer, so the count is found by
+// bisection. When even the fewest do not fit, the error is theirs.
+func placeFewer(g *gang, pod *corev1.Pod, place func(*gang) (*planner.Plan, error)) (*gang, *planner.Plan, error) {
+	lo, hi := max(g.fewest, 1), len(g.pending)-1
+	best := g.kept(lo, pod)
+	pl, err := place(best)
+	if err != nil && g.fewest == 0 {
+		return g, nil, fmt.Errorf("%w; the gang has its PodGroup's minMember (%d) of pods bound, and its other pods wait for room", err, g.minMember)
+	}
+	if err != nil {
+		return g, nil, fmt.Errorf("%w; its PodGroup's minMember (%d) lets it start with %d of its %d pending pods", err, g.minMember, lo, len(g.pending))
+	}
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		k := g.kept(mid, pod)
+		if p, err := place(k); err == nil {
+			lo, best, pl = mid, k, p
+		} else {
+			hi = mid - 1
+		}
+	}
+	return best, pl, nil
+}
+
+// leaveOut records the pending pods of whole that the plan, made for kept, leaves out.
+func (p *plan) leaveOut(whole, kept *gang) {
+	if len(kept.pending) == len(whole.pending) {
+		return
+	}
+	p.leftOut = map[types.UID]bool{}
+	for _, pod := range whole.pending {
+		if p.slots[pod.UID] == nil {
+			p.leftOut[pod.UID] = true
+		}
+	}
+	p.leftOutWhy = fmt.Sprintf("%s starts with %d of its %d pending pods, as its PodGroup's minMember (%d) allows: "+
+		"no room for this pod yet; it is placed when GPUs free up", whole.key, len(kept.pending), len(whole.pending), whole.minMember)
 }
 
 // leavingMessage says how many GPUs pods that terminate hold: room on its way, which the gang
@@ -392,8 +447,15 @@ func (s *State) Unreserve(pod *corev1.Pod) {
 	}
 }
 
-// Bound marks the pod's slot bound and forgets the plan once every pod of it is bound.
+// Bound marks the pod's slot bound and forgets the plan once every pod of it is bound. The pods
+// the plan left out are tried again then: room that came while the plan held did not place them.
 func (s *State) Bound(pod *corev1.Pod) {
+	var retry map[string]*corev1.Pod
+	defer func() {
+		if len(retry) > 0 {
+			s.handle.Activate(klog.Background(), retry)
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	key := GangKey(pod)
@@ -416,6 +478,9 @@ func (s *State) Bound(pod *corev1.Pod) {
 	s.open.Delete(key)
 	s.retryBackoff.Reset(key)
 	delete(s.avoid, key)
+	if len(p.leftOut) > 0 {
+		retry = s.pendingMembers(pod.Namespace, PodGroupName(pod))
+	}
 }
 
 // Less orders the scheduling queue: higher priority first; then older PodGroups (or, for a pod of

@@ -107,9 +107,22 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 		s.preemptVerdicts[key] = verdict{generation: s.generation.Load(), at: now, message: msg}
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
+	if p := s.plans[key]; p != nil && p.leftOut[pod.UID] {
+		// The gang is placed without this pod: it waits for room, and evicts nothing.
+		return nil, fwk.NewStatus(fwk.Unschedulable, p.leftOutWhy)
+	}
 	g := s.gangOf(pod)
 	if len(g.pending) == 0 {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "no pod of the gang is pending")
+	}
+	whole := g
+	if g.elastic() {
+		// An elastic gang preempts for the pods its minMember needs, no more; once minMember
+		// pods are bound, its other pods wait for room and evict nothing.
+		if g.fewest == 0 {
+			return cannot(fmt.Sprintf("%s has its PodGroup's minMember (%d) of pods bound: its other pods wait for room and preempt nothing", key, g.minMember))
+		}
+		g = g.kept(g.fewest, pod)
 	}
 	if !s.anyVictim(nodes, pod, g, o.LonePods) {
 		return cannot("no pod of lower priority holds GPUs or stands in the way: preemption cannot help")
@@ -182,6 +195,7 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 		}
 	}
 	p := s.storePlanLocked(key, g, res.Plan, len(pr.victims) > 0)
+	p.leaveOut(whole, g)
 	if len(pr.victims) > 0 {
 		s.preemptions[key] = pr
 	}

@@ -44,6 +44,43 @@ type gang struct {
 	level    planner.Level
 	required bool
 	priority int32
+	// fewest is the fewest of the pending pods a plan may place: all of them, unless the
+	// PodGroup's minMember is met with fewer (an elastic gang: minMember below its pods). A plan
+	// then places as many as fit, at least fewest, the lowest ranks first; each pod left out waits
+	// for room of its own. Zero when the gang's PodGroup already has minMember pods bound.
+	fewest int
+	// minMember is the gang's PodGroup's minMember, for messages; 0 for a pod of no PodGroup.
+	minMember int32
+}
+
+// elastic reports whether a plan may leave some of the gang's pending pods out.
+func (g *gang) elastic() bool { return g.fewest < len(g.pending) }
+
+// kept returns g with only k of its pending pods, the lowest ranks and pod among them: what a
+// plan that leaves the others out places. The pods left out keep their UIDs in pendingUIDs, as
+// pods of the gang.
+func (g *gang) kept(k int, pod *corev1.Pod) *gang {
+	idx := make([]int, 0, k)
+	for i := range k {
+		idx = append(idx, i)
+	}
+	if j := slices.IndexFunc(g.pending, func(p *corev1.Pod) bool { return p.UID == pod.UID }); j >= k && k > 0 {
+		idx[k-1] = j
+	}
+	out := *g
+	out.pending, out.podGPUs, out.podNeeds, out.gpusPerPod = nil, nil, nil, 0
+	for _, i := range idx {
+		out.pending = append(out.pending, g.pending[i])
+		out.gpusPerPod = max(out.gpusPerPod, g.gpusOf(i))
+		if g.podGPUs != nil {
+			out.podGPUs = append(out.podGPUs, g.podGPUs[i])
+		}
+		if g.podNeeds != nil {
+			out.podNeeds = append(out.podNeeds, g.podNeeds[i])
+		}
+	}
+	out.fewest = min(out.fewest, k)
+	return &out
 }
 
 func (g *gang) plannerGang() planner.Gang {
@@ -98,6 +135,21 @@ func (s *State) gangOf(pod *corev1.Pod) *gang {
 		for i, p := range g.pending {
 			g.podGPUs[i] = GPURequest(p, s.opts.GPUResource)
 		}
+	}
+	g.fewest = len(g.pending)
+	if info, ok := s.podGroup(pod.Namespace, g.podGroup); ok && g.podGroup != "" {
+		// Coscheduling's Permit lets a gang's pods through once minMember of its pods are
+		// assigned: those bound count, and the plan's GPU pods must make up the rest (pods
+		// without GPUs are scheduled apart, and are not counted on).
+		g.minMember = info.minMember
+		bound := 0
+		for _, p := range members {
+			if p.Spec.NodeName != "" && p.DeletionTimestamp == nil &&
+				p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				bound++
+			}
+		}
+		g.fewest = min(g.fewest, max(int(info.minMember)-bound, 0))
 	}
 	return g
 }

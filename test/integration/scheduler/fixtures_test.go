@@ -230,6 +230,12 @@ func (w *gangWrapper) Priority(class string) *gangWrapper {
 	return w
 }
 
+// MinMember sets the PodGroup's minMember below its pods: an elastic gang.
+func (w *gangWrapper) MinMember(n int32) *gangWrapper {
+	w.pg.Spec.MinMember = n
+	return w
+}
+
 // create creates the PodGroup, then the pods.
 func (w *gangWrapper) create(t *testing.T, c client.Client) *gangWrapper {
 	t.Helper()

@@ -201,3 +201,42 @@ func TestElasticGangPreemptsForItsMinMemberOnly(t *testing.T) {
 		t.Errorf("PlanFor(urgent-1) = %v %q, want it left out", status.Code(), status.Message())
 	}
 }
+
+// TestPodBoundBeforeTheInformerShowsItIsNotPending: a pod of an elastic gang created just after
+// its sibling bound, while the pod informer still shows the sibling pending. The sibling is not
+// taken for the gang's leader (the new pod would wait in PreEnqueue for it, for good) nor planned
+// again.
+func TestPodBoundBeforeTheInformerShowsItIsNotPending(t *testing.T) {
+	ctx := context.Background()
+	first := member("ns", "job", 0, 4).Obj()
+	h := newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8)}, []*corev1.Pod{first}, inventory("a", 8))
+	setMinMember(h, "job", 1)
+	st, status := h.state.PlanFor(ctx, first, h.nodeInfos())
+	if got := slotOf(t, st, status); got != "a:0,1,2,3" {
+		t.Fatalf("job-0 at %s, want a:0,1,2,3", got)
+	}
+	h.state.Reserve(first, "a")
+	h.state.Bound(first)
+	bound := first.DeepCopy()
+	bound.Spec.NodeName = "a"
+	bound.Annotations = map[string]string{AnnotationGPUIndices: "0,1,2,3"}
+	h.setPods(bound)
+
+	late := member("ns", "job", 1, 4).Obj()
+	if _, err := h.cs.CoreV1().Pods("ns").Create(ctx, late, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		_, err := h.factory.Core().V1().Pods().Lister().Pods("ns").Get(late.Name)
+		return err == nil, nil
+	}); err != nil {
+		t.Fatal("the informer does not see job-1")
+	}
+	if ok, why := h.state.Gate(late); !ok {
+		t.Errorf("Gate(job-1) holds it: %s", why)
+	}
+	st, status = h.state.PlanFor(ctx, late, h.nodeInfos())
+	if got := slotOf(t, st, status); got != "a:4,5,6,7" {
+		t.Errorf("job-1 at %s, want a:4,5,6,7", got)
+	}
+}

@@ -61,7 +61,7 @@ func (s *State) Gate(pod *corev1.Pod) (bool, string) {
 func (s *State) leader(pod *corev1.Pod) *corev1.Pod {
 	var best *corev1.Pod
 	for _, p := range s.members(pod.Namespace, PodGroupName(pod)) {
-		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Spec.SchedulerName != pod.Spec.SchedulerName ||
+		if s.nodeOf(p) != "" || p.DeletionTimestamp != nil || p.Spec.SchedulerName != pod.Spec.SchedulerName ||
 			len(p.Spec.SchedulingGates) > 0 || GPURequest(p, s.opts.GPUResource) == 0 {
 			continue
 		}
@@ -163,7 +163,7 @@ func (s *State) tell(logger klog.Logger, pods []*corev1.Pod, msg string, waiting
 				}
 				// The latest pod, after the wait.
 				p, err := s.pods.Pods(p.Namespace).Get(p.Name)
-				if err != nil || p.Spec.NodeName != "" || p.DeletionTimestamp != nil || !waiting(p) {
+				if err != nil || s.nodeOf(p) != "" || p.DeletionTimestamp != nil || !waiting(p) {
 					continue
 				}
 				status := p.Status.DeepCopy()
@@ -215,8 +215,8 @@ func (s *State) AnchorFor(pod *corev1.Pod) string {
 		return anchor
 	}
 	for _, p := range s.members(pod.Namespace, PodGroupName(pod)) {
-		if p.Spec.NodeName != "" && p.DeletionTimestamp == nil && GPURequest(p, s.opts.GPUResource) > 0 {
-			return p.Spec.NodeName
+		if node := s.nodeOf(p); node != "" && p.DeletionTimestamp == nil && GPURequest(p, s.opts.GPUResource) > 0 {
+			return node
 		}
 	}
 	return ""

@@ -458,6 +458,9 @@ func (s *State) Bound(pod *corev1.Pod) {
 	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if r, ok := s.reserved[pod.UID]; ok {
+		s.boundTo.Store(pod.UID, r.node)
+	}
 	key := GangKey(pod)
 	p := s.plans[key]
 	if p == nil {

@@ -49,6 +49,10 @@ type State struct {
 	open sync.Map
 	// kicked holds, by gang, the leader last activated by a sibling (see Gate).
 	kicked sync.Map
+	// boundTo holds, by UID, the node of each pod this scheduler bound, until the pod is deleted:
+	// the pod informer shows a binding moments later, and a gang's pods collected in between
+	// (its leader, a new plan) must not count a bound pod as pending. Without s.mu, as open.
+	boundTo sync.Map
 	// tellLimiter paces the status updates that tell waiting pods why their gang does not fit;
 	// lastReserve (Unix nanoseconds) is when a pod was last reserved: tells wait for a quiet
 	// moment (see tell).
@@ -301,6 +305,7 @@ func (s *State) onPodDelete(obj any) {
 		return
 	}
 	key := GangKey(pod)
+	s.boundTo.Delete(pod.UID)
 	s.mu.Lock()
 	delete(s.reserved, pod.UID)
 	// The gang changed: a node a filter rejected for it may fit what is left.
@@ -371,11 +376,23 @@ func (s *State) members(namespace, name string) []*corev1.Pod {
 func (s *State) pendingMembers(namespace, name string) map[string]*corev1.Pod {
 	out := map[string]*corev1.Pod{}
 	for _, p := range s.members(namespace, name) {
-		if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+		if s.nodeOf(p) == "" && p.DeletionTimestamp == nil {
 			out[p.Namespace+"/"+p.Name] = p
 		}
 	}
 	return out
+}
+
+// nodeOf is the node the pod is bound to, by the informer or, before it shows the binding, by
+// this scheduler; "" while it is not bound.
+func (s *State) nodeOf(p *corev1.Pod) string {
+	if p.Spec.NodeName != "" {
+		return p.Spec.NodeName
+	}
+	if n, ok := s.boundTo.Load(p.UID); ok {
+		return n.(string)
+	}
+	return ""
 }
 
 // memberCount is how many pods are labelled for PodGroup namespace/name.

@@ -104,15 +104,16 @@ func (s *State) gangOf(pod *corev1.Pod) *gang {
 			continue
 		}
 		n := GPURequest(p, s.opts.GPUResource)
+		node := s.nodeOf(p)
 		if n == 0 {
-			if p.Spec.NodeName == "" && requiresDomain(p) {
+			if node == "" && requiresDomain(p) {
 				g.held = append(g.held, p)
 			}
 			continue
 		}
-		if p.Spec.NodeName != "" {
+		if node != "" {
 			if g.anchor == "" {
-				g.anchor = p.Spec.NodeName
+				g.anchor = node
 			}
 			continue
 		}
@@ -144,7 +145,7 @@ func (s *State) gangOf(pod *corev1.Pod) *gang {
 		g.minMember = info.minMember
 		bound := 0
 		for _, p := range members {
-			if p.Spec.NodeName != "" && p.DeletionTimestamp == nil &&
+			if s.nodeOf(p) != "" && p.DeletionTimestamp == nil &&
 				p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
 				bound++
 			}

@@ -24,7 +24,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('nvidia.com/gpu' in self.resources.limits)",message="spec.resources.limits must not set nvidia.com/gpu: set spec.gpusPerWorker instead",fieldPath=".resources.limits"
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !('nvidia.com/gpu' in self.resources.requests)",message="spec.resources.requests must not set nvidia.com/gpu: set spec.gpusPerWorker instead",fieldPath=".resources.requests"
 // +kubebuilder:validation:XValidation:rule="!has(self.monitoring) || !has(self.networking) || self.monitoring.metricsPort != self.networking.masterPort",message="spec.monitoring.metricsPort must differ from spec.networking.masterPort: pick another port for one of them",fieldPath=".monitoring.metricsPort"
-// +kubebuilder:validation:XValidation:rule="self.numWorkers == oldSelf.numWorkers || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.numWorkers is immutable unless the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".numWorkers"
+// +kubebuilder:validation:XValidation:rule="self.numWorkers == oldSelf.numWorkers || (has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend)",message="spec.numWorkers is immutable while the job runs: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".numWorkers"
+// +kubebuilder:validation:XValidation:rule="!has(self.minWorkers) || self.minWorkers <= self.numWorkers",message="spec.minWorkers must not exceed spec.numWorkers: lower spec.minWorkers, or raise spec.numWorkers",fieldPath=".minWorkers"
+// +kubebuilder:validation:XValidation:rule="has(self.minWorkers) == has(oldSelf.minWorkers) && (!has(self.minWorkers) || self.minWorkers == oldSelf.minWorkers) || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.minWorkers is immutable unless the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".minWorkers"
 // +kubebuilder:validation:XValidation:rule="self.gpusPerWorker == oldSelf.gpusPerWorker || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.gpusPerWorker is immutable unless the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".gpusPerWorker"
 // +kubebuilder:validation:XValidation:rule="self.numParameterServers == oldSelf.numParameterServers || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.numParameterServers is immutable unless the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".numParameterServers"
 // +kubebuilder:validation:XValidation:rule="self.framework == oldSelf.framework",message="spec.framework is immutable: create a new TrainingJob to change it",fieldPath=".framework"
@@ -52,11 +54,23 @@ type TrainingJobSpec struct {
 	Framework Framework `json:"framework,omitempty"`
 
 	// numWorkers is the number of worker pods in the gang. All of them are scheduled together or not at
-	// all. Immutable unless the job is suspended.
+	// all. Immutable while the job runs. With minWorkers, Kueue may admit fewer: numWorkers then
+	// shows the workers admitted while the job runs, and returns to the number asked for when the
+	// job is suspended again.
 	// +required
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1024
 	NumWorkers int32 `json:"numWorkers"`
+
+	// minWorkers, when set, lets Kueue admit the job with fewer workers than numWorkers when its
+	// ClusterQueue has quota for at least minWorkers but not for all (Kueue's partial admission):
+	// the job then runs with as many workers as the quota allows, every framework environment
+	// (WORLD_SIZE, TF_CONFIG, hosts) sized to them. Unset, the job runs with numWorkers workers or
+	// waits. At most numWorkers; immutable unless the job is suspended.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	MinWorkers *int32 `json:"minWorkers,omitempty"`
 
 	// gpusPerWorker is the number of nvidia.com/gpu each worker requests; 0 runs workers without GPUs.
 	// Defaults to 1. Immutable unless the job is suspended.

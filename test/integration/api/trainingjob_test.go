@@ -125,6 +125,8 @@ func TestInvalidSpecsAreRejectedNamingTheField(t *testing.T) {
 		"numWorkers missing":             {spec: `{"numWorkers": null}`, want: "spec.numWorkers: Required value"},
 		"numWorkers zero":                {spec: `{"numWorkers": 0}`, want: "spec.numWorkers"},
 		"numWorkers too many":            {spec: `{"numWorkers": 2048}`, want: "spec.numWorkers"},
+		"minWorkers above numWorkers":    {spec: `{"numWorkers": 2, "minWorkers": 3}`, want: "spec.minWorkers: Invalid value: \"object\": spec.minWorkers must not exceed spec.numWorkers: lower spec.minWorkers, or raise spec.numWorkers"},
+		"minWorkers zero":                {spec: `{"minWorkers": 0}`, want: "spec.minWorkers"},
 		"unknown framework":              {spec: `{"framework": "caffe"}`, want: `spec.framework: Unsupported value: "caffe"`},
 		"negative gpus":                  {spec: `{"gpusPerWorker": -1}`, want: "spec.gpusPerWorker"},
 		"too many gpus per worker":       {spec: `{"gpusPerWorker": 17}`, want: "spec.gpusPerWorker"},
@@ -217,7 +219,8 @@ func TestShapeIsImmutableUnlessSuspended(t *testing.T) {
 		change func(*v1alpha1.TrainingJob)
 		want   string
 	}{
-		"numWorkers":    {func(j *v1alpha1.TrainingJob) { j.Spec.NumWorkers = 8 }, "spec.numWorkers is immutable unless the job is suspended"},
+		"numWorkers":    {func(j *v1alpha1.TrainingJob) { j.Spec.NumWorkers = 8 }, "spec.numWorkers is immutable while the job runs"},
+		"minWorkers":    {func(j *v1alpha1.TrainingJob) { j.Spec.MinWorkers = ptr.To[int32](1) }, "spec.minWorkers is immutable unless the job is suspended"},
 		"gpusPerWorker": {func(j *v1alpha1.TrainingJob) { j.Spec.GPUsPerWorker = ptr.To[int32](8) }, "spec.gpusPerWorker is immutable unless the job is suspended"},
 		"framework":     {func(j *v1alpha1.TrainingJob) { j.Spec.Framework = v1alpha1.FrameworkJAX }, "spec.framework is immutable"},
 	} {
@@ -229,8 +232,16 @@ func TestShapeIsImmutableUnlessSuspended(t *testing.T) {
 	if err := mutate(func(j *v1alpha1.TrainingJob) { j.Spec.Suspend = ptr.To(true) }); err != nil {
 		t.Fatalf("suspending: %v", err)
 	}
-	if err := mutate(func(j *v1alpha1.TrainingJob) { j.Spec.NumWorkers = 8 }); err != nil {
+	if err := mutate(func(j *v1alpha1.TrainingJob) { j.Spec.NumWorkers = 8; j.Spec.MinWorkers = ptr.To[int32](4) }); err != nil {
 		t.Errorf("resizing a suspended job: %v", err)
+	}
+	// Kueue starts a job it admitted partially with the workers admitted, in one update, and
+	// suspends it asking for all of them again.
+	if err := mutate(func(j *v1alpha1.TrainingJob) { j.Spec.NumWorkers = 6; j.Spec.Suspend = ptr.To(false) }); err != nil {
+		t.Errorf("starting a job with the workers Kueue admitted: %v", err)
+	}
+	if err := mutate(func(j *v1alpha1.TrainingJob) { j.Spec.NumWorkers = 8; j.Spec.Suspend = ptr.To(true) }); err != nil {
+		t.Errorf("suspending a job with the workers it asked for: %v", err)
 	}
 	// Scheduling constraints stay mutable: Kueue injects its flavor's node selector on admission.
 	if err := mutate(func(j *v1alpha1.TrainingJob) {

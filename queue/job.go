@@ -117,6 +117,14 @@ func (j *Job) PodSets(context.Context) ([]kueue.PodSet, error) {
 	slices.SortStableFunc(sets, func(a, b kueue.PodSet) int {
 		return slices.Index(roleOrder, framework.Role(a.Name)) - slices.Index(roleOrder, framework.Role(b.Name))
 	})
+	// With minWorkers, Kueue may admit fewer workers than asked (partial admission). MinCount is
+	// set whenever minWorkers is, also once numWorkers shows the count admitted: Kueue compares it
+	// with the Workload's.
+	for i := range sets {
+		if sets[i].Name == kueue.PodSetReference(framework.RoleWorker) && job.Spec.MinWorkers != nil {
+			sets[i].MinCount = ptr.To(min(*job.Spec.MinWorkers, sets[i].Count))
+		}
+	}
 	return sets, nil
 }
 
@@ -169,8 +177,22 @@ func (j *Job) RunWithPodSetsInfo(ctx context.Context, infos []podset.PodSetInfo)
 		}
 	}
 	s.NodeSelector, s.Tolerations = merged.NodeSelector, merged.Tolerations
+	if c := workersOf(infos); c > 0 && c < j.Spec.NumWorkers && j.Spec.MinWorkers != nil && c >= *j.Spec.MinWorkers {
+		// Partially admitted: the job runs with the workers admitted.
+		j.Spec.NumWorkers = c
+	}
 	j.Spec.Suspend = ptr.To(false)
 	return nil
+}
+
+// workersOf is the worker count of infos, 0 when they have no worker pod set.
+func workersOf(infos []podset.PodSetInfo) int32 {
+	for _, info := range infos {
+		if info.Name == kueue.PodSetReference(framework.RoleWorker) {
+			return info.Count
+		}
+	}
+	return 0
 }
 
 // RestorePodSetsInfo puts back the node selector and tolerations the job had before admission,
@@ -194,6 +216,12 @@ func (j *Job) RestorePodSetsInfo(infos []podset.PodSetInfo) bool {
 	}
 	if !equality.Semantic.DeepEqual(s.Tolerations, tolerations) && (len(s.Tolerations) > 0 || len(tolerations) > 0) {
 		s.Tolerations = slices.Clone(tolerations)
+		changed = true
+	}
+	// A job that may be partially admitted asks for its workers again (as Kueue's batch Job
+	// restores its parallelism).
+	if c := workersOf(infos); j.Spec.MinWorkers != nil && c > 0 && c != j.Spec.NumWorkers {
+		j.Spec.NumWorkers = c
 		changed = true
 	}
 	return changed

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -270,5 +271,54 @@ func TestChangedForKueue(t *testing.T) {
 				t.Errorf("changedForKueue = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestPartialAdmission: with minWorkers the worker pod set carries Kueue's MinCount; admitted with
+// fewer workers the job runs with them, and asks for all again once suspended. Without minWorkers
+// a count is ignored.
+func TestPartialAdmission(t *testing.T) {
+	job := utiltesting.MakeTrainingJob("a", "ns").Framework(convoy.FrameworkTensorFlow).Workers(4).MinWorkers(2).ParameterServers(1).Queue("q").Suspend(true).Obj()
+	sets, err := (*Job)(job).PodSets(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mins []string
+	for _, ps := range sets {
+		if ps.MinCount != nil {
+			mins = append(mins, fmt.Sprintf("%s:%d/%d", ps.Name, *ps.MinCount, ps.Count))
+		}
+	}
+	if diff := cmp.Diff([]string{"worker:2/4"}, mins); diff != "" {
+		t.Errorf("pod sets with a MinCount (-want,+got):\n%s", diff)
+	}
+	original := recordedInfos(t, job)
+
+	running := (*Job)(job.DeepCopy())
+	if err := running.RunWithPodSetsInfo(t.Context(), []podset.PodSetInfo{{Name: "worker", Count: 3}, {Name: "ps", Count: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if running.Spec.NumWorkers != 3 || running.IsSuspended() {
+		t.Errorf("admitted with 3 workers: numWorkers %d, suspended %v; want 3 and running", running.Spec.NumWorkers, running.IsSuspended())
+	}
+	// Kueue compares the running job's pod sets with the admitted ones: 3 workers, MinCount 2.
+	sets, err = running.PodSets(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := sets[0]; ps.Count != 3 || ps.MinCount == nil || *ps.MinCount != 2 {
+		t.Errorf("running worker pod set: count %d, minCount %v; want 3 and 2", ps.Count, ps.MinCount)
+	}
+	running.Suspend()
+	if !running.RestorePodSetsInfo(original) || running.Spec.NumWorkers != 4 {
+		t.Errorf("restored numWorkers = %d, want 4", running.Spec.NumWorkers)
+	}
+
+	whole := (*Job)(utiltesting.MakeTrainingJob("b", "ns").Workers(4).Queue("q").Suspend(true).Obj())
+	if err := whole.RunWithPodSetsInfo(t.Context(), []podset.PodSetInfo{{Name: "worker", Count: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if whole.Spec.NumWorkers != 4 {
+		t.Errorf("a job without minWorkers runs with %d workers, want its 4", whole.Spec.NumWorkers)
 	}
 }

@@ -44,6 +44,12 @@ func (w *TrainingJobWrapper) Workers(n int32) *TrainingJobWrapper {
 	return w
 }
 
+// MinWorkers sets spec.minWorkers: Kueue may admit the job with fewer workers, at least n.
+func (w *TrainingJobWrapper) MinWorkers(n int32) *TrainingJobWrapper {
+	w.Spec.MinWorkers = &n
+	return w
+}
+
 // GPUs sets spec.gpusPerWorker.
 func (w *TrainingJobWrapper) GPUs(n int32) *TrainingJobWrapper {
 	w.Spec.GPUsPerWorker = ptr.To(n)

@@ -391,3 +391,44 @@ func (e *env) finishPod(pod *corev1.Pod) {
 		e.t.Fatalf("finishing pod %s: %v", pod.Name, err)
 	}
 }
+
+// TestJobWithMinWorkersRunsWithTheWorkersTheQuotaAllows: a job of 4 × 8 GPUs with minWorkers 2
+// in a ClusterQueue of 24 GPUs is admitted by Kueue with 3 workers (partial admission); it runs
+// with 3 pods, its framework told of 3, and numWorkers shows 3. Deactivated, it asks for 4 again.
+// Without minWorkers the same job waits for quota for all 4.
+func TestJobWithMinWorkersRunsWithTheWorkersTheQuotaAllows(t *testing.T) {
+	e := newEnv(t)
+	e.create(clusterQueue(e.ns, "", 24, nil, nil, kueue.ClusterQueuePreemption{}))
+	e.localQueue(e.ns)
+	job := trainingJob(e.ns, "elastic", "q", "", 4, 8)
+	job.Spec.MinWorkers = ptr.To[int32](2)
+	e.create(job)
+
+	admitted := e.waitJob(e.ns, "elastic", "admitted with 3 workers", func(j *convoy.TrainingJob) bool {
+		return j.Status.Admission != nil && !j.IsSuspended() && j.Spec.NumWorkers == 3
+	})
+	wl := e.workloads(admitted)[0]
+	if ps := wl.Spec.PodSets[0]; ps.Count != 4 || ps.MinCount == nil || *ps.MinCount != 2 {
+		t.Errorf("Workload worker pod set: count %d, minCount %v; want 4 and 2", ps.Count, ps.MinCount)
+	}
+	if a := wl.Status.Admission; a == nil || a.PodSetAssignments[0].Count == nil || *a.PodSetAssignments[0].Count != 3 {
+		t.Errorf("Workload admission = %+v, want 3 workers", a)
+	}
+	for _, pod := range e.startGang(e.ns, "elastic", 3) {
+		if got := envOf(&pod, "WORLD_SIZE"); got != "3" {
+			t.Errorf("pod %s has WORLD_SIZE %q, want 3", pod.Name, got)
+		}
+	}
+
+	e.kubectl("patch", "workload", "-n", e.ns, wl.Name, "--type", "merge", "-p", `{"spec":{"active":false}}`)
+	e.waitJob(e.ns, "elastic", "suspended and asking for 4 workers again", func(j *convoy.TrainingJob) bool {
+		return j.IsSuspended() && j.Spec.NumWorkers == 4
+	})
+
+	whole := trainingJob(e.ns, "whole", "q", "", 4, 8)
+	e.create(whole)
+	e.waitJob(e.ns, "whole", "queued for lack of quota", func(j *convoy.TrainingJob) bool {
+		c := condition(j, convoy.ConditionQueued)
+		return c != nil && strings.Contains(c.Message, "nvidia.com/gpu") && j.IsSuspended() && j.Spec.NumWorkers == 4
+	})
+}

@@ -49,6 +49,7 @@ type config struct {
 	nvmlLibrary     string
 	sysfs           string
 	podResources    string
+	podResourcesSet bool // --pod-resources-socket was given
 	metricsAddr     string
 	fabricLabel     string
 	faults          stringList
@@ -70,7 +71,7 @@ func main() {
 	flag.StringVar(&c.nvml, "nvml", "real", "real: the NVIDIA driver's libnvidia-ml.so.1; mock:<profile>: a simulated server per node, profiles "+strings.Join(nvmlmock.Names(), ", ")+".")
 	flag.StringVar(&c.nvmlLibrary, "nvml-library", "", "Path of libnvidia-ml.so.1; the dynamic loader's search path when empty.")
 	flag.StringVar(&c.sysfs, "sysfs", "/sys", "Where to read a GPU's NUMA node when NVML cannot say (real NVML only).")
-	flag.StringVar(&c.podResources, "pod-resources-socket", podgpus.DefaultPodResourcesSocket, "The kubelet's PodResources socket; without it, GPUs are assigned to the node's pods as the device plugin would.")
+	flag.StringVar(&c.podResources, "pod-resources-socket", podgpus.DefaultPodResourcesSocket, "The kubelet's PodResources socket; without it, GPUs are assigned to the node's pods as the device plugin would. With --nvml=mock:<profile> it is read only when given, with --node-name: a real node whose kubelet's GPUs come from test/cmd/simdeviceplugin with the same profile and node name; it must exist when the agent starts.")
 	flag.StringVar(&c.metricsAddr, "metrics-bind-address", ":9400", "Serves /metrics and /healthz, and /faults with mock NVML; empty disables.")
 	flag.StringVar(&c.fabricLabel, "mock-fabric-label", convoy.LabelTopologyRack, "With a multi-node NVLink profile (gb200-4), nodes with the same value of this label share an NVLink fabric clique.")
 	flag.Var(&c.faults, "fault", "With mock NVML, a fault to inject at start, <node>/<gpu>=<fault> (xid[:N], ecc, row-remap, lost); repeatable.")
@@ -83,6 +84,7 @@ func main() {
 	flag.BoolVar(&c.once, "once", false, "Read NVML once, print the GPUNode it would publish as YAML (with --print) and exit; needs no cluster.")
 	flag.BoolVar(&c.print, "print", false, "With --once: print the GPUNode.")
 	flag.Parse()
+	flag.Visit(func(f *flag.Flag) { c.podResourcesSet = c.podResourcesSet || f.Name == "pod-resources-socket" })
 	ctrllog.SetLogger(klog.NewKlogr()) // the informers log through controller-runtime
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -148,7 +150,10 @@ func run(ctx context.Context, c config) error {
 		opts.NVML = func(node *corev1.Node) (nvml.Interface, error) {
 			return fleet.Server(node.Name, nvmlmock.Options{FabricCluster: node.Labels[c.fabricLabel]}), nil
 		}
-		opts.PodResourcesSocket = "" // fake nodes have no kubelet
+		var err error
+		if opts.PodResourcesSocket, err = mockPodResourcesSocket(c); err != nil {
+			return err
+		}
 		switch {
 		case c.nodeName != "" && c.nodes == "" && c.nodeSelector == "":
 			opts.NodeName = c.nodeName
@@ -199,6 +204,25 @@ func run(ctx context.Context, c config) error {
 		defer srv.Close()
 	}
 	return agent.Run(ctx)
+}
+
+// mockPodResourcesSocket is the PodResources socket the agent reads with mock NVML: none for fake
+// nodes, which have no kubelet, unless --pod-resources-socket is given for the one node of
+// --node-name, a real node whose kubelet advertises the mock GPUs through test/cmd/simdeviceplugin
+// (same profile and node name, so the device IDs are the mock GPUs' UUIDs). The agent dials it once
+// per node when NVML opens, so it must exist at start: a missing one is an error, not a silent
+// fallback to simulated assignments.
+func mockPodResourcesSocket(c config) (string, error) {
+	if !c.podResourcesSet || c.podResources == "" {
+		return "", nil
+	}
+	if c.nodes != "" || c.nodeSelector != "" || c.nodeName == "" {
+		return "", errors.New("--pod-resources-socket with mock NVML reads one real node's kubelet: give --node-name, not --nodes or --node-selector")
+	}
+	if _, err := os.Stat(c.podResources); err != nil {
+		return "", fmt.Errorf("--pod-resources-socket: %w (start the agent once the kubelet serves it)", err)
+	}
+	return c.podResources, nil
 }
 
 func restConfig(c config) (*rest.Config, error) {

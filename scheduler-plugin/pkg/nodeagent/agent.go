@@ -65,8 +65,10 @@ type Options struct {
 	// SysfsRoot is where a GPU's NUMA node is read when NVML cannot say ("/sys" on a real node);
 	// leave it empty with mocks.
 	SysfsRoot string
-	// PodResourcesSocket is the kubelet's PodResources socket. Where it does not exist (fake
-	// nodes) the agent assigns GPUs to the pods bound to the node as the device plugin would.
+	// PodResourcesSocket is the kubelet's PodResources socket, dialled when NVML opens for a
+	// node. Where it does not exist then (fake nodes) the agent assigns GPUs to the pods bound to
+	// the node as the device plugin would. One kubelet serves one node: leave it empty when the
+	// agent serves several.
 	PodResourcesSocket string
 
 	// NodeName, when set, is the one node the agent serves (the DaemonSet). Otherwise it serves

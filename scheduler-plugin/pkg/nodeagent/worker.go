@@ -200,6 +200,7 @@ func (w *worker) open(ctx context.Context, node *corev1.Node) {
 	w.log.Info("Reading GPUs through NVML", "gpus", len(st.GPUs), "driver", st.DriverVersion, "cuda", st.CUDAVersion)
 	if k, err := podgpus.DialKubelet(opts.PodResourcesSocket); err == nil {
 		w.kubelet = k
+		w.log.Info("Reading which pod holds each GPU from the kubelet's PodResources API", "socket", opts.PodResourcesSocket)
 	} else if w.sim, err = podgpus.NewSimulator(w.lib, r.IndexOfUUID); err != nil {
 		w.log.Error(err, "Cannot simulate GPU assignment: no GPU will show a holder")
 	}

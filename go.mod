@@ -6,6 +6,8 @@ require (
 	github.com/NVIDIA/go-gpuallocator v0.6.0
 	github.com/NVIDIA/go-nvlib v0.8.1
 	github.com/NVIDIA/go-nvml v0.13.0-1
+	github.com/google/go-containerregistry v0.20.6
+	github.com/klauspost/compress v1.18.0
 	go.etcd.io/etcd/server/v3 v3.6.5
 	k8s.io/api v0.34.7
 	k8s.io/apimachinery v0.34.7
@@ -13,6 +15,23 @@ require (
 	k8s.io/kubernetes v1.34.7
 	sigs.k8s.io/controller-runtime v0.22.4
 	sigs.k8s.io/scheduler-plugins v0.34.7
+)
+
+require (
+	github.com/Microsoft/hnslib v0.1.1 // indirect
+	github.com/armon/circbuf v0.0.0-20190214190532-5111143e8da2 // indirect
+	github.com/containerd/stargz-snapshotter/estargz v0.16.3 // indirect
+	github.com/docker/cli v28.2.2+incompatible // indirect
+	github.com/docker/distribution v2.8.3+incompatible // indirect
+	github.com/docker/docker-credential-helpers v0.9.3 // indirect
+	github.com/mitchellh/go-homedir v1.1.0 // indirect
+	github.com/moby/ipvs v1.1.0 // indirect
+	github.com/vbatts/tar-split v0.12.1 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
+	go.opentelemetry.io/contrib/instrumentation/github.com/emicklei/go-restful/otelrestful v0.44.0 // indirect
+	k8s.io/kube-proxy v0.0.0 // indirect
+	sigs.k8s.io/knftables v0.0.17 // indirect
 )
 
 require (
@@ -228,7 +247,9 @@ require (
 tool (
 	k8s.io/kubernetes/cmd/kube-apiserver
 	k8s.io/kubernetes/cmd/kube-controller-manager
+	k8s.io/kubernetes/cmd/kube-proxy
 	k8s.io/kubernetes/cmd/kubectl
+	k8s.io/kubernetes/cmd/kubelet
 	sigs.k8s.io/controller-tools/cmd/controller-gen
 )
 

@@ -44,6 +44,8 @@ type Binary struct {
 	Module string
 	// LDFlags are passed to go build as -ldflags.
 	LDFlags string
+	// Static builds with CGO_ENABLED=0: an executable that needs no libc, for an image without one.
+	Static bool
 	// Project marks a binary built from this repository's own code. Project binaries are built on
 	// every Build, which the Go build cache keeps cheap; the others are rebuilt only when go.mod,
 	// go.sum, the Go version or their spec changes.
@@ -57,6 +59,9 @@ var Binaries = []Binary{
 	{Name: "kube-apiserver", Package: "k8s.io/kubernetes/cmd/kube-apiserver", LDFlags: VersionLDFlags},
 	{Name: "kube-controller-manager", Package: "k8s.io/kubernetes/cmd/kube-controller-manager", LDFlags: VersionLDFlags},
 	{Name: "kubectl", Package: "k8s.io/kubernetes/cmd/kubectl", LDFlags: VersionLDFlags},
+	// The real nodes' kubelet and kube-proxy (StartRealNode).
+	{Name: "kubelet", Package: "k8s.io/kubernetes/cmd/kubelet", LDFlags: VersionLDFlags},
+	{Name: "kube-proxy", Package: "k8s.io/kubernetes/cmd/kube-proxy", LDFlags: VersionLDFlags},
 	{Name: "kwok", Module: "sigs.k8s.io/kwok@v0.7.0", Package: "./cmd/kwok"},
 	{Name: KueueManager, Module: KueueModule, Package: "./cmd/kueue", LDFlags: KueueLDFlags},
 	{Name: Kueuectl, Module: KueueModule, Package: "./cmd/kueuectl", LDFlags: KueueLDFlags},
@@ -65,6 +70,10 @@ var Binaries = []Binary{
 	{Name: "convoy-scheduler", Package: "./scheduler-plugin/cmd/kube-scheduler", LDFlags: VersionLDFlags, Project: true},
 	{Name: "convoy-node-agent", Package: "./scheduler-plugin/cmd/convoy-node-agent", Project: true},
 	{Name: "simtrainer", Package: "./test/cmd/simtrainer", Project: true},
+	{Name: "simdeviceplugin", Package: "./test/cmd/simdeviceplugin", Project: true},
+	{Name: "pause", Package: "./test/cmd/pause", Static: true, Project: true},
+	{Name: "registry", Module: "github.com/distribution/distribution/v3@v3.1.2", Package: "./cmd/registry"},
+	{Name: "coredns", Module: "github.com/coredns/coredns@v1.14.7", Package: ".", Static: true},
 }
 
 // stampFile records what the non-project binaries in the bin directory were built from.
@@ -142,9 +151,10 @@ func buildGroup(ctx context.Context, root, binDir string, bins []Binary, log io.
 			if err := buildExternal(ctx, root, binDir, b, log); err != nil {
 				return err
 			}
-		case path.Base(b.Package) != b.Name:
-			// go build -o dir/ names executables after the package; other names need their own -o.
-			if err := goBuild(ctx, root, nil, b.LDFlags, filepath.Join(binDir, b.Name), []string{b.Package}, log); err != nil {
+		case path.Base(b.Package) != b.Name || b.Static:
+			// go build -o dir/ names executables after the package; other names, and other
+			// environments, need their own go build.
+			if err := goBuild(ctx, root, cgoEnv(b), b.LDFlags, filepath.Join(binDir, b.Name), []string{b.Package}, log); err != nil {
 				return err
 			}
 		default:
@@ -174,8 +184,16 @@ func buildExternal(ctx context.Context, root, binDir string, b Binary, log io.Wr
 	}
 	// The module's own go.mod decides everything: no workspace, and none of this repository's
 	// GOFLAGS (a -modfile or -mod=vendor would point at the wrong module).
-	env := []string{"GOWORK=off", "GOFLAGS=-buildvcs=false -mod=readonly"}
+	env := append([]string{"GOWORK=off", "GOFLAGS=-buildvcs=false -mod=readonly"}, cgoEnv(b)...)
 	return goBuild(ctx, dir, env, b.LDFlags, filepath.Join(binDir, b.Name), []string{b.Package}, log)
+}
+
+// cgoEnv is the environment that builds b as its Static field asks.
+func cgoEnv(b Binary) []string {
+	if b.Static {
+		return []string{"CGO_ENABLED=0"}
+	}
+	return nil
 }
 
 // ModuleDir returns the directory of module ("path@version") in the module cache, downloading it
@@ -236,7 +254,7 @@ func buildStamp(ctx context.Context, root string, bins []Binary) (string, error)
 	}
 	fmt.Fprintf(h, "go %s\n", bytes.TrimSpace(goVersion))
 	for _, b := range bins {
-		fmt.Fprintf(h, "%q %q %q %q\n", b.Name, b.Package, b.Module, b.LDFlags)
+		fmt.Fprintf(h, "%q %q %q %q %t\n", b.Name, b.Package, b.Module, b.LDFlags, b.Static)
 	}
 	return hex.EncodeToString(h.Sum(nil)) + "\n", nil
 }

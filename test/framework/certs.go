@@ -68,7 +68,8 @@ func (p *pki) serving(name string) (*keyPair, error) {
 		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
 			"kubernetes.default.svc.cluster.local"},
 		// 10.0.0.1 is the kubernetes Service's address in serviceClusterIPRange.
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.IPv4(10, 0, 0, 1)},
+		// NodeGatewayIP is where real nodes reach the API server.
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.IPv4(10, 0, 0, 1), net.ParseIP(NodeGatewayIP)},
 	})
 }
 

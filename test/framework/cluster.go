@@ -63,6 +63,10 @@ type Options struct {
 	// and need no controllers: no namespace gets a default ServiceAccount, so pods are refused.
 	// It spares the test on a GPU machine carrying a binary it does not use.
 	WithoutControllerManager bool
+	// RealNodes prepares the cluster for real nodes (StartRealNode): it creates NodeBridge, and the
+	// API server also listens on NodeGatewayIP, advertises it in the kubernetes Service, and reaches
+	// kubelets by their InternalIP with a client certificate. It needs root.
+	RealNodes bool
 	// StartTimeout bounds Start; DefaultStartTimeout when zero.
 	StartTimeout time.Duration
 	// Log receives a line per component as it becomes ready; nil discards them.
@@ -89,6 +93,11 @@ type Cluster struct {
 
 	pki            *pki
 	removeStateDir bool
+	// apiPort is the API server's secure port; realNodes says it also listens on NodeGatewayIP.
+	apiPort   int
+	realNodes bool
+	// cleanups run after Stop has ended every process, last added first.
+	cleanups []func() error
 
 	mu      sync.Mutex
 	procs   map[string]*proc
@@ -208,6 +217,7 @@ func (c *Cluster) start(ctx context.Context, opts Options, logw io.Writer) error
 	}
 	etcdPort, etcdPeerPort, apiPort, kcmPort, kwokPort := ports[0], ports[1], ports[2], ports[3], ports[4]
 	apiURL := "https://" + hostPort(apiPort)
+	c.apiPort = apiPort
 
 	began := time.Now()
 	etcdURL := "http://" + hostPort(etcdPort)
@@ -233,12 +243,7 @@ func (c *Cluster) start(ctx context.Context, opts Options, logw io.Writer) error
 
 	apiArgs := []string{
 		"--etcd-servers=" + etcdURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
 		fmt.Sprintf("--secure-port=%d", apiPort),
-		// The default reconciler writes the advertise address into the kubernetes Endpoints and
-		// complains every 10 s that it is a loopback address.
-		"--endpoint-reconciler-type=none",
 		"--cert-dir=" + filepath.Join(c.StateDir, APIServer),
 		"--client-ca-file=" + c.pki.caFile(),
 		"--tls-cert-file=" + serving.certFile,
@@ -258,6 +263,34 @@ func (c *Cluster) start(ctx context.Context, opts Options, logw io.Writer) error
 		"--proxy-client-key-file=" + frontProxy.keyFile,
 		"--allow-privileged=true",
 		"--profiling=false",
+	}
+	if opts.RealNodes {
+		kubeletClient, err := c.pki.client("kube-apiserver-kubelet-client", "kube-apiserver-kubelet-client", "system:masters")
+		if err != nil {
+			return err
+		}
+		if err := setupNodeBridge(ctx); err != nil {
+			return err
+		}
+		c.realNodes = true
+		c.addCleanup(func() error { teardownNodeNetwork(context.Background()); return nil })
+		apiArgs = append(apiArgs,
+			// Real nodes reach the API server on the bridge; pods through the kubernetes Service,
+			// whose endpoint is the advertised address.
+			"--bind-address=0.0.0.0",
+			"--advertise-address="+NodeGatewayIP,
+			"--kubelet-preferred-address-types=InternalIP",
+			"--kubelet-client-certificate="+kubeletClient.certFile,
+			"--kubelet-client-key="+kubeletClient.keyFile,
+		)
+	} else {
+		apiArgs = append(apiArgs,
+			"--bind-address=127.0.0.1",
+			"--advertise-address=127.0.0.1",
+			// The default reconciler writes the advertise address into the kubernetes Endpoints and
+			// complains every 10 s that it is a loopback address.
+			"--endpoint-reconciler-type=none",
+		)
 	}
 	if err := c.StartProcess(APIServer, APIServer, append(apiArgs, opts.APIServerArgs...), nil); err != nil {
 		return err
@@ -403,6 +436,13 @@ func resetStateDir(dir string) error {
 	return nil
 }
 
+// addCleanup registers f to run in Stop after every process has ended.
+func (c *Cluster) addCleanup(f func() error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cleanups = append(c.cleanups, f)
+}
+
 // KeepStateDir stops Stop from removing a temporary state directory, for example to keep the
 // logs of a failed test run.
 func (c *Cluster) KeepStateDir() {
@@ -422,7 +462,7 @@ func (c *Cluster) Stop() error {
 		return nil
 	}
 	c.stopped = true
-	order := c.order
+	order, cleanups := c.order, c.cleanups
 	c.mu.Unlock()
 
 	var errs []error
@@ -435,6 +475,11 @@ func (c *Cluster) Stop() error {
 		default:
 		}
 		p.stop(stopGrace)
+	}
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		if err := cleanups[i](); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := os.Remove(filepath.Join(c.StateDir, PidsFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)

@@ -1,0 +1,134 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// The real-node network, laid out as kind lays out its node containers: one Linux bridge on the
+// host, and per real node a network namespace joined to it by a veth pair. The host end of the
+// bridge is the gateway; the API server and the image registry listen there, so that what runs in
+// a node's namespace reaches them as it would reach a control-plane node.
+const (
+	// NodeBridge is the host bridge every real node's namespace is attached to.
+	NodeBridge = "convoy0"
+	// NodeGatewayIP is the host's address on NodeBridge.
+	NodeGatewayIP = "10.98.0.1"
+	// nodeSubnetPrefix is NodeBridge's /24; real node n (1-based) is <prefix>.<10+n>.
+	nodeSubnetPrefix = "10.98.0"
+	// realPodCIDRPrefix: real node n gives its pods addresses from <prefix>.<n>.0/24. It lies
+	// outside PodCIDR, which kwok's fake pods use.
+	realPodCIDRPrefix = "10.245"
+	// RealPodCIDR covers every real node's pod range, for kube-proxy's clusterCIDR.
+	RealPodCIDR = realPodCIDRPrefix + ".0.0/16"
+	// ClusterDNSIP is the kube-dns Service's address, which the kubelets put in pods' resolv.conf.
+	ClusterDNSIP = "10.0.0.10"
+	// ClusterDomain is the cluster's DNS domain.
+	ClusterDomain = "cluster.local"
+	// nodeNetnsPrefix names the network namespaces of real nodes: <prefix><node name>.
+	nodeNetnsPrefix = "convoy-"
+)
+
+func nodeIP(index int) string      { return fmt.Sprintf("%s.%d", nodeSubnetPrefix, 10+index) }
+func nodePodCIDR(index int) string { return fmt.Sprintf("%s.%d.0/24", realPodCIDRPrefix, index) }
+func nodeNetns(name string) string { return nodeNetnsPrefix + name }
+
+// vethName is the host end of a node's veth pair; Linux allows 15 bytes.
+func vethName(index int) string { return fmt.Sprintf("cvh%d", index) }
+
+// setupNodeBridge removes what an earlier run left (the bridge, the real nodes' namespaces and
+// routes) and creates the bridge with the gateway address. It needs root.
+func setupNodeBridge(ctx context.Context) error {
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("real nodes need root (network namespaces, a bridge, containerd): run as root")
+	}
+	teardownNodeNetwork(ctx)
+	for _, args := range [][]string{
+		{"link", "add", NodeBridge, "type", "bridge"},
+		{"addr", "add", NodeGatewayIP + "/24", "dev", NodeBridge},
+		{"link", "set", NodeBridge, "up"},
+	} {
+		if err := runIP(ctx, args...); err != nil {
+			return err
+		}
+	}
+	// The host routes between the nodes' pod ranges.
+	return writeSysctl("", "net/ipv4/ip_forward", "1")
+}
+
+// setupNodeNetns creates the network namespace of real node index, its veth pair on the bridge,
+// its address and default route, and the host's route to its pod range.
+func setupNodeNetns(ctx context.Context, name string, index int) error {
+	ns, veth := nodeNetns(name), vethName(index)
+	for _, args := range [][]string{
+		{"netns", "add", ns},
+		{"link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns},
+		{"link", "set", veth, "master", NodeBridge, "up"},
+		{"-n", ns, "link", "set", "lo", "up"},
+		{"-n", ns, "addr", "add", nodeIP(index) + "/24", "dev", "eth0"},
+		{"-n", ns, "link", "set", "eth0", "up"},
+		{"-n", ns, "route", "add", "default", "via", NodeGatewayIP},
+		{"route", "replace", nodePodCIDR(index), "via", nodeIP(index)},
+	} {
+		if err := runIP(ctx, args...); err != nil {
+			return err
+		}
+	}
+	// The node routes between its pods' bridge and eth0, and kube-proxy's rules must see bridged
+	// traffic, as on any node.
+	if err := writeSysctl(ns, "net/ipv4/ip_forward", "1"); err != nil {
+		return err
+	}
+	return writeSysctl(ns, "net/bridge/bridge-nf-call-iptables", "1")
+}
+
+// teardownNodeNetwork deletes the bridge and every real node's namespace. Errors are ignored: it
+// also runs where nothing was set up.
+func teardownNodeNetwork(ctx context.Context) {
+	out, _ := exec.CommandContext(ctx, "ip", "netns", "list").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(f[0], nodeNetnsPrefix) {
+			_ = runIP(ctx, "netns", "delete", f[0])
+		}
+	}
+	if entries, err := os.ReadDir(nodeMountNSDir); err == nil {
+		for _, e := range entries {
+			removeNodeMountNS(filepath.Join(nodeMountNSDir, e.Name()))
+		}
+	}
+	_ = runIP(ctx, "link", "delete", NodeBridge)
+	routes, _ := exec.CommandContext(ctx, "ip", "route", "show", "root", RealPodCIDR).Output()
+	for _, line := range strings.Split(string(routes), "\n") {
+		if f := strings.Fields(line); len(f) > 0 {
+			_ = runIP(ctx, "route", "delete", f[0])
+		}
+	}
+}
+
+func runIP(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, "ip", args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// writeSysctl sets /proc/sys/<key> in network namespace ns, or on the host when ns is empty.
+func writeSysctl(ns, key, value string) error {
+	path := "/proc/sys/" + key
+	if ns == "" {
+		return os.WriteFile(path, []byte(value), 0o644)
+	}
+	cmd := exec.Command("ip", "netns", "exec", ns, "sh", "-c", "echo "+value+" > "+path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("setting %s=%s in %s: %w: %s", key, value, ns, err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}

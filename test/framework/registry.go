@@ -1,0 +1,75 @@
+package framework
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+)
+
+// Registry is the name of the OCI registry's binary and process (CNCF Distribution's registry,
+// built by Build).
+const Registry = "registry"
+
+// registryConfig is the registry's configuration: images on the file system, plain HTTP, no
+// authentication, no access log, warnings and errors only (a HEAD for a blob or tag the registry
+// lacks, which every push asks first, is logged as an error).
+const registryConfig = `version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: %q
+  delete:
+    enabled: true
+http:
+  addr: %q
+  secret: %q
+`
+
+// StartRegistry runs an OCI registry as a process of the cluster, listening on addr (host:port;
+// "" picks a free port on 127.0.0.1) over plain HTTP without authentication, storing images under
+// <StateDir>/registry. It returns the registry's address once /v2/ answers; containerd and
+// go-containerregistry reach it as an insecure registry.
+func (c *Cluster) StartRegistry(ctx context.Context, addr string) (string, error) {
+	if err := CheckBinaries(c.BinDir, Registry); err != nil {
+		return "", err
+	}
+	if addr == "" {
+		ports, err := FreePorts(1)
+		if err != nil {
+			return "", err
+		}
+		addr = hostPort(ports[0])
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return "", fmt.Errorf("registry address %q: %w", addr, err)
+	}
+	dir := filepath.Join(c.StateDir, Registry)
+	if err := os.MkdirAll(filepath.Join(dir, "storage"), 0o755); err != nil {
+		return "", err
+	}
+	config := filepath.Join(dir, "config.yml")
+	// The secret signs upload state: one registry needs no shared one, but warns without it.
+	secret := make([]byte, 16)
+	if _, err := rand.Read(secret); err != nil {
+		return "", err
+	}
+	content := fmt.Sprintf(registryConfig, filepath.Join(dir, "storage"), addr, hex.EncodeToString(secret))
+	if err := os.WriteFile(config, []byte(content), 0o644); err != nil {
+		return "", err
+	}
+	// OTEL_TRACES_EXPORTER=none: the registry would otherwise export traces to an OTLP collector.
+	if err := c.StartProcess(Registry, Registry, []string{"serve", config}, []string{"OTEL_TRACES_EXPORTER=none"}); err != nil {
+		return "", err
+	}
+	if err := c.WaitHealthy(ctx, Registry, "http://"+addr+"/v2/"); err != nil {
+		return "", err
+	}
+	return addr, nil
+}

@@ -15,8 +15,12 @@ TRACE_DIR    ?= ../shared/traces/alibaba-gpu-2023
 UNIT_PKGS     = $(shell $(GO) list ./... | grep -v '/test/') ./test/bench/trace ./test/bench/scheduler
 # Packages whose tests start the real control plane from test/framework.
 INTEG_PKGS    = $(shell $(GO) list ./test/... | grep -v -e '/test/cmd/' -e '/test/e2e' -e '/test/bench/')
-# The whole stack (Kueue, operator, scheduler, node agents) end to end.
-E2E_PKGS      = ./test/e2e/...
+# The whole stack (Kueue, operator, scheduler, node agents) end to end, on kwok's fake nodes.
+E2E_PKGS      = $(shell $(GO) list ./test/e2e/... | grep -v -e '/test/e2e/realnode')
+# The real-node tier: real kubelets, containerd and containers from Convoy's images.
+REAL_PKGS     = ./test/e2e/realnode
+# What real nodes need from Debian (test/framework/realnode.go's RealNodeBinaries).
+REAL_NODE_DEBS = containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux
 TEST_FLAGS   ?= -count=1 -timeout=30m
 
 .PHONY: all
@@ -31,6 +35,10 @@ bin: ## Build the control plane (etcd, kube-apiserver, kube-controller-manager, 
 .PHONY: build
 build: bin ## Compile every package; Convoy's binaries (convoy-operator, convoy-scheduler, convoy-node-agent) go to bin/.
 	$(GO) build ./...
+
+.PHONY: images
+images: bin ## Convoy's container images, without Docker, as OCI layouts in bin/images/ (bases from Debian packages; rebuilt only when their inputs change). Push: go run ./test/cmd/images push --registry HOST:PORT.
+	$(GO) run ./test/cmd/images build
 
 ##@ Code generation
 
@@ -59,7 +67,7 @@ lint: ## gofmt and go vet.
 ##@ Test
 
 .PHONY: test
-test: verify test-unit test-integration test-e2e ## Every test tier: what CI runs.
+test: verify test-unit test-integration test-e2e test-real ## Every test tier: what CI runs.
 
 .PHONY: test-unit
 test-unit: ## Unit tests: pure logic, no control plane.
@@ -72,6 +80,19 @@ test-integration: bin ## Integration tests against the real kube-apiserver, etcd
 .PHONY: test-e2e
 test-e2e: bin ## End-to-end tests: the real binaries, each with the RBAC in deploy/, on a simulated GPU fleet.
 	$(GO) test $(TEST_FLAGS) -p 1 $(E2E_PKGS)
+
+.PHONY: test-real
+test-real: bin images real-node-deps ## The real-node tier (root): two real kubelets with containerd run Convoy's images and a real PyTorch job.
+	$(GO) test $(TEST_FLAGS) -p 1 -v $(REAL_PKGS)
+
+.PHONY: real-node-deps
+real-node-deps: ## Install what real nodes need from Debian (containerd, runc, CNI plugins, iptables, conntrack) when missing.
+	@missing=$$(for p in $(REAL_NODE_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" != 0 ]; then echo "Real nodes need the Debian packages: $$missing (run as root: apt-get install $$missing)"; exit 1; fi; \
+		echo "Installing $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
 
 .PHONY: test-gpu
 test-gpu: bin ## On a machine with an NVIDIA GPU and driver (not part of `test`): the node agent over the real NVML, checked against nvidia-smi, and its read cost.
@@ -100,6 +121,10 @@ bench-queue: bin ## Admission rate of 1,000 TrainingJobs vs 1,000 batch/v1 Jobs 
 .PHONY: demo
 demo: bin build ## Start a local simulated GPU cluster (no Docker) and run the sample TrainingJob on it.
 	@hack/demo.sh up
+
+.PHONY: demo-real
+demo-real: bin images real-node-deps ## The story on real nodes (root): two kubelets with containerd, Convoy's images, a real PyTorch job trained, killed and resumed.
+	$(GO) run ./test/cmd/demoreal --state-dir $(ROOT)/.convoy-real
 
 .PHONY: demo-down
 demo-down: ## Stop every process the demo started.

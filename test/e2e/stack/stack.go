@@ -38,6 +38,8 @@ const (
 	NodeAgent = "convoy-node-agent"
 	// NodeAgentSA is the node agent simulator's ServiceAccount (deploy/node-agent/simulator).
 	NodeAgentSA = "convoy-node-agent-simulator"
+	// ProgressService is deploy/operator's Service of the progress endpoint.
+	ProgressService = "convoy-operator-progress"
 	// SimTrainer is test/cmd/simtrainer's binary and process name.
 	SimTrainer = "simtrainer"
 )
@@ -60,6 +62,10 @@ type Options struct {
 	// SimTrainer, when not zero, runs bin/simtrainer with this epoch interval: it reports progress
 	// and checkpoints for every running gang through the operator's progress endpoint.
 	SimTrainer time.Duration
+	// PodNetwork is for real nodes (framework.Options.RealNodes): pods reach the progress endpoint as
+	// deployed, at https://convoy-operator-progress.convoy-system.svc, a Service whose endpoint is
+	// the operator's address on the node bridge.
+	PodNetwork bool
 	// Log receives one line per step; nothing when nil.
 	Log func(format string, args ...any)
 }
@@ -135,7 +141,7 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Stack, err
 	}
 	s.log("deploy/ RBAC, queues and priority classes applied (%.1fs)", time.Since(began).Seconds())
 
-	if err := s.setupOperator(ctx); err != nil {
+	if err := s.setupOperator(ctx, opts.PodNetwork); err != nil {
 		return nil, err
 	}
 	if err := s.StartOperator(ctx); err != nil {
@@ -165,7 +171,7 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Stack, err
 
 // setupOperator writes the operator's ServiceAccount kubeconfig and webhook certificate, and its
 // command line with loopback addresses.
-func (s *Stack) setupOperator(ctx context.Context) error {
+func (s *Stack) setupOperator(ctx context.Context, podNetwork bool) error {
 	c := s.Cluster
 	kubeconfig, err := c.ServiceAccountKubeconfig(ctx, Namespace, Operator)
 	if err != nil {
@@ -181,6 +187,14 @@ func (s *Stack) setupOperator(ctx context.Context) error {
 		return err
 	}
 	s.ProgressURL = "https://" + hostPort(ports[2])
+	progressAddr := hostPort(ports[2])
+	if podNetwork {
+		progressAddr = net.JoinHostPort(framework.NodeGatewayIP, strconv.Itoa(ports[2]))
+		s.ProgressURL = "https://" + ProgressService + "." + Namespace + ".svc:443"
+		if err := c.ExposeHostService(ctx, Namespace, ProgressService, 443, ports[2]); err != nil {
+			return err
+		}
+	}
 	webhookURL := "https://" + hostPort(ports[3])
 	s.operatorReady = "http://" + hostPort(ports[1]) + "/readyz"
 	s.operatorEnv = []string{"KUBECONFIG=" + kubeconfig}
@@ -189,7 +203,7 @@ func (s *Stack) setupOperator(ctx context.Context) error {
 		"--kueue=true",
 		"--metrics-bind-address=" + hostPort(ports[0]),
 		"--health-probe-bind-address=" + hostPort(ports[1]),
-		"--progress-bind-address=" + hostPort(ports[2]),
+		"--progress-bind-address=" + progressAddr,
 		"--progress-url=" + s.ProgressURL,
 		"--queue-webhook-bind-address=" + hostPort(ports[3]),
 		"--queue-webhook-cert-dir=" + certDir,

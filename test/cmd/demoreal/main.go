@@ -1,0 +1,81 @@
+// Command demoreal tells Convoy's story on real nodes (`make demo-real`): it starts the local
+// control plane with two real kubelets running containerd, Convoy's images from a local registry,
+// CoreDNS, Kueue, the operator and the scheduler, then runs a real PyTorch TrainingJob, kills one
+// worker's process and shows the gang resume from its checkpoint. It needs root.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/e2e/realstack"
+	"github.com/convoy-dev/convoy/test/e2e/stack"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+func main() {
+	stateDir := flag.String("state-dir", ".convoy-real", "Where the cluster keeps its state and every component's log.")
+	keep := flag.Bool("keep", false, "Keep the cluster running after the story, until interrupted.")
+	flag.Parse()
+	if err := run(*stateDir, *keep); err != nil {
+		fmt.Fprintln(os.Stderr, "demo-real:", err)
+		os.Exit(1)
+	}
+}
+
+func run(stateDir string, keep bool) error {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	began := time.Now()
+	logf := func(format string, args ...any) {
+		fmt.Printf("[%6.1fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
+	}
+	kwokArgs, err := stack.KwokArgs(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := framework.Start(ctx, framework.Options{StateDir: stateDir, RealNodes: true, KwokArgs: kwokArgs,
+		AddToScheme: []func(*runtime.Scheme) error{convoy.AddToScheme, kueue.AddToScheme, schedv1alpha1.AddToScheme}})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "demo-real: stopping:", err)
+		}
+		fmt.Printf("Stopped. Every component's log is in %s/logs\n", c.StateDir)
+	}()
+	logf("Control plane ready")
+	e, err := realstack.Start(ctx, c, logf)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	fmt.Println("The story:")
+	res, err := e.RunStory(ctx, "demo", os.Stdout)
+	if err != nil {
+		return err
+	}
+	m := res.Final.Status.Metrics
+	fmt.Printf("\nSummary: %s after %d restart(s); resumed from epoch %d after %s was killed at checkpointed epoch %d",
+		res.Final.Status.State, res.Restarts, res.ResumedFrom, res.KilledPod, res.KilledAtEpoch)
+	if m != nil && m.Accuracy != nil {
+		fmt.Printf("; accuracy %.4f", *m.Accuracy)
+	}
+	fmt.Printf("; first epoch %.1fs after kubectl apply\n", res.FirstStep.Seconds())
+	if keep {
+		fmt.Printf("\nThe cluster runs until interrupted: export KUBECONFIG=%s PATH=%s:$PATH\n", c.KubeconfigPath, c.BinDir)
+		<-ctx.Done()
+	}
+	return nil
+}

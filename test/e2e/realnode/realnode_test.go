@@ -1,0 +1,112 @@
+// Package realnode tests Convoy on real nodes (test/e2e/realstack): real kubelets, containerd and
+// containers from Convoy's images, a real PyTorch job trained, killed and resumed.
+package realnode
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/e2e/realstack"
+	"github.com/convoy-dev/convoy/test/e2e/stack"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+var env *realstack.Env
+
+func TestMain(m *testing.M) {
+	framework.Main(m, framework.Options{RealNodes: true, KwokArgs: kwokArgs(),
+		AddToScheme: []func(*runtime.Scheme) error{convoy.AddToScheme, kueue.AddToScheme, schedv1alpha1.AddToScheme}})
+}
+
+func kwokArgs() []string {
+	args, err := stack.KwokArgs(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	return args
+}
+
+func setup(t *testing.T) *realstack.Env {
+	t.Helper()
+	if env == nil {
+		var err error
+		if env, err = realstack.Start(t.Context(), framework.Shared(t), t.Logf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return env
+}
+
+// A user applies a 2-worker PyTorch TrainingJob: Kueue admits it, convoy-scheduler places the gang
+// on both real nodes, the workers find each other through cluster DNS and train the digits example
+// with gloo; a worker's process is killed; the whole gang restarts and resumes from its latest
+// checkpoint, and the job completes with the accuracy it reached.
+func TestPyTorchJobTrainsIsKilledAndResumesFromItsCheckpoint(t *testing.T) {
+	e := setup(t)
+	ns := framework.TestNamespace(t)
+	var timeline bytes.Buffer
+	res, err := e.RunStory(t.Context(), ns, &timeline)
+	t.Logf("Timeline:\n%s", timeline.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	nodes := map[string]bool{}
+	for _, n := range res.Nodes {
+		nodes[n] = true
+	}
+	if len(nodes) != 2 {
+		t.Errorf("the gang ran on nodes %v, want both real nodes", res.Nodes)
+	}
+	master := ""
+	for pod, g := range res.GPUs {
+		if !strings.HasPrefix(g.Visible, "GPU-") || g.AllocatedTo != ns+"/"+pod {
+			t.Errorf("pod %s: NVIDIA_VISIBLE_DEVICES=%q, GPUNode says allocated to %q; want a GPU UUID allocated to %s/%s", pod, g.Visible, g.AllocatedTo, ns, pod)
+		}
+		if strings.HasSuffix(pod, "-0") {
+			master = pod
+		}
+	}
+	if res.ResolvedMaster == "" || res.ResolvedMaster != res.PodIPs[master] {
+		t.Errorf("%s's DNS name resolved to %q, want its pod IP %q", master, res.ResolvedMaster, res.PodIPs[master])
+	}
+	if res.ResumedFrom < 1 || int32(res.ResumedFrom) < res.KilledAtEpoch {
+		t.Errorf("the restarted gang resumed from epoch %d; the job had checkpointed epoch %d before the kill", res.ResumedFrom, res.KilledAtEpoch)
+	}
+	if res.Final.Status.State != convoy.StateCompleted {
+		t.Fatalf("the job ended %s, want Completed: %+v", res.Final.Status.State, res.Final.Status.Conditions)
+	}
+	if res.Restarts < 1 {
+		t.Errorf("status.restartCount = %d after a worker was killed, want at least 1", res.Restarts)
+	}
+	m := res.Final.Status.Metrics
+	if m == nil || m.Accuracy == nil || *m.Accuracy < 0.85 {
+		t.Errorf("status.metrics = %+v, want the accuracy the training reached (≥ 0.85)", m)
+	}
+	// Each rank's log shows its own training, and rank 0's final accuracy is the one in the status.
+	for pod, log := range res.Logs {
+		rank := pod[strings.LastIndex(pod, "-")+1:]
+		if !strings.Contains(log, "rank="+rank+" ") {
+			t.Errorf("kubectl logs %s has no line of rank %s:\n%s", pod, rank, log)
+		}
+	}
+	final := regexp.MustCompile(`final accuracy=([0-9.]+)`).FindStringSubmatch(res.Logs[master])
+	if final == nil {
+		t.Fatalf("kubectl logs %s has no final accuracy:\n%s", master, res.Logs[master])
+	}
+	if got, _ := strconv.ParseFloat(final[1], 64); m != nil && m.Accuracy != nil && fmt.Sprintf("%.4f", got) != fmt.Sprintf("%.4f", *m.Accuracy) {
+		t.Errorf("status.metrics.accuracy = %v, the log says %v", *m.Accuracy, got)
+	}
+}

@@ -1,0 +1,200 @@
+// Package realstack runs Convoy on real nodes: two kubelets with containerd, each in a network
+// namespace of its own on one bridge, with simulated GPUs advertised through the kubelet's
+// device-plugin path, CoreDNS as the cluster's DNS and Convoy's images pulled from a local
+// registry. Kueue, the operator and the scheduler run as processes beside the control plane, as
+// test/e2e/stack starts them. The real-node e2e suite and `make demo-real` use it.
+package realstack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/convoy-dev/convoy/test/e2e/stack"
+	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/images"
+)
+
+const (
+	// Registry is where the local registry listens: the host's address on the node bridge, which
+	// containerd on every real node reaches.
+	Registry = framework.NodeGatewayIP + ":5000"
+	// Profile is the mock NVML profile of the real nodes' simulated GPUs: 4 L40S on PCIe.
+	Profile = "pcie-4"
+	// GPUProduct is what Profile imitates, the nodes' nvidia.com/gpu.product.
+	GPUProduct = stack.PCIeProduct
+	// GPUsPerNode is Profile's GPU count.
+	GPUsPerNode = 4
+	// LabelNodeKind marks the real nodes, for the ResourceFlavor of their ClusterQueue.
+	LabelNodeKind = "convoy.dev/node-kind"
+	// NodeKindReal is LabelNodeKind's value on real nodes.
+	NodeKindReal = "real"
+	// DevicePlugin is test/cmd/simdeviceplugin's binary.
+	DevicePlugin = "simdeviceplugin"
+)
+
+// NodeNames are the real nodes, in one rack.
+var NodeNames = []string{"real-1", "real-2"}
+
+// Images are the images the real nodes pull.
+var Images = []string{images.Pause, images.CoreDNS, images.Trainer}
+
+// Env is a running real-node stack.
+type Env struct {
+	*stack.Stack
+	// Nodes are the real nodes, in NodeNames' order.
+	Nodes []*framework.RealNode
+	// ImagesDir holds the OCI layouts `make images` wrote.
+	ImagesDir string
+}
+
+// Image returns the reference pods use for image name.
+func (e *Env) Image(name string) string { return images.Ref(Registry, name) }
+
+// Start starts the registry and pushes Images to it, starts the real nodes with their device
+// plugins and node agents, CoreDNS, and Kueue, the operator and the scheduler. c must have been
+// started with framework.Options.RealNodes.
+func Start(ctx context.Context, c *framework.Cluster, logf func(format string, args ...any)) (*Env, error) {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	if err := framework.CheckBinaries(c.BinDir, DevicePlugin, "registry"); err != nil {
+		return nil, err
+	}
+	e := &Env{ImagesDir: filepath.Join(root, "bin", "images")}
+	began := time.Now()
+	if _, err := c.StartRegistry(ctx, Registry); err != nil {
+		return nil, err
+	}
+	if _, err := images.Push(ctx, e.ImagesDir, Registry, Images); err != nil {
+		return nil, fmt.Errorf("%w (`make images` builds them)", err)
+	}
+	logf("Registry at %s holds %v (%.1fs)", Registry, Images, time.Since(began).Seconds())
+
+	for i, name := range NodeNames {
+		n, err := c.StartRealNode(ctx, framework.RealNodeSpec{
+			Name:  name,
+			Index: i + 1,
+			Labels: map[string]string{
+				framework.LabelZone:       "zone-real",
+				framework.LabelBlock:      "block-real",
+				framework.LabelRack:       "rack-real",
+				framework.LabelGPUProduct: GPUProduct,
+				LabelNodeKind:             NodeKindReal,
+				stack.LabelCapacityType:   "on-demand",
+			},
+			SandboxImage: e.Image(images.Pause),
+			Registry:     Registry,
+		})
+		if err != nil {
+			return nil, err
+		}
+		e.Nodes = append(e.Nodes, n)
+		if err := c.StartProcess(DevicePlugin+"-"+name, DevicePlugin, []string{
+			"--device-plugin-dir=" + n.DevicePluginDir,
+			"--node-name=" + name,
+			"--nvml=mock:" + Profile,
+		}, nil); err != nil {
+			return nil, err
+		}
+		logf("Real node %s Ready at %s, pods in %s (%.1fs)", name, n.IP, n.PodCIDR, time.Since(began).Seconds())
+	}
+	if err := waitGPUs(ctx, c, e.Nodes); err != nil {
+		return nil, err
+	}
+	logf("The kubelets advertise %d nvidia.com/gpu each from the device plugin (%.1fs)", GPUsPerNode, time.Since(began).Seconds())
+	if err := c.InstallCoreDNS(ctx, e.Image(images.CoreDNS), NodeNames[0]); err != nil {
+		return nil, err
+	}
+	logf("CoreDNS ready on %s (%.1fs)", NodeNames[0], time.Since(began).Seconds())
+
+	if e.Stack, err = stack.Start(ctx, c, stack.Options{PodNetwork: true, Log: logf}); err != nil {
+		return nil, err
+	}
+	if err := e.startNodeAgents(ctx); err != nil {
+		return nil, err
+	}
+	logf("Node agents read the kubelets' PodResources (%.1fs)", time.Since(began).Seconds())
+	return e, nil
+}
+
+// startNodeAgents runs a node agent per real node with mock NVML for its simulated GPUs and the
+// kubelet's PodResources socket, so that the GPUNode shows which pod holds which GPU as the
+// kubelet allocated them.
+func (e *Env) startNodeAgents(ctx context.Context) error {
+	c := e.Cluster
+	kubeconfig, err := c.ServiceAccountKubeconfig(ctx, stack.Namespace, stack.NodeAgentSA)
+	if err != nil {
+		return err
+	}
+	ports, err := framework.FreePorts(len(e.Nodes))
+	if err != nil {
+		return err
+	}
+	for i, n := range e.Nodes {
+		name := stack.NodeAgent + "-" + n.Name
+		addr := fmt.Sprintf("127.0.0.1:%d", ports[i])
+		if err := c.StartProcess(name, stack.NodeAgent, []string{
+			"--kubeconfig=" + kubeconfig,
+			"--nvml=mock:" + Profile,
+			"--node-name=" + n.Name,
+			"--pod-resources-socket=" + n.PodResourcesSocket,
+			"--metrics-bind-address=" + addr,
+		}, nil); err != nil {
+			return err
+		}
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		err := c.WaitHealthy(wctx, name, "http://"+addr+"/healthz")
+		cancel()
+		if err != nil {
+			return err
+		}
+		e.AgentURLs = append(e.AgentURLs, "http://"+addr)
+	}
+	return nil
+}
+
+// waitGPUs waits until every node's allocatable shows the device plugin's GPUs.
+func waitGPUs(ctx context.Context, c *framework.Cluster, nodes []*framework.RealNode) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for _, n := range nodes {
+		for {
+			node, err := c.Clientset.CoreV1().Nodes().Get(ctx, n.Name, metav1GetOptions)
+			if err != nil {
+				return err
+			}
+			if q, ok := node.Status.Allocatable[framework.ResourceGPU]; ok && q.Value() == GPUsPerNode {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("node %s never advertised %d %s (device plugin log: %s)", n.Name, GPUsPerNode,
+					framework.ResourceGPU, filepath.Join(c.StateDir, "logs", DevicePlugin+"-"+n.Name+".log"))
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// CheckpointVolume creates, once, a PersistentVolume on a host directory that both real nodes
+// mount (they share the machine's file system, as nodes share an NFS export) and a claim
+// namespace/name bound to it, for checkpoints.
+func CheckpointVolume(ctx context.Context, c *framework.Cluster, namespace, name string) error {
+	dir := filepath.Join(c.StateDir, "volumes", namespace+"-"+name)
+	// The trainer runs as a non-root user; a hostPath volume keeps the directory's own mode.
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o777); err != nil {
+		return err
+	}
+	return createVolume(ctx, c, namespace, name, dir)
+}

@@ -1,0 +1,185 @@
+"""Trains a small MLP on scikit-learn's digits (8x8 images of handwritten digits, shipped with
+scikit-learn) with PyTorch DistributedDataParallel on CPU (gloo), one process per pod of a Convoy
+TrainingJob. It reports every epoch to the operator, checkpoints, and resumes after a restart.
+
+Run by each pod as `python3 train.py` (not torchrun): it joins the process group from MASTER_ADDR,
+MASTER_PORT, WORLD_SIZE and RANK, which Convoy sets. README.md lists every variable it reads.
+"""
+
+import os
+import re
+import signal
+import threading
+import time
+from datetime import timedelta
+
+import convoy
+
+
+def exit_promptly_on_sigterm():
+    """Exit with 143 on SIGTERM, as when the operator stops or restarts the gang. A container's PID 1
+    ignores SIGTERM without a handler, and a Python handler only runs when the main thread is back in
+    Python, not while it waits in a collective; a thread waiting for the signal runs at once. Call
+    this before any thread starts (before importing torch): threads inherit the blocked signal."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
+    def wait():
+        signal.sigwait({signal.SIGTERM})
+        print(f"rank={os.environ.get('RANK', '0')} SIGTERM: exiting", flush=True)
+        os._exit(128 + signal.SIGTERM)
+
+    threading.Thread(target=wait, daemon=True).start()
+
+
+exit_promptly_on_sigterm()
+
+import torch  # noqa: E402 (after the SIGTERM thread, see above)
+import torch.distributed as dist  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from sklearn.datasets import load_digits  # noqa: E402
+from sklearn.model_selection import train_test_split  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset  # noqa: E402
+
+# How long a rank whose collective failed (another rank died) waits before failing itself: the
+# operator, seeing the dead rank's exit code, stops the gang in the meantime, so this rank exits
+# with 143 (SIGTERM) rather than 1, which a restartPolicy ExitCode job would not retry.
+PEER_LOSS_WAIT = 30
+
+
+def main():
+    # Hyperparameters, as spec.hyperparameters sets them; BATCH_SIZE is the global batch.
+    epochs = int(os.environ.get("EPOCHS", "20"))
+    learning_rate = float(os.environ.get("LEARNING_RATE", "0.01"))
+    batch_size = int(os.environ.get("BATCH_SIZE", "64"))
+    optimizer_name = os.environ.get("OPTIMIZER", "adam").lower()
+    epoch_sleep = float(os.environ.get("CONVOY_EXAMPLE_EPOCH_SLEEP", "0"))
+    if "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(1)  # the model is tiny; more threads only contend with the other ranks
+
+    init_distributed()
+    rank, world = dist.get_rank(), dist.get_world_size()
+
+    # The same split on every rank; each rank trains on its shard of the training set.
+    x, y = load_digits(return_X_y=True)
+    x_train, x_test, y_train, y_test = train_test_split(x / 16.0, y, test_size=0.2, random_state=0, stratify=y)
+    train = TensorDataset(torch.tensor(x_train, dtype=torch.float32), torch.tensor(y_train))
+    test_x, test_y = torch.tensor(x_test, dtype=torch.float32), torch.tensor(y_test)
+    sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=True, seed=0)
+    loader = DataLoader(train, batch_size=max(batch_size // world, 1), sampler=sampler)
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 10))
+    model = DistributedDataParallel(net)
+    if optimizer_name == "sgd":
+        optimizer = torch.optim.SGD(model.parameters(), lr=learning_rate, momentum=0.9)
+    elif optimizer_name in ("adam", "adamw"):
+        optimizer = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}[optimizer_name](model.parameters(), lr=learning_rate)
+    else:
+        raise SystemExit(f"OPTIMIZER={optimizer_name!r}: use adam, adamw or sgd")
+
+    # Resume: rank 0 reads the checkpoint and sends it to the others.
+    directory = convoy.checkpoint_dir()
+    start, metrics = 1, {}
+    state = [None]
+    if rank == 0:
+        path = convoy.resume_from() or newest_checkpoint(directory)
+        if path:
+            state[0] = torch.load(path, map_location="cpu")
+    dist.broadcast_object_list(state, src=0)
+    if state[0] is not None:
+        net.load_state_dict(state[0]["model"])
+        optimizer.load_state_dict(state[0]["optimizer"])
+        start, metrics = state[0]["epoch"] + 1, state[0]["metrics"]
+        print(f"rank={rank} resumed from epoch {state[0]['epoch']}", flush=True)
+
+    try:
+        for epoch in range(start, epochs + 1):
+            sampler.set_epoch(epoch)
+            model.train()
+            totals = torch.zeros(2)  # summed loss, samples
+            for inputs, labels in loader:
+                optimizer.zero_grad()
+                loss = F.cross_entropy(model(inputs), labels)
+                loss.backward()
+                optimizer.step()
+                totals += torch.tensor([loss.item() * len(labels), len(labels)])
+            dist.all_reduce(totals)
+            metrics = {"loss": (totals[0] / totals[1]).item(), "accuracy": accuracy(net, test_x, test_y)}
+            print(f"rank={rank} epoch={epoch}/{epochs} loss={metrics['loss']:.4f} accuracy={metrics['accuracy']:.4f}", flush=True)
+            convoy.report(epoch=epoch, total_epochs=epochs, step=epoch * len(loader), metrics=metrics)
+            if rank == 0 and directory and epoch % convoy.checkpoint_frequency() == 0:
+                path = save_checkpoint(directory, epoch, net, optimizer, metrics)
+                convoy.checkpoint_saved(path, epoch)
+            time.sleep(epoch_sleep)
+    except RuntimeError as e:  # gloo fails the collective when another rank has died
+        print(f"rank={rank} training failed: {e}; waiting {PEER_LOSS_WAIT}s for the gang to be stopped", flush=True)
+        time.sleep(PEER_LOSS_WAIT)
+        raise
+
+    print(f"rank={rank} final accuracy={metrics['accuracy']:.4f}", flush=True)
+    convoy.report(epoch=epochs, total_epochs=epochs, step=epochs * len(loader), metrics=metrics, final=True)
+    dist.destroy_process_group()
+
+
+def init_distributed():
+    """init_process_group as init_method="env://" does, from MASTER_ADDR, MASTER_PORT, WORLD_SIZE and
+    RANK, but waiting for the other ranks in Python: torch's store holds the GIL while it waits, which
+    would keep the SIGTERM thread from running until every rank has come. CPU tensors need gloo,
+    whatever CONVOY_DIST_BACKEND (spec.networking.backend) says."""
+    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    while True:
+        try:
+            store = dist.TCPStore(addr, port, world, rank == 0, timeout=timedelta(seconds=2), wait_for_workers=False)
+            break
+        except (RuntimeError, TimeoutError):
+            if rank == 0:
+                raise
+            time.sleep(1)  # rank 0 is not listening yet, or its DNS name does not resolve yet
+    store.set_timeout(timedelta(minutes=30))
+    store.add("joined", 1)
+    while store.add("joined", 0) < world:
+        time.sleep(0.1)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+
+
+def accuracy(net, inputs, labels):
+    net.eval()
+    with torch.no_grad():
+        return (net(inputs).argmax(dim=1) == labels).float().mean().item()
+
+
+def checkpoints(directory):
+    """The epoch-<N>.pt files in directory by epoch, oldest first."""
+    found = []
+    for name in os.listdir(directory) if directory else []:
+        m = re.fullmatch(r"epoch-(\d+)\.pt", name)
+        if m:
+            found.append((int(m.group(1)), os.path.join(directory, name)))
+    return [path for _, path in sorted(found)]
+
+
+def newest_checkpoint(directory):
+    found = checkpoints(directory)
+    return found[-1] if found else None
+
+
+def save_checkpoint(directory, epoch, net, optimizer, metrics):
+    """Writes epoch-<N>.pt atomically (a reader never sees half a file) and keeps the newest
+    CONVOY_CHECKPOINT_RETENTION of them."""
+    path = os.path.join(directory, f"epoch-{epoch}.pt")
+    with open(path + ".tmp", "wb") as f:
+        torch.save({"epoch": epoch, "model": net.state_dict(), "optimizer": optimizer.state_dict(), "metrics": metrics}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(path + ".tmp", path)
+    keep = convoy.checkpoint_retention()
+    if keep:
+        for old in checkpoints(directory)[:-keep]:
+            os.remove(old)
+    return path
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,44 @@
+package progress
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestPythonSDKBodies decodes what the Python SDK posts (sdk/python/tests/testdata, which the SDK's
+// tests check it writes) as the server does, refusing unknown fields, so a field renamed on either
+// side fails a test.
+func TestPythonSDKBodies(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "sdk", "python", "tests", "testdata")
+	decode := func(name string, v any) {
+		t.Helper()
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(v); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	r := &Report{}
+	decode("progress.json", r)
+	if err := r.Validate(); err != nil {
+		t.Errorf("progress.json: %v", err)
+	}
+	if r.Epoch == nil || r.TotalEpochs == nil || r.Step == nil || len(r.Metrics) == 0 {
+		t.Errorf("progress.json left fields of Report empty: %+v", r)
+	}
+	c := &Checkpoint{}
+	decode("checkpoint.json", c)
+	if err := c.Validate(); err != nil {
+		t.Errorf("checkpoint.json: %v", err)
+	}
+	if c.Epoch == 0 {
+		t.Errorf("checkpoint.json has no epoch: %+v", c)
+	}
+}

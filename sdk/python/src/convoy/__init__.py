@@ -1,0 +1,68 @@
+"""Convoy's Python SDK: report progress and checkpoints from a TrainingJob's pods to the operator,
+and find the checkpoint directory and the checkpoint to resume from. Standard library only.
+
+    import convoy
+    convoy.report(epoch=3, total_epochs=10, metrics={"loss": 0.41, "accuracy": 0.87})
+    convoy.checkpoint_saved(path, epoch=3)
+
+Outside a Convoy pod (no CONVOY_PROGRESS_URL) the reporting calls do nothing. They never raise:
+failures are warnings on the "convoy" logger.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Optional
+
+from ._checkpoint import checkpoint_dir, checkpoint_frequency, checkpoint_retention, checkpoint_uri, resume_from
+from ._report import DEFAULT_MIN_INTERVAL, Reporter, progress_body, rank
+
+__all__ = [
+    "Reporter",
+    "checkpoint_dir",
+    "checkpoint_frequency",
+    "checkpoint_retention",
+    "checkpoint_saved",
+    "checkpoint_uri",
+    "configure",
+    "progress_body",
+    "rank",
+    "report",
+    "resume_from",
+]
+
+__version__ = "0.1.0"
+
+_reporter = Reporter()
+
+
+def configure(
+    min_interval: float = DEFAULT_MIN_INTERVAL, timeout: float = 10.0, retries: int = 3, backoff: float = 0.5
+) -> None:
+    """Replaces the settings report and checkpoint_saved use (see Reporter)."""
+    global _reporter
+    _reporter = Reporter(min_interval=min_interval, timeout=timeout, retries=retries, backoff=backoff)
+
+
+def report(
+    epoch: Optional[int] = None,
+    total_epochs: Optional[int] = None,
+    step: Optional[int] = None,
+    metrics: Optional[Mapping[str, float]] = None,
+    *,
+    final: bool = False,
+    all_ranks: bool = False,
+) -> bool:
+    """Posts progress to $CONVOY_PROGRESS_URL/progress: the epoch the code is in or has finished, how
+    many there are, the global step, and the latest metrics ("loss" and "accuracy" drive the job's
+    success policy; at most 32 others). Only rank 0 posts unless all_ranks; at most one report per
+    5 seconds is posted (configure changes it) unless final, the others are dropped. Returns True
+    when the operator recorded the report; never raises."""
+    return _reporter.report(epoch, total_epochs, step, metrics, final=final, all_ranks=all_ranks)
+
+
+def checkpoint_saved(path: str, epoch: int, metrics: Optional[Mapping[str, float]] = None, *, all_ranks: bool = False) -> bool:
+    """Posts a checkpoint, written completely at path after epoch, to $CONVOY_PROGRESS_URL/checkpoint:
+    a restarted gang gets path back as CONVOY_RESUME_FROM. metrics, when given, are reported first
+    as progress for that epoch. Only rank 0 posts unless all_ranks. Returns True when the operator
+    recorded it; never raises."""
+    return _reporter.checkpoint_saved(path, epoch, metrics, all_ranks=all_ranks)

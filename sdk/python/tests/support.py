@@ -1,0 +1,91 @@
+"""A local stand-in for the operator's progress endpoint, for the tests: it records every POST and
+answers with scripted status codes; and the import path of the package under test."""
+
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# Test the source tree, not an installed copy.
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "src"))
+
+
+class Recorder:
+    """An HTTP(S) server on 127.0.0.1 recording requests as (path, headers, body)."""
+
+    def __init__(self, tls_context=None):
+        self.requests = []
+        self.answers = []  # status codes for the next requests; 204 once they run out
+        self.lock = threading.Lock()
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with recorder.lock:
+                    recorder.requests.append((self.path, dict(self.headers), json.loads(raw)))
+                    code = recorder.answers.pop(0) if recorder.answers else 204
+                if code == 204:
+                    self.send_response(204)
+                    self.end_headers()
+                else:
+                    self.send_error(code, "scripted answer")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        scheme = "http"
+        if tls_context is not None:
+            self.server.socket = tls_context.wrap_socket(self.server.socket, server_side=True)
+            scheme = "https"
+        self.base = "%s://127.0.0.1:%d" % (scheme, self.server.server_address[1])
+        self.url = self.base + "/v1/namespaces/ns/trainingjobs/job"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def bodies(self, kind):
+        with self.lock:
+            return [body for path, _, body in self.requests if path.endswith("/" + kind)]
+
+
+def closed_port():
+    """A port on 127.0.0.1 that nothing listens on."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def make_certs(directory):
+    """Writes tls.crt, tls.key and ca.crt with the openssl CLI, as the operator makes its own by default
+    (operator/pkg/progress/certs.go): one ECDSA certificate for 127.0.0.1 that is its own CA. False
+    without openssl."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        return False
+    subprocess.run([openssl, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-days", "1", "-subj", "/CN=convoy-operator progress", "-keyout", "tls.key", "-out", "tls.crt",
+                    "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-addext", "keyUsage=digitalSignature,keyCertSign",
+                    "-addext", "extendedKeyUsage=serverAuth"],
+                   cwd=directory, check=True, capture_output=True)
+    shutil.copy(os.path.join(directory, "tls.crt"), os.path.join(directory, "ca.crt"))
+    return True
+
+
+def server_tls_context(directory):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(os.path.join(directory, "tls.crt"), os.path.join(directory, "tls.key"))
+    return ctx

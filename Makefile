@@ -70,8 +70,9 @@ lint: ## gofmt and go vet.
 test: verify test-unit test-integration test-e2e test-real ## Every test tier: what CI runs.
 
 .PHONY: test-unit
-test-unit: ## Unit tests: pure logic, no control plane.
+test-unit: ## Unit tests: pure logic, no control plane; the Python SDK's tests against a local HTTP(S) server.
 	$(GO) test $(TEST_FLAGS) $(UNIT_PKGS)
+	python3 -m unittest discover -s sdk/python/tests
 
 .PHONY: test-integration
 test-integration: bin ## Integration tests against the real kube-apiserver, etcd and kwok built into bin/.

@@ -11,8 +11,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -20,6 +25,7 @@ import (
 	"github.com/convoy-dev/convoy/test/e2e/realstack"
 	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/images"
 )
 
 var env *realstack.Env
@@ -108,5 +114,60 @@ func TestPyTorchJobTrainsIsKilledAndResumesFromItsCheckpoint(t *testing.T) {
 	}
 	if got, _ := strconv.ParseFloat(final[1], 64); m != nil && m.Accuracy != nil && fmt.Sprintf("%.4f", got) != fmt.Sprintf("%.4f", *m.Accuracy) {
 		t.Errorf("status.metrics.accuracy = %v, the log says %v", *m.Accuracy, got)
+	}
+}
+
+// Each of Convoy's images, pulled from the registry by a real kubelet, starts as its non-root user
+// and runs its binary: the node agent reads its (mock) GPUs once and prints the GPUNode, the others
+// print their flags.
+func TestConvoyImagesStartOnARealNode(t *testing.T) {
+	e := setup(t)
+	ns := framework.TestNamespace(t)
+	ctx := t.Context()
+	if err := e.Cluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		args []string
+		want string
+	}{
+		images.Operator:  {args: []string{"--help"}, want: "progress-url"},
+		images.Scheduler: {args: []string{"--help"}, want: "--config"},
+		images.NodeAgent: {args: []string{"--once", "--print", "--nvml=mock:" + realstack.Profile, "--node-name=" + realstack.NodeNames[0]}, want: realstack.GPUProduct},
+		images.Kueue:     {args: []string{"--help"}, want: "config"},
+	}
+	for name, tc := range cases {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: corev1.PodSpec{
+				NodeName:      realstack.NodeNames[0],
+				RestartPolicy: corev1.RestartPolicyNever,
+				Containers:    []corev1.Container{{Name: "main", Image: e.Image(name), Args: tc.args}},
+			},
+		}
+		if err := e.Cluster.Client.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var pod corev1.Pod
+			err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+				if err := e.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &pod); err != nil {
+					return false, err
+				}
+				return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed, nil
+			})
+			logs, _ := e.Kubectl(ctx, "logs", "-n", ns, name)
+			if err != nil || pod.Status.Phase != corev1.PodSucceeded {
+				t.Fatalf("pod of image %s: phase %s (%v), want Succeeded; its status: %+v\nlogs:\n%s", e.Image(name), pod.Status.Phase, err, pod.Status.ContainerStatuses, logs)
+			}
+			if !strings.Contains(logs, tc.want) {
+				t.Errorf("kubectl logs of image %s has no %q:\n%s", name, tc.want, logs)
+			}
+			if id := pod.Status.ContainerStatuses[0].ImageID; !strings.Contains(id, "sha256:") {
+				t.Errorf("image ID %q, want a digest from the registry", id)
+			}
+		})
 	}
 }

@@ -38,8 +38,9 @@ const (
 // NodeNames are the real nodes, in one rack.
 var NodeNames = []string{"real-1", "real-2"}
 
-// Images are the images the real nodes pull.
-var Images = []string{images.Pause, images.CoreDNS, images.Trainer}
+// Images are the images Start pushes to the registry: what the real nodes run, and Convoy's
+// components, which TestConvoyImagesStart starts.
+var Images = []string{images.Pause, images.CoreDNS, images.Trainer, images.Operator, images.Scheduler, images.NodeAgent, images.Kueue}
 
 // Env is a running real-node stack.
 type Env struct {

@@ -129,34 +129,11 @@ func Start(ctx context.Context, c *framework.Cluster, logf func(format string, a
 // kubelet's PodResources socket, so that the GPUNode shows which pod holds which GPU as the
 // kubelet allocated them.
 func (e *Env) startNodeAgents(ctx context.Context) error {
-	c := e.Cluster
-	kubeconfig, err := c.ServiceAccountKubeconfig(ctx, stack.Namespace, stack.NodeAgentSA)
-	if err != nil {
-		return err
-	}
-	ports, err := framework.FreePorts(len(e.Nodes))
-	if err != nil {
-		return err
-	}
-	for i, n := range e.Nodes {
-		name := stack.NodeAgent + "-" + n.Name
-		addr := fmt.Sprintf("127.0.0.1:%d", ports[i])
-		if err := c.StartProcess(name, stack.NodeAgent, []string{
-			"--kubeconfig=" + kubeconfig,
-			"--nvml=mock:" + Profile,
-			"--node-name=" + n.Name,
-			"--pod-resources-socket=" + n.PodResourcesSocket,
-			"--metrics-bind-address=" + addr,
-		}, nil); err != nil {
+	for _, n := range e.Nodes {
+		if err := e.StartAgent(ctx, stack.NodeAgent+"-"+n.Name, "--nvml=mock:"+Profile, "--node-name="+n.Name,
+			"--pod-resources-socket="+n.PodResourcesSocket); err != nil {
 			return err
 		}
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		err := c.WaitHealthy(wctx, name, "http://"+addr+"/healthz")
-		cancel()
-		if err != nil {
-			return err
-		}
-		e.AgentURLs = append(e.AgentURLs, "http://"+addr)
 	}
 	return nil
 }

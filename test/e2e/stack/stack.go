@@ -287,39 +287,38 @@ func (s *Stack) StopScheduler() error { return s.Cluster.StopProcess(Scheduler) 
 
 // startAgents starts one node agent per pool, as the simulator's ServiceAccount.
 func (s *Stack) startAgents(ctx context.Context, pools []AgentPool) error {
-	if len(pools) == 0 {
-		return nil
+	for _, p := range pools {
+		if err := s.StartAgent(ctx, fmt.Sprintf("%s-%s", NodeAgent, p.Profile),
+			"--nvml=mock:"+p.Profile, "--node-selector="+p.Selector, "--kube-api-qps=100", "--kube-api-burst=200"); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// StartAgent starts a node agent process called name with args, as the simulator's ServiceAccount
+// and with its metrics on a free loopback port, waits until it is healthy and adds its address to
+// AgentURLs.
+func (s *Stack) StartAgent(ctx context.Context, name string, args ...string) error {
 	c := s.Cluster
 	kubeconfig, err := c.ServiceAccountKubeconfig(ctx, Namespace, NodeAgentSA)
 	if err != nil {
 		return err
 	}
-	ports, err := framework.FreePorts(len(pools))
+	ports, err := framework.FreePorts(1)
 	if err != nil {
 		return err
 	}
-	for i, p := range pools {
-		name := fmt.Sprintf("%s-%s", NodeAgent, p.Profile)
-		addr := hostPort(ports[i])
-		args := []string{
-			"--kubeconfig=" + kubeconfig,
-			"--nvml=mock:" + p.Profile,
-			"--node-selector=" + p.Selector,
-			"--metrics-bind-address=" + addr,
-			"--kube-api-qps=100", "--kube-api-burst=200",
-		}
-		if err := c.StartProcess(name, NodeAgent, args, nil); err != nil {
-			return err
-		}
-		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		err := c.WaitHealthy(wctx, name, "http://"+addr+"/healthz")
-		cancel()
-		if err != nil {
-			return err
-		}
-		s.AgentURLs = append(s.AgentURLs, "http://"+addr)
+	addr := hostPort(ports[0])
+	if err := c.StartProcess(name, NodeAgent, append([]string{"--kubeconfig=" + kubeconfig, "--metrics-bind-address=" + addr}, args...), nil); err != nil {
+		return err
 	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := c.WaitHealthy(wctx, name, "http://"+addr+"/healthz"); err != nil {
+		return err
+	}
+	s.AgentURLs = append(s.AgentURLs, "http://"+addr)
 	return nil
 }
 

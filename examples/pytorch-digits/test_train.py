@@ -237,6 +237,21 @@ class TrainTest(unittest.TestCase):
         self.assertIn("rank=0 resumed from epoch 2\n", gang.log(0))
         self.assertEqual(sorted(epoch_lines(gang.log(0), 0)), [3])
 
+    def test_resumes_from_the_last_epoch_and_exits(self):
+        # Nothing left to train: both ranks print the checkpoint's accuracy and exit 0 at once. (With
+        # PyTorch 1.13 this is where freeing the process group in the wrong order hung at exit.)
+        endpoint = Endpoint()
+        self.addCleanup(endpoint.close)
+        last = os.path.join(self.checkpoints, "epoch-%d.pt" % EPOCHS)
+        gang = Gang(self.tmp, self.env(endpoint, os.path.join(self.tmp, "last"), CONVOY_RESUME_FROM=last))
+        self.addCleanup(gang.kill)
+        self.assertEqual(gang.wait(), {0: 0, 1: 0}, gang.dump())
+        for rank in (0, 1):
+            self.assertIn("rank=%d resumed from epoch %d\n" % (rank, EPOCHS), gang.log(rank))
+            self.assertEqual(epoch_lines(gang.log(rank), rank), {})
+            self.assertIn("rank=%d final accuracy=%.4f\n" % (rank, epoch_lines(self.gang.log(0), 0)[EPOCHS][1]), gang.log(rank))
+        self.assertEqual(endpoint.bodies("progress")[-1]["epoch"], EPOCHS)
+
     def test_sigterm_while_waiting_for_the_other_rank(self):
         endpoint = Endpoint()
         self.addCleanup(endpoint.close)

@@ -119,6 +119,9 @@ def main():
 
     print(f"rank={rank} final accuracy={metrics['accuracy']:.4f}", flush=True)
     convoy.report(epoch=epochs, total_epochs=epochs, step=epochs * len(loader), metrics=metrics, final=True)
+    # DDP goes first, so that destroy_process_group frees the group, letting go of the GIL while gloo's
+    # threads stop; freed by DDP, the group can deadlock with them at exit (PyTorch 1.13).
+    del model
     dist.destroy_process_group()
 
 

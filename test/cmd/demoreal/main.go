@@ -13,11 +13,6 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
-	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
-
-	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/e2e/realstack"
 	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
@@ -45,7 +40,7 @@ func run(stateDir string, keep bool) error {
 		return err
 	}
 	c, err := framework.Start(ctx, framework.Options{StateDir: stateDir, RealNodes: true, KwokArgs: kwokArgs,
-		AddToScheme: []func(*runtime.Scheme) error{convoy.AddToScheme, kueue.AddToScheme, schedv1alpha1.AddToScheme}})
+		AddToScheme: realstack.AddToScheme})
 	if err != nil {
 		return err
 	}

@@ -15,11 +15,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
-	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/e2e/realstack"
@@ -32,7 +29,7 @@ var env *realstack.Env
 
 func TestMain(m *testing.M) {
 	framework.Main(m, framework.Options{RealNodes: true, KwokArgs: kwokArgs(),
-		AddToScheme: []func(*runtime.Scheme) error{convoy.AddToScheme, kueue.AddToScheme, schedv1alpha1.AddToScheme}})
+		AddToScheme: realstack.AddToScheme})
 }
 
 func kwokArgs() []string {

@@ -12,6 +12,12 @@ import (
 	"path/filepath"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
 	"github.com/convoy-dev/convoy/test/images"
@@ -37,6 +43,10 @@ const (
 
 // NodeNames are the real nodes, in one rack.
 var NodeNames = []string{"real-1", "real-2"}
+
+// AddToScheme registers the API types the real-node stack's clients use: Convoy's, Kueue's and
+// the PodGroup.
+var AddToScheme = []func(*runtime.Scheme) error{convoy.AddToScheme, kueue.AddToScheme, schedv1alpha1.AddToScheme}
 
 // Images are the images Start pushes to the registry: what the real nodes run, and Convoy's
 // components, which TestConvoyImagesStart starts.
@@ -144,7 +154,7 @@ func waitGPUs(ctx context.Context, c *framework.Cluster, nodes []*framework.Real
 	defer cancel()
 	for _, n := range nodes {
 		for {
-			node, err := c.Clientset.CoreV1().Nodes().Get(ctx, n.Name, metav1GetOptions)
+			node, err := c.Clientset.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}

@@ -225,11 +225,9 @@ func (e *Env) RunStory(ctx context.Context, namespace string, w io.Writer) (*Sto
 		return nil, err
 	}
 	resumed := regexp.MustCompile(`resumed from epoch (\d+)`)
-	at, err := e.waitLog(ctx, namespace, restarted[0].Name, resumed)
-	if err != nil {
+	if _, err := e.waitLog(ctx, namespace, restarted[0].Name, resumed); err != nil {
 		return nil, err
 	}
-	_ = at
 	logs, _ := e.Kubectl(ctx, "logs", "-n", namespace, restarted[0].Name)
 	if m := resumed.FindStringSubmatch(logs); m != nil {
 		res.ResumedFrom, _ = strconv.Atoi(m[1])

@@ -12,8 +12,6 @@ import (
 	"github.com/convoy-dev/convoy/test/framework"
 )
 
-var metav1GetOptions = metav1.GetOptions{}
-
 // createVolume creates a hostPath PersistentVolume on dir and a claim bound to it by name.
 func createVolume(ctx context.Context, c *framework.Cluster, namespace, name, dir string) error {
 	pvName := namespace + "-" + name

@@ -18,17 +18,17 @@ import (
 
 // KubernetesVersion is the version of the Kubernetes binaries Build produces; it matches the
 // k8s.io/kubernetes version pinned in go.mod.
-const KubernetesVersion = "v1.34.4"
+const KubernetesVersion = "v1.36.3"
 
 // VersionLDFlags stamp KubernetesVersion into a binary. Without them kubectl and Kueue refuse the
 // server's unstamped version ("could not parse pre-release").
 var VersionLDFlags = strings.Join([]string{
 	"-X k8s.io/component-base/version.gitVersion=" + KubernetesVersion,
 	"-X k8s.io/component-base/version.gitMajor=1",
-	"-X k8s.io/component-base/version.gitMinor=34",
+	"-X k8s.io/component-base/version.gitMinor=36",
 	"-X k8s.io/client-go/pkg/version.gitVersion=" + KubernetesVersion,
 	"-X k8s.io/client-go/pkg/version.gitMajor=1",
-	"-X k8s.io/client-go/pkg/version.gitMinor=34",
+	"-X k8s.io/client-go/pkg/version.gitMinor=36",
 }, " ")
 
 // Binary is one executable that Build puts in the bin directory.

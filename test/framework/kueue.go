@@ -34,7 +34,7 @@ import (
 // The Kueue release the framework runs, built unmodified from its own module like kwok.
 const (
 	KueueModule  = "sigs.k8s.io/kueue@" + KueueVersion
-	KueueVersion = "v0.15.2"
+	KueueVersion = "v0.17.0"
 	// KueueManager is the Kueue controller manager's binary and process name.
 	KueueManager = "kueue"
 	// Kueuectl is kueuectl, named as the kubectl plugin it is: `kubectl kueue ...` finds it on PATH.

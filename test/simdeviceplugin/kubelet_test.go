@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	kubeletplugin "k8s.io/kubernetes/pkg/kubelet/cm/devicemanager/plugin/v1beta1"
@@ -22,7 +23,7 @@ type deviceManager struct {
 	plugins chan kubeletplugin.DevicePlugin
 }
 
-func (m *deviceManager) CleanupPluginDirectory(dir string) error {
+func (m *deviceManager) CleanupPluginDirectory(_ klog.Logger, dir string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
@@ -37,25 +38,25 @@ func (m *deviceManager) CleanupPluginDirectory(dir string) error {
 	return nil
 }
 
-func (m *deviceManager) PluginConnected(_ string, p kubeletplugin.DevicePlugin) error {
+func (m *deviceManager) PluginConnected(_ context.Context, _ string, p kubeletplugin.DevicePlugin) error {
 	m.plugins <- p
 	return nil
 }
 
-func (m *deviceManager) PluginDisconnected(string) {}
+func (m *deviceManager) PluginDisconnected(klog.Logger, string) {}
 
-func (m *deviceManager) PluginListAndWatchReceiver(_ string, resp *pluginapi.ListAndWatchResponse) {
+func (m *deviceManager) PluginListAndWatchReceiver(_ klog.Logger, _ string, resp *pluginapi.ListAndWatchResponse) {
 	m.devices <- resp.GetDevices()
 }
 
 // start runs a kubelet's registration server on kubelet.sock, as the kubelet starts it.
 func (m *deviceManager) start(t *testing.T) kubeletplugin.Server {
 	t.Helper()
-	s, err := kubeletplugin.NewServer(filepath.Join(m.dir, "kubelet.sock"), m, m)
+	s, err := kubeletplugin.NewServer(klog.TODO(), filepath.Join(m.dir, "kubelet.sock"), m, m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start(); err != nil {
+	if err := s.Start(klog.TODO()); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -89,7 +90,7 @@ func TestPluginWithTheKubeletsRegistrationServer(t *testing.T) {
 	}
 	m := &deviceManager{dir: dir, devices: make(chan []*pluginapi.Device, 8), plugins: make(chan kubeletplugin.DevicePlugin, 8)}
 	kubelet := m.start(t)
-	defer func() { _ = kubelet.Stop() }()
+	defer func() { _ = kubelet.Stop(klog.TODO()) }()
 
 	p, err := New(Options{PluginDir: dir, GPUs: gpus, NUMA: true, CheckInterval: 20 * time.Millisecond, Log: ktesting.NewLogger(t, ktesting.NewConfig())})
 	if err != nil {
@@ -129,7 +130,7 @@ func TestPluginWithTheKubeletsRegistrationServer(t *testing.T) {
 	}
 	check("first start")
 
-	if err := kubelet.Stop(); err != nil {
+	if err := kubelet.Stop(klog.TODO()); err != nil {
 		t.Fatal(err)
 	}
 	kubelet = m.start(t) // empties the directory, the plugin's socket included

@@ -15,6 +15,7 @@ import (
 	coreinformers "k8s.io/client-go/informers/core"
 	corev1informers "k8s.io/client-go/informers/core/v1"
 	corev1listers "k8s.io/client-go/listers/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -35,13 +36,13 @@ const Name = upstream.Name
 // Upstream lists the gang's namespace and matches every pod's labels: once per gang in Permit
 // (to activate the gang's siblings) and in PostFilter. With a backlog of 15,000 pending pods in
 // one namespace that was 29% of the scheduler's CPU in the 5,000-node benchmark.
-func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	return upstream.New(ctx, obj, newHandle(h, func() bool { return runsGangPlacement(h) }))
 }
 
 // runsGangPlacement reports whether h's profile runs GangPlacement, whose State indexes the
 // gangs. It is asked once the profile is built, on the first list.
-func runsGangPlacement(h framework.Handle) bool {
+func runsGangPlacement(h fwk.Handle) bool {
 	f, ok := h.(framework.Framework)
 	if !ok || gangcore.Lookup(h) == nil {
 		return false
@@ -51,13 +52,13 @@ func runsGangPlacement(h framework.Handle) bool {
 
 // handle is the scheduler's, with the pod lister below.
 type handle struct {
-	framework.Handle
+	fwk.Handle
 	factory factory
 }
 
 // newHandle wraps h; convoy says whether its profile runs GangPlacement. GangPlacement's lookup of
 // a gang's pods is resolved once, on the first list.
-func newHandle(h framework.Handle, convoy func() bool) *handle {
+func newHandle(h fwk.Handle, convoy func() bool) *handle {
 	gangPods := sync.OnceValue(func() func(namespace, name string) []*corev1.Pod {
 		if !convoy() {
 			return nil

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
@@ -45,7 +46,7 @@ func profile(t *testing.T, gang bool, pods ...*corev1.Pod) framework.Framework {
 		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
 	}
 	if gang {
-		fns = append(fns, tf.RegisterPluginAsExtensions(gangplacement.Name, func(ctx context.Context, _ runtime.Object, h framework.Handle) (framework.Plugin, error) {
+		fns = append(fns, tf.RegisterPluginAsExtensions(gangplacement.Name, func(ctx context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			v1args := &configv1.GangPlacementArgs{}
 			configv1.SetDefaults_GangPlacementArgs(v1args)
 			args := &config.GangPlacementArgs{}

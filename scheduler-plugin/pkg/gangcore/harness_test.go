@@ -15,7 +15,6 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/backend/cache"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -42,16 +41,19 @@ type harness struct {
 // every cycle.
 type snapshot struct{ cur *cache.Snapshot }
 
-func (s *snapshot) NodeInfos() framework.NodeInfoLister       { return s.cur.NodeInfos() }
-func (s *snapshot) StorageInfos() framework.StorageInfoLister { return s.cur.StorageInfos() }
+func (s *snapshot) NodeInfos() fwk.NodeInfoLister       { return s.cur.NodeInfos() }
+func (s *snapshot) StorageInfos() fwk.StorageInfoLister { return s.cur.StorageInfos() }
+func (s *snapshot) PodGroupStates() fwk.PodGroupStateLister {
+	return s.cur.PodGroupStates()
+}
 
 // nominator has no nominated pods.
 type nominator struct{}
 
-func (nominator) AddNominatedPod(klog.Logger, fwk.PodInfo, *framework.NominatingInfo) {}
-func (nominator) DeleteNominatedPodIfExists(*corev1.Pod)                              {}
-func (nominator) UpdateNominatedPod(klog.Logger, *corev1.Pod, fwk.PodInfo)            {}
-func (nominator) NominatedPodsForNode(string) []fwk.PodInfo                           { return nil }
+func (nominator) AddNominatedPod(klog.Logger, fwk.PodInfo, *fwk.NominatingInfo) {}
+func (nominator) DeleteNominatedPodIfExists(*corev1.Pod)                        {}
+func (nominator) UpdateNominatedPod(klog.Logger, *corev1.Pod, fwk.PodInfo)      {}
+func (nominator) NominatedPodsForNode(string) []fwk.PodInfo                     { return nil }
 
 // activator records the pods activated.
 type activator struct {

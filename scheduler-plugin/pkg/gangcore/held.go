@@ -89,7 +89,7 @@ func (s *State) planWithHeld(logger klog.Logger, cl *planner.Cluster, g *gang, p
 // freed pods given back. Each node is a copy of the scheduler's NodeInfo with those pods added and
 // removed, and the pods are fitted by NodeResourcesFit's own test, as DefaultPreemption simulates
 // its victims' eviction.
-func heldRoom(logger klog.Logger, g *gang, pl *planner.Plan, freed map[types.UID]bool, members []int32, cl *planner.Cluster, infos framework.NodeInfoLister) int {
+func heldRoom(logger klog.Logger, g *gang, pl *planner.Plan, freed map[types.UID]bool, members []int32, cl *planner.Cluster, infos fwk.NodeInfoLister) int {
 	// The gang's own pods the scheduler already assumed somewhere give their room back too: the
 	// plan places them anew.
 	gone := maps.Clone(freed)
@@ -128,7 +128,7 @@ func heldRoom(logger klog.Logger, g *gang, pl *planner.Plan, freed map[types.UID
 	for _, p := range held {
 		e := eligibility{template: p, affinity: nodeaffinity.GetRequiredNodeAffinity(p)}
 		for _, ni := range nodes {
-			if len(noderesources.Fits(p, ni, noderesources.ResourceRequestsOptions{})) == 0 && !e.excluded(ni.Node()) {
+			if len(noderesources.Fits(p, ni, nil, noderesources.ResourceRequestsOptions{})) == 0 && !e.excluded(ni.Node()) {
 				addPod(ni, p)
 				n++
 				break
@@ -175,5 +175,5 @@ func (s *State) LeavesRoomForPlan(pod *corev1.Pod, ni fwk.NodeInfo) bool {
 			addPod(ni, m)
 		}
 	}
-	return len(noderesources.Fits(pod, ni, noderesources.ResourceRequestsOptions{})) == 0
+	return len(noderesources.Fits(pod, ni, nil, noderesources.ResourceRequestsOptions{})) == 0
 }

@@ -52,11 +52,11 @@ type interPodPlugins struct {
 }
 
 type interPodPlugin interface {
-	framework.PreFilterPlugin
-	framework.FilterPlugin
+	fwk.PreFilterPlugin
+	fwk.FilterPlugin
 }
 
-func newInterPodPlugins(ctx context.Context, h framework.Handle) (*interPodPlugins, error) {
+func newInterPodPlugins(ctx context.Context, h fwk.Handle) (*interPodPlugins, error) {
 	fts := plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
 	var ipaArgs config.InterPodAffinityArgs
 	var ptsArgs config.PodTopologySpreadArgs

@@ -12,7 +12,6 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 )
@@ -399,7 +398,7 @@ func (s *State) dropPlanLocked(key, why, reason string) {
 	s.open.Delete(key)
 	// Its claims are free again.
 	s.bump()
-	s.handle.IterateOverWaitingPods(func(wp framework.WaitingPod) {
+	s.handle.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
 		if GangKey(wp.GetPod()) == key {
 			wp.Reject("GangPlacement", "the gang's plan was dropped: "+reason)
 		}

@@ -18,7 +18,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
+	fwk "k8s.io/kube-scheduler/framework"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -40,7 +40,7 @@ type Options struct {
 // State is shared by the GangPlacement and GangPreemption plugins of one scheduler.
 type State struct {
 	opts   Options
-	handle framework.Handle
+	handle fwk.Handle
 	pods   corelisters.PodLister
 	// byGang indexes pods by "namespace/podgroup".
 	byGang toolscache.Indexer
@@ -142,7 +142,7 @@ var (
 
 // Shared returns the State of the scheduler that h belongs to, creating it with opts on first
 // use. Every profile of a scheduler shares one State: GPUs and plans are cluster-wide.
-func Shared(ctx context.Context, h framework.Handle, opts Options) (*State, error) {
+func Shared(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
 	if s := registry[h.ClientSet()]; s != nil {
@@ -161,7 +161,7 @@ func Shared(ctx context.Context, h framework.Handle, opts Options) (*State, erro
 
 // Lookup returns the State GangPlacement created for h's scheduler, or nil when GangPlacement is
 // not enabled.
-func Lookup(h framework.Handle) *State {
+func Lookup(h fwk.Handle) *State {
 	registryMu.Lock()
 	defer registryMu.Unlock()
 	return registry[h.ClientSet()]
@@ -169,7 +169,7 @@ func Lookup(h framework.Handle) *State {
 
 // New makes a State and registers its event handlers. With a kubeconfig it also watches GPUNodes,
 // PodGroups and TrainingJobs.
-func New(ctx context.Context, h framework.Handle, opts Options) (*State, error) {
+func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 	registerMetrics()
 	s := &State{
 		opts:            opts,

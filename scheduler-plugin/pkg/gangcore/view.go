@@ -10,10 +10,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
@@ -219,13 +222,14 @@ func (s *State) eligibilityFor(ctx context.Context, pod *corev1.Pod, g *gang, no
 // excluded reports whether the gang's pods may not run on the node: cordon, an untolerated
 // NoSchedule or NoExecute taint, or the node selector and required node affinity.
 func (e eligibility) excluded(node *corev1.Node) bool {
-	if node.Spec.Unschedulable && !corev1helpers.TolerationsTolerateTaint(e.template.Spec.Tolerations,
-		&corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}) {
+	logger, comparison := klog.TODO(), utilfeature.DefaultFeatureGate.Enabled(features.TaintTolerationComparisonOperators)
+	if node.Spec.Unschedulable && !corev1helpers.TolerationsTolerateTaint(logger, e.template.Spec.Tolerations,
+		&corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}, comparison) {
 		return true
 	}
-	if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(node.Spec.Taints, e.template.Spec.Tolerations, func(t *corev1.Taint) bool {
+	if _, untolerated := corev1helpers.FindMatchingUntoleratedTaint(logger, node.Spec.Taints, e.template.Spec.Tolerations, func(t *corev1.Taint) bool {
 		return t.Effect == corev1.TaintEffectNoSchedule || t.Effect == corev1.TaintEffectNoExecute
-	}); untolerated {
+	}, comparison); untolerated {
 		return true
 	}
 	match, err := e.affinity.Match(node)

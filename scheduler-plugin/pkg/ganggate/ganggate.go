@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
 )
@@ -30,17 +29,17 @@ const PodGroupEvent fwk.EventResource = "podgroups.v1alpha1.scheduling.x-k8s.io"
 // bound pod deleted) requeues the leader, which GangPlacement rejected, and the leader's plan lets
 // its siblings through.
 type GangGate struct {
-	handle framework.Handle
+	handle fwk.Handle
 	state  atomic.Pointer[gangcore.State]
 }
 
 var (
-	_ framework.PreEnqueuePlugin  = &GangGate{}
-	_ framework.EnqueueExtensions = &GangGate{}
+	_ fwk.PreEnqueuePlugin  = &GangGate{}
+	_ fwk.EnqueueExtensions = &GangGate{}
 )
 
 // New makes the plugin; it takes no args. It needs GangPlacement in the same scheduler.
-func New(_ context.Context, _ runtime.Object, h framework.Handle) (framework.Plugin, error) {
+func New(_ context.Context, _ runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	return &GangGate{handle: h}, nil
 }
 

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	"k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config/validation"
@@ -30,7 +29,7 @@ const PodGroupEvent = ganggate.PodGroupEvent
 
 // GangPlacement plans a whole gang in PreFilter and makes each pod follow the plan.
 type GangPlacement struct {
-	handle framework.Handle
+	handle fwk.Handle
 	state  *gangcore.State
 	gpu    corev1.ResourceName
 	// binds holds a token per Binding request in flight (MaxConcurrentBindings).
@@ -38,17 +37,17 @@ type GangPlacement struct {
 }
 
 var (
-	_ framework.QueueSortPlugin   = &GangPlacement{}
-	_ framework.PreFilterPlugin   = &GangPlacement{}
-	_ framework.FilterPlugin      = &GangPlacement{}
-	_ framework.ReservePlugin     = &GangPlacement{}
-	_ framework.BindPlugin        = &GangPlacement{}
-	_ framework.PostBindPlugin    = &GangPlacement{}
-	_ framework.EnqueueExtensions = &GangPlacement{}
+	_ fwk.QueueSortPlugin   = &GangPlacement{}
+	_ fwk.PreFilterPlugin   = &GangPlacement{}
+	_ fwk.FilterPlugin      = &GangPlacement{}
+	_ fwk.ReservePlugin     = &GangPlacement{}
+	_ fwk.BindPlugin        = &GangPlacement{}
+	_ fwk.PostBindPlugin    = &GangPlacement{}
+	_ fwk.EnqueueExtensions = &GangPlacement{}
 )
 
 // New makes the plugin from its GangPlacementArgs.
-func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args, ok := obj.(*config.GangPlacementArgs)
 	if !ok {
 		return nil, fmt.Errorf("want args to be of type GangPlacementArgs, got %T", obj)
@@ -83,7 +82,7 @@ func (pl *GangPlacement) Less(a, b fwk.QueuedPodInfo) bool { return pl.state.Les
 // index instead of a list of the namespace), gives the pod its slot in the gang's plan, planning
 // the whole gang when it has none, and narrows the nodes to that slot's. A gang that does not fit is rejected here, for all its
 // pods, before anything is reserved. Pods without GPUs are left to the other plugins.
-func (pl *GangPlacement) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*framework.PreFilterResult, *fwk.Status) {
+func (pl *GangPlacement) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	if why := pl.state.Incomplete(pod); why != "" {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
@@ -102,11 +101,11 @@ func (pl *GangPlacement) PreFilter(ctx context.Context, cs fwk.CycleState, pod *
 	if !status.IsSuccess() {
 		return nil, status
 	}
-	return &framework.PreFilterResult{NodeNames: sets.New(st.Slot.Node)}, nil
+	return &fwk.PreFilterResult{NodeNames: sets.New(st.Slot.Node)}, nil
 }
 
 // PreFilterExtensions returns nil: the plan does not change with the pods preemption dry-runs.
-func (pl *GangPlacement) PreFilterExtensions() framework.PreFilterExtensions { return nil }
+func (pl *GangPlacement) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
 // Filter admits only the node of the pod's slot. PreFilter already narrowed the nodes to it; this
 // also holds when the scheduler first tries a pod's nominated node. A pod without GPUs whose gang

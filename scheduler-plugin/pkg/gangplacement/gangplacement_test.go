@@ -95,7 +95,7 @@ func TestQueueingHints(t *testing.T) {
 
 // clientHandle is a scheduler framework handle with only a client set.
 type clientHandle struct {
-	framework.Handle
+	fwk.Handle
 	cs kubernetes.Interface
 }
 

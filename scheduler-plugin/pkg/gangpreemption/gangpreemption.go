@@ -11,8 +11,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -35,18 +37,18 @@ const Name = "GangPreemption"
 
 // GangPreemption preempts whole gangs in PostFilter. It needs GangPlacement in the same profile.
 type GangPreemption struct {
-	handle    framework.Handle
-	opts      gangcore.PreemptOptions
-	evaluator *preemption.Evaluator
+	handle   fwk.Handle
+	opts     gangcore.PreemptOptions
+	executor *preemption.Executor
 	// podByPod is upstream DefaultPreemption, for pods without GPUs: its victims are pods of no
 	// gang, so that no gang is ever left broken.
-	podByPod framework.PostFilterPlugin
+	podByPod fwk.PostFilterPlugin
 }
 
-var _ framework.PostFilterPlugin = &GangPreemption{}
+var _ fwk.PostFilterPlugin = &GangPreemption{}
 
 // New makes the plugin from its GangPreemptionArgs.
-func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework.Plugin, error) {
+func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
 	args, ok := obj.(*config.GangPreemptionArgs)
 	if !ok {
 		return nil, fmt.Errorf("want args to be of type GangPreemptionArgs, got %T", obj)
@@ -64,8 +66,8 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 		opts:   gangcore.PreemptOptions{LonePods: args.PreemptLonePods, Wait: time.Duration(args.VictimTerminationSeconds) * time.Second},
 		// Only its PreemptPod is used: the eviction path of DefaultPreemption (reject a waiting
 		// victim, else set DisruptionTarget and delete it, and record an event).
-		evaluator: preemption.NewEvaluator(Name, h, nil, false),
-		podByPod:  podByPod,
+		executor: preemption.NewExecutor(h, plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)),
+		podByPod: podByPod,
 	}, nil
 }
 
@@ -73,7 +75,7 @@ func New(ctx context.Context, obj runtime.Object, h framework.Handle) (framework
 // gates, restricted to victims of no gang (no pod-group label). It evicts in PostFilter, as
 // GangPreemption does: asynchronous preemption relies on DefaultPreemption's PreEnqueue, which is
 // not in the profile, to keep the preemptor out of the queue while its victims are evicted.
-func newPodByPod(ctx context.Context, h framework.Handle) (*defaultpreemption.DefaultPreemption, error) {
+func newPodByPod(ctx context.Context, h fwk.Handle) (*defaultpreemption.DefaultPreemption, error) {
 	fts := plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
 	fts.EnableAsyncPreemption = false
 	var args kubeschedconfig.DefaultPreemptionArgs
@@ -95,6 +97,16 @@ func eligibleOneByOne(victim *corev1.Pod) bool { return gangcore.PodGroupName(vi
 // Name returns the plugin's name.
 func (pl *GangPreemption) Name() string { return Name }
 
+// podPreemptor is the preempting pod as upstream's preemption executor names it in events and logs.
+type podPreemptor struct{ *corev1.Pod }
+
+func (p podPreemptor) UID() types.UID               { return p.Pod.UID }
+func (p podPreemptor) SchedulerName() string        { return p.Spec.SchedulerName }
+func (p podPreemptor) Obj() runtime.Object          { return p.Pod }
+func (p podPreemptor) Pods() map[string]*corev1.Pod { return map[string]*corev1.Pod{p.Name: p.Pod} }
+func (p podPreemptor) Priority() int32              { return corev1helpers.PodPriority(p.Pod) }
+func (p podPreemptor) Type() string                 { return "pod" }
+
 // victimsOn is the preemption candidate of one victim pod: its own node.
 type victimsOn struct {
 	node    string
@@ -108,7 +120,7 @@ func (c *victimsOn) Name() string                 { return c.node }
 // pod's gang, it chooses whole victims of strictly lower priority, evicts every pod of each, and
 // nominates the pod to its node in the plan the gang gets once they are gone. A pod without GPUs
 // preempts as upstream DefaultPreemption does, with victims among the pods of no gang.
-func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m framework.NodeToStatusReader) (*framework.PostFilterResult, *fwk.Status) {
+func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	if pl.podByPod != nil {
 		if state := gangcore.Lookup(pl.handle); state != nil && gangcore.GPURequest(pod, state.GPUResource()) == 0 {
@@ -148,15 +160,15 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod
 	if len(v.Pods) > 0 {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		errCh := parallelize.NewErrorChannel()
+		errCh := parallelize.NewResultChannel[error]()
 		pl.handle.Parallelizer().Until(ctx, len(v.Pods), func(i int) {
 			victim := v.Pods[i]
 			c := &victimsOn{node: victim.Spec.NodeName, victims: &extenderv1.Victims{Pods: []*corev1.Pod{victim}}}
-			if err := pl.evaluator.PreemptPod(ctx, c, pod, victim, Name); err != nil {
-				errCh.SendErrorWithCancel(err, cancel)
+			if err := pl.executor.PreemptPod(ctx, c, podPreemptor{pod}, victim, Name); err != nil {
+				errCh.SendWithCancel(err, cancel)
 			}
 		}, Name)
-		if err := errCh.ReceiveError(); err != nil {
+		if err := errCh.Receive(); err != nil {
 			return nil, fwk.AsStatus(err)
 		}
 		gangcore.RecordPreemption(v)
@@ -168,7 +180,7 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod
 
 // filterStatus is the status a Filter plugin gave the node, nil when none did: a PreFilter
 // rejection, or a PreFilter result that left the node out, gives it the status of absent nodes.
-func filterStatus(m framework.NodeToStatusReader, node string) *fwk.Status {
+func filterStatus(m fwk.NodeToStatusReader, node string) *fwk.Status {
 	if m == nil {
 		return nil
 	}

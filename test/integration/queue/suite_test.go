@@ -33,6 +33,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -361,7 +362,7 @@ func (e *env) nodeFor(pod *corev1.Pod) string {
 		for _, taint := range node.Spec.Taints {
 			tolerated := false
 			for _, tol := range pod.Spec.Tolerations {
-				tolerated = tolerated || tol.ToleratesTaint(&taint)
+				tolerated = tolerated || tol.ToleratesTaint(klog.TODO(), &taint, false)
 			}
 			fits = fits && tolerated
 		}

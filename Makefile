@@ -95,6 +95,15 @@ real-node-deps: ## Install what real nodes need from Debian (containerd, runc, C
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
+.PHONY: test-upgrade
+test-upgrade: bin ## The e2e in-place upgrade test from an older release (not part of `test`): make test-upgrade FROM=<git ref>. It builds that ref's operator and scheduler into bin/upgrade-from/.
+	@test -n "$(FROM)" || { echo "usage: make test-upgrade FROM=<git ref of the release to upgrade from>"; exit 2; }
+	rm -rf bin/upgrade-from && git worktree prune
+	git worktree add --detach bin/upgrade-from/src $(FROM)
+	cd bin/upgrade-from/src && $(GO) build -o ../convoy-operator ./operator/cmd/convoy-operator && $(GO) build -o ../convoy-scheduler ./scheduler-plugin/cmd/kube-scheduler
+	git worktree remove --force bin/upgrade-from/src
+	CONVOY_UPGRADE_FROM=$(CURDIR)/bin/upgrade-from $(GO) test $(TEST_FLAGS) -v -run TestUpgradeInPlace ./test/e2e
+
 .PHONY: test-gpu
 test-gpu: bin ## On a machine with an NVIDIA GPU and driver (not part of `test`): the node agent over the real NVML, checked against nvidia-smi, and its read cost.
 	CONVOY_TEST_REAL_NVML=1 $(GO) test $(TEST_FLAGS) -v -bench . -benchmem ./test/integration/realgpu

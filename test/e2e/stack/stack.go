@@ -12,6 +12,7 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -84,6 +85,10 @@ type Stack struct {
 	SchedulerMetricsURL string
 	// AgentURLs are the node agents' metrics addresses (/metrics, /faults), in Options.Agents' order.
 	AgentURLs []string
+	// OperatorBinary and SchedulerBinary are what StartOperator and StartScheduler run: a name in
+	// the cluster's bin directory (the default, this tree's build) or a path, for example another
+	// release's binaries in an upgrade test.
+	OperatorBinary, SchedulerBinary string
 
 	operatorArgs  []string
 	operatorEnv   []string
@@ -218,7 +223,7 @@ func (s *Stack) setupOperator(ctx context.Context, podNetwork bool) error {
 // StartOperator starts the operator process and waits until it is ready. Its leader election
 // keeps a restarted operator waiting until the previous one's Lease expires.
 func (s *Stack) StartOperator(ctx context.Context) error {
-	if err := s.Cluster.StartProcess(Operator, Operator, s.operatorArgs, s.operatorEnv); err != nil {
+	if err := s.Cluster.StartProcess(Operator, cmp.Or(s.OperatorBinary, Operator), s.operatorArgs, s.operatorEnv); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -274,7 +279,7 @@ func (s *Stack) setupScheduler(ctx context.Context) error {
 
 // StartScheduler starts the scheduler process and waits until it is ready.
 func (s *Stack) StartScheduler(ctx context.Context) error {
-	if err := s.Cluster.StartProcess(Scheduler, Scheduler, s.schedulerArgs, nil); err != nil {
+	if err := s.Cluster.StartProcess(Scheduler, cmp.Or(s.SchedulerBinary, Scheduler), s.schedulerArgs, nil); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

@@ -110,7 +110,8 @@ func heldRoom(logger klog.Logger, g *gang, pl *planner.Plan, freed map[types.UID
 			continue
 		}
 		ni = ni.Snapshot()
-		for _, pi := range ni.GetPods() {
+		// RemovePod moves the last pod into the removed one's place: walk a copy.
+		for _, pi := range slices.Clone(ni.GetPods()) {
 			if gone[pi.GetPod().UID] {
 				_ = ni.RemovePod(logger, pi.GetPod())
 			}

@@ -204,7 +204,7 @@ func newCluster(machines []machine, taintGPUNodes bool) (*cluster, error) {
 	if err := gangcore.UpstreamArgs(&configv1.NodeResourcesFitArgs{}, &fitArgs); err != nil {
 		return nil, err
 	}
-	fit, err := noderesources.NewFit(ctx, &fitArgs, nil, fts)
+	fit, err := noderesources.NewFit(ctx, &fitArgs, noDRA{}, fts)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func newCluster(machines []machine, taintGPUNodes bool) (*cluster, error) {
 	}}, &packArgs); err != nil {
 		return nil, err
 	}
-	pack, err := noderesources.NewFit(ctx, &packArgs, nil, fts)
+	pack, err := noderesources.NewFit(ctx, &packArgs, noDRA{}, fts)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +228,7 @@ func newCluster(machines []machine, taintGPUNodes bool) (*cluster, error) {
 	if err := gangcore.UpstreamArgs(&configv1.NodeResourcesBalancedAllocationArgs{}, &baArgs); err != nil {
 		return nil, err
 	}
-	ba, err := noderesources.NewBalancedAllocation(ctx, &baArgs, nil, fts)
+	ba, err := noderesources.NewBalancedAllocation(ctx, &baArgs, noDRA{}, fts)
 	if err != nil {
 		return nil, err
 	}
@@ -517,3 +517,10 @@ func table(results []*Result) string {
 	}
 	return b.String()
 }
+
+// noDRA is the framework handle the upstream plugins are made with here, outside a scheduler:
+// they ask it only for the DRA manager (NewBalancedAllocation always, NewFit with
+// DRAExtendedResource), and the trace's pods claim no DRA devices.
+type noDRA struct{ fwk.Handle }
+
+func (noDRA) SharedDRAManager() fwk.SharedDRAManager { return nil }

@@ -125,7 +125,7 @@ func TestInvalidSpecsAreRejectedNamingTheField(t *testing.T) {
 		"numWorkers missing":             {spec: `{"numWorkers": null}`, want: "spec.numWorkers: Required value"},
 		"numWorkers zero":                {spec: `{"numWorkers": 0}`, want: "spec.numWorkers"},
 		"numWorkers too many":            {spec: `{"numWorkers": 2048}`, want: "spec.numWorkers"},
-		"minWorkers above numWorkers":    {spec: `{"numWorkers": 2, "minWorkers": 3}`, want: "spec.minWorkers: Invalid value: \"object\": spec.minWorkers must not exceed spec.numWorkers: lower spec.minWorkers, or raise spec.numWorkers"},
+		"minWorkers above numWorkers":    {spec: `{"numWorkers": 2, "minWorkers": 3}`, want: "spec.minWorkers: Invalid value: spec.minWorkers must not exceed spec.numWorkers: lower spec.minWorkers, or raise spec.numWorkers"},
 		"minWorkers zero":                {spec: `{"minWorkers": 0}`, want: "spec.minWorkers"},
 		"unknown framework":              {spec: `{"framework": "caffe"}`, want: `spec.framework: Unsupported value: "caffe"`},
 		"negative gpus":                  {spec: `{"gpusPerWorker": -1}`, want: "spec.gpusPerWorker"},

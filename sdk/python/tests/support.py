@@ -1,6 +1,8 @@
 """A local stand-in for the operator's progress endpoint, for the tests: it records every POST and
-answers with scripted status codes; and the import path of the package under test."""
+answers with scripted status codes; the import path of the package under test; and the environment
+of a Convoy pod."""
 
+import importlib
 import json
 import os
 import shutil
@@ -89,3 +91,51 @@ def server_tls_context(directory):
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(os.path.join(directory, "tls.crt"), os.path.join(directory, "tls.key"))
     return ctx
+
+
+# The variables convoy.rank() reads: a test that reports as rank 0 clears them.
+RANK_VARS = ("OMPI_COMM_WORLD_RANK", "RANK", "JAX_PROCESS_ID", "PMI_RANK")
+
+
+def set_environ(test, **values):
+    """Sets os.environ as a pod's for the rest of test (None removes a variable), restoring it
+    afterwards."""
+    saved = dict(os.environ)
+
+    def restore():
+        os.environ.clear()
+        os.environ.update(saved)
+
+    test.addCleanup(restore)
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+def import_without(module, *missing):
+    """module (a convoy submodule) imported afresh as if the packages named in missing were not
+    installed, their import raising ImportError. sys.modules and the convoy package are left as
+    they were."""
+    import convoy
+
+    def blocked(name):
+        return name == module or any(name == m or name.startswith(m + ".") for m in missing)
+
+    removed = {name: sys.modules.pop(name) for name in list(sys.modules) if blocked(name)}
+    attribute = module.rpartition(".")[2]
+    had = convoy.__dict__.get(attribute)
+    try:
+        for name in missing:
+            sys.modules[name] = None  # import raises ModuleNotFoundError
+        return importlib.import_module(module)
+    finally:
+        for name in list(sys.modules):
+            if blocked(name):
+                del sys.modules[name]
+        sys.modules.update(removed)
+        if had is None:
+            convoy.__dict__.pop(attribute, None)
+        else:
+            setattr(convoy, attribute, had)

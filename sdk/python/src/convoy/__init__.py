@@ -7,6 +7,9 @@ and find the checkpoint directory and the checkpoint to resume from. Standard li
 
 Outside a Convoy pod (no CONVOY_PROGRESS_URL) the reporting calls do nothing. They never raise:
 failures are warnings on the "convoy" logger.
+
+Callbacks that report from a framework's training loop: convoy.lightning, convoy.transformers and
+convoy.keras (import them by name; each needs its framework only when its callback is constructed).
 """
 
 from __future__ import annotations

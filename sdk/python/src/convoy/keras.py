@@ -1,0 +1,74 @@
+"""A Keras callback that reports model.fit's progress to the operator.
+
+    import convoy.keras
+    model.fit(x, y, epochs=10, validation_data=(x_val, y_val), callbacks=[convoy.keras.ConvoyCallback()])
+
+Works with Keras 3 (keras) or TensorFlow's tf.keras. This module imports without either;
+constructing ConvoyCallback then raises ImportError.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from . import _callbacks, report
+
+try:
+    import keras as _keras
+except Exception as _error:  # not installed, or broken (a Keras 3 without its backend): said when constructed
+    try:
+        from tensorflow import keras as _keras
+    except Exception:
+        _keras = None
+        _missing = "convoy.keras.ConvoyCallback needs Keras (pip install keras), which did not import: %s" % _error
+
+__all__ = ["DEFAULT_METRIC_NAMES", "ConvoyCallback"]
+
+# The validation results under the names the job's success policy watches, over the training ones
+# (already "loss" and "accuracy") when model.fit validates.
+DEFAULT_METRIC_NAMES = {"val_loss": "loss", "val_accuracy": "accuracy"}
+
+
+class _Reporting:
+    """ConvoyCallback's hooks, which need nothing of Keras but what they are given."""
+
+    def __init__(self, metric_names: Optional[Mapping[str, str]] = None):
+        super().__init__()
+        self._metrics = _callbacks.Metrics(DEFAULT_METRIC_NAMES if metric_names is None else metric_names)
+        self._epoch: Optional[int] = None
+
+    def on_epoch_end(self, epoch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
+        self._epoch = epoch + 1  # Keras counts epochs from 0
+        report(epoch=self._epoch, total_epochs=self._total_epochs(), metrics=self._metrics.update(logs))
+
+    def on_train_end(self, logs: Optional[Mapping[str, Any]] = None) -> None:
+        report(epoch=self._epoch, total_epochs=self._total_epochs(), metrics=self._metrics.update(logs), final=True)
+
+    def _total_epochs(self) -> Optional[int]:
+        n = (getattr(self, "params", None) or {}).get("epochs")
+        return n if isinstance(n, int) and n > 0 else None
+
+
+if _keras is not None:
+
+    class ConvoyCallback(_Reporting, _keras.callbacks.Callback):
+        """Reports model.fit's progress to the operator.
+
+        At the end of each epoch it reports the epochs completed, the epochs fit runs and the
+        epoch's logs (loss and the compiled metrics, with val_ ones when fit validates), renamed by
+        metric_names (default DEFAULT_METRIC_NAMES: val_loss as loss and val_accuracy as accuracy,
+        which the job's success policy watches; other names are kept); and a final report when
+        training ends. Only rank 0 reports (convoy.rank()).
+        """
+
+        def __init__(self, metric_names: Optional[Mapping[str, str]] = None):
+            super().__init__(metric_names)
+
+else:
+
+    class ConvoyCallback(_Reporting):  # type: ignore[no-redef]
+        """Stands in for the callback where Keras is not installed: constructing it raises
+        ImportError."""
+
+        def __init__(self, *args: Any, **kwargs: Any):
+            raise ImportError(_missing)

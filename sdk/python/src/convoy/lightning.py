@@ -1,0 +1,140 @@
+"""A Lightning callback that reports a Trainer's progress and checkpoints to the operator.
+
+    import convoy
+    import convoy.lightning
+    import lightning.pytorch as pl
+    trainer = pl.Trainer(
+        max_epochs=10,
+        callbacks=[convoy.lightning.ConvoyCallback(metric_names={"val_acc": "accuracy"}),
+                   pl.callbacks.ModelCheckpoint(dirpath=convoy.checkpoint_dir())],
+    )
+    trainer.fit(model, train, val, ckpt_path=convoy.lightning.resume_path())
+
+Works with the lightning package (lightning.pytorch) or pytorch_lightning. This module imports
+without either; constructing ConvoyCallback then raises ImportError.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping, Optional, Tuple
+
+from . import _callbacks, checkpoint_saved, report
+
+try:
+    import lightning.pytorch as _pl
+except Exception as _error:  # not installed, or broken: said when the callback is constructed
+    try:
+        import pytorch_lightning as _pl
+    except Exception:
+        _pl = None
+        _missing = ("convoy.lightning.ConvoyCallback needs Lightning (pip install lightning), which did not import: %s"
+                    % _error)
+
+__all__ = ["ConvoyCallback", "resume_path"]
+
+
+def resume_path() -> Optional[str]:
+    """The checkpoint to resume from, convoy.resume_from(), when it is a file or directory here;
+    None otherwise, so that trainer.fit(..., ckpt_path=convoy.lightning.resume_path()) starts
+    afresh without one."""
+    return _callbacks.resume_path()
+
+
+class _Reporting:
+    """ConvoyCallback's hooks, which need nothing of Lightning but the trainer they are given."""
+
+    def __init__(self, metric_names: Optional[Mapping[str, str]] = None):
+        super().__init__()
+        self._metrics = _callbacks.Metrics(metric_names)
+        self._checkpoint: Optional[Tuple[str, int]] = None  # the latest checkpoint known: path, mtime
+        self._trained = False  # whether a training batch ran since the last epoch report
+
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        # A checkpoint already there (the one fit resumed from) is not reported again.
+        self._checkpoint = _latest_checkpoint(trainer)
+        self._trained = False
+
+    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        # ModelCheckpoint saves in on_train_epoch_end after the other callbacks, so the checkpoint of
+        # the epoch before is seen here, trainer.current_epoch epochs completed.
+        if _leader(trainer):
+            self._report_checkpoint(trainer, trainer.current_epoch)
+
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self._trained = True
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        if not _leader(trainer):
+            return
+        epoch = trainer.current_epoch + 1  # current_epoch counts completed epochs after this hook
+        if self._trained:  # not an epoch that ended before a restart, restored from its checkpoint
+            self._trained = False
+            metrics = self._metrics.update(trainer.callback_metrics)
+            report(epoch=epoch, total_epochs=_total_epochs(trainer), step=trainer.global_step, metrics=metrics)
+        self._report_checkpoint(trainer, epoch)
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        if not _leader(trainer):
+            return
+        epoch = trainer.current_epoch
+        self._report_checkpoint(trainer, epoch)
+        metrics = self._metrics.update(trainer.callback_metrics)
+        report(epoch=epoch, total_epochs=_total_epochs(trainer), step=trainer.global_step, metrics=metrics, final=True)
+
+    def _report_checkpoint(self, trainer: Any, epoch: int) -> None:
+        latest = _latest_checkpoint(trainer)
+        if latest is not None and latest != self._checkpoint:
+            self._checkpoint = latest
+            checkpoint_saved(os.path.abspath(latest[0]), epoch)
+
+
+def _leader(trainer: Any) -> bool:
+    return getattr(trainer, "global_rank", 0) == 0
+
+
+def _total_epochs(trainer: Any) -> Optional[int]:
+    n = getattr(trainer, "max_epochs", None)
+    return n if isinstance(n, int) and n > 0 else None
+
+
+def _latest_checkpoint(trainer: Any) -> Optional[Tuple[str, int]]:
+    """The file the trainer's ModelCheckpoint wrote last, as (path, modification time): its
+    last_model_path (save_last) or else its best_model_path, when that is there."""
+    callback = getattr(trainer, "checkpoint_callback", None)
+    if callback is None:
+        return None
+    path = getattr(callback, "last_model_path", "") or getattr(callback, "best_model_path", "")
+    if not path:
+        return None
+    try:
+        return path, os.stat(path).st_mtime_ns
+    except (OSError, ValueError):  # not there (yet, or any more), or not a local path
+        return None
+
+
+if _pl is not None:
+
+    class ConvoyCallback(_Reporting, _pl.Callback):
+        """Reports a Lightning Trainer's progress and checkpoints to the operator.
+
+        At the end of each training epoch it reports the epochs completed, trainer.max_epochs, the
+        global step and trainer.callback_metrics (what the LightningModule logged with self.log) as
+        numbers, renamed by metric_names: {"val_acc": "accuracy"} reports val_acc as accuracy, which
+        the job's success policy watches, as it does loss; other names are kept. Each checkpoint the
+        trainer's ModelCheckpoint writes (its last_model_path, or else its best_model_path) is
+        reported with checkpoint_saved once the file is there, and a final report is sent when
+        training ends. Only the process of global rank 0 reports.
+        """
+
+        def __init__(self, metric_names: Optional[Mapping[str, str]] = None):
+            super().__init__(metric_names)
+
+else:
+
+    class ConvoyCallback(_Reporting):  # type: ignore[no-redef]
+        """Stands in for the callback where Lightning is not installed: constructing it raises
+        ImportError."""
+
+        def __init__(self, *args: Any, **kwargs: Any):
+            raise ImportError(_missing)

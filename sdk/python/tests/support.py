@@ -10,6 +10,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import tempfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -139,3 +140,23 @@ def import_without(module, *missing):
             convoy.__dict__.pop(attribute, None)
         else:
             setattr(convoy, attribute, had)
+
+
+def pod_environment(test, checkpoint_uri):
+    """Starts a Recorder and sets the variables the operator gives a pod for it (URL, token file,
+    checkpoint_uri, no resume, no rank variables), posting every report; all undone at cleanup.
+    Returns the Recorder and a temporary directory for the test."""
+    import convoy
+
+    server = Recorder()
+    test.addCleanup(server.close)
+    tmp = tempfile.TemporaryDirectory()
+    test.addCleanup(tmp.cleanup)
+    token = os.path.join(tmp.name, "token")
+    with open(token, "w") as f:
+        f.write("token-1\n")
+    set_environ(test, CONVOY_PROGRESS_URL=server.url, CONVOY_PROGRESS_TOKEN_FILE=token,
+                CONVOY_CHECKPOINT_URI=checkpoint_uri(tmp.name), CONVOY_RESUME_FROM=None, **dict.fromkeys(RANK_VARS))
+    convoy.configure(min_interval=0)  # every report posted, to see them all
+    test.addCleanup(convoy.configure)
+    return server, tmp.name

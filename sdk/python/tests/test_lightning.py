@@ -141,19 +141,8 @@ class LightningTrainerTest(unittest.TestCase):
     directory, then CONVOY_RESUME_FROM set to the checkpoint reported after epoch 1."""
 
     def setUp(self):
-        self.server = Recorder()
-        self.addCleanup(self.server.close)
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.checkpoints = os.path.join(tmp.name, "ns", "job")
-        token = os.path.join(tmp.name, "token")
-        with open(token, "w") as f:
-            f.write("token-1\n")
-        support.set_environ(self, CONVOY_PROGRESS_URL=self.server.url, CONVOY_PROGRESS_TOKEN_FILE=token,
-                            CONVOY_CHECKPOINT_URI=self.checkpoints, CONVOY_RESUME_FROM=None,
-                            **dict.fromkeys(support.RANK_VARS))
-        convoy.configure(min_interval=0)  # every report posted, to see them all
-        self.addCleanup(convoy.configure)
+        self.server, tmp = support.pod_environment(self, lambda tmp: os.path.join(tmp, "ns", "job"))
+        self.checkpoints = os.path.join(tmp, "ns", "job")
         for name in ("lightning.pytorch", "pytorch_lightning"):
             logger = logging.getLogger(name)
             self.addCleanup(logger.setLevel, logger.level)

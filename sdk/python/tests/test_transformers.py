@@ -123,19 +123,7 @@ class TransformersTrainerTest(unittest.TestCase):
     def setUp(self):
         import transformers
 
-        self.server = Recorder()
-        self.addCleanup(self.server.close)
-        tmp = tempfile.TemporaryDirectory()
-        self.addCleanup(tmp.cleanup)
-        self.tmp = tmp.name
-        token = os.path.join(tmp.name, "token")
-        with open(token, "w") as f:
-            f.write("token-1\n")
-        support.set_environ(self, CONVOY_PROGRESS_URL=self.server.url, CONVOY_PROGRESS_TOKEN_FILE=token,
-                            CONVOY_CHECKPOINT_URI=os.path.join(tmp.name, "first"), CONVOY_RESUME_FROM=None,
-                            **dict.fromkeys(support.RANK_VARS))
-        convoy.configure(min_interval=0)  # every report posted, to see them all
-        self.addCleanup(convoy.configure)
+        self.server, self.tmp = support.pod_environment(self, lambda tmp: os.path.join(tmp, "first"))
         verbosity = transformers.logging.get_verbosity()
         self.addCleanup(transformers.logging.set_verbosity, verbosity)
         transformers.logging.set_verbosity_error()

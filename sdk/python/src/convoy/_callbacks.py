@@ -77,3 +77,24 @@ def resume_path() -> Optional[str]:
         return path
     log.warning("convoy: %s=%s is not a file or directory here; not resuming", ENV_RESUME_FROM, path)
     return None
+
+
+def callback_class(reporting: type, base: Optional[type], missing: str, doc: str) -> type:
+    """A framework module's ConvoyCallback: reporting's hooks on the framework's callback class base,
+    or, where the framework did not import (base None), a stand-in whose construction raises
+    ImportError(missing)."""
+    if base is None:
+
+        class ConvoyCallback(reporting):  # type: ignore[valid-type,misc]
+            def __init__(self, *args: Any, **kwargs: Any):
+                raise ImportError(missing)
+
+    else:
+
+        class ConvoyCallback(reporting, base):  # type: ignore[valid-type,misc]
+            def __init__(self, metric_names: Optional[Mapping[str, str]] = None):
+                super().__init__(metric_names)
+
+    ConvoyCallback.__doc__ = doc
+    ConvoyCallback.__module__ = reporting.__module__
+    return ConvoyCallback

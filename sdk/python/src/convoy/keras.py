@@ -13,6 +13,7 @@ from typing import Any, Mapping, Optional
 
 from . import _callbacks, report
 
+_missing = ""  # why the framework did not import
 try:
     import keras as _keras
 except Exception as _error:  # not installed, or broken (a Keras 3 without its backend): said when constructed
@@ -49,26 +50,11 @@ class _Reporting:
         return n if isinstance(n, int) and n > 0 else None
 
 
-if _keras is not None:
+ConvoyCallback = _callbacks.callback_class(_Reporting, _keras.callbacks.Callback if _keras is not None else None, _missing, """Reports model.fit's progress to the operator.
 
-    class ConvoyCallback(_Reporting, _keras.callbacks.Callback):
-        """Reports model.fit's progress to the operator.
-
-        At the end of each epoch it reports the epochs completed, the epochs fit runs and the
-        epoch's logs (loss and the compiled metrics, with val_ ones when fit validates), renamed by
-        metric_names (default DEFAULT_METRIC_NAMES: val_loss as loss and val_accuracy as accuracy,
-        which the job's success policy watches; other names are kept); and a final report when
-        training ends. Only rank 0 reports (convoy.rank()).
-        """
-
-        def __init__(self, metric_names: Optional[Mapping[str, str]] = None):
-            super().__init__(metric_names)
-
-else:
-
-    class ConvoyCallback(_Reporting):  # type: ignore[no-redef]
-        """Stands in for the callback where Keras is not installed: constructing it raises
-        ImportError."""
-
-        def __init__(self, *args: Any, **kwargs: Any):
-            raise ImportError(_missing)
+At the end of each epoch it reports the epochs completed, the epochs fit runs and the
+epoch's logs (loss and the compiled metrics, with val_ ones when fit validates), renamed by
+metric_names (default DEFAULT_METRIC_NAMES: val_loss as loss and val_accuracy as accuracy,
+which the job's success policy watches; other names are kept); and a final report when
+training ends. Only rank 0 reports (convoy.rank()).
+""")

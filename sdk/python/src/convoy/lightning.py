@@ -21,6 +21,7 @@ from typing import Any, Mapping, Optional, Tuple
 
 from . import _callbacks, checkpoint_saved, report
 
+_missing = ""  # why the framework did not import
 try:
     import lightning.pytorch as _pl
 except Exception as _error:  # not installed, or broken: said when the callback is constructed
@@ -113,28 +114,13 @@ def _latest_checkpoint(trainer: Any) -> Optional[Tuple[str, int]]:
         return None
 
 
-if _pl is not None:
+ConvoyCallback = _callbacks.callback_class(_Reporting, _pl.Callback if _pl is not None else None, _missing, """Reports a Lightning Trainer's progress and checkpoints to the operator.
 
-    class ConvoyCallback(_Reporting, _pl.Callback):
-        """Reports a Lightning Trainer's progress and checkpoints to the operator.
-
-        At the end of each training epoch it reports the epochs completed, trainer.max_epochs, the
-        global step and trainer.callback_metrics (what the LightningModule logged with self.log) as
-        numbers, renamed by metric_names: {"val_acc": "accuracy"} reports val_acc as accuracy, which
-        the job's success policy watches, as it does loss; other names are kept. Each checkpoint the
-        trainer's ModelCheckpoint writes (its last_model_path, or else its best_model_path) is
-        reported with checkpoint_saved once the file is there, and a final report is sent when
-        training ends. Only the process of global rank 0 reports.
-        """
-
-        def __init__(self, metric_names: Optional[Mapping[str, str]] = None):
-            super().__init__(metric_names)
-
-else:
-
-    class ConvoyCallback(_Reporting):  # type: ignore[no-redef]
-        """Stands in for the callback where Lightning is not installed: constructing it raises
-        ImportError."""
-
-        def __init__(self, *args: Any, **kwargs: Any):
-            raise ImportError(_missing)
+At the end of each training epoch it reports the epochs completed, trainer.max_epochs, the
+global step and trainer.callback_metrics (what the LightningModule logged with self.log) as
+numbers, renamed by metric_names: {"val_acc": "accuracy"} reports val_acc as accuracy, which
+the job's success policy watches, as it does loss; other names are kept. Each checkpoint the
+trainer's ModelCheckpoint writes (its last_model_path, or else its best_model_path) is
+reported with checkpoint_saved once the file is there, and a final report is sent when
+training ends. Only the process of global rank 0 reports.
+""")

@@ -20,6 +20,7 @@ from typing import Any, Mapping, Optional
 
 from . import _callbacks, checkpoint_dir, checkpoint_saved, report
 
+_missing = ""  # why the framework did not import
 try:
     import transformers as _transformers
 except Exception as _error:  # not installed, or broken: said when the callback is constructed
@@ -106,29 +107,14 @@ def _total_epochs(args: Any, state: Any) -> Optional[int]:
     return int(math.ceil(n))
 
 
-if _transformers is not None:
+ConvoyCallback = _callbacks.callback_class(_Reporting, _transformers.TrainerCallback if _transformers is not None else None, _missing, """Reports a transformers Trainer's progress and checkpoints to the operator.
 
-    class ConvoyCallback(_Reporting, _transformers.TrainerCallback):
-        """Reports a transformers Trainer's progress and checkpoints to the operator.
-
-        Each log of the Trainer's (every logging_steps, or each epoch) is reported with the epochs
-        completed, the number of epochs, the global step and the latest value of each logged
-        metric, renamed by metric_names (default DEFAULT_METRIC_NAMES: eval_loss as loss and
-        eval_accuracy as accuracy, which the job's success policy watches; other names are kept).
-        The logs, evaluation and checkpoint at the end of an epoch go in one report for that epoch.
-        Each checkpoint-<step> directory the Trainer saves in args.output_dir is reported with
-        checkpoint_saved, and a final report is sent when training ends. Only the main process
-        (state.is_world_process_zero) reports.
-        """
-
-        def __init__(self, metric_names: Optional[Mapping[str, str]] = None):
-            super().__init__(metric_names)
-
-else:
-
-    class ConvoyCallback(_Reporting):  # type: ignore[no-redef]
-        """Stands in for the callback where transformers is not installed: constructing it raises
-        ImportError."""
-
-        def __init__(self, *args: Any, **kwargs: Any):
-            raise ImportError(_missing)
+Each log of the Trainer's (every logging_steps, or each epoch) is reported with the epochs
+completed, the number of epochs, the global step and the latest value of each logged
+metric, renamed by metric_names (default DEFAULT_METRIC_NAMES: eval_loss as loss and
+eval_accuracy as accuracy, which the job's success policy watches; other names are kept).
+The logs, evaluation and checkpoint at the end of an epoch go in one report for that epoch.
+Each checkpoint-<step> directory the Trainer saves in args.output_dir is reported with
+checkpoint_saved, and a final report is sent when training ends. Only the main process
+(state.is_world_process_zero) reports.
+""")

@@ -82,6 +82,40 @@ func exitCode(pod *corev1.Pod) (int32, bool) {
 	return 0, false
 }
 
+// firstFailed returns the pod of failed whose container terminated first: the cause of the gang's
+// failure, when the others died of it (a collective broken by a killed rank). Pods without a
+// termination time come after those with one; ties keep failed's order (by rank).
+func firstFailed(failed []*corev1.Pod) *corev1.Pod {
+	var first *corev1.Pod
+	var firstAt time.Time
+	for _, pod := range failed {
+		at, ok := terminatedAt(pod)
+		if first == nil || ok && (firstAt.IsZero() || at.Before(firstAt)) {
+			first = pod
+			if ok {
+				firstAt = at
+			}
+		}
+	}
+	return first
+}
+
+// terminatedAt is when the pod's training container last terminated.
+func terminatedAt(pod *corev1.Pod) (time.Time, bool) {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Name != builder.ContainerName {
+			continue
+		}
+		if t := cs.State.Terminated; t != nil && !t.FinishedAt.IsZero() {
+			return t.FinishedAt.Time, true
+		}
+		if t := cs.LastTerminationState.Terminated; t != nil && !t.FinishedAt.IsZero() {
+			return t.FinishedAt.Time, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // describeFailure says which pod failed and how, and where to look.
 func describeFailure(pod *corev1.Pod) string {
 	msg := "pod " + pod.Name + " failed"

@@ -263,7 +263,11 @@ func decide(o observation) plan {
 	}
 
 	if len(failed) > 0 {
-		pod := current[framework.PodName(job, failed[0])]
+		pods := make([]*corev1.Pod, 0, len(failed))
+		for _, r := range failed {
+			pods = append(pods, current[framework.PodName(job, r)])
+		}
+		pod := firstFailed(pods)
 		what := describeFailure(pod)
 		code, known := exitCode(pod)
 		limit := backoffLimit(job)

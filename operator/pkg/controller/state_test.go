@@ -49,6 +49,12 @@ func (w *podWrapper) exit(code int32) *podWrapper {
 	return w
 }
 
+// finishedAt sets when the container of an exited pod terminated.
+func (w *podWrapper) finishedAt(t time.Time) *podWrapper {
+	w.Status.ContainerStatuses[0].State.Terminated.FinishedAt = metav1.NewTime(t)
+	return w
+}
+
 func (w *podWrapper) node(name string) *podWrapper {
 	w.Spec.NodeName = name
 	return w
@@ -269,6 +275,22 @@ func TestDecide(t *testing.T) {
 			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonPodFailed),
 				RestartCount: 1, FailureRestarts: 1, Workers: convoy.WorkerCounts{Active: 1, Failed: 1},
 				Delete: []string{"llm-worker-0", "llm-worker-1"}, RequeueAfter: 10 * time.Second, Started: true},
+		},
+		"restartPolicy ExitCode: a kill that broke the other rank's collective restarts the gang": {
+			job: runningJob.Clone().FailurePolicy(convoy.RestartExitCode, 3).Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).exit(1).finishedAt(time.Unix(1002, 0)).obj(),
+				makePod(job.Obj(), "worker", 1).exit(137).finishedAt(time.Unix(1000, 0)).obj()},
+			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonPodFailed),
+				RestartCount: 1, FailureRestarts: 1, Workers: convoy.WorkerCounts{Failed: 2},
+				Delete: []string{"llm-worker-0", "llm-worker-1"}, RequeueAfter: 10 * time.Second, Started: true},
+		},
+		"restartPolicy ExitCode: the program error that came first fails the job": {
+			job: runningJob.Clone().FailurePolicy(convoy.RestartExitCode, 3).Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).exit(137).finishedAt(time.Unix(1002, 0)).obj(),
+				makePod(job.Obj(), "worker", 1).exit(1).finishedAt(time.Unix(1000, 0)).obj()},
+			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonNonRetryableExitCode),
+				FailureReason: convoy.ReasonNonRetryableExitCode, Workers: convoy.WorkerCounts{Failed: 2},
+				Delete: []string{}, Started: true, Finished: true},
 		},
 		"a pod preempted by the scheduler restarts the gang without spending the budget": {
 			job:  runningJob.Clone().Obj(),

@@ -8,9 +8,11 @@ package main
 import (
 	"os"
 
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/cli"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/pkg/features"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	// Register the plugins' args types, or their args fail to decode
@@ -27,6 +29,14 @@ import (
 func main() {
 	// Coscheduling's and GangPlacement's caches are controller-runtime's: log them through klog.
 	ctrllog.SetLogger(klog.NewKlogr())
+	// A gang's pods wait in Permit only until their siblings are reserved, which GangGate and
+	// GangPlacement make a matter of one plan: upstream's NominatedNodeNameForExpectation (beta, on
+	// since 1.35) would write every gang pod's status once more to tell the cluster autoscaler of
+	// that wait. --feature-gates=NominatedNodeNameForExpectation=true turns it back on.
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{string(features.NominatedNodeNameForExpectation): false}); err != nil {
+		klog.ErrorS(err, "Setting Convoy's default feature gates")
+		os.Exit(1)
+	}
 	cmd := app.NewSchedulerCommand(
 		app.WithPlugin(coscheduling.Name, coscheduling.New),
 		app.WithPlugin(ganggate.Name, ganggate.New),

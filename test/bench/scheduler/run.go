@@ -453,8 +453,12 @@ func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc S
 	// /metrics without a token, as /healthz: the benchmark reads Convoy's metrics at the end.
 	args := append([]string{"--config=" + path, fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1",
 		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics", fmt.Sprintf("--v=%d", o.verbosity)}, o.extraArgs...)
-	if sc == ConvoyAsyncAPI {
+	switch sc {
+	case ConvoyAsyncAPI:
 		args = append(args, "--feature-gates=SchedulerAsyncAPICalls=true")
+	case Coscheduling, CoschedulingBinpack:
+		// Upstream's defaults: convoy-scheduler turns this gate off for Convoy's gangs.
+		args = append(args, "--feature-gates=NominatedNodeNameForExpectation=true")
 	}
 	fmt.Fprintf(os.Stderr, "   scheduler on https://127.0.0.1:%d\n", port)
 	if err := c.StartProcess("scheduler", "convoy-scheduler", args, nil); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -219,10 +220,17 @@ func (s *State) eligibilityFor(ctx context.Context, pod *corev1.Pod, g *gang, no
 	return e, nil
 }
 
+// taintComparison is whether tolerations may compare taint values numerically (Lt, Gt), as
+// TaintToleration decides it: the feature gate, set from the command line before any plan, read once
+// rather than for every node of every plan.
+var taintComparison = sync.OnceValue(func() bool {
+	return utilfeature.DefaultFeatureGate.Enabled(features.TaintTolerationComparisonOperators)
+})
+
 // excluded reports whether the gang's pods may not run on the node: cordon, an untolerated
 // NoSchedule or NoExecute taint, or the node selector and required node affinity.
 func (e eligibility) excluded(node *corev1.Node) bool {
-	logger, comparison := klog.TODO(), utilfeature.DefaultFeatureGate.Enabled(features.TaintTolerationComparisonOperators)
+	logger, comparison := klog.TODO(), taintComparison()
 	if node.Spec.Unschedulable && !corev1helpers.TolerationsTolerateTaint(logger, e.template.Spec.Tolerations,
 		&corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}, comparison) {
 		return true

@@ -145,31 +145,24 @@ func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
 		return
 	}
 	s := cp.Storage
-	prefix := cmp.Or(s.Prefix, job.Namespace+"/"+job.Name)
-	var uri string
+	uri := CheckpointURI(job)
 	switch s.Type {
 	case convoy.StoragePVC:
 		addVolume(pod, corev1.Volume{Name: "checkpoints", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.ClaimName},
 		}}, CheckpointDir)
-		uri = CheckpointDir + "/" + prefix
 	case convoy.StorageNFS:
 		addVolume(pod, corev1.Volume{Name: "checkpoints", VolumeSource: corev1.VolumeSource{
 			NFS: &corev1.NFSVolumeSource{Server: s.NFS.Server, Path: s.NFS.Path},
 		}}, CheckpointDir)
-		uri = CheckpointDir + "/" + prefix
 	case convoy.StorageS3:
-		uri = "s3://" + s.S3Bucket + "/" + prefix
 		if s.S3Endpoint != "" {
 			framework.SetEnv(pod, "AWS_ENDPOINT_URL", s.S3Endpoint)
 		}
 		if s.S3Region != "" {
 			framework.SetEnv(pod, "AWS_REGION", s.S3Region, "AWS_DEFAULT_REGION", s.S3Region)
 		}
-	case convoy.StorageGCS:
-		uri = "gs://" + s.GCSBucket + "/" + prefix
 	case convoy.StorageAzure:
-		uri = "az://" + s.AzureContainer + "/" + prefix
 		if s.AzureStorageAccount != "" {
 			framework.SetEnv(pod, "AZURE_STORAGE_ACCOUNT", s.AzureStorageAccount)
 		}
@@ -188,6 +181,29 @@ func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
 	if m := job.Spec.Monitoring; m != nil && m.TensorboardEnabled {
 		framework.SetEnv(pod, "TENSORBOARD_LOG_DIR", uri+"/tensorboard")
 	}
+}
+
+// CheckpointURI is where the job's pods write checkpoints (CONVOY_CHECKPOINT_URI): the storage's
+// prefix, <namespace>/<name> by default, under the mount path or bucket. It is empty when the spec
+// names no checkpoint storage.
+func CheckpointURI(job *convoy.TrainingJob) string {
+	cp := job.Spec.Checkpoint
+	if cp == nil || !cp.Enabled || cp.Storage == nil {
+		return ""
+	}
+	s := cp.Storage
+	prefix := cmp.Or(s.Prefix, job.Namespace+"/"+job.Name)
+	switch s.Type {
+	case convoy.StoragePVC, convoy.StorageNFS:
+		return CheckpointDir + "/" + prefix
+	case convoy.StorageS3:
+		return "s3://" + s.S3Bucket + "/" + prefix
+	case convoy.StorageGCS:
+		return "gs://" + s.GCSBucket + "/" + prefix
+	case convoy.StorageAzure:
+		return "az://" + s.AzureContainer + "/" + prefix
+	}
+	return ""
 }
 
 func setMonitoring(job *convoy.TrainingJob, r framework.Replica, pod *corev1.Pod) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"path/filepath"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -15,9 +16,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -124,6 +127,17 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
+	if opts.ProgressCertDir != "" {
+		// A certificate from a directory (cert-manager's Secret, mounted) is reloaded when it rotates.
+		watcher, err := certwatcher.New(filepath.Join(opts.ProgressCertDir, "tls.crt"), filepath.Join(opts.ProgressCertDir, "tls.key"))
+		if err != nil {
+			return nil, fmt.Errorf("progress certificate: %w", err)
+		}
+		tlsConfig.Certificates, tlsConfig.GetCertificate = nil, watcher.GetCertificate
+		if err := mgr.Add(everyReplica{watcher}); err != nil {
+			return nil, err
+		}
+	}
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
@@ -151,7 +165,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 			return nil, fmt.Errorf("progress endpoint: %w", err)
 		}
 	}
-	if err := mgr.Add(&progress.Server{Listener: listener, TLS: tlsConfig, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}); err != nil {
+	if err := mgr.Add(&progress.Server{Listener: listener, TLS: tlsConfig, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		CheckpointURI: builder.CheckpointURI}); err != nil {
 		return nil, err
 	}
 	return mgr, nil
@@ -193,3 +208,8 @@ func progressCertificate(ctx context.Context, cfg *rest.Config, scheme *runtime.
 	defer cancel()
 	return progress.EnsureCertificate(ctx, c, opts.Namespace, opts.ProgressSecret, host)
 }
+
+// everyReplica runs a runnable on every replica, leader or not.
+type everyReplica struct{ manager.Runnable }
+
+func (everyReplica) NeedLeaderElection() bool { return false }

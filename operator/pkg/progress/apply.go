@@ -65,7 +65,8 @@ func ApplyReport(job *convoy.TrainingJob, st *convoy.TrainingJobStatus, r *Repor
 	}
 }
 
-// ApplyCheckpoint records c as the job's latest checkpoint, which a restarted gang resumes from.
-func ApplyCheckpoint(st *convoy.TrainingJobStatus, c *Checkpoint, now time.Time) {
-	st.Checkpoint = &convoy.CheckpointStatus{Latest: c.Path, Epoch: c.Epoch, Time: ptr.To(metav1.NewTime(now))}
+// ApplyCheckpoint records c, reported by a pod of the gang's attempt, as the job's latest
+// checkpoint, which a restarted gang resumes from.
+func ApplyCheckpoint(st *convoy.TrainingJobStatus, c *Checkpoint, attempt int32, now time.Time) {
+	st.Checkpoint = &convoy.CheckpointStatus{Latest: c.Path, Epoch: c.Epoch, Time: ptr.To(metav1.NewTime(now)), Attempt: attempt}
 }

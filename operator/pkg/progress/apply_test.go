@@ -63,8 +63,8 @@ func TestApplyReport(t *testing.T) {
 func TestApplyCheckpoint(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st := &convoy.TrainingJobStatus{}
-	ApplyCheckpoint(st, &Checkpoint{Path: "s3://b/ns/llm/epoch-3", Epoch: 3}, now)
-	want := &convoy.CheckpointStatus{Latest: "s3://b/ns/llm/epoch-3", Epoch: 3, Time: ptr.To(metav1.NewTime(now))}
+	ApplyCheckpoint(st, &Checkpoint{Path: "s3://b/ns/llm/epoch-3", Epoch: 3}, 2, now)
+	want := &convoy.CheckpointStatus{Latest: "s3://b/ns/llm/epoch-3", Epoch: 3, Time: ptr.To(metav1.NewTime(now)), Attempt: 2}
 	if diff := cmp.Diff(want, st.Checkpoint); diff != "" {
 		t.Errorf("checkpoint (-want,+got):\n%s", diff)
 	}
@@ -83,6 +83,8 @@ func TestValidate(t *testing.T) {
 		"a negative epoch":            {err: (&Report{Epoch: ptr.To[int32](-1)}).Validate(), want: true},
 		"zero total epochs":           {err: (&Report{TotalEpochs: ptr.To[int32](0)}).Validate(), want: true},
 		"too many metrics":            {err: (&Report{Metrics: many}).Validate(), want: true},
+		"an accuracy above 1":         {err: (&Report{Metrics: map[string]float64{"accuracy": 97}}).Validate(), want: true},
+		"a negative accuracy":         {err: (&Report{Metrics: map[string]float64{"accuracy": -0.1}}).Validate(), want: true},
 		"a checkpoint":                {err: (&Checkpoint{Path: "/ckpt/1", Epoch: 1}).Validate()},
 		"a checkpoint without a path": {err: (&Checkpoint{Epoch: 1}).Validate(), want: true},
 		"a checkpoint negative epoch": {err: (&Checkpoint{Path: "p", Epoch: -2}).Validate(), want: true},
@@ -93,6 +95,22 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Validate() = %v, want an error: %v", tc.err, tc.want)
 			}
 		})
+	}
+}
+
+func TestUnder(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/checkpoints/ns/job":                  true,
+		"/checkpoints/ns/job/epoch-3":          true,
+		"/checkpoints/ns/job2/epoch-3":         false,
+		"/checkpoints/ns/other/epoch-3":        false,
+		"/checkpoints/ns/job/../other/epoch-3": false,
+		"/checkpoints/ns/job/./epoch-3":        false,
+		"s3://bucket/ns/job/epoch-3":           false,
+	} {
+		if got := under(p, "/checkpoints/ns/job"); got != want {
+			t.Errorf("under(%q, /checkpoints/ns/job) = %v, want %v", p, got, want)
+		}
 	}
 }
 

@@ -66,6 +66,9 @@ func (r *Report) Validate() error {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return fmt.Errorf("metric %q is %v: report finite numbers only", k, v)
 		}
+		if k == "accuracy" && (v < 0 || v > 1) {
+			return fmt.Errorf("accuracy is %v: report a fraction between 0 and 1", v)
+		}
 		if k != "loss" && k != "accuracy" {
 			others++
 		}

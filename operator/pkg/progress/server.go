@@ -1,6 +1,7 @@
 package progress
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	tokencache "k8s.io/apiserver/pkg/authentication/token/cache"
@@ -38,6 +41,25 @@ const (
 // maxBody bounds a report's size.
 const maxBody = 64 << 10
 
+// Limits of the HTTP server: a client that sends its request slowly, or keeps connections open
+// without sending, is cut off.
+const (
+	readTimeout    = 30 * time.Second
+	idleTimeout    = 2 * time.Minute
+	maxHeaderBytes = 16 << 10
+)
+
+// Each client address (a pod's IP) may send clientRate requests a second, in bursts of clientBurst,
+// before its token is reviewed: a flood of requests costs the API server no more than that in
+// TokenReviews. A trainer reports every few seconds at most.
+const (
+	clientRate  = 10
+	clientBurst = 50
+)
+
+// rejectedTokenTTL is how long a token the API server refused is refused again without asking.
+const rejectedTokenTTL = time.Minute
+
 // writeTimeout bounds one coalesced status write, retries included.
 const writeTimeout = 30 * time.Second
 
@@ -58,12 +80,16 @@ type Server struct {
 	// APIReader reads a job past the cache after a write conflict.
 	APIReader client.Reader
 	Clock     clock.PassiveClock
+	// CheckpointURI returns where a job's pods write checkpoints (empty when its spec names no
+	// storage): a reported checkpoint must lie under it.
+	CheckpointURI func(*convoy.TrainingJob) string
 
 	mu      sync.Mutex
 	pending map[types.NamespacedName]*batch
 
-	tokensOnce sync.Once
-	tokens     authenticator.Token
+	initOnce sync.Once
+	tokens   authenticator.Token
+	clients  *clientLimits
 }
 
 // tokenCacheTTL is how long a token the API server accepted is trusted without another
@@ -82,21 +108,31 @@ type batch struct {
 type update struct {
 	report     *Report
 	checkpoint *Checkpoint
-	done       chan error
+	// attempt is the reporting pod's attempt (its convoy.dev/restart-attempt label).
+	attempt int32
+	done    chan error
 }
 
 // errFinished refuses reports for a job that has completed or failed.
 var errFinished = errors.New("finished")
+
+// refusal is a report the job's state refuses, with the HTTP status to answer.
+type refusal struct {
+	code   int
+	reason string
+}
+
+func (r refusal) Error() string { return r.reason }
 
 // NeedLeaderElection is false: every replica serves reports.
 func (s *Server) NeedLeaderElection() bool { return false }
 
 // Start serves until ctx ends.
 func (s *Server) Start(ctx context.Context) error {
-	if s.Clock == nil {
-		s.Clock = clock.RealClock{}
-	}
-	srv := &http.Server{Handler: s.Handler(), TLSConfig: s.TLS, ReadHeaderTimeout: 10 * time.Second}
+	s.init()
+	srv := &http.Server{Handler: s.Handler(), TLSConfig: s.TLS, ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: readTimeout, WriteTimeout: readTimeout + writeTimeout, IdleTimeout: idleTimeout,
+		MaxHeaderBytes: maxHeaderBytes}
 	done := make(chan error, 1)
 	go func() { done <- srv.ServeTLS(s.Listener, "", "") }()
 	ctrl.LoggerFrom(ctx).Info("Serving progress reports", "address", s.Listener.Addr().String())
@@ -125,11 +161,29 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
+func (s *Server) init() {
+	s.initOnce.Do(func() {
+		if s.Clock == nil {
+			s.Clock = clock.RealClock{}
+		}
+		// Refusals are cached too (for rejectedTokenTTL): the same bad token sent again costs no review.
+		s.tokens = tokencache.New(&tokenReviewer{client: s.Client}, false, tokenCacheTTL, rejectedTokenTTL)
+		s.clients = newClientLimits(s.Clock)
+	})
+}
+
 func (s *Server) handle(w http.ResponseWriter, req *http.Request, body any, validate func() error, u *update) {
+	s.init()
 	ctx := req.Context()
 	key := types.NamespacedName{Namespace: req.PathValue("namespace"), Name: req.PathValue("name")}
 	log := ctrl.Log.WithName("progress").WithValues("trainingJob", key.String())
-	if code, err := s.authorize(ctx, req, key); err != nil {
+	if !s.clients.allow(req.RemoteAddr) {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, fmt.Sprintf("more than %d requests a second from %s; retry later", clientRate, req.RemoteAddr), http.StatusTooManyRequests)
+		return
+	}
+	job, pod, code, err := s.authorize(ctx, req, key)
+	if err != nil {
 		log.V(2).Info("Refused a report", "status", code, "reason", err.Error())
 		http.Error(w, err.Error(), code)
 		return
@@ -144,10 +198,20 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request, body any, vali
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	err := s.submit(ctx, key, u)
+	if err := s.withinSpec(job, u); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	attempt, _ := strconv.ParseInt(pod.Labels[convoy.LabelRestartAttempt], 10, 32)
+	u.attempt = int32(attempt)
+	err = s.submit(ctx, key, u)
+	var refused refusal
 	switch {
 	case err == nil:
 		w.WriteHeader(http.StatusNoContent)
+	case errors.As(err, &refused):
+		log.V(2).Info("Refused a report", "pod", pod.Name, "status", refused.code, "reason", refused.reason)
+		http.Error(w, refused.reason, refused.code)
 	case errors.Is(err, errFinished):
 		http.Error(w, fmt.Sprintf("TrainingJob %s has finished; reports are no longer recorded", key), http.StatusConflict)
 	case apierrors.IsNotFound(err):
@@ -159,48 +223,81 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request, body any, vali
 }
 
 // authorize accepts the request when its bearer token is a ServiceAccount token for Audience,
-// bound to a pod that still exists and belongs to the job key.
-func (s *Server) authorize(ctx context.Context, req *http.Request, key types.NamespacedName) (int, error) {
+// bound to a pod that still exists and that the job controls (its controller owner reference has
+// the job's UID): a pod that only carries the job's labels is refused. It returns the job and the pod.
+func (s *Server) authorize(ctx context.Context, req *http.Request, key types.NamespacedName) (*convoy.TrainingJob, *corev1.Pod, int, error) {
 	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
-		return http.StatusUnauthorized, errors.New("no bearer token: send the token in $CONVOY_PROGRESS_TOKEN_FILE as 'Authorization: Bearer <token>'")
+		return nil, nil, http.StatusUnauthorized, errors.New("no bearer token: send the token in $CONVOY_PROGRESS_TOKEN_FILE as 'Authorization: Bearer <token>'")
 	}
-	s.tokensOnce.Do(func() { s.tokens = tokencache.New(&tokenReviewer{client: s.Client}, false, tokenCacheTTL, 0) })
 	resp, ok, err := s.tokens.AuthenticateToken(authenticator.WithAudiences(ctx, authenticator.Audiences{Audience}), token)
-	var rejected rejectedToken
 	switch {
-	case errors.As(err, &rejected):
-		return http.StatusUnauthorized, fmt.Errorf("the token was not accepted for audience %s: %s", Audience, rejected.reason)
 	case err != nil:
-		return http.StatusServiceUnavailable, fmt.Errorf("reviewing the token failed: %v; retry later", err)
+		return nil, nil, http.StatusServiceUnavailable, fmt.Errorf("reviewing the token failed: %v; retry later", err)
 	case !ok:
-		return http.StatusUnauthorized, fmt.Errorf("the token was not accepted for audience %s", Audience)
+		return nil, nil, http.StatusUnauthorized, fmt.Errorf("the token was not accepted for audience %s: send the projected token in $CONVOY_PROGRESS_TOKEN_FILE", Audience)
 	}
 	who := resp.User
 	podName, podUID := first(who.GetExtra()[extraPodName]), first(who.GetExtra()[extraPodUID])
 	if podName == "" || !strings.HasPrefix(who.GetName(), "system:serviceaccount:"+key.Namespace+":") {
-		return http.StatusForbidden, fmt.Errorf("the token of %s is not bound to a pod of namespace %s: use the projected token in $CONVOY_PROGRESS_TOKEN_FILE", who.GetName(), key.Namespace)
+		return nil, nil, http.StatusForbidden, fmt.Errorf("the token of %s is not bound to a pod of namespace %s: use the projected token in $CONVOY_PROGRESS_TOKEN_FILE", who.GetName(), key.Namespace)
+	}
+	job := &convoy.TrainingJob{}
+	if err := s.Client.Get(ctx, key, job); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil, http.StatusNotFound, fmt.Errorf("TrainingJob %s does not exist", key)
+		}
+		return nil, nil, http.StatusServiceUnavailable, err
 	}
 	pod := &corev1.Pod{}
 	err = s.Client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: podName}, pod)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return http.StatusServiceUnavailable, err
+		return nil, nil, http.StatusServiceUnavailable, err
 	}
-	if err != nil || string(pod.UID) != podUID || pod.Labels[convoy.LabelJobName] != key.Name {
-		return http.StatusForbidden, fmt.Errorf("pod %s/%s is not a pod of TrainingJob %s: a job's reports are accepted from its own pods only", key.Namespace, podName, key)
+	owner := metav1.GetControllerOf(pod)
+	if err != nil || string(pod.UID) != podUID || owner == nil || owner.UID != job.UID {
+		return nil, nil, http.StatusForbidden, fmt.Errorf("pod %s/%s is not a pod of TrainingJob %s: a job's reports are accepted from the pods it controls only", key.Namespace, podName, key)
 	}
-	return 0, nil
+	return job, pod, 0, nil
+}
+
+// withinSpec refuses a report the job's spec rules out: an epoch past hyperparameters.epochs, an
+// accuracy outside [0, 1], a checkpoint outside the job's checkpoint location.
+func (s *Server) withinSpec(job *convoy.TrainingJob, u *update) error {
+	if r := u.report; r != nil {
+		if hp := job.Spec.Hyperparameters; r.Epoch != nil && r.TotalEpochs == nil && hp != nil && hp.Epochs != nil && *r.Epoch > *hp.Epochs {
+			return fmt.Errorf("epoch %d is past spec.hyperparameters.epochs (%d): report totalEpochs if the run has more", *r.Epoch, *hp.Epochs)
+		}
+		if r.Epoch != nil && r.TotalEpochs != nil && *r.Epoch > *r.TotalEpochs {
+			return fmt.Errorf("epoch %d is past totalEpochs %d", *r.Epoch, *r.TotalEpochs)
+		}
+	}
+	if c := u.checkpoint; c != nil && s.CheckpointURI != nil {
+		if loc := s.CheckpointURI(job); loc != "" && !under(c.Path, loc) {
+			return fmt.Errorf("checkpoint path %q is not under the job's checkpoint location %s ($CONVOY_CHECKPOINT_URI)", c.Path, loc)
+		}
+	}
+	return nil
+}
+
+// under reports whether p is dir or a path below it, with no "." or ".." segment.
+func under(p, dir string) bool {
+	rest, ok := strings.CutPrefix(p, strings.TrimSuffix(dir, "/"))
+	if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
+		return false
+	}
+	for seg := range strings.SplitSeq(rest, "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }
 
 // tokenReviewer asks the API server to review a token for the audiences in the context.
 type tokenReviewer struct {
 	client client.Client
 }
-
-// rejectedToken is a token the API server did not accept, and why.
-type rejectedToken struct{ reason string }
-
-func (r rejectedToken) Error() string { return r.reason }
 
 func (t *tokenReviewer) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
 	auds, _ := authenticator.AudiencesFrom(ctx)
@@ -209,7 +306,7 @@ func (t *tokenReviewer) AuthenticateToken(ctx context.Context, token string) (*a
 		return nil, false, err
 	}
 	if !tr.Status.Authenticated {
-		return nil, false, rejectedToken{reason: tr.Status.Error}
+		return nil, false, nil
 	}
 	u := tr.Status.User
 	extra := make(map[string][]string, len(u.Extra))
@@ -267,18 +364,18 @@ func (s *Server) flush(key types.NamespacedName, b *batch) {
 		}
 		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-		err := s.write(ctx, key, updates)
+		_ = s.write(ctx, key, updates)
 		cancel()
-		for _, u := range updates {
-			u.done <- err
-		}
 	}
 }
 
 // write applies updates to the job's status, reading the job again past the cache on a conflict.
+// An update from another attempt than the job's current one, or a checkpoint older than the
+// attempt's latest, is refused on its own; the others are written.
 func (s *Server) write(ctx context.Context, key types.NamespacedName, updates []*update) error {
 	var reader client.Reader = s.Client
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	refused := make([]error, len(updates))
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		job := &convoy.TrainingJob{}
 		if err := reader.Get(ctx, key, job); err != nil {
 			return err
@@ -288,12 +385,16 @@ func (s *Server) write(ctx context.Context, key types.NamespacedName, updates []
 			return errFinished
 		}
 		st := job.Status.DeepCopy()
-		for _, u := range updates {
+		for i, u := range updates {
+			refused[i] = refuse(st, u)
+			if refused[i] != nil {
+				continue
+			}
 			if u.report != nil {
 				ApplyReport(job, st, u.report)
 			}
 			if u.checkpoint != nil {
-				ApplyCheckpoint(st, u.checkpoint, s.Clock.Now())
+				ApplyCheckpoint(st, u.checkpoint, u.attempt, s.Clock.Now())
 			}
 		}
 		if equality.Semantic.DeepEqual(*st, job.Status) {
@@ -302,4 +403,19 @@ func (s *Server) write(ctx context.Context, key types.NamespacedName, updates []
 		job.Status = *st
 		return s.Client.Status().Update(ctx, job)
 	})
+	for i, u := range updates {
+		u.done <- cmp.Or(refused[i], err)
+	}
+	return err
+}
+
+// refuse returns why st refuses u, or nil.
+func refuse(st *convoy.TrainingJobStatus, u *update) error {
+	if u.attempt != st.RestartCount {
+		return refusal{code: http.StatusConflict, reason: fmt.Sprintf("the report comes from attempt %d of the gang, and the job is at attempt %d (status.restartCount): reports of another attempt are refused", u.attempt, st.RestartCount)}
+	}
+	if c, latest := u.checkpoint, st.Checkpoint; c != nil && latest != nil && latest.Attempt == u.attempt && c.Epoch < latest.Epoch {
+		return refusal{code: http.StatusConflict, reason: fmt.Sprintf("checkpoint of epoch %d is older than this attempt's latest, of epoch %d: checkpoints only move forward", c.Epoch, latest.Epoch)}
+	}
+	return nil
 }

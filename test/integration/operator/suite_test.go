@@ -50,7 +50,14 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	framework.Main(m, framework.Options{AddToScheme: []func(*runtime.Scheme) error{convoy.AddToScheme, schedv1alpha1.AddToScheme}})
+	// A pod with a finalizer stays Terminating until it is removed, as with a kubelet: a test holds
+	// a pod of an earlier attempt that way.
+	kwokArgs, err := framework.KwokArgs(context.Background(), framework.PodDeleteKeepingFinalizers)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	framework.Main(m, framework.Options{KwokArgs: kwokArgs, AddToScheme: []func(*runtime.Scheme) error{convoy.AddToScheme, schedv1alpha1.AddToScheme}})
 }
 
 const (
@@ -424,6 +431,18 @@ func (e *env) podToken(pod *corev1.Pod, audience string) string {
 // token (none when empty). It returns the status code and the body of the answer.
 func (e *env) post(pod *corev1.Pod, path, token string, body any) (int, string) {
 	e.t.Helper()
+	code, answer := e.progressClient(pod)(path, token, body)
+	if code == 0 {
+		e.t.Fatal(answer)
+	}
+	return code, answer
+}
+
+// progressClient returns a sender to the pod's progress endpoint with one keep-alive HTTP client,
+// safe for concurrent use: it posts body to path with token (none when empty) and returns the
+// status code and the answer, or 0 and the error when the request failed.
+func (e *env) progressClient(pod *corev1.Pod) func(path, token string, body any) (int, string) {
+	e.t.Helper()
 	cm := &corev1.ConfigMap{}
 	if err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: e.ns, Name: pod.Labels[convoy.LabelJobName] + "-config"}, cm); err != nil {
 		e.t.Fatal(err)
@@ -432,26 +451,40 @@ func (e *env) post(pod *corev1.Pod, path, token string, body any) (int, string) 
 	if !roots.AppendCertsFromPEM([]byte(cm.Data["progress-ca.crt"])) {
 		e.t.Fatalf("the job's ConfigMap holds no progress CA: %v", cm.Data)
 	}
-	payload, err := json.Marshal(body)
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, MaxIdleConnsPerHost: 64}}
+	e.t.Cleanup(hc.CloseIdleConnections)
+	url := envOf(pod, "CONVOY_PROGRESS_URL")
+	return func(path, token string, body any) (int, string) {
+		payload, err := json.Marshal(body)
+		if err != nil {
+			return 0, err.Error()
+		}
+		req, err := http.NewRequestWithContext(e.t.Context(), http.MethodPost, url+"/"+path, bytes.NewReader(payload))
+		if err != nil {
+			return 0, err.Error()
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		answer, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, strings.TrimSpace(string(answer))
+	}
+}
+
+// tokenReviews is how many TokenReviews the API server has served.
+func (e *env) tokenReviews() float64 {
+	e.t.Helper()
+	got, err := framework.APIRequests(e.t.Context(), e.c.Clientset)
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	req, err := http.NewRequestWithContext(e.t.Context(), http.MethodPost, envOf(pod, "CONVOY_PROGRESS_URL")+"/"+path, bytes.NewReader(payload))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
-	resp, err := hc.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	answer, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, strings.TrimSpace(string(answer))
+	return got["POST tokenreviews"]
 }
 
 // report posts body with the pod's own token and fails the test unless it is recorded.

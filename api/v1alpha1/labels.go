@@ -27,6 +27,10 @@ const (
 	LabelJobName     = "convoy.dev/job-name"
 	LabelReplicaRole = "convoy.dev/role"
 	LabelReplicaRank = "convoy.dev/rank"
+	// LabelTrainingJob is the TrainingJob design's own label of the job's pods, so that
+	// `kubectl logs -l training-job=<name>` works as its docs say. It carries the same value as
+	// LabelJobName, which the operator and the scheduler select on.
+	LabelTrainingJob = "training-job"
 )
 
 // Annotations the operator puts on a TrainingJob's pods and PodGroup for the scheduler.

@@ -25,6 +25,10 @@ const (
 	ConditionCompleted = "Completed"
 	// ConditionFailed is true once the job failed for good.
 	ConditionFailed = "Failed"
+	// ConditionChildConflict is true while an object has the name of one of the job's children
+	// (a pod, its Service, ConfigMap, PodGroup or SSH Secret) and the job does not control it: the
+	// job never uses such an object, and waits until it is deleted or the job renamed.
+	ConditionChildConflict = "ChildConflict"
 )
 
 // Condition reasons. They are part of the API: tools match on them.
@@ -34,6 +38,14 @@ const (
 	ReasonAdmitted            = "Admitted"
 	ReasonNoQueue             = "NoQueue"
 	ReasonPodsCreated         = "PodsCreated"
+	// ReasonPodCreationFailed: the API server refused a pod of the gang (a ResourceQuota, Pod
+	// Security admission, a webhook); the message carries its words.
+	ReasonPodCreationFailed = "PodCreationFailed"
+	// ReasonContainersNotStarting: a placed pod's container cannot start (an image that cannot be
+	// pulled, a missing Secret or ConfigMap); the message carries the kubelet's words.
+	ReasonContainersNotStarting = "ContainersNotStarting"
+	// ReasonStartupTimeout: the placed gang did not start within failurePolicy.startupTimeoutSeconds.
+	ReasonStartupTimeout = "StartupTimeout"
 	// ReasonUnschedulable: the scheduler cannot place the gang; the message carries its words.
 	ReasonUnschedulable        = "Unschedulable"
 	ReasonPodsRunning          = "PodsRunning"
@@ -41,20 +53,32 @@ const (
 	ReasonNodeLost             = "NodeLost"
 	ReasonBackoff              = "Backoff"
 	ReasonBackoffLimitExceeded = "BackoffLimitExceeded"
-	ReasonNonRetryableExitCode = "NonRetryableExitCode"
-	ReasonDeadlineExceeded     = "DeadlineExceeded"
-	ReasonUserSuspended        = "UserSuspended"
-	ReasonResumed              = "Resumed"
-	ReasonPreempted            = "Preempted"
-	ReasonAllWorkersSucceeded  = "AllWorkersSucceeded"
-	ReasonTargetAccuracy       = "TargetAccuracyReached"
-	ReasonEarlyStopping        = "EarlyStopping"
-	ReasonInvalidSpec          = "InvalidSpec"
+	// ReasonDisruptionLimitExceeded: pods were lost more often than failurePolicy.disruptionLimit.
+	ReasonDisruptionLimitExceeded = "DisruptionLimitExceeded"
+	ReasonNonRetryableExitCode    = "NonRetryableExitCode"
+	ReasonDeadlineExceeded        = "DeadlineExceeded"
+	ReasonUserSuspended           = "UserSuspended"
+	ReasonResumed                 = "Resumed"
+	ReasonPreempted               = "Preempted"
+	ReasonAllWorkersSucceeded     = "AllWorkersSucceeded"
+	ReasonTargetAccuracy          = "TargetAccuracyReached"
+	ReasonEarlyStopping           = "EarlyStopping"
+	ReasonInvalidSpec             = "InvalidSpec"
+	// ReasonNameTaken: ConditionChildConflict's reason while true; ReasonNameFree once resolved.
+	ReasonNameTaken = "NameTaken"
+	ReasonNameFree  = "NameFree"
 )
 
 // StateFromConditions is the one place the State summary is derived. Terminal conditions win, then
 // what the user asked for (suspend), then the gang's progress, from the most advanced down.
 func StateFromConditions(conds []metav1.Condition) TrainingJobState {
+	state, _ := StateAndReason(conds)
+	return state
+}
+
+// StateAndReason returns StateFromConditions and the reason of the condition that decided it
+// (status.reason, kubectl get's REASON column); "" for Pending.
+func StateAndReason(conds []metav1.Condition) (TrainingJobState, string) {
 	for _, c := range []struct {
 		condition string
 		state     TrainingJobState
@@ -67,11 +91,11 @@ func StateFromConditions(conds []metav1.Condition) TrainingJobState {
 		{ConditionRunning, StateRunning},
 		{ConditionInitializing, StateInitializing},
 	} {
-		if meta.IsStatusConditionTrue(conds, c.condition) {
-			return c.state
+		if cond := meta.FindStatusCondition(conds, c.condition); cond != nil && cond.Status == metav1.ConditionTrue {
+			return c.state, cond.Reason
 		}
 	}
-	return StatePending
+	return StatePending, ""
 }
 
 // IsFinished reports whether the job completed or failed.

@@ -499,6 +499,26 @@ type FailurePolicy struct {
 	// +kubebuilder:validation:Maximum=100
 	BackoffLimit *int32 `json:"backoffLimit,omitempty"`
 
+	// disruptionLimit is how many gang restarts caused by lost pods (a node gone, an eviction, a pod
+	// deleted) are allowed before the job fails with reason DisruptionLimitExceeded, so that a gang
+	// evicted again and again (for example for ephemeral storage) does not restart forever. Each such
+	// restart after the first waits the restart backoff. Preemption by the scheduler or Kueue does
+	// not count. Defaults to 10.
+	// +optional
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	DisruptionLimit *int32 `json:"disruptionLimit,omitempty"`
+
+	// startupTimeoutSeconds fails the job with reason StartupTimeout when its gang, every pod placed
+	// on a node, still has pods not running this long after the last was placed: an image that
+	// cannot be pulled or a container that cannot be created does not hold GPUs and quota forever.
+	// Time spent waiting for room does not count. Defaults to 600.
+	// +optional
+	// +kubebuilder:default=600
+	// +kubebuilder:validation:Minimum=1
+	StartupTimeoutSeconds *int32 `json:"startupTimeoutSeconds,omitempty"`
+
 	// activeDeadlineSeconds fails the job with reason DeadlineExceeded once it has been running (not
 	// queued) this long.
 	// +optional
@@ -541,6 +561,13 @@ type TrainingJobStatus struct {
 	// Completed, Failed or Suspended.
 	// +optional
 	State TrainingJobState `json:"state,omitempty"`
+
+	// reason is the reason of the condition behind state, such as WaitingForAdmission,
+	// Unschedulable or BackoffLimitExceeded: why the job is queued, initializing or failed, on
+	// the first screen of kubectl get. Its condition's message says more.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
 
 	// conditions are the job's observed conditions: Queued, Admitted, Initializing, Running, Restarting,
 	// Suspended, Preempted, Completed and Failed.
@@ -618,6 +645,11 @@ type TrainingJobStatus struct {
 	// +optional
 	FailureRestarts int32 `json:"failureRestarts,omitempty"`
 
+	// disruptionRestarts is the number of restarts caused by lost pods (not preemption), counted
+	// against disruptionLimit.
+	// +optional
+	DisruptionRestarts int32 `json:"disruptionRestarts,omitempty"`
+
 	// observedGeneration is the spec generation this status reflects.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -685,6 +717,10 @@ type CheckpointStatus struct {
 	// time is when the checkpoint was reported.
 	// +optional
 	Time *metav1.Time `json:"time,omitempty"`
+	// attempt is the gang's attempt (status.restartCount) whose pod reported the checkpoint.
+	// Within an attempt a checkpoint's epoch never goes back.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
 }
 
 // ResourcesStatus describes the gang's resources and placement.
@@ -719,6 +755,7 @@ type AdmissionStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=tj;tjs,categories=convoy
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
 // +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`
 // +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.status.currentEpoch`
 // +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.spec.numWorkers`

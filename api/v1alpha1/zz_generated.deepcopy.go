@@ -124,6 +124,16 @@ func (in *FailurePolicy) DeepCopyInto(out *FailurePolicy) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.DisruptionLimit != nil {
+		in, out := &in.DisruptionLimit, &out.DisruptionLimit
+		*out = new(int32)
+		**out = **in
+	}
+	if in.StartupTimeoutSeconds != nil {
+		in, out := &in.StartupTimeoutSeconds, &out.StartupTimeoutSeconds
+		*out = new(int32)
+		**out = **in
+	}
 	if in.ActiveDeadlineSeconds != nil {
 		in, out := &in.ActiveDeadlineSeconds, &out.ActiveDeadlineSeconds
 		*out = new(int64)

@@ -57,6 +57,7 @@ func JobLabels(job *convoy.TrainingJob) map[string]string {
 func PodLabels(job *convoy.TrainingJob, r framework.Replica) map[string]string {
 	return map[string]string{
 		convoy.LabelJobName:         job.Name,
+		convoy.LabelTrainingJob:     job.Name,
 		convoy.LabelReplicaRole:     string(r.Role),
 		convoy.LabelReplicaRank:     itoa(r.Rank),
 		schedv1alpha1.PodGroupLabel: job.Name,

@@ -64,7 +64,7 @@ func TestPodGolden(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "llm-worker-1", Namespace: "team-a",
 			Labels: map[string]string{
-				"convoy.dev/job-name": "llm", "convoy.dev/role": "worker", "convoy.dev/rank": "1",
+				"convoy.dev/job-name": "llm", "training-job": "llm", "convoy.dev/role": "worker", "convoy.dev/rank": "1",
 				"scheduling.x-k8s.io/pod-group": "llm", "convoy.dev/restart-attempt": "1",
 			},
 			Annotations:     map[string]string{"convoy.dev/topology-level": "rack", "convoy.dev/topology-mode": "required"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -75,11 +76,33 @@ func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob
 			return err
 		}
 		// Created once; a restarted gang keeps the keys its launcher's image may have cached.
-		if err := r.Client.Create(ctx, builder.SSHSecret(job, priv, pub)); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating Secret %s: %w", framework.SSHSecretName(job), err)
+		secret := builder.SSHSecret(job, priv, pub)
+		if err := r.Client.Create(ctx, secret); err != nil {
+			if !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("creating Secret %s: %w", secret.Name, err)
+			}
+			// Secrets are not cached: read this one past the cache, only when it exists already.
+			have := &metav1.PartialObjectMetadata{}
+			have.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(secret), have); err != nil {
+				return fmt.Errorf("reading Secret %s: %w", secret.Name, err)
+			}
+			if !metav1.IsControlledBy(have, job) {
+				return &childConflict{kind: "Secret", namespace: job.Namespace, name: secret.Name}
+			}
 		}
 	}
 	return nil
+}
+
+// childConflict is an object with the name of one of the job's children that the job does not
+// control. The job never uses it (ConditionChildConflict).
+type childConflict struct {
+	kind, namespace, name string
+}
+
+func (c *childConflict) Error() string {
+	return fmt.Sprintf("%s %s/%s exists and is not controlled by this TrainingJob, which will not use it: delete it or rename the job", c.kind, c.namespace, c.name)
 }
 
 // ensure creates want when the cache has no object of its name, or else updates the cached object
@@ -98,7 +121,7 @@ func ensure[T client.Object](ctx context.Context, c client.Client, job *convoy.T
 		return err
 	}
 	if !metav1.IsControlledBy(have, job) {
-		return fmt.Errorf("%s %s/%s exists and is not controlled by this TrainingJob: delete it or rename the job", kind, have.GetNamespace(), have.GetName())
+		return &childConflict{kind: kind[strings.LastIndex(kind, ".")+1:], namespace: have.GetNamespace(), name: have.GetName()}
 	}
 	if sync(want, have) {
 		if err := c.Update(ctx, have); err != nil {

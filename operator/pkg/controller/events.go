@@ -2,6 +2,7 @@ package controller
 
 import (
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,9 +13,17 @@ import (
 
 // warningConditions are the conditions whose arrival is a Warning event.
 var warningConditions = map[string]bool{
-	convoy.ConditionFailed:     true,
-	convoy.ConditionRestarting: true,
-	convoy.ConditionPreempted:  true,
+	convoy.ConditionFailed:        true,
+	convoy.ConditionRestarting:    true,
+	convoy.ConditionPreempted:     true,
+	convoy.ConditionChildConflict: true,
+}
+
+// warningReasons are the reasons whose arrival is a Warning event, whatever their condition.
+var warningReasons = map[string]bool{
+	convoy.ReasonUnschedulable:         true,
+	convoy.ReasonPodCreationFailed:     true,
+	convoy.ReasonContainersNotStarting: true,
 }
 
 // emitEvents records one event per transition between old and the job's status: a condition that
@@ -25,7 +34,7 @@ func (r *Reconciler) emitEvents(job *convoy.TrainingJob, old *convoy.TrainingJob
 		switch {
 		case c.Status == metav1.ConditionTrue && (prev == nil || prev.Status != c.Status || prev.Reason != c.Reason):
 			eventType := corev1.EventTypeNormal
-			if warningConditions[c.Type] {
+			if warningConditions[c.Type] || warningReasons[c.Reason] {
 				eventType = corev1.EventTypeWarning
 			}
 			r.Recorder.Event(job, eventType, c.Reason, c.Message)
@@ -38,7 +47,24 @@ func (r *Reconciler) emitEvents(job *convoy.TrainingJob, old *convoy.TrainingJob
 // setCondition sets a true condition on st.
 func setCondition(st *convoy.TrainingJobStatus, job *convoy.TrainingJob, condType, reason, message string, now time.Time) {
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: condType, Status: metav1.ConditionTrue, Reason: reason, Message: message,
+		Type: condType, Status: metav1.ConditionTrue, Reason: reason, Message: truncate(message),
 		ObservedGeneration: job.Generation, LastTransitionTime: metav1.NewTime(now),
 	})
+}
+
+// maxMessage is the API's limit of a condition message (metav1.Condition's maxLength).
+const maxMessage = 32768
+
+// truncate cuts a message (an API server's or scheduler's words can be long) to maxMessage bytes,
+// at a rune boundary, saying that it was cut.
+func truncate(message string) string {
+	if len(message) <= maxMessage {
+		return message
+	}
+	const cut = "… (truncated)"
+	end := maxMessage - len(cut)
+	for end > 0 && !utf8.RuneStart(message[end]) {
+		end--
+	}
+	return message[:end] + cut
 }

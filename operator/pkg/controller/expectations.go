@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/framework"
@@ -23,6 +24,7 @@ type expectations struct {
 }
 
 type expected struct {
+	job     types.NamespacedName
 	attempt int32
 	names   map[string]time.Time
 }
@@ -36,7 +38,7 @@ func (e *expectations) created(job *convoy.TrainingJob, names []string, now time
 	}
 	x := e.jobs[job.UID]
 	if x == nil || x.attempt != job.Status.RestartCount {
-		x = &expected{attempt: job.Status.RestartCount, names: map[string]time.Time{}}
+		x = &expected{job: client.ObjectKeyFromObject(job), attempt: job.Status.RestartCount, names: map[string]time.Time{}}
 		e.jobs[job.UID] = x
 	}
 	for _, n := range names {
@@ -83,4 +85,16 @@ func (e *expectations) forget(uid types.UID) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.jobs, uid)
+}
+
+// forgetDeleted forgets the jobs of name key: a job deleted before any reconcile saw its deletion
+// timestamp is known by name only.
+func (e *expectations) forgetDeleted(key types.NamespacedName) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for uid, x := range e.jobs {
+		if x.job == key {
+			delete(e.jobs, uid)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +12,7 @@ import (
 )
 
 // Backoff spaces the gang restarts caused by worker failures: Base after the first, doubling up to
-// Max. Restarts after a lost pod are not delayed.
+// Max. The first restart after lost pods is not delayed; the next ones are, in the same way.
 type Backoff struct {
 	Base time.Duration
 	Max  time.Duration
@@ -37,6 +38,61 @@ func restartPolicy(job *convoy.TrainingJob) convoy.RestartPolicy {
 		return fp.RestartPolicy
 	}
 	return convoy.RestartOnFailure
+}
+
+func startupTimeout(job *convoy.TrainingJob) time.Duration {
+	if fp := job.Spec.FailurePolicy; fp != nil && fp.StartupTimeoutSeconds != nil {
+		return time.Duration(*fp.StartupTimeoutSeconds) * time.Second
+	}
+	return 600 * time.Second
+}
+
+// notStarting returns the kubelet's words on the first placed pod whose container waits for a
+// reason that does not pass by itself (an image that cannot be pulled, a container that cannot be
+// created or configured), or "".
+func notStarting(pods []*corev1.Pod) string {
+	for _, p := range pods {
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		for _, cs := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil && stuckReasons[w.Reason] {
+				return fmt.Sprintf("pod %s, container %s: %s: %s", p.Name, cs.Name, w.Reason, w.Message)
+			}
+		}
+	}
+	return ""
+}
+
+// stuckReasons are the kubelet's waiting reasons of a container that will not start by itself.
+var stuckReasons = map[string]bool{
+	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+}
+
+// lastPlaced is when the last of the pods was bound to a node (its PodScheduled condition, which
+// the API server sets on binding), and whether every pod is bound with that condition.
+func lastPlaced(pods []*corev1.Pod) (time.Time, bool) {
+	var last time.Time
+	for _, p := range pods {
+		i := slices.IndexFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+			return c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero()
+		})
+		if p.Spec.NodeName == "" || i < 0 {
+			return time.Time{}, false
+		}
+		if t := p.Status.Conditions[i].LastTransitionTime.Time; t.After(last) {
+			last = t
+		}
+	}
+	return last, len(pods) > 0
+}
+
+func disruptionLimit(job *convoy.TrainingJob) int32 {
+	if fp := job.Spec.FailurePolicy; fp != nil && fp.DisruptionLimit != nil {
+		return *fp.DisruptionLimit
+	}
+	return 10
 }
 
 func backoffLimit(job *convoy.TrainingJob) int32 {

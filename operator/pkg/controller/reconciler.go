@@ -5,6 +5,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -166,7 +168,7 @@ func (r *Reconciler) jobsOnNode(ctx context.Context, node client.Object) []recon
 // +kubebuilder:rbac:groups=convoy.dev,resources=trainingjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=create
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create;get
 // +kubebuilder:rbac:groups=scheduling.x-k8s.io,resources=podgroups,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
@@ -181,6 +183,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		if apierrors.IsNotFound(err) {
 			r.Metrics.Forget(req.NamespacedName)
 			r.superseded.Delete(req.NamespacedName)
+			r.expect.forgetDeleted(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -233,14 +236,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	// job now carries the new status: restart attempt and latest checkpoint for the pods.
 	if p.ensureChildren {
 		if err := r.ensureChildren(ctx, job, plugin, len(p.create) > 0); err != nil {
-			return ctrl.Result{}, err
+			return r.childError(ctx, job, err)
 		}
 	}
 	if err := r.deletePods(ctx, p.delete); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.createPods(ctx, job, plugin, r.expect.pending(job, p.create, pods, r.Clock.Now())); err != nil {
-		return ctrl.Result{}, err
+		return r.childError(ctx, job, err)
+	}
+	if p.ensureChildren || len(p.create) > 0 {
+		if err := r.childrenFree(ctx, job); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if p.deleteJob {
 		log.V(2).Info("Deleting finished TrainingJob after its TTL")
@@ -250,10 +258,70 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
 }
 
+// podRefused is a pod of the gang the API server refused to create: a ResourceQuota, Pod Security
+// admission or a webhook said no, and will again until someone changes something.
+type podRefused struct {
+	name string
+	err  error
+}
+
+func (p *podRefused) Error() string {
+	return fmt.Sprintf("the API server refused pod %s: %v", p.name, p.err)
+}
+
+func (p *podRefused) Unwrap() error { return p.err }
+
+// childConflictRetry is how often a job whose child's name is taken looks again: the object in the
+// way is not the job's, so no event of it reaches the job.
+const childConflictRetry = 10 * time.Second
+
+// childError reports a child's name taken by an object the job does not control in
+// ConditionChildConflict (and a Warning event) and looks again later; a pod the API server refused
+// in the Initializing condition (reason PodCreationFailed, a Warning event); other errors are
+// returned.
+func (r *Reconciler) childError(ctx context.Context, job *convoy.TrainingJob, err error) (ctrl.Result, error) {
+	var conflict *childConflict
+	var refused *podRefused
+	if errors.As(err, &refused) {
+		// The API server's words go into the status; controller-runtime's backoff spaces the retries.
+		st := *job.Status.DeepCopy()
+		setCondition(&st, job, convoy.ConditionInitializing, convoy.ReasonPodCreationFailed, refused.Error(), r.Clock.Now())
+		if werr := r.writeStatus(ctx, job, st); werr != nil && !apierrors.IsConflict(werr) {
+			return ctrl.Result{}, werr
+		}
+		return ctrl.Result{}, err
+	}
+	if !errors.As(err, &conflict) {
+		return ctrl.Result{}, err
+	}
+	st := *job.Status.DeepCopy()
+	setCondition(&st, job, convoy.ConditionChildConflict, convoy.ReasonNameTaken, conflict.Error(), r.Clock.Now())
+	if err := r.writeStatus(ctx, job, st); err != nil && !apierrors.IsConflict(err) {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: childConflictRetry}, nil
+}
+
+// childrenFree turns ConditionChildConflict false once the job's children are its own.
+func (r *Reconciler) childrenFree(ctx context.Context, job *convoy.TrainingJob) error {
+	if !meta.IsStatusConditionTrue(job.Status.Conditions, convoy.ConditionChildConflict) {
+		return nil
+	}
+	st := *job.Status.DeepCopy()
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: convoy.ConditionChildConflict, Status: metav1.ConditionFalse, Reason: convoy.ReasonNameFree,
+		Message: "every child of the job is its own", ObservedGeneration: job.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now()),
+	})
+	if err := r.writeStatus(ctx, job, st); err != nil && !apierrors.IsConflict(err) {
+		return err
+	}
+	return nil
+}
+
 // writeStatus writes st, with its state derived, when it differs from the job's status, and
 // then emits an event for each transition. job is left holding the status written.
 func (r *Reconciler) writeStatus(ctx context.Context, job *convoy.TrainingJob, st convoy.TrainingJobStatus) error {
-	st.State = convoy.StateFromConditions(st.Conditions)
+	st.State, st.Reason = convoy.StateAndReason(st.Conditions)
 	old := job.Status.DeepCopy()
 	if equality.Semantic.DeepEqual(*old, st) {
 		r.Metrics.ObserveJob(job, old)
@@ -355,8 +423,24 @@ func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, pl
 	r.expect.created(job, names, r.Clock.Now())
 	return parallel(len(replicas), func(i int) error {
 		pod := builder.Pod(job, replicas[i], plugin, r.Options)
-		if err := r.Client.Create(ctx, pod); err != nil && !apierrors.IsAlreadyExists(err) {
+		err := r.Client.Create(ctx, pod)
+		if apierrors.IsAlreadyExists(err) {
+			// Ours, not in the cache yet, or someone else's.
+			have := &metav1.PartialObjectMetadata{}
+			have.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
+			if err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), have); err == nil && !metav1.IsControlledBy(have, job) {
+				err = &childConflict{kind: "Pod", namespace: pod.Namespace, name: pod.Name}
+			}
+		}
+		if err != nil {
 			r.expect.failed(job, pod.Name)
+			var conflict *childConflict
+			switch {
+			case errors.As(err, &conflict):
+				return err
+			case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
+				return &podRefused{name: pod.Name, err: err}
+			}
 			return fmt.Errorf("creating pod %s: %w", pod.Name, err)
 		}
 		return nil

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -60,7 +61,7 @@ func decide(o observation) plan {
 	st.ObservedGeneration = job.Generation
 	set := func(condType string, status metav1.ConditionStatus, reason, message string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: condType, Status: status, Reason: reason, Message: message,
+			Type: condType, Status: status, Reason: reason, Message: truncate(message),
 			ObservedGeneration: job.Generation, LastTransitionTime: metav1.NewTime(o.now),
 		})
 	}
@@ -181,11 +182,19 @@ func decide(o observation) plan {
 			deleteAll()
 			return p
 		}
-		if c.Reason == convoy.ReasonPodFailed {
-			if left := c.LastTransitionTime.Add(o.backoff.delay(st.FailureRestarts)).Sub(o.now); left > 0 {
-				p.requeue(left)
-				return p
+		// A failure restart waits the backoff; so does a restart for lost pods after the first.
+		var delay time.Duration
+		switch c.Reason {
+		case convoy.ReasonPodFailed:
+			delay = o.backoff.delay(st.FailureRestarts)
+		case convoy.ReasonNodeLost:
+			if !isTrue(convoy.ConditionPreempted) {
+				delay = o.backoff.delay(st.DisruptionRestarts - 1)
 			}
+		}
+		if left := c.LastTransitionTime.Add(delay).Sub(o.now); left > 0 {
+			p.requeue(left)
+			return p
 		}
 		set(convoy.ConditionRestarting, metav1.ConditionFalse, convoy.ReasonPodsCreated,
 			fmt.Sprintf("the gang was recreated (restart %d)", st.RestartCount))
@@ -262,6 +271,18 @@ func decide(o observation) plan {
 		}
 	}
 
+	// disrupted fails the job when its pods were lost more often than disruptionLimit allows, and
+	// reports whether the gang may restart.
+	disrupted := func(what string) bool {
+		if limit := disruptionLimit(job); st.DisruptionRestarts >= limit {
+			finish(convoy.ConditionFailed, convoy.ReasonDisruptionLimitExceeded, fmt.Sprintf(
+				"%s after %d restarts for lost pods; spec.failurePolicy.disruptionLimit is %d: find why the pods are lost (kubectl get events: an eviction for ephemeral storage or memory, a node that keeps failing), or raise disruptionLimit",
+				what, st.DisruptionRestarts, limit))
+			return false
+		}
+		return true
+	}
+
 	if len(failed) > 0 {
 		pods := make([]*corev1.Pod, 0, len(failed))
 		for _, r := range failed {
@@ -298,8 +319,15 @@ func decide(o observation) plan {
 	if len(lost) > 0 {
 		if preemptMsg != "" {
 			set(convoy.ConditionPreempted, metav1.ConditionTrue, convoy.ReasonPreempted, preemptMsg+"; the gang restarts when it fits again")
+			restart(convoy.ReasonNodeLost, lostMsg+"; restarting the whole gang from the latest checkpoint without spending backoffLimit", false)
+			return p
 		}
-		restart(convoy.ReasonNodeLost, lostMsg+"; restarting the whole gang from the latest checkpoint without spending backoffLimit", false)
+		if !disrupted(lostMsg) {
+			return p
+		}
+		st.DisruptionRestarts++
+		restart(convoy.ReasonNodeLost, fmt.Sprintf("%s; restarting the whole gang from the latest checkpoint without spending backoffLimit (disruption restart %d of %d)",
+			lostMsg, st.DisruptionRestarts, disruptionLimit(job)), false)
 		return p
 	}
 	// Every pod of a Running gang was seen: one that vanished since was deleted or evicted so fast
@@ -308,7 +336,13 @@ func decide(o observation) plan {
 		for _, r := range missing {
 			name := framework.PodName(job, r)
 			if !slices.ContainsFunc(o.pods, func(pod *corev1.Pod) bool { return pod.Name == name }) {
-				restart(convoy.ReasonNodeLost, fmt.Sprintf("pod %s of the running gang was deleted or evicted; restarting the whole gang from the latest checkpoint without spending backoffLimit", name), false)
+				msg := fmt.Sprintf("pod %s of the running gang was deleted or evicted", name)
+				if !disrupted(msg) {
+					return p
+				}
+				st.DisruptionRestarts++
+				restart(convoy.ReasonNodeLost, fmt.Sprintf("%s; restarting the whole gang from the latest checkpoint without spending backoffLimit (disruption restart %d of %d)",
+					msg, st.DisruptionRestarts, disruptionLimit(job)), false)
 				return p
 			}
 		}
@@ -333,9 +367,30 @@ func decide(o observation) plan {
 	} else {
 		reason, msg := convoy.ReasonPodsCreated,
 			fmt.Sprintf("%d of %d pods are running; the gang starts once scheduler %q has placed all of them", running+succeeded, total, job.SchedulerName())
-		if why := unschedulable(o.pods); why != "" {
+		stuck := notStarting(o.pods)
+		switch why := unschedulable(o.pods); {
+		case why != "":
 			reason, msg = convoy.ReasonUnschedulable,
 				fmt.Sprintf("%d of %d pods are running; scheduler %q cannot place the gang: %s", running+succeeded, total, job.SchedulerName(), why)
+		case stuck != "":
+			reason, msg = convoy.ReasonContainersNotStarting, fmt.Sprintf("%d of %d pods are running; %s", running+succeeded, total, stuck)
+		}
+		// A pod the API server refused keeps its words (the reconciler wrote them) until it is created.
+		if c := meta.FindStatusCondition(st.Conditions, convoy.ConditionInitializing); c != nil && c.Status == metav1.ConditionTrue &&
+			c.Reason == convoy.ReasonPodCreationFailed && len(p.create) > 0 {
+			reason, msg = c.Reason, c.Message
+		}
+		if placed, all := lastPlaced(slices.Collect(maps.Values(current))); all && len(current) == total {
+			timeout := startupTimeout(job)
+			if left := placed.Add(timeout).Sub(o.now); left <= 0 {
+				detail := "; " + cmp.Or(stuck, "no container reported why")
+				finish(convoy.ConditionFailed, convoy.ReasonStartupTimeout, fmt.Sprintf(
+					"%d of %d pods were still not running %s after the gang was placed (spec.failurePolicy.startupTimeoutSeconds)%s: fix the image or configuration and apply the job again, or raise startupTimeoutSeconds",
+					running+succeeded, total, timeout, detail))
+				return p
+			} else {
+				p.requeue(left)
+			}
 		}
 		set(convoy.ConditionInitializing, metav1.ConditionTrue, reason, msg)
 		clear(convoy.ConditionRunning, convoy.ReasonPodsCreated, "not every pod is running")

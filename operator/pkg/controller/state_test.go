@@ -2,8 +2,10 @@ package controller
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -119,21 +121,23 @@ type outcome struct {
 	Reasons         map[string]string // condition type -> reason, of true conditions
 	RestartCount    int32
 	FailureRestarts int32
-	FailureReason   string
-	Workers         convoy.WorkerCounts
-	Create          []framework.Replica
-	Delete          []string
-	Children        bool
-	DeleteJob       bool
-	RequeueAfter    time.Duration
-	Started         bool
-	Finished        bool
+	// DisruptionRestarts counts restarts for lost pods.
+	DisruptionRestarts int32
+	FailureReason      string
+	Workers            convoy.WorkerCounts
+	Create             []framework.Replica
+	Delete             []string
+	Children           bool
+	DeleteJob          bool
+	RequeueAfter       time.Duration
+	Started            bool
+	Finished           bool
 }
 
 func summarize(p plan) outcome {
 	o := outcome{
 		State: convoy.StateFromConditions(p.status.Conditions), Reasons: map[string]string{},
-		RestartCount: p.status.RestartCount, FailureRestarts: p.status.FailureRestarts, FailureReason: p.status.FailureReason,
+		RestartCount: p.status.RestartCount, FailureRestarts: p.status.FailureRestarts, DisruptionRestarts: p.status.DisruptionRestarts, FailureReason: p.status.FailureReason,
 		Workers: p.status.Workers, Create: p.create, Delete: names(p.delete), Children: p.ensureChildren,
 		DeleteJob: p.deleteJob, RequeueAfter: p.requeueAfter,
 		Started: p.status.StartTime != nil, Finished: p.status.CompletionTime != nil,
@@ -303,13 +307,28 @@ func TestDecide(t *testing.T) {
 			pods:      []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).node("gone").obj(), makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).obj()},
 			goneNodes: map[string]bool{"gone": true},
 			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonNodeLost),
-				RestartCount: 1, Workers: convoy.WorkerCounts{Active: 1, Failed: 1}, Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true},
+				RestartCount: 1, DisruptionRestarts: 1, Workers: convoy.WorkerCounts{Active: 1, Failed: 1}, Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true},
+		},
+		"pods lost more often than disruptionLimit: failed with DisruptionLimitExceeded": {
+			job:       runningJob.Clone().Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start, RestartCount: 10, DisruptionRestarts: 10}).Obj(),
+			pods:      []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).node("gone").attempt(10).obj(), makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).attempt(10).obj()},
+			goneNodes: map[string]bool{"gone": true},
+			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonDisruptionLimitExceeded),
+				RestartCount: 10, DisruptionRestarts: 10, FailureReason: convoy.ReasonDisruptionLimitExceeded, Workers: convoy.WorkerCounts{Active: 1, Failed: 1},
+				Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true, Finished: true},
+		},
+		"a second restart for lost pods waits the backoff": {
+			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 2, DisruptionRestarts: 2, Conditions: []metav1.Condition{
+				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
+				cond(convoy.ConditionRestarting, metav1.ConditionTrue, convoy.ReasonNodeLost, now.Add(-5*time.Second))}}).Obj(),
+			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonNodeLost),
+				RestartCount: 2, DisruptionRestarts: 2, RequeueAfter: 5 * time.Second, Started: true},
 		},
 		"a pod gone from a running gang without being seen terminating restarts the gang": {
 			job:  runningJob.Clone().Obj(),
 			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).obj()},
 			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonNodeLost),
-				RestartCount: 1, Workers: convoy.WorkerCounts{Active: 1}, Delete: []string{"llm-worker-1"}, Started: true},
+				RestartCount: 1, DisruptionRestarts: 1, Workers: convoy.WorkerCounts{Active: 1}, Delete: []string{"llm-worker-1"}, Started: true},
 		},
 		"a lost pod's gang restarts at once": {
 			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 1, Conditions: []metav1.Condition{
@@ -493,5 +512,16 @@ func TestExpectations(t *testing.T) {
 	restarted.Status.RestartCount = 1
 	if got := e.pending(restarted, w, nil, now); len(got) != 3 {
 		t.Errorf("a new restart attempt starts afresh: pending %v", got)
+	}
+}
+
+func TestConditionMessagesFitTheAPI(t *testing.T) {
+	long := strings.Repeat("é", maxMessage)
+	got := truncate(long)
+	if len(got) > maxMessage || !utf8.ValidString(got) || !strings.HasSuffix(got, "(truncated)") {
+		t.Errorf("truncate of %d bytes gave %d bytes, valid UTF-8 %v, ending %q", len(long), len(got), utf8.ValidString(got), got[len(got)-20:])
+	}
+	if short := "the scheduler's words"; truncate(short) != short {
+		t.Errorf("truncate changed a short message: %q", truncate(short))
 	}
 }

@@ -22,15 +22,15 @@ var (
 		Name: "trainingjob_reconciliation_total",
 		Help: "Reconciliations of TrainingJobs, by job and result (success, error).",
 	}, []string{"namespace", "training_job", "result"})
-	reconcileDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+	reconcileDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "trainingjob_reconciliation_duration_seconds",
-		Help:    "How long one reconciliation of a TrainingJob took.",
+		Help:    "How long one reconciliation of a TrainingJob took, by job.",
 		Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
-	})
+	}, []string{"namespace", "training_job"})
 	reconcileErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "trainingjob_reconciliation_errors_total",
-		Help: "Failed reconciliations, by the kind of error (conflict, not_found, forbidden, invalid, timeout, other).",
-	}, []string{"error_type"})
+		Help: "Failed reconciliations, by job and the kind of error (conflict, not_found, forbidden, invalid, timeout, other).",
+	}, []string{"namespace", "training_job", "error_type"})
 	jobs = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "trainingjob_total",
 		Help: "TrainingJobs by namespace and state.",
@@ -43,21 +43,21 @@ var (
 	accuracy        = jobGauge("trainingjob_accuracy", "Latest reported accuracy, from 0 to 1.")
 	durations       = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "trainingjob_duration_seconds",
-		Help:    "Run time of finished TrainingJobs, from start to completion, by final state.",
+		Help:    "Run time of finished TrainingJobs, from start to completion, by job and final state.",
 		Buckets: prometheus.ExponentialBuckets(60, 2, 14),
-	}, []string{"state"})
-	created = prometheus.NewCounter(prometheus.CounterOpts{
+	}, []string{"namespace", "training_job", "state"})
+	created = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "trainingjob_created_total",
-		Help: "TrainingJobs the operator has started handling.",
-	})
+		Help: "TrainingJobs the operator has started handling, by namespace.",
+	}, []string{"namespace"})
 	completed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "trainingjob_completed_total",
-		Help: "TrainingJobs that finished, by result (succeeded, failed).",
-	}, []string{"result"})
+		Help: "TrainingJobs that finished, by namespace and result (succeeded, failed).",
+	}, []string{"namespace", "result"})
 	failed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "trainingjob_failed_total",
-		Help: "TrainingJobs that failed, by reason.",
-	}, []string{"reason"})
+		Help: "TrainingJobs that failed, by namespace and reason.",
+	}, []string{"namespace", "reason"})
 
 	perJob = []*prometheus.GaugeVec{progressPercent, currentEpoch, allocatedGPUs, allocatedWorker, loss, accuracy}
 )
@@ -93,11 +93,11 @@ func NewRecorder() *Recorder {
 
 // ObserveReconcile counts one reconciliation and its error.
 func (r *Recorder) ObserveReconcile(key types.NamespacedName, took time.Duration, err error) {
-	reconcileDuration.Observe(took.Seconds())
+	reconcileDuration.WithLabelValues(key.Namespace, key.Name).Observe(took.Seconds())
 	result := "success"
 	if err != nil {
 		result = "error"
-		reconcileErrors.WithLabelValues(errorType(err)).Inc()
+		reconcileErrors.WithLabelValues(key.Namespace, key.Name, errorType(err)).Inc()
 	}
 	reconciliations.WithLabelValues(key.Namespace, key.Name, result).Inc()
 }
@@ -138,17 +138,17 @@ func (r *Recorder) ObserveJob(job *convoy.TrainingJob, old *convoy.TrainingJobSt
 	r.mu.Unlock()
 
 	if len(old.Conditions) == 0 && len(st.Conditions) > 0 {
-		created.Inc()
+		created.WithLabelValues(job.Namespace).Inc()
 	}
 	if !old.IsFinished() && st.IsFinished() {
 		if st.State == convoy.StateFailed {
-			completed.WithLabelValues("failed").Inc()
-			failed.WithLabelValues(st.FailureReason).Inc()
+			completed.WithLabelValues(job.Namespace, "failed").Inc()
+			failed.WithLabelValues(job.Namespace, st.FailureReason).Inc()
 		} else {
-			completed.WithLabelValues("succeeded").Inc()
+			completed.WithLabelValues(job.Namespace, "succeeded").Inc()
 		}
 		if st.StartTime != nil && st.CompletionTime != nil {
-			durations.WithLabelValues(string(st.State)).Observe(st.CompletionTime.Sub(st.StartTime.Time).Seconds())
+			durations.WithLabelValues(job.Namespace, job.Name, string(st.State)).Observe(st.CompletionTime.Sub(st.StartTime.Time).Seconds())
 		}
 	}
 
@@ -185,6 +185,9 @@ func (r *Recorder) Forget(key types.NamespacedName) {
 	r.mu.Unlock()
 	labels := prometheus.Labels{"namespace": key.Namespace, "training_job": key.Name}
 	reconciliations.DeletePartialMatch(labels)
+	reconcileDuration.Delete(labels)
+	reconcileErrors.DeletePartialMatch(labels)
+	durations.DeletePartialMatch(labels)
 	for _, g := range perJob {
 		g.Delete(labels)
 	}

@@ -3,6 +3,7 @@ package metrics
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,7 +44,7 @@ func TestRecorderCountsStatesAndForgets(t *testing.T) {
 		t.Errorf("trainingjob_progress_percent = %v, want 40", got)
 	}
 
-	failedBefore := testutil.ToFloat64(failed.WithLabelValues(convoy.ReasonDeadlineExceeded))
+	failedBefore := testutil.ToFloat64(failed.WithLabelValues("m1", convoy.ReasonDeadlineExceeded))
 	done := job("m1", "b", convoy.StateFailed, convoy.ConditionFailed)
 	done.Status.FailureReason = convoy.ReasonDeadlineExceeded
 	r.ObserveJob(done, &job("m1", "b", convoy.StateRunning, convoy.ConditionRunning).Status)
@@ -51,11 +52,18 @@ func TestRecorderCountsStatesAndForgets(t *testing.T) {
 	if got := testutil.ToFloat64(jobs.WithLabelValues("m1", "Running")); got != 1 {
 		t.Errorf("trainingjob_total{Running} = %v after one failed, want 1", got)
 	}
-	if got := testutil.ToFloat64(failed.WithLabelValues(convoy.ReasonDeadlineExceeded)) - failedBefore; got != 1 {
+	if got := testutil.ToFloat64(failed.WithLabelValues("m1", convoy.ReasonDeadlineExceeded)) - failedBefore; got != 1 {
 		t.Errorf("trainingjob_failed_total{DeadlineExceeded} grew by %v, want 1", got)
 	}
 
+	r.ObserveReconcile(types.NamespacedName{Namespace: "m1", Name: "a"}, time.Millisecond, apierrors.NewConflict(schema.GroupResource{}, "a", errors.New("x")))
+	if got := testutil.ToFloat64(reconcileErrors.WithLabelValues("m1", "a", "conflict")); got != 1 {
+		t.Errorf("trainingjob_reconciliation_errors_total{m1,a,conflict} = %v, want 1", got)
+	}
 	r.Forget(types.NamespacedName{Namespace: "m1", Name: "a"})
+	if n := testutil.CollectAndCount(reconcileErrors, "trainingjob_reconciliation_errors_total"); n != 0 {
+		t.Errorf("%d trainingjob_reconciliation_errors_total series after the job went, want 0", n)
+	}
 	if got := testutil.ToFloat64(jobs.WithLabelValues("m1", "Running")); got != 0 {
 		t.Errorf("trainingjob_total{Running} = %v after the job went, want 0", got)
 	}

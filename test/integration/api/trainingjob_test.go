@@ -274,17 +274,17 @@ func TestKubectlPrintsTheColumns(t *testing.T) {
 	if err := c.Client.Create(ctx, job); err != nil {
 		t.Fatal(err)
 	}
-	job.Status = v1alpha1.TrainingJobStatus{State: v1alpha1.StateRunning, Progress: "45%", CurrentEpoch: 3, TotalEpochs: 10,
+	job.Status = v1alpha1.TrainingJobStatus{State: v1alpha1.StateRunning, Reason: v1alpha1.ReasonPodsRunning, Progress: "45%", CurrentEpoch: 3, TotalEpochs: 10,
 		Resources: &v1alpha1.ResourcesStatus{GPUs: 32}}
 	if err := c.Client.Status().Update(ctx, job); err != nil {
 		t.Fatal(err)
 	}
 	out := kubectl(t, c, "get", "trainingjobs", "-n", ns)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if got, want := strings.Fields(lines[0]), []string{"NAME", "STATE", "PROGRESS", "EPOCH", "WORKERS", "GPUS", "QUEUE", "AGE"}; strings.Join(got, " ") != strings.Join(want, " ") {
+	if got, want := strings.Fields(lines[0]), []string{"NAME", "STATE", "REASON", "PROGRESS", "EPOCH", "WORKERS", "GPUS", "QUEUE", "AGE"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("kubectl get trainingjobs header = %v, want %v", got, want)
 	}
-	if got, want := strings.Fields(lines[1])[:7], []string{"llama", "Running", "45%", "3", "4", "32", "team-a"}; strings.Join(got, " ") != strings.Join(want, " ") {
+	if got, want := strings.Fields(lines[1])[:8], []string{"llama", "Running", "PodsRunning", "45%", "3", "4", "32", "team-a"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("kubectl get trainingjobs row = %v, want %v", got, want)
 	}
 	if short := kubectl(t, c, "get", "tj", "-n", ns, "-o", "name"); strings.TrimSpace(short) != "trainingjob.convoy.dev/llama" {

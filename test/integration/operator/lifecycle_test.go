@@ -3,7 +3,11 @@ package operator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -11,6 +15,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -376,6 +381,242 @@ func TestProgressReports(t *testing.T) {
 	}
 }
 
+// TestProgressRefusesForgedAndStaleReports: what a pod of the job's namespace could try on the
+// progress endpoint is refused, and the status keeps what the job's own pods reported: a look-alike
+// pod carrying the job's labels, a checkpoint outside the job's location or going back, values the
+// spec rules out, and a report of an earlier attempt of the gang.
+func TestProgressRefusesForgedAndStaleReports(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	e.create(utiltesting.MakeTrainingJob("victim", e.ns).Workers(2).FailurePolicy(convoy.RestartOnFailure, 3).
+		Hyperparameters(convoy.Hyperparameters{Epochs: ptr.To[int32](10)}).
+		Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "ckpt"}}).Obj())
+	pods := e.startGang("victim", 2, 0)
+	w0 := pods["victim-worker-0"]
+	loc := "s3://ckpt/" + e.ns + "/victim"
+	e.report(w0, "progress", progress.Report{Epoch: ptr.To[int32](3), Metrics: map[string]float64{"accuracy": 0.5}})
+	e.report(w0, "checkpoint", progress.Checkpoint{Path: loc + "/epoch-3", Epoch: 3})
+
+	// A look-alike: a pod in the namespace with the job's labels and env, which the job did not make.
+	lookalike := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "lookalike", Labels: w0.Labels},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "attacker", Env: w0.Spec.Containers[0].Env}}},
+	}
+	e.create(lookalike)
+
+	cases := map[string]struct {
+		pod  *corev1.Pod
+		path string
+		body any
+		want int
+	}{
+		"forged accuracy from a look-alike pod": {lookalike, "progress",
+			progress.Report{Epoch: ptr.To[int32](10), Metrics: map[string]float64{"accuracy": 0.99}}, http.StatusForbidden},
+		"a checkpoint in another job's location": {w0, "checkpoint", progress.Checkpoint{Path: "s3://ckpt/" + e.ns + "/other/epoch-9", Epoch: 9}, http.StatusBadRequest},
+		"a checkpoint escaping with ..":          {w0, "checkpoint", progress.Checkpoint{Path: loc + "/../other/epoch-9", Epoch: 9}, http.StatusBadRequest},
+		"a checkpoint older than the latest":     {w0, "checkpoint", progress.Checkpoint{Path: loc + "/epoch-1", Epoch: 1}, http.StatusConflict},
+		"an epoch past hyperparameters.epochs":   {w0, "progress", progress.Report{Epoch: ptr.To[int32](11)}, http.StatusBadRequest},
+		"an accuracy above 1":                    {w0, "progress", progress.Report{Metrics: map[string]float64{"accuracy": 2}}, http.StatusBadRequest},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			code, answer := e.post(tc.pod, tc.path, e.podToken(tc.pod, progress.Audience), tc.body)
+			if code != tc.want {
+				t.Errorf("POST %s = %d %s, want %d", tc.path, code, answer, tc.want)
+			} else {
+				t.Logf("%d %s", code, answer)
+			}
+		})
+	}
+	if err := e.k.Get(t.Context(), client.ObjectKeyFromObject(lookalike), &corev1.Pod{}); err != nil {
+		t.Fatalf("the look-alike pod is gone, so its refusal proves nothing: %v", err)
+	}
+
+	// Worker 0 of attempt 0 is held Terminating by a finalizer while the gang restarts after worker
+	// 1 fails: its reports are refused once the job is at attempt 1.
+	token := e.podToken(w0, progress.Audience)
+	hold := "test.convoy.dev/hold"
+	patchFinalizers := func(finalizers []string) {
+		t.Helper()
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			p := &corev1.Pod{}
+			if err := e.k.Get(t.Context(), client.ObjectKeyFromObject(w0), p); err != nil {
+				return err
+			}
+			p.Finalizers = finalizers
+			return e.k.Update(t.Context(), p)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patchFinalizers([]string{hold})
+	defer patchFinalizers(nil)
+	e.finishPod("victim-worker-1", 1)
+	e.eventually("restartCount 1", func() (bool, string) {
+		n := e.job("victim").Status.RestartCount
+		return n == 1, fmt.Sprint(n)
+	})
+	if code, answer := e.post(w0, "progress", token, progress.Report{Epoch: ptr.To[int32](9), Metrics: map[string]float64{"accuracy": 0.99}}); code != http.StatusConflict {
+		t.Errorf("a report from attempt 0 with the job at attempt 1 = %d %s, want 409", code, answer)
+	}
+
+	job := e.job("victim")
+	if job.Status.CurrentEpoch != 3 || job.Status.Metrics == nil || ptr.Deref(job.Status.Metrics.Accuracy, 0) != 0.5 {
+		t.Errorf("status: epoch %d, metrics %+v; want epoch 3 and accuracy 0.5 as the job's own pod reported", job.Status.CurrentEpoch, job.Status.Metrics)
+	}
+	if cp := job.Status.Checkpoint; cp == nil || cp.Latest != loc+"/epoch-3" || cp.Epoch != 3 || cp.Attempt != 0 {
+		t.Errorf("status.checkpoint = %+v, want %s/epoch-3 of attempt 0", cp, loc)
+	}
+}
+
+// TestProgressFloodCostsFewTokenReviews: a client sending a flood of requests with bogus tokens is
+// answered 429 past its rate, so the flood cannot become a TokenReview storm on the API server,
+// and a refused token sent again is refused without another review.
+func TestProgressFloodCostsFewTokenReviews(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	e.create(utiltesting.MakeTrainingJob("flooded", e.ns).Workers(1).Obj())
+	pod := e.waitPods("flooded", 1, 0)["flooded-worker-0"]
+
+	before := e.tokenReviews()
+	for range 10 {
+		if code, answer := e.post(pod, "progress", "the-same-bad-token", body0()); code != http.StatusUnauthorized {
+			t.Fatalf("a bad token = %d %s, want 401", code, answer)
+		}
+	}
+	if got := e.tokenReviews() - before; got != 1 {
+		t.Errorf("the same bad token sent 10 times made %v TokenReviews, want 1", got)
+	}
+
+	// 300 requests from 20 connections at once, as a hostile pod would send them.
+	const flood, senders = 300, 20
+	send := e.progressClient(pod)
+	before = e.tokenReviews()
+	began := time.Now()
+	var mu sync.Mutex
+	codes := map[int]int{}
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Go(func() {
+			for i := s; i < flood; i += senders {
+				code, _ := send("progress", fmt.Sprintf("bogus-token-%d", i), body0())
+				mu.Lock()
+				codes[code]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(began)
+	got := e.tokenReviews() - before
+	// What the limit lets through: a burst of 50, then 10 a second.
+	allowed := 50 + 10*elapsed.Seconds() + 1
+	t.Logf("%d requests with distinct bogus tokens in %v: answers %v, %v TokenReviews", flood, elapsed.Round(time.Millisecond), codes, got)
+	if got > allowed {
+		t.Errorf("%d bogus tokens in %v made %v TokenReviews, want at most %.0f", flood, elapsed.Round(time.Millisecond), got, allowed)
+	}
+	if codes[http.StatusTooManyRequests] == 0 {
+		t.Errorf("no request of the flood was answered 429: %v", codes)
+	}
+	// The pod's own reports go through again once the flood stops.
+	e.eventually("a report after the flood", func() (bool, string) {
+		code, answer := e.post(pod, "progress", e.podToken(pod, progress.Audience), body0())
+		return code == http.StatusNoContent, fmt.Sprint(code, " ", answer)
+	})
+}
+
+// TestSquattersAreNeverAdopted: objects that take the names of a job's children before the job
+// exists (a pod <job>-worker-0, an MPI job's SSH Secret) are left alone and never used; the job says
+// so in its ChildConflict condition and a Warning event, and goes on once they are deleted.
+func TestSquattersAreNeverAdopted(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	squatters := []client.Object{
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "squat-worker-0"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "attacker"}}}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "mpisquat-ssh"},
+			Data: map[string][]byte{"id_rsa": []byte("the attacker's key")}},
+	}
+	for _, o := range squatters {
+		e.create(o)
+	}
+	e.create(utiltesting.MakeTrainingJob("squat", e.ns).Workers(2).Obj())
+	e.create(utiltesting.MakeTrainingJob("mpisquat", e.ns).Framework(convoy.FrameworkMPI).Workers(2).Obj())
+
+	for job, taken := range map[string]string{"squat": "Pod " + e.ns + "/squat-worker-0", "mpisquat": "Secret " + e.ns + "/mpisquat-ssh"} {
+		e.eventually(job+"'s ChildConflict condition", func() (bool, string) {
+			c := meta.FindStatusCondition(e.job(job).Status.Conditions, convoy.ConditionChildConflict)
+			if c == nil {
+				return false, "none"
+			}
+			return c.Status == metav1.ConditionTrue && c.Reason == convoy.ReasonNameTaken && strings.Contains(c.Message, taken), c.Message
+		})
+		e.waitEvents(job, convoy.ReasonNameTaken)
+	}
+	for _, o := range squatters {
+		got := o.DeepCopyObject().(client.Object)
+		if err := e.k.Get(t.Context(), client.ObjectKeyFromObject(o), got); err != nil {
+			t.Fatalf("squatter %s: %v", o.GetName(), err)
+		}
+		if len(got.GetOwnerReferences()) != 0 || got.GetDeletionTimestamp() != nil {
+			t.Errorf("squatter %s was adopted or deleted: owners %v, deletion %v", o.GetName(), got.GetOwnerReferences(), got.GetDeletionTimestamp())
+		}
+	}
+	if pods := e.pods("mpisquat"); len(pods) != 0 {
+		t.Errorf("the MPI job created pods %v that would mount the attacker's SSH Secret", slices.Collect(maps.Keys(pods)))
+	}
+
+	// Once the squatter is gone, the job makes its own pod and the condition turns false.
+	if err := e.k.Delete(t.Context(), squatters[0], client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("squat's own worker-0", func() (bool, string) {
+		p := e.pods("squat")["squat-worker-0"]
+		if p == nil {
+			return false, "none"
+		}
+		return metav1.IsControlledBy(p, e.job("squat")), fmt.Sprint(p.OwnerReferences)
+	})
+	e.eventually("ChildConflict false", func() (bool, string) {
+		c := meta.FindStatusCondition(e.job("squat").Status.Conditions, convoy.ConditionChildConflict)
+		return c != nil && c.Status == metav1.ConditionFalse, fmt.Sprint(c)
+	})
+}
+
+// TestRefusedPodsShowInStatus: a ResourceQuota that refuses the gang's second pod shows in the
+// job's Initializing condition with the API server's own words and a Warning event, instead of a
+// status saying the gang waits for the scheduler; once the quota is raised the gang is created.
+func TestRefusedPodsShowInStatus(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "one-pod"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}}}
+	e.create(quota)
+	e.create(utiltesting.MakeTrainingJob("quota", e.ns).Workers(2).Obj())
+	e.eventually("Initializing with PodCreationFailed", func() (bool, string) {
+		c := meta.FindStatusCondition(e.job("quota").Status.Conditions, convoy.ConditionInitializing)
+		if c == nil {
+			return false, "none"
+		}
+		return c.Reason == convoy.ReasonPodCreationFailed && strings.Contains(c.Message, "exceeded quota"), c.Reason + ": " + c.Message
+	})
+	if job := e.job("quota"); job.Status.Reason != convoy.ReasonPodCreationFailed {
+		t.Errorf("status.reason = %q, want %s for kubectl get's REASON column", job.Status.Reason, convoy.ReasonPodCreationFailed)
+	}
+	e.waitEvents("quota", convoy.ReasonPodCreationFailed)
+
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := e.k.Get(t.Context(), client.ObjectKeyFromObject(quota), quota); err != nil {
+			return err
+		}
+		quota.Spec.Hard[corev1.ResourcePods] = resource.MustParse("10")
+		return e.k.Update(t.Context(), quota)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.startGang("quota", 2, 0)
+}
+
 // TestProgressTokensReviewedOnce: a worker reporting again and again with its token costs one
 // TokenReview, not one a report.
 func TestProgressTokensReviewedOnce(t *testing.T) {
@@ -384,20 +625,13 @@ func TestProgressTokensReviewedOnce(t *testing.T) {
 	e.create(utiltesting.MakeTrainingJob("often", e.ns).Workers(1).Hyperparameters(convoy.Hyperparameters{Epochs: ptr.To[int32](10)}).Obj())
 	pod := e.waitPods("often", 1, 0)["often-worker-0"]
 	token := e.podToken(pod, progress.Audience)
-	reviews := func() float64 {
-		got, err := framework.APIRequests(t.Context(), e.c.Clientset)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got["POST tokenreviews"]
-	}
-	before := reviews()
+	before := e.tokenReviews()
 	for epoch := range int32(5) {
 		if code, answer := e.post(pod, "progress", token, progress.Report{Epoch: ptr.To(epoch + 1)}); code != http.StatusNoContent {
 			t.Fatalf("report %d = %d %s, want 204", epoch+1, code, answer)
 		}
 	}
-	if got := reviews() - before; got != 1 {
+	if got := e.tokenReviews() - before; got != 1 {
 		t.Errorf("5 reports with one token made %v TokenReviews, want 1", got)
 	}
 	if got := e.job("often").Status.CurrentEpoch; got != 5 {

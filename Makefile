@@ -29,7 +29,7 @@ all: build
 ##@ Build
 
 .PHONY: bin
-bin: ## Build the control plane (etcd, kube-apiserver, kube-controller-manager, kubectl, kwok, Kueue; rebuilt only when go.mod changes) and Convoy's binaries into bin/.
+bin: ## Build the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, Kueue; rebuilt only when go.mod changes) and Convoy's binaries into bin/.
 	$(GO) run ./test/cmd/localcluster build
 
 .PHONY: build

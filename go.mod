@@ -8,6 +8,7 @@ require (
 	github.com/NVIDIA/go-nvml v0.13.0-1
 	github.com/google/go-containerregistry v0.20.6
 	github.com/klauspost/compress v1.19.0
+	github.com/open-policy-agent/cert-controller v0.16.0
 	go.etcd.io/etcd/server/v3 v3.6.8
 	k8s.io/api v0.37.0
 	k8s.io/apimachinery v0.37.0
@@ -31,6 +32,7 @@ require (
 	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
 	go.opentelemetry.io/contrib/instrumentation/github.com/emicklei/go-restful/otelrestful v0.65.0 // indirect
+	go.uber.org/atomic v1.11.0 // indirect
 	k8s.io/cri-streaming v0.0.0 // indirect
 	k8s.io/kube-proxy v0.0.0 // indirect
 	k8s.io/streaming v0.36.3 // indirect
@@ -185,7 +187,7 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/term v0.46.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-	golang.org/x/time v0.15.0 // indirect
+	golang.org/x/time v0.15.0
 	golang.org/x/tools v0.51.0 // indirect
 	gomodules.xyz/jsonpatch/v2 v2.5.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260526163538-3dc84a4a5aaa // indirect
@@ -214,7 +216,7 @@ require (
 	k8s.io/gengo/v2 v2.0.0-20260408192533-25e2208e0dc3 // indirect
 	k8s.io/klog/v2 v2.140.0
 	k8s.io/kms v0.36.3 // indirect
-	k8s.io/kube-aggregator v0.0.0 // indirect
+	k8s.io/kube-aggregator v0.35.2 // indirect
 	k8s.io/kube-controller-manager v0.0.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/kube-scheduler v0.35.4

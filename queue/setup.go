@@ -36,6 +36,15 @@ type Options struct {
 	// WebhookCertDir holds the webhook server's tls.crt and tls.key; controller-runtime's default
 	// (/tmp/k8s-webhook-server/serving-certs) when empty.
 	WebhookCertDir string
+	// CertSecret, when set, is the Secret in Namespace where the operator keeps the webhook's CA
+	// and serving certificate itself (certs.go); it must be mounted at WebhookCertDir. When empty,
+	// the certificate in WebhookCertDir comes from elsewhere (cert-manager, or your own).
+	CertSecret string
+	// Namespace is the operator's namespace, where CertSecret and WebhookService live.
+	Namespace string
+	// WebhookService is the Service in front of the webhook server, the name its certificate is
+	// for; DefaultWebhookService when empty.
+	WebhookService string
 	// WaitForPodsReady must be true when Kueue's configuration sets waitForPodsReady: the job
 	// reconciler then reports the gang's PodsReady condition on its Workload.
 	WaitForPodsReady bool
@@ -147,8 +156,18 @@ func (i *Integration) setupWebhook(mgr ctrl.Manager) error {
 	srv.Register(MutatePath, admission.WithCustomDefaulter(mgr.GetScheme(), &convoy.TrainingJob{}, wh))
 	srv.Register(ValidatePath, admission.WithCustomValidator(mgr.GetScheme(), &convoy.TrainingJob{}, wh))
 	srv.Register(PlacementPath, admission.WithCustomValidator(mgr.GetScheme(), &convoy.TrainingJob{}, PlacementWebhook{}))
-	if err := mgr.Add(srv); err != nil {
-		return err
+	if i.opts.CertSecret == "" {
+		if err := mgr.Add(srv); err != nil {
+			return err
+		}
+	} else {
+		ready, err := i.setupCertRotation(mgr)
+		if err != nil {
+			return err
+		}
+		if err := mgr.Add(certGatedServer{Server: srv, ready: ready}); err != nil {
+			return err
+		}
 	}
 	return mgr.AddReadyzCheck("queue-webhook", srv.StartedChecker())
 }

@@ -253,8 +253,8 @@ func must(t *testing.T, err error) {
 func TestDeployManifestsApplyServerSide(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
-	// deploy/kueue's kustomization pulls Kueue's release from GitHub and a cert-manager Certificate;
-	// its own files are applied one by one and certificate.yaml is left out (no cert-manager here).
+	// deploy/kueue's kustomization pulls Kueue's release from GitHub: its own files are applied one
+	// by one (the real-node tier installs it whole, test/e2e/realstack).
 	for _, args := range [][]string{
 		{"-f", "deploy/crd/bases"},
 		{"-k", "deploy/operator"},
@@ -264,6 +264,7 @@ func TestDeployManifestsApplyServerSide(t *testing.T) {
 		{"-k", "deploy/queue"},
 		{"-f", "deploy/kueue/kueue_trainingjob_role.yaml"},
 		{"-f", "deploy/kueue/rbac"},
+		{"-f", "deploy/kueue/webhook_secret.yaml"},
 		{"-f", "deploy/samples", "--recursive"},
 	} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {

@@ -58,6 +58,8 @@ var Binaries = []Binary{
 	{Name: "etcd", Package: "./test/cmd/etcd"},
 	{Name: "kube-apiserver", Package: "k8s.io/kubernetes/cmd/kube-apiserver", LDFlags: VersionLDFlags},
 	{Name: "kube-controller-manager", Package: "k8s.io/kubernetes/cmd/kube-controller-manager", LDFlags: VersionLDFlags},
+	// The default scheduler of a cluster with real nodes (Options.RealNodes).
+	{Name: "kube-scheduler", Package: "k8s.io/kubernetes/cmd/kube-scheduler", LDFlags: VersionLDFlags},
 	{Name: "kubectl", Package: "k8s.io/kubernetes/cmd/kubectl", LDFlags: VersionLDFlags},
 	// The real nodes' kubelet and kube-proxy (StartRealNode).
 	{Name: "kubelet", Package: "k8s.io/kubernetes/cmd/kubelet", LDFlags: VersionLDFlags},

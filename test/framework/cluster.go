@@ -26,6 +26,9 @@ const (
 	APIServer         = "kube-apiserver"
 	ControllerManager = "kube-controller-manager"
 	Kwok              = "kwok"
+	// DefaultScheduler is the control plane's kube-scheduler, which a cluster with real nodes runs
+	// as default-scheduler for the pods that name no scheduler.
+	DefaultScheduler = "kube-scheduler"
 )
 
 // ServiceClusterIPRange is the cluster's Service address range.
@@ -65,7 +68,8 @@ type Options struct {
 	WithoutControllerManager bool
 	// RealNodes prepares the cluster for real nodes (StartRealNode): it creates NodeBridge, and the
 	// API server also listens on NodeGatewayIP, advertises it in the kubernetes Service, and reaches
-	// kubelets by their InternalIP with a client certificate. It needs root.
+	// kubelets by their InternalIP with a client certificate; kube-scheduler runs as the cluster's
+	// default-scheduler, for the Deployments of an in-cluster install. It needs root.
 	RealNodes bool
 	// StartTimeout bounds Start; DefaultStartTimeout when zero.
 	StartTimeout time.Duration
@@ -211,11 +215,11 @@ func (c *Cluster) start(ctx context.Context, opts Options, logw io.Writer) error
 	if err != nil {
 		return err
 	}
-	ports, err := FreePorts(5)
+	ports, err := FreePorts(6)
 	if err != nil {
 		return err
 	}
-	etcdPort, etcdPeerPort, apiPort, kcmPort, kwokPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+	etcdPort, etcdPeerPort, apiPort, kcmPort, kwokPort, schedPort := ports[0], ports[1], ports[2], ports[3], ports[4], ports[5]
 	apiURL := "https://" + hostPort(apiPort)
 	c.apiPort = apiPort
 
@@ -358,6 +362,28 @@ func (c *Cluster) start(ctx context.Context, opts Options, logw io.Writer) error
 		}
 	}
 
+	if opts.RealNodes {
+		sched, err := c.pki.client(DefaultScheduler, "system:kube-scheduler")
+		if err != nil {
+			return err
+		}
+		schedKubeconfig := filepath.Join(c.StateDir, "kubeconfigs", DefaultScheduler+".kubeconfig")
+		if err := writeCertKubeconfig(schedKubeconfig, apiURL, c.pki.caPEM, sched); err != nil {
+			return err
+		}
+		if err := c.StartProcess(DefaultScheduler, DefaultScheduler, []string{
+			"--kubeconfig=" + schedKubeconfig,
+			"--authentication-kubeconfig=" + schedKubeconfig,
+			"--authorization-kubeconfig=" + schedKubeconfig,
+			"--bind-address=127.0.0.1",
+			fmt.Sprintf("--secure-port=%d", schedPort),
+			"--leader-elect=false",
+			"--profiling=false",
+		}, nil); err != nil {
+			return err
+		}
+	}
+
 	if !opts.WithoutKwok {
 		kwokArgs := []string{
 			"--kubeconfig=" + kwokKubeconfig,
@@ -383,6 +409,12 @@ func (c *Cluster) start(ctx context.Context, opts Options, logw io.Writer) error
 			return err
 		}
 		fmt.Fprintf(logw, "kube-controller-manager ready (%.1fs)\n", time.Since(began).Seconds())
+	}
+	if opts.RealNodes {
+		if err := c.WaitHealthy(ctx, DefaultScheduler, fmt.Sprintf("https://%s/healthz", hostPort(schedPort))); err != nil {
+			return err
+		}
+		fmt.Fprintf(logw, "kube-scheduler ready (%.1fs)\n", time.Since(began).Seconds())
 	}
 	if !opts.WithoutKwok {
 		if err := c.WaitHealthy(ctx, Kwok, fmt.Sprintf("http://%s/healthz", hostPort(kwokPort))); err != nil {

@@ -101,7 +101,7 @@ func CheckRealNodePrerequisites(binDir string) error {
 	if len(missing) > 0 {
 		return fmt.Errorf("real nodes need %s: `make real-node-deps` installs them", strings.Join(missing, ", "))
 	}
-	if err := CheckBinaries(binDir, Kubelet, KubeProxy); err != nil {
+	if err := CheckBinaries(binDir, Kubelet, KubeProxy, DefaultScheduler); err != nil {
 		return err
 	}
 	if os.Geteuid() != 0 {
@@ -382,6 +382,10 @@ resolvConf: %s
 podLogsDir: %s
 maxPods: 110
 serializeImagePulls: false
+# A Secret's new contents reach the containers that mount it at their pod's next sync. The
+# operator and Kueue write their webhook certificates into mounted Secrets when they start, and
+# wait for them: 10 s instead of the default minute.
+syncFrequency: 10s
 `
 
 const kubeProxyConfig = `apiVersion: kubeproxy.config.k8s.io/v1alpha1
@@ -483,19 +487,25 @@ const nodeMountNSDir = "/run/convoy-mnt"
 // devicePluginDir is where a kubelet serves device-plugin registration, whatever its --root-dir.
 const devicePluginDir = "/var/lib/kubelet/device-plugins"
 
+// podResourcesDir is where node agents (deploy/node-agent's DaemonSet) find the kubelet's
+// PodResources socket, as on a node whose kubelet has the default --root-dir.
+const podResourcesDir = "/var/lib/kubelet/pod-resources"
+
 // setupNodeMountNS creates the node's mount namespace, a private copy of the host's in which
-// devicePluginDir is the node's own n.DevicePluginDir: the kubelet registers device plugins at a
-// fixed path, and each kubelet deletes every other socket there when it starts. Processes outside
-// reach the node's sockets through n.DevicePluginDir.
+// devicePluginDir and podResourcesDir are the node's own: the kubelet registers device plugins at a
+// fixed path, and each kubelet deletes every other socket there when it starts; a container's
+// hostPath /var/lib/kubelet/pod-resources must reach its own node's kubelet. Processes outside
+// reach the node's sockets through n.DevicePluginDir and n.PodResourcesSocket.
 func setupNodeMountNS(ctx context.Context, n *RealNode) error {
+	podResources := filepath.Dir(n.PodResourcesSocket)
 	// A namespace can be kept in a file only on a private mount.
 	script := fmt.Sprintf(`set -e
-mkdir -p %[1]s %[3]s
+mkdir -p %[1]s %[3]s %[4]s %[5]s %[6]s
 mountpoint -q %[1]s || { mount --bind %[1]s %[1]s; mount --make-private %[1]s; }
 if mountpoint -q %[2]s; then umount -l %[2]s; fi
 touch %[2]s
-unshare --mount=%[2]s --propagation private mount --bind %[4]s %[3]s
-`, nodeMountNSDir, n.MountNS, devicePluginDir, n.DevicePluginDir)
+unshare --mount=%[2]s --propagation private sh -c 'mount --bind %[4]s %[3]s && mount --bind %[6]s %[5]s'
+`, nodeMountNSDir, n.MountNS, devicePluginDir, n.DevicePluginDir, podResourcesDir, podResources)
 	out, err := exec.CommandContext(ctx, "sh", "-c", script).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("creating the mount namespace %s: %w: %s", n.MountNS, err, strings.TrimSpace(string(out)))

@@ -39,12 +39,15 @@ func main() {
 	var queueOpts queue.Options
 	flag.StringVar(&queueOpts.WebhookAddr, "queue-webhook-bind-address", queue.DefaultWebhookAddr, "Address of the TrainingJob admission webhook that keeps queued jobs suspended until Kueue admits them.")
 	flag.StringVar(&queueOpts.WebhookCertDir, "queue-webhook-cert-dir", "", "Directory with the webhook's tls.crt and tls.key (default /tmp/k8s-webhook-server/serving-certs).")
+	flag.StringVar(&queueOpts.CertSecret, "queue-webhook-cert-secret", "", "Secret in --namespace where the operator keeps the webhook's CA and certificate itself and injects the CA into the webhook configurations; mount it at --queue-webhook-cert-dir. Empty: the certificate comes from elsewhere (cert-manager).")
+	flag.StringVar(&queueOpts.WebhookService, "queue-webhook-service", queue.DefaultWebhookService, "Service in --namespace in front of the webhook, whose DNS name the managed certificate is for.")
 	flag.BoolVar(&queueOpts.WaitForPodsReady, "kueue-wait-for-pods-ready", false, "Report the gang's readiness to Kueue; set it when Kueue's configuration sets waitForPodsReady.")
 	var kueueQPS float64
 	flag.Float64Var(&kueueQPS, "kueue-api-qps", 50, "Sustained requests per second of Kueue's job reconciler, apart from --kube-api-qps.")
 	flag.IntVar(&queueOpts.Burst, "kueue-api-burst", 100, "Burst of requests of Kueue's job reconciler.")
 	flag.Parse()
 	queueOpts.MaxConcurrentReconciles = opts.MaxConcurrentReconciles
+	queueOpts.Namespace = opts.Namespace
 	queueOpts.QPS = float32(kueueQPS)
 
 	level, err := logLevel(os.Getenv("LOG_LEVEL"))

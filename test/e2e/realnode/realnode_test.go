@@ -13,10 +13,17 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	"sigs.k8s.io/yaml"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/e2e/realstack"
@@ -165,6 +172,225 @@ func TestConvoyImagesStartOnARealNode(t *testing.T) {
 			if id := pod.Status.ContainerStatuses[0].ImageID; !strings.Contains(id, "sha256:") {
 				t.Errorf("image ID %q, want a digest from the registry", id)
 			}
+		})
+	}
+}
+
+// Kueue and Convoy are installed from deploy/ with `kubectl apply --server-side -k`, as the README
+// says (test/e2e/realstack/install.go): each runs as a Deployment of its image from the registry,
+// Convoy's two replicas per component with one leader; the operator made the queue webhook's
+// certificate and injected its CA, and the API server reaches the webhook through its Service.
+func TestInstalledFromDeployRunsInTheCluster(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	for _, tc := range []struct {
+		namespace, name, image, lease string
+		replicas                      int32
+	}{
+		{stack.Namespace, stack.Operator, images.Operator, "convoy-operator.convoy.dev", 2},
+		{stack.Namespace, stack.Scheduler, images.Scheduler, "convoy-scheduler", 2},
+		{framework.KueueNamespace, "kueue-controller-manager", images.Kueue, "", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &appsv1.Deployment{}
+			if err := e.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: tc.namespace, Name: tc.name}, d); err != nil {
+				t.Fatal(err)
+			}
+			if d.Status.ReadyReplicas != tc.replicas {
+				t.Errorf("Deployment %s/%s has %d ready replicas, want %d", tc.namespace, tc.name, d.Status.ReadyReplicas, tc.replicas)
+			}
+			if got := d.Spec.Template.Spec.Containers[0].Image; got != e.Image(tc.image) {
+				t.Errorf("Deployment %s/%s runs image %s, want %s from the local registry", tc.namespace, tc.name, got, e.Image(tc.image))
+			}
+			if tc.lease == "" {
+				return
+			}
+			lease := &coordinationv1.Lease{}
+			if err := e.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: tc.namespace, Name: tc.lease}, lease); err != nil {
+				t.Fatalf("leader election Lease: %v", err)
+			}
+			pods := &corev1.PodList{}
+			if err := e.Cluster.Client.List(ctx, pods, client.InNamespace(tc.namespace), client.MatchingLabels{"app.kubernetes.io/name": tc.name}); err != nil {
+				t.Fatal(err)
+			}
+			holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+			leader := false
+			for _, p := range pods.Items {
+				if strings.HasPrefix(holder, p.Name) && p.Status.Phase == corev1.PodRunning {
+					leader = true
+				}
+			}
+			if !leader {
+				t.Errorf("Lease %s is held by %q, which is none of the running pods of %s", tc.lease, holder, tc.name)
+			}
+		})
+	}
+
+	t.Run("queue webhook", func(t *testing.T) {
+		secret := &corev1.Secret{}
+		if err := e.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: "convoy-operator-queue-webhook-tls"}, secret); err != nil {
+			t.Fatal(err)
+		}
+		mutating := &admissionregistrationv1.MutatingWebhookConfiguration{}
+		if err := e.Cluster.Client.Get(ctx, client.ObjectKey{Name: "convoy-trainingjob-queue"}, mutating); err != nil {
+			t.Fatal(err)
+		}
+		ca := secret.Data["ca.crt"]
+		if len(ca) == 0 || !bytes.Equal(mutating.Webhooks[0].ClientConfig.CABundle, ca) {
+			t.Errorf("the webhook's caBundle is not the CA the operator keeps in its Secret (%d bytes there)", len(ca))
+		}
+		// The mutating webhook copies spec.scheduling.queue into Kueue's label: the API server
+		// called it through its Service.
+		ns := framework.TestNamespace(t)
+		if err := e.Cluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+		job := &convoy.TrainingJob{}
+		if err := yaml.Unmarshal([]byte(e.TrainingJob(ns, "webhook-check", 1, "0")), job); err != nil {
+			t.Fatal(err)
+		}
+		delete(job.Labels, kueueQueueLabel)
+		if err := e.Cluster.Client.Create(ctx, job, client.DryRunAll); err != nil {
+			t.Fatal(err)
+		}
+		if got := job.Labels[kueueQueueLabel]; got != job.Spec.Scheduling.Queue {
+			t.Errorf("a job naming queue %q was created with label %s=%q; the queue webhook did not answer", job.Spec.Scheduling.Queue, kueueQueueLabel, got)
+		}
+	})
+}
+
+const kueueQueueLabel = "kueue.x-k8s.io/queue-name"
+
+// A typo in the image name: the kubelet cannot pull it. The job says so in its status with the
+// kubelet's words within seconds (Initializing, reason ContainersNotStarting, and a Warning event),
+// and once failurePolicy.startupTimeoutSeconds has passed it fails with StartupTimeout: its pods
+// are deleted and its Kueue Workload is finished, so the GPUs and the quota are free again.
+func TestUnpullableImageIsExplainedAndReleased(t *testing.T) {
+	e := setup(t)
+	ns := framework.TestNamespace(t)
+	ctx := t.Context()
+	if err := e.StoryQueue(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	image := realstack.Registry + "/convoy/no-such-image:typo"
+	applied := time.Now()
+	if err := e.Apply(ctx, fmt.Sprintf(`apiVersion: convoy.dev/v1alpha1
+kind: TrainingJob
+metadata: {name: typo, namespace: %s}
+spec:
+  model: mlp
+  dataset: sklearn-digits
+  framework: pytorch
+  numWorkers: 2
+  gpusPerWorker: 1
+  image: %s
+  resources:
+    requests: {cpu: 100m, memory: 64Mi}
+  failurePolicy: {startupTimeoutSeconds: 30}
+  scheduling: {queue: training, priorityClassName: normal}
+`, ns, image)); err != nil {
+		t.Fatal(err)
+	}
+	job := &convoy.TrainingJob{}
+	get := func(ctx context.Context) error {
+		return e.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "typo"}, job)
+	}
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := get(ctx); err != nil {
+			return false, err
+		}
+		return job.Status.Reason == convoy.ReasonContainersNotStarting, nil
+	})
+	if err != nil {
+		t.Fatalf("the job never said why its containers do not start: state %s, reason %q, conditions %+v", job.Status.State, job.Status.Reason, job.Status.Conditions)
+	}
+	c := meta.FindStatusCondition(job.Status.Conditions, convoy.ConditionInitializing)
+	t.Logf("%.1fs after kubectl apply: %s: %s", time.Since(applied).Seconds(), c.Reason, c.Message)
+	if !strings.Contains(c.Message, image) {
+		t.Errorf("the Initializing message does not carry the kubelet's words about %s: %q", image, c.Message)
+	}
+	events, err := e.Kubectl(ctx, "get", "events", "-n", ns, "--field-selector", "involvedObject.kind=TrainingJob,type=Warning,reason="+convoy.ReasonContainersNotStarting, "--no-headers")
+	if err != nil || strings.TrimSpace(events) == "" {
+		t.Errorf("no Warning event %s on the job (%v): %q", convoy.ReasonContainersNotStarting, err, events)
+	}
+
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := get(ctx); err != nil {
+			return false, err
+		}
+		return job.Status.State == convoy.StateFailed, nil
+	})
+	if err != nil || job.Status.FailureReason != convoy.ReasonStartupTimeout {
+		t.Fatalf("the job did not fail with %s after startupTimeoutSeconds: state %s, failureReason %q (%v)", convoy.ReasonStartupTimeout, job.Status.State, job.Status.FailureReason, err)
+	}
+	t.Logf("%.1fs after kubectl apply: Failed, %s", time.Since(applied).Seconds(), job.Status.FailureReason)
+	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods := &corev1.PodList{}
+		if err := e.Cluster.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{convoy.LabelJobName: "typo"}); err != nil {
+			return false, err
+		}
+		workloads := &kueue.WorkloadList{}
+		if err := e.Cluster.Client.List(ctx, workloads, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		finished := len(workloads.Items) > 0
+		for _, w := range workloads.Items {
+			finished = finished && meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadFinished)
+		}
+		return len(pods.Items) == 0 && finished, nil
+	})
+	if err != nil {
+		t.Errorf("the failed job's pods are not all gone or its Workload is not finished (quota held): %v", err)
+	}
+}
+
+// The leaders of the operator and of the scheduler die at once (SIGKILL through containerd, as a
+// crash would; their Leases are not released): the other replica of each takes over once the
+// Lease expires. The time it took is logged; make chaos reports it.
+func TestLeaderFailover(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	for _, tc := range []struct{ deployment, lease string }{
+		{stack.Operator, "convoy-operator.convoy.dev"},
+		{stack.Scheduler, "convoy-scheduler"},
+	} {
+		t.Run(tc.deployment, func(t *testing.T) {
+			key := client.ObjectKey{Namespace: stack.Namespace, Name: tc.lease}
+			lease := &coordinationv1.Lease{}
+			if err := e.Cluster.Client.Get(ctx, key, lease); err != nil {
+				t.Fatal(err)
+			}
+			holder := ptr.Deref(lease.Spec.HolderIdentity, "")
+			pods := &corev1.PodList{}
+			if err := e.Cluster.Client.List(ctx, pods, client.InNamespace(stack.Namespace), client.MatchingLabels{"app.kubernetes.io/name": tc.deployment}); err != nil {
+				t.Fatal(err)
+			}
+			var leader *corev1.Pod
+			for i := range pods.Items {
+				if strings.HasPrefix(holder, pods.Items[i].Name+"_") {
+					leader = &pods.Items[i]
+				}
+			}
+			if leader == nil {
+				t.Fatalf("no pod of %s holds Lease %s (holder %q)", tc.deployment, tc.lease, holder)
+			}
+			killed := time.Now()
+			if err := e.KillContainer(ctx, leader); err != nil {
+				t.Fatal(err)
+			}
+			var took time.Duration
+			err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+				if err := e.Cluster.Client.Get(ctx, key, lease); err != nil {
+					return false, err
+				}
+				now := ptr.Deref(lease.Spec.HolderIdentity, "")
+				took = time.Since(killed)
+				return now != "" && now != holder && !strings.HasPrefix(now, leader.Name+"_"), nil
+			})
+			if err != nil {
+				t.Fatalf("no other replica took Lease %s within a minute of the leader's death: %v", tc.lease, err)
+			}
+			t.Logf("%s: leader %s killed; %s leads %.1fs later", tc.deployment, leader.Name, ptr.Deref(lease.Spec.HolderIdentity, ""), took.Seconds())
 		})
 	}
 }

@@ -1,8 +1,9 @@
 // Package realstack runs Convoy on real nodes: two kubelets with containerd, each in a network
 // namespace of its own on one bridge, with simulated GPUs advertised through the kubelet's
-// device-plugin path, CoreDNS as the cluster's DNS and Convoy's images pulled from a local
-// registry. Kueue, the operator and the scheduler run as processes beside the control plane, as
-// test/e2e/stack starts them. The real-node e2e suite and `make demo-real` use it.
+// device-plugin path, CoreDNS as the cluster's DNS and the images `make images` builds pulled from
+// a local registry. Kueue, the operator, the scheduler and the node agents run in the cluster,
+// installed from deploy/ with `kubectl apply --server-side -k` as the README says (install.go).
+// The real-node e2e suite, `make demo-real` and `make bench-realnode` use it.
 package realstack
 
 import (
@@ -37,6 +38,8 @@ const (
 	LabelNodeKind = "convoy.dev/node-kind"
 	// NodeKindReal is LabelNodeKind's value on real nodes.
 	NodeKindReal = "real"
+	// LabelGPUPresent is how the GPU operator and Node Feature Discovery mark GPU nodes.
+	LabelGPUPresent = "nvidia.com/gpu.present"
 	// DevicePlugin is test/cmd/simdeviceplugin's binary.
 	DevicePlugin = "simdeviceplugin"
 )
@@ -54,7 +57,9 @@ var Images = []string{images.Pause, images.CoreDNS, images.Trainer, images.Opera
 
 // Env is a running real-node stack.
 type Env struct {
-	*stack.Stack
+	Cluster *framework.Cluster
+	// Root is the repository root.
+	Root string
 	// Nodes are the real nodes, in NodeNames' order.
 	Nodes []*framework.RealNode
 	// ImagesDir holds the OCI layouts `make images` wrote.
@@ -65,8 +70,8 @@ type Env struct {
 func (e *Env) Image(name string) string { return images.Ref(Registry, name) }
 
 // Start starts the registry and pushes Images to it, starts the real nodes with their device
-// plugins and node agents, CoreDNS, and Kueue, the operator and the scheduler. c must have been
-// started with framework.Options.RealNodes.
+// plugins, CoreDNS, and installs Kueue and Convoy in the cluster. c must have been started with
+// framework.Options.RealNodes.
 func Start(ctx context.Context, c *framework.Cluster, logf func(format string, args ...any)) (*Env, error) {
 	if logf == nil {
 		logf = func(string, ...any) {}
@@ -78,7 +83,7 @@ func Start(ctx context.Context, c *framework.Cluster, logf func(format string, a
 	if err := framework.CheckBinaries(c.BinDir, DevicePlugin, "registry"); err != nil {
 		return nil, err
 	}
-	e := &Env{ImagesDir: filepath.Join(root, "bin", "images")}
+	e := &Env{Cluster: c, Root: root, ImagesDir: filepath.Join(root, "bin", "images")}
 	began := time.Now()
 	if _, err := c.StartRegistry(ctx, Registry); err != nil {
 		return nil, err
@@ -98,7 +103,9 @@ func Start(ctx context.Context, c *framework.Cluster, logf func(format string, a
 				framework.LabelRack:       "rack-real",
 				framework.LabelGPUProduct: GPUProduct,
 				LabelNodeKind:             NodeKindReal,
-				stack.LabelCapacityType:   "on-demand",
+				// As the GPU operator labels GPU nodes: deploy/node-agent's DaemonSet runs there.
+				LabelGPUPresent:         "true",
+				stack.LabelCapacityType: "on-demand",
 			},
 			SandboxImage: e.Image(images.Pause),
 			Registry:     Registry,
@@ -125,28 +132,18 @@ func Start(ctx context.Context, c *framework.Cluster, logf func(format string, a
 	}
 	logf("CoreDNS ready on %s (%.1fs)", NodeNames[0], time.Since(began).Seconds())
 
-	if e.Stack, err = stack.Start(ctx, c, stack.Options{PodNetwork: true, Log: logf}); err != nil {
+	if err := e.install(ctx, logf); err != nil {
 		return nil, err
 	}
-	if err := e.startNodeAgents(ctx); err != nil {
-		return nil, err
-	}
-	logf("Node agents read the kubelets' PodResources (%.1fs)", time.Since(began).Seconds())
 	return e, nil
 }
 
-// startNodeAgents runs a node agent per real node with mock NVML for its simulated GPUs and the
-// kubelet's PodResources socket, so that the GPUNode shows which pod holds which GPU as the
-// kubelet allocated them.
-func (e *Env) startNodeAgents(ctx context.Context) error {
-	for _, n := range e.Nodes {
-		if err := e.StartAgent(ctx, stack.NodeAgent+"-"+n.Name, "--nvml=mock:"+Profile, "--node-name="+n.Name,
-			"--pod-resources-socket="+n.PodResourcesSocket); err != nil {
-			return err
-		}
-	}
-	return nil
+// Kubectl runs bin/kubectl as the cluster's administrator and returns its combined output.
+func (e *Env) Kubectl(ctx context.Context, args ...string) (string, error) {
+	return e.kubectlStdin(ctx, "", args...)
 }
+
+func (e *Env) path(rel string) string { return filepath.Join(e.Root, filepath.FromSlash(rel)) }
 
 // waitGPUs waits until every node's allocatable shows the device plugin's GPUs.
 func waitGPUs(ctx context.Context, c *framework.Cluster, nodes []*framework.RealNode) error {

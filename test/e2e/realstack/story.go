@@ -47,7 +47,7 @@ type StoryResult struct {
 	Restarts int32
 	// Final is the job at the end.
 	Final *convoy.TrainingJob
-	// Logs are `kubectl logs` of each pod at the end, by pod name.
+	// Logs are each pod's log at the end (`kubectl logs -l training-job=<job> --prefix`), by pod name.
 	Logs map[string]string
 	// ResolvedMaster is the address rank 0's DNS name resolved to in rank 1's pod.
 	ResolvedMaster string
@@ -208,7 +208,7 @@ func (e *Env) RunStory(ctx context.Context, namespace string, w io.Writer) (*Sto
 
 	victim := pods[len(pods)-1]
 	res.KilledPod, res.KilledAtEpoch = victim.Name, job.Status.Checkpoint.Epoch
-	if err := e.killContainer(ctx, &victim); err != nil {
+	if err := e.KillContainer(ctx, &victim); err != nil {
 		return nil, err
 	}
 	say("SIGKILL to the training process of %s on %s (latest checkpoint: epoch %d)", victim.Name, victim.Spec.NodeName, res.KilledAtEpoch)
@@ -241,16 +241,21 @@ func (e *Env) RunStory(ctx context.Context, namespace string, w io.Writer) (*Sto
 		return nil, err
 	}
 	res.Final, res.Restarts = job, job.Status.RestartCount
-	for _, p := range restarted {
-		out, err := e.Kubectl(ctx, "logs", "-n", namespace, p.Name)
-		if err != nil {
-			return nil, err
+	// Every rank's log at once, by the label the TrainingJob design documents.
+	out, err := e.Kubectl(ctx, "logs", "-n", namespace, "-l", convoy.LabelTrainingJob+"="+storyJob, "--prefix", "--tail=-1")
+	if err != nil {
+		return nil, err
+	}
+	for _, line := range strings.Split(out, "\n") {
+		// [pod/<name>/<container>] <line>
+		prefix, text, ok := strings.Cut(line, "] ")
+		if pod, _, found := strings.Cut(strings.TrimPrefix(prefix, "[pod/"), "/"); ok && found {
+			res.Logs[pod] += text + "\n"
 		}
-		res.Logs[p.Name] = out
 	}
 	say("kubectl get tj: %s", e.summary(ctx, namespace))
 	for _, p := range restarted {
-		say("kubectl logs %s: %s", p.Name, lastLine(res.Logs[p.Name]))
+		say("kubectl logs -l %s=%s: %s: %s", convoy.LabelTrainingJob, storyJob, p.Name, lastLine(res.Logs[p.Name]))
 	}
 	return res, nil
 }
@@ -409,9 +414,9 @@ func (e *Env) waitLog(ctx context.Context, namespace, pod string, re *regexp.Reg
 	return time.Now(), nil
 }
 
-// killContainer sends SIGKILL to the pod's container process through its node's containerd, as
+// KillContainer sends SIGKILL to the pod's container process through its node's containerd, as
 // the kernel's OOM killer or a crash would end it.
-func (e *Env) killContainer(ctx context.Context, pod *corev1.Pod) error {
+func (e *Env) KillContainer(ctx context.Context, pod *corev1.Pod) error {
 	var node *framework.RealNode
 	for _, n := range e.Nodes {
 		if n.Name == pod.Spec.NodeName {
@@ -434,7 +439,9 @@ func (e *Env) kubectlStdin(ctx context.Context, stdin string, args ...string) (s
 	c := e.Cluster
 	cmd := exec.CommandContext(ctx, c.BinDir+"/kubectl", args...)
 	cmd.Env = append(cmd.Environ(), "KUBECONFIG="+c.KubeconfigPath)
-	cmd.Stdin = strings.NewReader(stdin)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)

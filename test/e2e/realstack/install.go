@@ -1,0 +1,213 @@
+package realstack
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/e2e/stack"
+	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/images"
+)
+
+// kueueReleaseURL is the resource deploy/kueue/kustomization.yaml takes Kueue's release from.
+var kueueReleaseURL = "https://github.com/kubernetes-sigs/kueue/releases/download/" + framework.KueueVersion + "/manifests.yaml"
+
+// kueueReleaseImage is the image of Kueue's release manifests, and the repository of
+// config/default's image, which the release replaces with it.
+const (
+	kueueReleaseImage = "registry.k8s.io/kueue/kueue"
+	kueueConfigImage  = "us-central1-docker.pkg.dev/k8s-staging-images/kueue/kueue:main"
+)
+
+// The images deploy/ names, which the overlays point at the local registry.
+var deployImages = map[string]string{
+	"convoy-operator":                      images.Operator,
+	"convoy-scheduler":                     images.Scheduler,
+	"ghcr.io/convoy-dev/convoy-node-agent": images.NodeAgent,
+	kueueReleaseImage:                      images.Kueue,
+}
+
+// install installs Kueue and Convoy in the cluster as the README's installation does: `kubectl
+// apply --server-side -k` of deploy/kueue, deploy/operator, deploy/scheduler, deploy/node-agent
+// and deploy/queue, through kustomize overlays that only point the images at the local registry.
+// Two things differ, because this machine is offline and has no GPU: deploy/kueue's Kueue release
+// comes from the pinned Kueue module (config/default rendered with the release's image, which is
+// what the release's manifests.yaml is) instead of GitHub, and the node agents read the simulated
+// GPUs through mock NVML (--nvml=mock:Profile) instead of a driver.
+func (e *Env) install(ctx context.Context, logf func(string, ...any)) error {
+	began := time.Now()
+	c := e.Cluster
+	pluginsDir, err := framework.ModuleDir(ctx, e.Root, "sigs.k8s.io/scheduler-plugins")
+	if err != nil {
+		return err
+	}
+	// The PodGroup CRD comes with scheduler-plugins.
+	if err := c.InstallCRDs(ctx, e.path("deploy/crd/bases"), filepath.Join(pluginsDir, "config/crd/bases")); err != nil {
+		return err
+	}
+	dir := filepath.Join(c.StateDir, "install")
+	overlays := map[string]string{}
+	for _, name := range []string{"kueue", "operator", "scheduler", "node-agent"} {
+		if overlays[name], err = e.writeOverlay(ctx, dir, name); err != nil {
+			return fmt.Errorf("the overlay of deploy/%s: %w", name, err)
+		}
+	}
+	apply := func(name string) error {
+		_, err := e.Kubectl(ctx, "apply", "--server-side", "-k", overlays[name])
+		return err
+	}
+	if err := apply("kueue"); err != nil {
+		return err
+	}
+	if err := e.rollout(ctx, framework.KueueNamespace, "deployment/kueue-controller-manager"); err != nil {
+		return err
+	}
+	logf("Kueue %s running in the cluster from deploy/kueue (%.1fs)", framework.KueueVersion, time.Since(began).Seconds())
+	for _, name := range []string{"operator", "scheduler", "node-agent"} {
+		if err := apply(name); err != nil {
+			return err
+		}
+	}
+	// Kueue's webhooks validate the queues: until its webhook server has its certificate, an apply
+	// is refused, and a platform team applies again.
+	var out string
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		out, err = e.Kubectl(ctx, "apply", "--server-side", "-k", e.path("deploy/queue"))
+		return err == nil, nil
+	}); err != nil {
+		return fmt.Errorf("kubectl apply -k deploy/queue never succeeded: %w\n%s", err, out)
+	}
+	for _, workload := range []string{"deployment/" + stack.Operator, "deployment/" + stack.Scheduler, "daemonset/" + stack.NodeAgent} {
+		if err := e.rollout(ctx, stack.Namespace, workload); err != nil {
+			return err
+		}
+	}
+	if err := e.waitGPUNodes(ctx); err != nil {
+		return err
+	}
+	logf("Operator, scheduler (2 replicas each, leader election on) and node agents running in the cluster from deploy/ (%.1fs)", time.Since(began).Seconds())
+	return nil
+}
+
+// writeOverlay writes the kustomization of deploy/<name> for this cluster into dir/<name> and
+// returns its directory.
+func (e *Env) writeOverlay(ctx context.Context, dir, name string) (string, error) {
+	overlay := filepath.Join(dir, name)
+	if err := os.MkdirAll(overlay, 0o755); err != nil {
+		return "", err
+	}
+	var imageList []map[string]string
+	for deployed, built := range deployImages {
+		ref := e.Image(built)
+		i := strings.LastIndex(ref, ":")
+		imageList = append(imageList, map[string]string{"name": deployed, "newName": ref[:i], "newTag": ref[i+1:]})
+	}
+	k := map[string]any{
+		"apiVersion": "kustomize.config.k8s.io/v1beta1",
+		"kind":       "Kustomization",
+		"images":     imageList,
+	}
+	switch name {
+	case "kueue":
+		resources, err := e.kueueBase(ctx, overlay)
+		if err != nil {
+			return "", err
+		}
+		k["resources"] = resources
+	default:
+		base, err := filepath.Rel(overlay, e.path("deploy/"+name))
+		if err != nil {
+			return "", err
+		}
+		k["resources"] = []string{base}
+	}
+	if name == "node-agent" {
+		k["patches"] = []map[string]any{{
+			"target": map[string]string{"kind": "DaemonSet", "name": stack.NodeAgent},
+			"patch":  `[{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--nvml=mock:` + Profile + `"}]`,
+		}}
+	}
+	data, err := yaml.Marshal(k)
+	if err != nil {
+		return "", err
+	}
+	return overlay, os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), data, 0o644)
+}
+
+// kueueBase makes deploy/kueue usable offline: it copies the folder into overlay/base with its
+// Kueue release resource replaced by the same release rendered from the pinned Kueue module, and
+// returns the overlay's resources.
+func (e *Env) kueueBase(ctx context.Context, overlay string) ([]string, error) {
+	base := filepath.Join(overlay, "base")
+	if err := os.RemoveAll(base); err != nil {
+		return nil, err
+	}
+	if err := os.CopyFS(base, os.DirFS(e.path("deploy/kueue"))); err != nil {
+		return nil, err
+	}
+	moduleDir, err := framework.ModuleDir(ctx, e.Root, framework.KueueModule)
+	if err != nil {
+		return nil, err
+	}
+	release, err := exec.CommandContext(ctx, filepath.Join(e.Cluster.BinDir, "kubectl"), "kustomize", filepath.Join(moduleDir, "config", "default")).Output()
+	if err != nil {
+		return nil, fmt.Errorf("rendering Kueue's config/default: %w", err)
+	}
+	release = []byte(strings.ReplaceAll(string(release), kueueConfigImage, kueueReleaseImage+":"+framework.KueueVersion))
+	if err := os.WriteFile(filepath.Join(base, "kueue-release.yaml"), release, 0o644); err != nil {
+		return nil, err
+	}
+	file := filepath.Join(base, "kustomization.yaml")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(string(data), kueueReleaseURL) {
+		return nil, fmt.Errorf("deploy/kueue/kustomization.yaml does not take Kueue's release from %s", kueueReleaseURL)
+	}
+	data = []byte(strings.ReplaceAll(string(data), kueueReleaseURL, "kueue-release.yaml"))
+	return []string{"base"}, os.WriteFile(file, data, 0o644)
+}
+
+// rollout waits for `kubectl rollout status` of workload; on failure the error carries its pods'
+// state and logs.
+func (e *Env) rollout(ctx context.Context, namespace, workload string) error {
+	_, err := e.Kubectl(ctx, "rollout", "status", "-n", namespace, workload, "--timeout=4m")
+	if err == nil {
+		return nil
+	}
+	pods, _ := e.Kubectl(ctx, "get", "pods", "-n", namespace, "-o", "wide")
+	events, _ := e.Kubectl(ctx, "get", "events", "-n", namespace, "--sort-by=.lastTimestamp")
+	logs, _ := e.Kubectl(ctx, "logs", "-n", namespace, workload, "--all-containers", "--tail=40")
+	return fmt.Errorf("%w\npods:\n%s\nevents:\n%s\nlogs:\n%s", err, pods, events, logs)
+}
+
+// waitGPUNodes waits until the node agents have written each real node's GPUNode with its GPUs.
+func (e *Env) waitGPUNodes(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for _, n := range e.Nodes {
+		err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			node := &convoy.GPUNode{}
+			if err := e.Cluster.Client.Get(ctx, client.ObjectKey{Name: n.Name}, node); err != nil {
+				return false, client.IgnoreNotFound(err)
+			}
+			return len(node.Status.GPUs) == GPUsPerNode, nil
+		})
+		if err != nil {
+			logs, _ := e.Kubectl(context.Background(), "logs", "-n", stack.Namespace, "daemonset/"+stack.NodeAgent, "--tail=40")
+			return fmt.Errorf("GPUNode %s never showed %d GPUs: %w\nnode agent log:\n%s", n.Name, GPUsPerNode, err, logs)
+		}
+	}
+	return nil
+}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 	"k8s.io/client-go/rest"
@@ -28,6 +29,9 @@ func main() {
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", opts.ProbeAddr, "Address of the /healthz and /readyz endpoints.")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", true, "Elect a leader so that one replica reconciles at a time.")
+	flag.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a standby waits, after the leader's last renewal, before it takes the Lease.")
+	flag.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew its Lease before it stops leading.")
+	flag.DurationVar(&opts.RetryPeriod, "leader-elect-retry-period", 2*time.Second, "How often the replicas try to take or renew the Lease.")
 	flag.StringVar(&opts.ProgressAddr, "progress-bind-address", opts.ProgressAddr, "Address of the HTTPS progress endpoint.")
 	flag.StringVar(&opts.ProgressURL, "progress-url", opts.ProgressURL, "URL of the progress endpoint as pods reach it (its Service).")
 	flag.StringVar(&opts.ProgressCertDir, "progress-cert-dir", "", "Directory with tls.crt, tls.key and ca.crt for the progress endpoint; empty keeps a self-signed certificate in a Secret.")

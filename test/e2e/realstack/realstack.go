@@ -174,6 +174,11 @@ func waitGPUs(ctx context.Context, c *framework.Cluster, nodes []*framework.Real
 // namespace/name bound to it, for checkpoints.
 func CheckpointVolume(ctx context.Context, c *framework.Cluster, namespace, name string) error {
 	dir := filepath.Join(c.StateDir, "volumes", namespace+"-"+name)
+	// A state directory kept from an earlier run (make demo-real's) must not hand its checkpoints
+	// to this run's jobs.
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
 	// The trainer runs as a non-root user; a hostPath volume keeps the directory's own mode.
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return err

@@ -220,8 +220,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			return ctrl.Result{}, err
 		}
 	}
+	unready, err := r.unreadyNodes(ctx, pods)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	p := decide(observation{
-		job: job, plugin: plugin, pods: pods, nodes: nodes, goneNodes: gone, queue: qs,
+		job: job, plugin: plugin, pods: pods, nodes: nodes, goneNodes: gone, unreadyNodes: unready, queue: qs,
 		now: r.Clock.Now(), backoff: r.Backoff,
 	})
 
@@ -240,6 +244,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		}
 	}
 	if err := r.deletePods(ctx, p.delete); err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.forceDeletePods(ctx, job, p.forceDelete); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.createPods(ctx, job, plugin, r.expect.pending(job, p.create, pods, r.Clock.Now())); err != nil {
@@ -460,6 +467,56 @@ func (r *Reconciler) deletePods(ctx context.Context, pods []*corev1.Pod) error {
 		return nil
 	})
 }
+
+// unreadyNodes returns the nodes of terminating pods that are not Ready. Those nodes are read past
+// the cache, only then: the cache holds nodes' metadata.
+func (r *Reconciler) unreadyNodes(ctx context.Context, pods []*corev1.Pod) (map[string]bool, error) {
+	var unready map[string]bool
+	seen := map[string]bool{}
+	for _, pod := range pods {
+		name := pod.Spec.NodeName
+		if name == "" || pod.DeletionTimestamp == nil || seen[name] {
+			continue
+		}
+		seen[name] = true
+		node := &corev1.Node{}
+		if err := r.APIReader.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // the pod garbage collector deletes the pods of a deleted node
+			}
+			return nil, fmt.Errorf("looking up node %s: %w", name, err)
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
+				if unready == nil {
+					unready = map[string]bool{}
+				}
+				unready[name] = true
+			}
+		}
+	}
+	return unready, nil
+}
+
+// forceDeletePods deletes, without a grace period, pods whose grace period has passed on a node
+// whose kubelet is not Ready, with a Warning event each: kubectl delete --force, which a person
+// would otherwise have to run before the gang can restart.
+func (r *Reconciler) forceDeletePods(ctx context.Context, job *convoy.TrainingJob, pods []*corev1.Pod) error {
+	for _, pod := range pods {
+		err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.GracePeriodSeconds(0))
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return fmt.Errorf("force-deleting pod %s: %w", pod.Name, err)
+		}
+		if err == nil {
+			r.Recorder.Eventf(job, corev1.EventTypeWarning, ReasonPodForceDeleted,
+				"pod %s was still terminating after its grace period on node %s, which is not Ready: deleted without waiting for its kubelet", pod.Name, pod.Spec.NodeName)
+		}
+	}
+	return nil
+}
+
+// ReasonPodForceDeleted is the Event reason of a pod deleted without waiting for its unreachable kubelet.
+const ReasonPodForceDeleted = "PodForceDeleted"
 
 func parallel(n int, f func(i int) error) error {
 	var g errgroup.Group

@@ -27,6 +27,9 @@ type observation struct {
 	// goneNodes instead.
 	nodes     map[string]map[string]string
 	goneNodes map[string]bool
+	// unreadyNodes are the nodes, among those of terminating pods, whose kubelet is not Ready:
+	// nothing there will finish a pod's termination.
+	unreadyNodes map[string]bool
 	// queue is what the queue integration says of a job with a queue.
 	queue   QueueStatus
 	now     time.Time
@@ -40,6 +43,9 @@ type plan struct {
 	create []framework.Replica
 	// delete are pods to delete.
 	delete []*corev1.Pod
+	// forceDelete are terminating pods whose grace period has passed on a node that is not Ready:
+	// no kubelet will finish them, and a restarted gang needs their names.
+	forceDelete []*corev1.Pod
 	// ensureChildren keeps the PodGroup, Services and ConfigMap in place while the gang is wanted.
 	ensureChildren bool
 	// deleteJob deletes the TrainingJob itself: its TTL after finishing has passed.
@@ -59,6 +65,16 @@ func decide(o observation) plan {
 	p := plan{status: *job.Status.DeepCopy()}
 	st := &p.status
 	st.ObservedGeneration = job.Generation
+	for _, pod := range o.pods {
+		if pod.DeletionTimestamp == nil || !o.unreadyNodes[pod.Spec.NodeName] {
+			continue
+		}
+		if left := pod.DeletionTimestamp.Sub(o.now); left > 0 {
+			p.requeue(left)
+		} else {
+			p.forceDelete = append(p.forceDelete, pod)
+		}
+	}
 	set := func(condType string, status metav1.ConditionStatus, reason, message string) {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 			Type: condType, Status: status, Reason: reason, Message: truncate(message),

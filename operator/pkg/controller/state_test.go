@@ -525,3 +525,24 @@ func TestConditionMessagesFitTheAPI(t *testing.T) {
 		t.Errorf("truncate changed a short message: %q", truncate(short))
 	}
 }
+
+// A pod terminating on a node whose kubelet is not Ready is deleted without a grace period once
+// its own has passed, and the job looks again when it will have.
+func TestDecideForceDeletesPodsStuckOnUnreadyNodes(t *testing.T) {
+	job := utiltesting.MakeTrainingJob("llm", "team-a").Workers(2).Obj()
+	p, _ := framework.For(job.Spec.Framework)
+	overdue := makePod(job, "worker", 0).node("dead").deleting().obj()
+	overdue.DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Second)}
+	pending := makePod(job, "worker", 1).node("dead").deleting().obj()
+	pending.DeletionTimestamp = &metav1.Time{Time: now.Add(20 * time.Second)}
+	elsewhere := makePod(job, "worker", 1).node("alive").deleting().obj()
+	elsewhere.Name, elsewhere.DeletionTimestamp = "llm-worker-9", &metav1.Time{Time: now.Add(-time.Second)}
+	got := decide(observation{job: job, plugin: p, pods: []*corev1.Pod{overdue, pending, elsewhere},
+		unreadyNodes: map[string]bool{"dead": true}, now: now, backoff: DefaultBackoff})
+	if names := names(got.forceDelete); len(names) != 1 || names[0] != "llm-worker-0" {
+		t.Errorf("force-deleted %v, want only llm-worker-0, past its grace period on the unready node", names)
+	}
+	if got.requeueAfter <= 0 || got.requeueAfter > 20*time.Second {
+		t.Errorf("requeueAfter = %v, want at most 20s, when llm-worker-1's grace period ends", got.requeueAfter)
+	}
+}

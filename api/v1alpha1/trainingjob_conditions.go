@@ -38,8 +38,9 @@ const (
 	ReasonAdmitted            = "Admitted"
 	ReasonNoQueue             = "NoQueue"
 	ReasonPodsCreated         = "PodsCreated"
-	// ReasonPodCreationFailed: the API server refused a pod of the gang (a ResourceQuota, Pod
-	// Security admission, a webhook); the message carries its words.
+	// ReasonPodCreationFailed: the API server did not create a pod of the gang (a ResourceQuota,
+	// Pod Security admission or a webhook refused it, or a webhook could not be called); the
+	// message carries its words.
 	ReasonPodCreationFailed = "PodCreationFailed"
 	// ReasonContainersNotStarting: a placed pod's container cannot start (an image that cannot be
 	// pulled, a missing Secret or ConfigMap); the message carries the kubelet's words.

@@ -265,15 +265,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
 }
 
-// podRefused is a pod of the gang the API server refused to create: a ResourceQuota, Pod Security
-// admission or a webhook said no, and will again until someone changes something.
+// podRefused is a pod of the gang the API server did not create: a ResourceQuota, Pod Security
+// admission or a webhook said no, or a webhook could not be called (its service has no endpoints).
 type podRefused struct {
 	name string
 	err  error
 }
 
 func (p *podRefused) Error() string {
-	return fmt.Sprintf("the API server refused pod %s: %v", p.name, p.err)
+	return fmt.Sprintf("the API server did not create pod %s: %v", p.name, p.err)
 }
 
 func (p *podRefused) Unwrap() error { return p.err }
@@ -442,13 +442,10 @@ func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, pl
 		if err != nil {
 			r.expect.failed(job, pod.Name)
 			var conflict *childConflict
-			switch {
-			case errors.As(err, &conflict):
+			if errors.As(err, &conflict) {
 				return err
-			case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
-				return &podRefused{name: pod.Name, err: err}
 			}
-			return fmt.Errorf("creating pod %s: %w", pod.Name, err)
+			return &podRefused{name: pod.Name, err: err}
 		}
 		return nil
 	})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -189,7 +190,7 @@ func TestInstalledFromDeployRunsInTheCluster(t *testing.T) {
 	}{
 		{stack.Namespace, stack.Operator, images.Operator, "convoy-operator.convoy.dev", 2},
 		{stack.Namespace, stack.Scheduler, images.Scheduler, "convoy-scheduler", 2},
-		{framework.KueueNamespace, "kueue-controller-manager", images.Kueue, "", 1},
+		{framework.KueueNamespace, "kueue-controller-manager", images.Kueue, "", 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &appsv1.Deployment{}
@@ -394,5 +395,97 @@ func TestLeaderFailover(t *testing.T) {
 			}
 			t.Logf("%s: leader %s killed; %s leads %.1fs later", tc.deployment, leader.Name, ptr.Deref(lease.Spec.HolderIdentity, ""), took.Seconds())
 		})
+	}
+}
+
+// A node's kubelet stops under a running gang (its containers keep running, unreachable): once the
+// node is NotReady the taint manager evicts the gang's pods there, which stay Terminating with no
+// kubelet to finish them. After their grace period the operator deletes them without waiting, and
+// the whole gang restarts on the other node from its latest checkpoint, with no pod of it on the
+// lost node. The times are logged. It runs last: the node does not come back.
+func TestGangOnALostNodeRestartsElsewhereFromItsCheckpoint(t *testing.T) {
+	e := setup(t)
+	ns := framework.TestNamespace(t)
+	ctx := t.Context()
+	if err := e.StoryQueue(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	if err := realstack.CheckpointVolume(ctx, e.Cluster, ns, "checkpoints"); err != nil {
+		t.Fatal(err)
+	}
+	// The pods leave an unreachable node 5 s after it is found so (the default is 300 s).
+	if err := e.Apply(ctx, fmt.Sprintf(`apiVersion: convoy.dev/v1alpha1
+kind: TrainingJob
+metadata: {name: lost, namespace: %s}
+spec:
+  model: mlp
+  dataset: sklearn-digits
+  framework: pytorch
+  numWorkers: 2
+  gpusPerWorker: 1
+  image: %s
+  env:
+  - {name: CONVOY_EXAMPLE_EPOCH_SLEEP, value: "2"}
+  resources:
+    requests: {cpu: 100m, memory: 256Mi}
+  hyperparameters: {epochs: 60}
+  networking: {backend: gloo}
+  checkpoint:
+    enabled: true
+    frequency: 1
+    storage: {type: pvc, claimName: checkpoints}
+  scheduling:
+    queue: training
+    priorityClassName: normal
+    tolerations:
+    - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 5}
+    - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 5}
+`, ns, e.Image(images.Trainer))); err != nil {
+		t.Fatal(err)
+	}
+	job := &convoy.TrainingJob{}
+	waitJob := func(what string, timeout time.Duration, cond func() bool) {
+		t.Helper()
+		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			if err := e.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lost"}, job); err != nil {
+				return false, err
+			}
+			return cond(), nil
+		})
+		if err != nil {
+			events, _ := e.Kubectl(context.Background(), "get", "events", "-n", ns, "--sort-by=.lastTimestamp")
+			t.Fatalf("waiting for %s: %v; state %s (%s), conditions %+v\nevents:\n%s", what, err, job.Status.State, job.Status.Reason, job.Status.Conditions, events)
+		}
+	}
+	waitJob("a checkpoint of the running gang", 3*time.Minute, func() bool {
+		return job.Status.State == convoy.StateRunning && job.Status.Checkpoint != nil && job.Status.Checkpoint.Epoch >= 1
+	})
+	pods := &corev1.PodList{}
+	if err := e.Cluster.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{convoy.LabelJobName: "lost"}); err != nil {
+		t.Fatal(err)
+	}
+	lostNode := pods.Items[0].Spec.NodeName
+	if err := e.Cluster.StopProcess(framework.Kubelet + "-" + lostNode); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+
+	waitJob("the gang to restart", 3*time.Minute, func() bool { return job.Status.RestartCount >= 1 })
+	restarting := meta.FindStatusCondition(job.Status.Conditions, convoy.ConditionRestarting)
+	lostAt := restarting.LastTransitionTime.Time
+	t.Logf("kubelet of %s stopped; %.1fs later: %s: %s", lostNode, lostAt.Sub(stopped).Seconds(), restarting.Reason, restarting.Message)
+	waitJob("the gang running again", 4*time.Minute, func() bool { return job.Status.State == convoy.StateRunning })
+	t.Logf("running again %.1fs after its pods were found lost, from checkpoint epoch %d", time.Since(lostAt).Seconds(), job.Status.Checkpoint.Epoch)
+
+	if err := e.Cluster.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{convoy.LabelJobName: "lost"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if p.Labels[convoy.LabelRestartAttempt] != "1" || p.Spec.NodeName == lostNode {
+			t.Errorf("pod %s of attempt %s on node %s; want attempt 1 on another node", p.Name, p.Labels[convoy.LabelRestartAttempt], p.Spec.NodeName)
+		}
+		if !slices.ContainsFunc(p.Spec.Containers[0].Env, func(v corev1.EnvVar) bool { return v.Name == "CONVOY_RESUME_FROM" && v.Value != "" }) {
+			t.Errorf("pod %s of the restarted gang has no CONVOY_RESUME_FROM", p.Name)
+		}
 	}
 }

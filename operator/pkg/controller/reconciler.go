@@ -220,13 +220,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			return ctrl.Result{}, err
 		}
 	}
-	unready, err := r.unreadyNodes(ctx, pods)
+	now := r.Clock.Now()
+	unready, err := r.unreadyNodes(ctx, pods, now)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	p := decide(observation{
 		job: job, plugin: plugin, pods: pods, nodes: nodes, goneNodes: gone, unreadyNodes: unready, queue: qs,
-		now: r.Clock.Now(), backoff: r.Backoff,
+		now: now, backoff: r.Backoff,
 	})
 
 	if err := r.writeStatus(ctx, job, p.status); err != nil {
@@ -465,14 +466,15 @@ func (r *Reconciler) deletePods(ctx context.Context, pods []*corev1.Pod) error {
 	})
 }
 
-// unreadyNodes returns the nodes of terminating pods that are not Ready. Those nodes are read past
-// the cache, only then: the cache holds nodes' metadata.
-func (r *Reconciler) unreadyNodes(ctx context.Context, pods []*corev1.Pod) (map[string]bool, error) {
+// unreadyNodes returns the nodes of pods still terminating after their grace period (at now) that
+// are not Ready. Only those nodes are read, past the cache, which holds nodes' metadata; a pod on a
+// healthy node is usually gone by then and costs no read.
+func (r *Reconciler) unreadyNodes(ctx context.Context, pods []*corev1.Pod, now time.Time) (map[string]bool, error) {
 	var unready map[string]bool
 	seen := map[string]bool{}
 	for _, pod := range pods {
 		name := pod.Spec.NodeName
-		if name == "" || pod.DeletionTimestamp == nil || seen[name] {
+		if name == "" || pod.DeletionTimestamp == nil || pod.DeletionTimestamp.After(now) || seen[name] {
 			continue
 		}
 		seen[name] = true

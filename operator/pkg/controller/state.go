@@ -27,8 +27,8 @@ type observation struct {
 	// goneNodes instead.
 	nodes     map[string]map[string]string
 	goneNodes map[string]bool
-	// unreadyNodes are the nodes, among those of terminating pods, whose kubelet is not Ready:
-	// nothing there will finish a pod's termination.
+	// unreadyNodes are the nodes, among those of pods whose grace period has passed, whose kubelet
+	// is not Ready: nothing there will finish a pod's termination.
 	unreadyNodes map[string]bool
 	// queue is what the queue integration says of a job with a queue.
 	queue   QueueStatus
@@ -65,13 +65,15 @@ func decide(o observation) plan {
 	p := plan{status: *job.Status.DeepCopy()}
 	st := &p.status
 	st.ObservedGeneration = job.Generation
+	// A terminating pod is looked at again when its grace period ends: its node's readiness is read
+	// only then (unreadyNodes), and a pod still there on a node that is not Ready goes at once.
 	for _, pod := range o.pods {
-		if pod.DeletionTimestamp == nil || !o.unreadyNodes[pod.Spec.NodeName] {
+		if pod.DeletionTimestamp == nil {
 			continue
 		}
 		if left := pod.DeletionTimestamp.Sub(o.now); left > 0 {
 			p.requeue(left)
-		} else {
+		} else if o.unreadyNodes[pod.Spec.NodeName] {
 			p.forceDelete = append(p.forceDelete, pod)
 		}
 	}
@@ -287,16 +289,19 @@ func decide(o observation) plan {
 		}
 	}
 
-	// disrupted fails the job when its pods were lost more often than disruptionLimit allows, and
-	// reports whether the gang may restart.
-	disrupted := func(what string) bool {
-		if limit := disruptionLimit(job); st.DisruptionRestarts >= limit {
+	// restartLost restarts the gang for lost pods (what says which), or fails the job when its pods
+	// were lost more often than disruptionLimit allows.
+	restartLost := func(what string) {
+		limit := disruptionLimit(job)
+		if st.DisruptionRestarts >= limit {
 			finish(convoy.ConditionFailed, convoy.ReasonDisruptionLimitExceeded, fmt.Sprintf(
 				"%s after %d restarts for lost pods; spec.failurePolicy.disruptionLimit is %d: find why the pods are lost (kubectl get events: an eviction for ephemeral storage or memory, a node that keeps failing), or raise disruptionLimit",
 				what, st.DisruptionRestarts, limit))
-			return false
+			return
 		}
-		return true
+		st.DisruptionRestarts++
+		restart(convoy.ReasonNodeLost, fmt.Sprintf("%s; restarting the whole gang from the latest checkpoint without spending backoffLimit (disruption restart %d of %d)",
+			what, st.DisruptionRestarts, limit), false)
 	}
 
 	if len(failed) > 0 {
@@ -338,12 +343,7 @@ func decide(o observation) plan {
 			restart(convoy.ReasonNodeLost, lostMsg+"; restarting the whole gang from the latest checkpoint without spending backoffLimit", false)
 			return p
 		}
-		if !disrupted(lostMsg) {
-			return p
-		}
-		st.DisruptionRestarts++
-		restart(convoy.ReasonNodeLost, fmt.Sprintf("%s; restarting the whole gang from the latest checkpoint without spending backoffLimit (disruption restart %d of %d)",
-			lostMsg, st.DisruptionRestarts, disruptionLimit(job)), false)
+		restartLost(lostMsg)
 		return p
 	}
 	// Every pod of a Running gang was seen: one that vanished since was deleted or evicted so fast
@@ -352,13 +352,7 @@ func decide(o observation) plan {
 		for _, r := range missing {
 			name := framework.PodName(job, r)
 			if !slices.ContainsFunc(o.pods, func(pod *corev1.Pod) bool { return pod.Name == name }) {
-				msg := fmt.Sprintf("pod %s of the running gang was deleted or evicted", name)
-				if !disrupted(msg) {
-					return p
-				}
-				st.DisruptionRestarts++
-				restart(convoy.ReasonNodeLost, fmt.Sprintf("%s; restarting the whole gang from the latest checkpoint without spending backoffLimit (disruption restart %d of %d)",
-					msg, st.DisruptionRestarts, disruptionLimit(job)), false)
+				restartLost(fmt.Sprintf("pod %s of the running gang was deleted or evicted", name))
 				return p
 			}
 		}

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -141,7 +140,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 			return nil, fmt.Errorf("progress certificate: %w", err)
 		}
 		tlsConfig.Certificates, tlsConfig.GetCertificate = nil, watcher.GetCertificate
-		if err := mgr.Add(everyReplica{watcher}); err != nil {
+		if err := mgr.Add(watcher); err != nil { // on every replica: it needs no leader election
 			return nil, err
 		}
 	}
@@ -223,8 +222,3 @@ func nonZero(d time.Duration) *time.Duration {
 	}
 	return &d
 }
-
-// everyReplica runs a runnable on every replica, leader or not.
-type everyReplica struct{ manager.Runnable }
-
-func (everyReplica) NeedLeaderElection() bool { return false }

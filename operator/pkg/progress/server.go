@@ -87,9 +87,9 @@ type Server struct {
 	mu      sync.Mutex
 	pending map[types.NamespacedName]*batch
 
-	initOnce sync.Once
-	tokens   authenticator.Token
-	clients  *clientLimits
+	setupOnce sync.Once
+	tokens    authenticator.Token
+	clients   *clientLimits
 }
 
 // tokenCacheTTL is how long a token the API server accepted is trusted without another
@@ -129,7 +129,7 @@ func (s *Server) NeedLeaderElection() bool { return false }
 
 // Start serves until ctx ends.
 func (s *Server) Start(ctx context.Context) error {
-	s.init()
+	s.setup()
 	srv := &http.Server{Handler: s.Handler(), TLSConfig: s.TLS, ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: readTimeout, WriteTimeout: readTimeout + writeTimeout, IdleTimeout: idleTimeout,
 		MaxHeaderBytes: maxHeaderBytes}
@@ -161,8 +161,8 @@ func (s *Server) Handler() http.Handler {
 	return mux
 }
 
-func (s *Server) init() {
-	s.initOnce.Do(func() {
+func (s *Server) setup() {
+	s.setupOnce.Do(func() {
 		if s.Clock == nil {
 			s.Clock = clock.RealClock{}
 		}
@@ -173,7 +173,7 @@ func (s *Server) init() {
 }
 
 func (s *Server) handle(w http.ResponseWriter, req *http.Request, body any, validate func() error, u *update) {
-	s.init()
+	s.setup()
 	ctx := req.Context()
 	key := types.NamespacedName{Namespace: req.PathValue("namespace"), Name: req.PathValue("name")}
 	log := ctrl.Log.WithName("progress").WithValues("trainingJob", key.String())

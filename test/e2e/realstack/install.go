@@ -3,9 +3,11 @@ package realstack
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -107,8 +109,8 @@ func (e *Env) writeOverlay(ctx context.Context, dir, name string) (string, error
 		return "", err
 	}
 	var imageList []map[string]string
-	for deployed, built := range deployImages {
-		ref := e.Image(built)
+	for _, deployed := range slices.Sorted(maps.Keys(deployImages)) {
+		ref := e.Image(deployImages[deployed])
 		i := strings.LastIndex(ref, ":")
 		imageList = append(imageList, map[string]string{"name": deployed, "newName": ref[:i], "newTag": ref[i+1:]})
 	}

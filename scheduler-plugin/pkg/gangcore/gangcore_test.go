@@ -452,15 +452,7 @@ func TestPreemptFor(t *testing.T) {
 	// The victims are gone from the informer but not yet from the scheduling cycle's snapshot:
 	// the plan still waits, and nothing more is preempted.
 	for _, p := range victims {
-		if err := h.cs.CoreV1().Pods("ns").Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		_, err := h.factory.Core().V1().Pods().Lister().Pods("ns").Get("low-1")
-		return err != nil, nil
-	}); err != nil {
-		t.Fatal("the informer still has the victims")
+		h.deletePod(p)
 	}
 	if _, status := h.state.PlanFor(ctx, urgent[0], h.nodeInfos()); !strings.Contains(status.Message(), "waits for the pods it preempted") {
 		t.Errorf("PlanFor() with the victims in the snapshot = %v %q, want it to wait for them", status.Code(), status.Message())

@@ -156,6 +156,7 @@ func (i *Integration) setupWebhook(mgr ctrl.Manager) error {
 	srv.Register(MutatePath, admission.WithCustomDefaulter(mgr.GetScheme(), &convoy.TrainingJob{}, wh))
 	srv.Register(ValidatePath, admission.WithCustomValidator(mgr.GetScheme(), &convoy.TrainingJob{}, wh))
 	srv.Register(PlacementPath, admission.WithCustomValidator(mgr.GetScheme(), &convoy.TrainingJob{}, PlacementWebhook{}))
+	srv.Register(ChildrenPath, admission.WithCustomValidator(mgr.GetScheme(), &convoy.TrainingJob{}, ChildrenWebhook{Client: mgr.GetClient()}))
 	if i.opts.CertSecret == "" {
 		if err := mgr.Add(srv); err != nil {
 			return err

@@ -1,0 +1,116 @@
+// Package dryrun checks, when a TrainingJob is applied, that the API server would accept every
+// object the operator builds for it. It builds the job's children with the pure builders of
+// operator/pkg/builder, creates each with a server-side dry run (dryRun=All: validated and admitted
+// as a real create, never stored), and maps each field the API server refuses back to the
+// TrainingJob field that produced it, with the fix. The API server's own validation is the judge:
+// nothing here restates it.
+package dryrun
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/builder"
+	"github.com/convoy-dev/convoy/operator/pkg/framework"
+)
+
+// Children are the objects the operator creates for job, as the API server will judge them: the
+// first and the last pod of each role (pods of a role differ only in their rank), the PodGroup,
+// the Services, the ConfigMap and, for frameworks that ssh, the Secret (with placeholder keys).
+func Children(job *convoy.TrainingJob, opts builder.Options) ([]client.Object, error) {
+	p, err := framework.For(job.Spec.Framework)
+	if err != nil {
+		return nil, err
+	}
+	job = job.DeepCopy()
+	if job.UID == "" {
+		// The owner reference needs a UID; the API server gives the job one before it asks.
+		job.UID = types.UID("00000000-0000-0000-0000-000000000000")
+	}
+	pods := builder.Pods(job, p, opts)
+	var out []client.Object
+	for i, pod := range pods {
+		first := i == 0 || pods[i-1].Labels[convoy.LabelReplicaRole] != pod.Labels[convoy.LabelReplicaRole]
+		last := i == len(pods)-1 || pods[i+1].Labels[convoy.LabelReplicaRole] != pod.Labels[convoy.LabelReplicaRole]
+		if first || last {
+			out = append(out, pod)
+		}
+	}
+	out = append(out, builder.PodGroup(job, pods, opts), builder.HeadlessService(job))
+	if svc := builder.MetricsService(job); svc != nil {
+		out = append(out, svc)
+	}
+	out = append(out, builder.ConfigMap(job, p, opts))
+	if p.NeedsSSHKeys() {
+		out = append(out, builder.SSHSecret(job, []byte("private key"), []byte("public key")))
+	}
+	return out, nil
+}
+
+// Result is what Check found.
+type Result struct {
+	// Errors are the TrainingJob fields that make a child invalid: the job can never run as written.
+	Errors field.ErrorList
+	// Warnings are refusals that depend on the namespace's state rather than the spec (a
+	// ResourceQuota, Pod Security admission, a missing ServiceAccount), and checks that could not
+	// run: the job is accepted, and its status tells what happens.
+	Warnings []string
+}
+
+// Check creates job's children with dryRun=All through c and maps what the API server refuses.
+func Check(ctx context.Context, c client.Client, job *convoy.TrainingJob, opts builder.Options) Result {
+	res := Result{Errors: builder.ValidateHyperparameters(job)}
+	children, err := Children(job, opts)
+	if err != nil {
+		// The CRD's enum names the frameworks; nothing to check against one it does not know.
+		return res
+	}
+	seen := map[string]bool{}
+	for _, child := range children {
+		err := c.Create(ctx, child, client.DryRunAll)
+		var status apierrors.APIStatus
+		switch {
+		case err == nil, apierrors.IsAlreadyExists(err), meta.IsNoMatchError(err), apierrors.IsNotFound(err):
+			// Valid (an existing child of the same name means it passed validation first); a
+			// kind the cluster does not serve is the operator's to report when it runs.
+		case apierrors.IsInvalid(err) && errors.As(err, &status) && status.Status().Details != nil:
+			for _, c := range status.Status().Details.Causes {
+				// Pods of a role share their faults: the first pod's stand for the rest.
+				if key := explainedKey(job, child, c); !seen[key] {
+					seen[key] = true
+					res.Errors = append(res.Errors, explain(job, child, c))
+				}
+			}
+		case apierrors.IsForbidden(err):
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s %s would be refused in namespace %s now: %v", kindOf(child), child.GetName(), job.Namespace, err))
+		default:
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s %s could not be checked with a dry run: %v", kindOf(child), child.GetName(), err))
+		}
+	}
+	return res
+}
+
+// Explain maps the API server's field errors of one child back to the TrainingJob fields they come
+// from. A field no spec field explains is reported on spec, naming the child's field.
+func Explain(job *convoy.TrainingJob, child client.Object, causes []metav1.StatusCause) field.ErrorList {
+	var out field.ErrorList
+	for _, c := range causes {
+		out = append(out, explain(job, child, c))
+	}
+	return out
+}
+
+// kindOf is the child's kind, Pod or PodGroup, from its Go type.
+func kindOf(obj client.Object) string {
+	return reflect.TypeOf(obj).Elem().Name()
+}

@@ -1,0 +1,78 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/builder"
+	"github.com/convoy-dev/convoy/operator/pkg/dryrun"
+)
+
+// ChildrenPath is the path of the webhook that refuses a TrainingJob whose pods, Services,
+// ConfigMap or PodGroup the API server would refuse, as deploy/kueue/webhook.yaml names it.
+const ChildrenPath = "/validate-convoy-dev-v1alpha1-trainingjob-children"
+
+// ChildrenWebhook refuses, when a TrainingJob is created or its spec changes, a spec whose
+// children could never be created: it creates them with a server-side dry run (see
+// operator/pkg/dryrun) and names the TrainingJob field each refusal comes from, with the fix.
+// Refusals that depend on the namespace's state (a ResourceQuota, Pod Security admission) are
+// returned as warnings: the job is accepted and its status explains them when it runs.
+type ChildrenWebhook struct {
+	// Client creates the dry runs, as the operator: with the operator's permissions.
+	Client client.Client
+}
+
+var _ admission.CustomValidator = ChildrenWebhook{}
+
+// ValidateCreate checks a new job.
+func (w ChildrenWebhook) ValidateCreate(ctx context.Context, obj runtime.Object) (admission.Warnings, error) {
+	job, ok := obj.(*convoy.TrainingJob)
+	if !ok {
+		return nil, fmt.Errorf("expected a TrainingJob, got %T", obj)
+	}
+	res := dryrun.Check(ctx, w.Client, job, builder.Options{})
+	return res.Warnings, toInvalid(job, res.Errors)
+}
+
+// ValidateUpdate checks a job whose spec changed in more than spec.suspend. What the job had
+// before the change is not refused again (a job created before this webhook keeps running, and
+// Kueue can still suspend it).
+func (w ChildrenWebhook) ValidateUpdate(ctx context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
+	old, ok1 := oldObj.(*convoy.TrainingJob)
+	job, ok2 := newObj.(*convoy.TrainingJob)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("expected TrainingJobs, got %T and %T", oldObj, newObj)
+	}
+	a, b := old.Spec.DeepCopy(), job.Spec.DeepCopy()
+	a.Suspend, b.Suspend = nil, nil
+	if equality.Semantic.DeepEqual(a, b) {
+		return nil, nil
+	}
+	res := dryrun.Check(ctx, w.Client, job, builder.Options{})
+	if len(res.Errors) == 0 {
+		return res.Warnings, nil
+	}
+	before := map[string]bool{}
+	for _, e := range dryrun.Check(ctx, w.Client, old, builder.Options{}).Errors {
+		before[e.Error()] = true
+	}
+	var errs field.ErrorList
+	for _, e := range res.Errors {
+		if !before[e.Error()] {
+			errs = append(errs, e)
+		}
+	}
+	return res.Warnings, toInvalid(job, errs)
+}
+
+// ValidateDelete allows every deletion.
+func (ChildrenWebhook) ValidateDelete(context.Context, runtime.Object) (admission.Warnings, error) {
+	return nil, nil
+}

@@ -3,6 +3,10 @@ package queue
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
 
 	"github.com/open-policy-agent/cert-controller/pkg/rotator"
 	"k8s.io/apimachinery/pkg/types"
@@ -71,3 +75,63 @@ func (s certGatedServer) Start(ctx context.Context) error {
 }
 
 func (certGatedServer) NeedLeaderElection() bool { return false }
+
+// certFiles waits for a serving certificate that something else provides (cert-manager, or your
+// own Secret mounted at the webhook's CertDir): until tls.crt and tls.key are there, the operator
+// runs its controllers, logs what is missing once a minute, and reports not ready (readyz names
+// the directory), instead of exiting. TrainingJobs the webhooks check cannot be created meanwhile:
+// the API server says it cannot call the webhook.
+type certFiles struct {
+	dir   string
+	ready chan struct{}
+	// poll and nag are how often it looks and logs; 2 s and a minute unless a test sets them.
+	poll, nag time.Duration
+}
+
+func newCertFiles(dir string) *certFiles {
+	if dir == "" {
+		dir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs") // controller-runtime's default
+	}
+	return &certFiles{dir: dir, ready: make(chan struct{}), poll: 2 * time.Second, nag: time.Minute}
+}
+
+func (c *certFiles) present() bool {
+	for _, f := range []string{"tls.crt", "tls.key"} {
+		if _, err := os.Stat(filepath.Join(c.dir, f)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Start closes ready once the files are there.
+func (c *certFiles) Start(ctx context.Context) error {
+	log := ctrl.LoggerFrom(ctx).WithName("queue-webhook")
+	var lastNag time.Time
+	for !c.present() {
+		if time.Since(lastNag) >= c.nag {
+			log.Error(nil, "No serving certificate for the TrainingJob webhooks: the API server cannot call them, so TrainingJobs cannot be created, until there is one. Create cert-manager's Certificate for it, or run the operator with --queue-webhook-cert-secret to have it make its own",
+				"certDir", c.dir)
+			lastNag = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(c.poll):
+		}
+	}
+	close(c.ready)
+	return nil
+}
+
+func (*certFiles) NeedLeaderElection() bool { return false }
+
+// Check is a readyz check: not ready while the certificate is missing.
+func (c *certFiles) Check(*http.Request) error {
+	select {
+	case <-c.ready:
+		return nil
+	default:
+		return fmt.Errorf("no serving certificate (tls.crt, tls.key) in %s", c.dir)
+	}
+}

@@ -157,8 +157,16 @@ func (i *Integration) setupWebhook(mgr ctrl.Manager) error {
 	srv.Register(ValidatePath, admission.WithCustomValidator(mgr.GetScheme(), &convoy.TrainingJob{}, wh))
 	srv.Register(PlacementPath, admission.WithCustomValidator(mgr.GetScheme(), &convoy.TrainingJob{}, PlacementWebhook{}))
 	srv.Register(ChildrenPath, admission.WithCustomValidator(mgr.GetScheme(), &convoy.TrainingJob{}, ChildrenWebhook{Client: mgr.GetClient()}))
+	started := srv.StartedChecker()
 	if i.opts.CertSecret == "" {
-		if err := mgr.Add(srv); err != nil {
+		files := newCertFiles(i.opts.WebhookCertDir)
+		if err := mgr.Add(files); err != nil {
+			return err
+		}
+		if err := mgr.Add(certGatedServer{Server: srv, ready: files.ready}); err != nil {
+			return err
+		}
+		if err := mgr.AddReadyzCheck("queue-webhook-certificate", files.Check); err != nil {
 			return err
 		}
 	} else {
@@ -170,7 +178,7 @@ func (i *Integration) setupWebhook(mgr ctrl.Manager) error {
 			return err
 		}
 	}
-	return mgr.AddReadyzCheck("queue-webhook", srv.StartedChecker())
+	return mgr.AddReadyzCheck("queue-webhook", started)
 }
 
 // KueueInstalled reports whether the API server serves Kueue's Workloads (kueue.x-k8s.io/v1beta2).

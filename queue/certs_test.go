@@ -1,0 +1,48 @@
+package queue
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMissingCertificateKeepsTheOperatorUpAndNotReady: without tls.crt and tls.key the readiness
+// check names the directory and the webhook server does not start; once they appear, it does.
+func TestMissingCertificateKeepsTheOperatorUpAndNotReady(t *testing.T) {
+	dir := t.TempDir()
+	c := newCertFiles(dir)
+	c.poll = 10 * time.Millisecond
+	done := make(chan error, 1)
+	go func() { done <- c.Start(t.Context()) }()
+
+	time.Sleep(50 * time.Millisecond)
+	if err := c.Check(nil); err == nil || !strings.Contains(err.Error(), dir) {
+		t.Errorf("readyz without a certificate = %v, want an error naming %s", err, dir)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Start returned %v without a certificate, want it to wait", err)
+	case <-c.ready:
+		t.Fatal("ready without a certificate")
+	default:
+	}
+
+	for _, f := range []string{"tls.crt", "tls.key"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte("pem"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-c.ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not ready 10 s after the certificate appeared")
+	}
+	if err := c.Check(nil); err != nil {
+		t.Errorf("readyz with the certificate = %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("Start() = %v", err)
+	}
+}

@@ -193,8 +193,8 @@ func byObject(opts Options) map[client.Object]cache.ByObject {
 	return map[client.Object]cache.ByObject{&corev1.Pod{}: pods, &corev1.Node{}: nodes, &convoy.GPUNode{}: gpuNodes}
 }
 
-// trimPod keeps what GPU assignment and eviction read: identity, the GPU request, the scheduler's
-// indices, whether the pod is being deleted.
+// trimPod keeps what GPU assignment, eviction and the per-job metrics read: identity, the
+// TrainingJob's label, the GPU request, the scheduler's indices, whether the pod is being deleted.
 func trimPod(obj any) (any, error) {
 	p, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -205,6 +205,9 @@ func trimPod(obj any) (any, error) {
 	keep.CreationTimestamp, keep.DeletionTimestamp = p.CreationTimestamp, p.DeletionTimestamp
 	if v, ok := p.Annotations[convoy.AnnotationGPUIndices]; ok {
 		keep.Annotations = map[string]string{convoy.AnnotationGPUIndices: v}
+	}
+	if v, ok := p.Labels[convoy.LabelJobName]; ok {
+		keep.Labels = map[string]string{convoy.LabelJobName: v}
 	}
 	keep.Spec.NodeName = p.Spec.NodeName
 	trim := func(cs []corev1.Container) []corev1.Container {

@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,26 +14,35 @@ const (
 	labelGPU   = "gpu"
 	labelUUID  = "uuid"
 	labelModel = "model"
+
+	labelNamespace   = "namespace"
+	labelTrainingJob = "training_job"
+	labelPod         = "pod"
 )
 
 // Metrics are the agent's Prometheus metrics.
 type Metrics struct {
 	// Per GPU; named after their DCGM exporter counterparts.
-	Utilization  *prometheus.GaugeVec   // DCGM_FI_DEV_GPU_UTIL
-	MemoryUsed   *prometheus.GaugeVec   // DCGM_FI_DEV_FB_USED, in bytes
-	MemoryTotal  *prometheus.GaugeVec   // DCGM_FI_DEV_FB_FREE + FB_USED, in bytes
-	Healthy      *prometheus.GaugeVec   // 1 healthy, 0 not
-	Allocated    *prometheus.GaugeVec   // 1 when a pod holds the GPU
-	XIDErrors    *prometheus.CounterVec // DCGM_FI_DEV_XID_ERRORS, as a counter per XID
-	NVMLUp       *prometheus.GaugeVec   // per node: 1 when NVML is available
-	PollDuration prometheus.Histogram
-	Publishes    *prometheus.CounterVec
-	PublishTime  *prometheus.HistogramVec
+	Utilization *prometheus.GaugeVec   // DCGM_FI_DEV_GPU_UTIL
+	MemoryUsed  *prometheus.GaugeVec   // DCGM_FI_DEV_FB_USED, in bytes
+	MemoryTotal *prometheus.GaugeVec   // DCGM_FI_DEV_FB_FREE + FB_USED, in bytes
+	Healthy     *prometheus.GaugeVec   // 1 healthy, 0 not
+	Allocated   *prometheus.GaugeVec   // 1 when a pod holds the GPU
+	XIDErrors   *prometheus.CounterVec // DCGM_FI_DEV_XID_ERRORS, as a counter per XID
+	NVMLUp      *prometheus.GaugeVec   // per node: 1 when NVML is available
+	// Per GPU that a TrainingJob's pod holds, labelled with the job: a job's figure is an
+	// aggregation, avg or sum by (namespace, training_job), with no join.
+	JobUtilization *prometheus.GaugeVec
+	JobMemoryUsed  *prometheus.GaugeVec
+	PollDuration   prometheus.Histogram
+	Publishes      *prometheus.CounterVec
+	PublishTime    *prometheus.HistogramVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	gpu := []string{labelNode, labelGPU, labelUUID, labelModel}
+	jobGPU := []string{labelNamespace, labelTrainingJob, labelPod, labelNode, labelGPU}
 	m := &Metrics{
 		Utilization: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "convoy_gpu_utilization_percent",
@@ -58,6 +68,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "convoy_gpu_xid_errors_total",
 			Help: "XID error events, by XID (DCGM_FI_DEV_XID_ERRORS).",
 		}, append(gpu, "xid")),
+		JobUtilization: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "trainingjob_gpu_utilization_percent",
+			Help: "Compute utilization of a GPU that a TrainingJob's pod holds, in percent: avg by (namespace, training_job) is the job's.",
+		}, jobGPU),
+		JobMemoryUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "trainingjob_gpu_memory_used_bytes",
+			Help: "GPU memory in use on a GPU that a TrainingJob's pod holds, in bytes: sum by (namespace, training_job) is the job's.",
+		}, jobGPU),
 		NVMLUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "convoy_node_agent_nvml_available",
 			Help: "1 when NVML initialised and listed the node's GPUs, 0 otherwise.",
@@ -78,7 +96,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"kind"}),
 	}
 	reg.MustRegister(m.Utilization, m.MemoryUsed, m.MemoryTotal, m.Healthy, m.Allocated, m.XIDErrors,
-		m.NVMLUp, m.PollDuration, m.Publishes, m.PublishTime)
+		m.JobUtilization, m.JobMemoryUsed, m.NVMLUp, m.PollDuration, m.Publishes, m.PublishTime)
 	return m
 }
 
@@ -103,8 +121,32 @@ func (m *Metrics) gpu(node string, index int32, uuid, model string) *gpuGauges {
 // forget drops every series of a node the agent no longer serves.
 func (m *Metrics) forget(node string) {
 	l := prometheus.Labels{labelNode: node}
-	for _, v := range []*prometheus.GaugeVec{m.Utilization, m.MemoryUsed, m.MemoryTotal, m.Healthy, m.Allocated, m.NVMLUp} {
+	for _, v := range []*prometheus.GaugeVec{m.Utilization, m.MemoryUsed, m.MemoryTotal, m.Healthy, m.Allocated, m.NVMLUp, m.JobUtilization, m.JobMemoryUsed} {
 		v.DeletePartialMatch(l)
 	}
 	m.XIDErrors.DeletePartialMatch(l)
+}
+
+// jobGauges are the per-job series of one GPU while a TrainingJob's pod holds it.
+type jobGauges struct {
+	values                  []string // namespace, training_job, pod, node, gpu
+	utilization, memoryUsed prometheus.Gauge
+}
+
+// setJob points GPU index's per-job series at the job whose pod holds it (job empty: none),
+// deleting the series of the job that held it before.
+func (m *Metrics) setJob(g **jobGauges, node string, index int32, namespace, job, pod string) {
+	values := []string{namespace, job, pod, node, strconv.Itoa(int(index))}
+	if *g != nil && slices.Equal((*g).values, values) {
+		return
+	}
+	if *g != nil {
+		m.JobUtilization.DeleteLabelValues((*g).values...)
+		m.JobMemoryUsed.DeleteLabelValues((*g).values...)
+		*g = nil
+	}
+	if job == "" {
+		return
+	}
+	*g = &jobGauges{values: values, utilization: m.JobUtilization.WithLabelValues(values...), memoryUsed: m.JobMemoryUsed.WithLabelValues(values...)}
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,6 +46,7 @@ type worker struct {
 	holders    podgpus.Holders
 	kubeletErr string
 	gauges     []*gpuGauges
+	jobGauges  []*jobGauges // by GPU index
 	heartbeat  time.Duration
 
 	seeded     bool
@@ -316,6 +318,30 @@ func (w *worker) report(node *corev1.Node, s *convoy.GPUNodeStatus, samples []gp
 		}
 		m.healthy.Set(boolFloat(g.Health == convoy.GPUHealthy))
 		m.held.Set(boolFloat(g.AllocatedTo != ""))
+		w.reportJob(i, g, samples)
+	}
+}
+
+// reportJob sets the per-job series of GPU i when a TrainingJob's pod holds it.
+func (w *worker) reportJob(i int, g convoy.GPUDevice, samples []gpuinfo.Sample) {
+	for len(w.jobGauges) <= i {
+		w.jobGauges = append(w.jobGauges, nil)
+	}
+	namespace, job, pod := "", "", ""
+	if ns, name, ok := strings.Cut(g.AllocatedTo, "/"); ok {
+		p := &corev1.Pod{}
+		if err := w.a.cache.Get(w.ctx, client.ObjectKey{Namespace: ns, Name: name}, p); err == nil {
+			namespace, job, pod = ns, p.Labels[convoy.LabelJobName], name
+		}
+	}
+	w.a.opts.Metrics.setJob(&w.jobGauges[i], w.name, g.Index, namespace, job, pod)
+	if jg := w.jobGauges[i]; jg != nil {
+		if g.Utilization != nil {
+			jg.utilization.Set(float64(*g.Utilization))
+		}
+		if i < len(samples) && samples[i].MemoryUsedMiB != nil {
+			jg.memoryUsed.Set(float64(*samples[i].MemoryUsedMiB << 20))
+		}
 	}
 }
 

@@ -95,10 +95,10 @@ func decide(o observation) plan {
 		clear(convoy.ConditionRunning, convoy.ReasonPodsRunning, "the gang is stopped")
 		clear(convoy.ConditionRestarting, convoy.ReasonPodsCreated, "the gang is stopped")
 	}
-	// deleteWhere deletes the pods that keep is false for and that are not already going.
+	// deleteWhere deletes the pods that keep is false for and that are not already going, each once.
 	deleteWhere := func(keep func(*corev1.Pod) bool) {
 		for _, pod := range o.pods {
-			if pod.DeletionTimestamp == nil && !keep(pod) {
+			if pod.DeletionTimestamp == nil && !keep(pod) && !slices.Contains(p.delete, pod) {
 				p.delete = append(p.delete, pod)
 			}
 		}
@@ -390,7 +390,9 @@ func decide(o observation) plan {
 			c.Reason == convoy.ReasonPodCreationFailed && len(p.create) > 0 {
 			reason, msg = c.Reason, c.Message
 		}
-		if placed, all := lastPlaced(slices.Collect(maps.Values(current))); all && len(current) == total {
+		// Only the gang's pods count: one it no longer has is deleted by this reconcile.
+		gangPods := slices.DeleteFunc(slices.Collect(maps.Values(current)), func(pod *corev1.Pod) bool { return !want[pod.Name] })
+		if placed, all := lastPlaced(gangPods); all && len(gangPods) == total {
 			timeout := startupTimeout(job)
 			if left := placed.Add(timeout).Sub(o.now); left <= 0 {
 				detail := "; " + cmp.Or(stuck, "no container reported why")

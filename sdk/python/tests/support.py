@@ -24,7 +24,7 @@ class Recorder:
 
     def __init__(self, tls_context=None):
         self.requests = []
-        self.answers = []  # status codes for the next requests; 204 once they run out
+        self.answers = []  # status codes, or (code, body), for the next requests; 204 once they run out
         self.lock = threading.Lock()
         recorder = self
 
@@ -33,8 +33,15 @@ class Recorder:
                 raw = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 with recorder.lock:
                     recorder.requests.append((self.path, dict(self.headers), json.loads(raw)))
-                    code = recorder.answers.pop(0) if recorder.answers else 204
-                if code == 204:
+                    answer = recorder.answers.pop(0) if recorder.answers else 204
+                code, body = answer if isinstance(answer, tuple) else (answer, None)
+                if body is not None:  # a reply with a body, as a later operator may send
+                    self.send_response(code)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                elif code == 204:
                     self.send_response(204)
                     self.end_headers()
                 else:
@@ -113,6 +120,34 @@ def set_environ(test, **values):
             os.environ.pop(name, None)
         else:
             os.environ[name] = value
+
+
+def watch_sigterm(test):
+    """Lets test send SIGTERM to this process (the SDK's handler installed), and forgets the SDK's
+    preemption state and puts the handler before it back afterwards. Returns a function that sends
+    SIGTERM and lets the handler run."""
+    import signal
+    import time
+
+    from convoy import _preempt
+
+    test.addCleanup(_preempt._reset)
+    _preempt.watch()
+
+    def sigterm():
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)  # the handler runs in the main thread at its next instruction
+
+    return sigterm
+
+
+def subprocess_run(test, code, timeout=60):
+    """Runs code in a new Python process with this environment and the package under test; fails
+    test unless it exits 0. Returns the CompletedProcess (stdout and stderr as text)."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(HERE), "src"))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout)
+    test.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+    return done
 
 
 def import_without(module, *missing):

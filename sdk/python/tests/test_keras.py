@@ -3,6 +3,8 @@ installed with a backend, from model.fit training a tiny model for 2 epochs."""
 
 import importlib.util
 import os
+import tempfile
+import types
 import unittest
 
 import support
@@ -29,6 +31,7 @@ class ReportingTest(unittest.TestCase):
         support.set_environ(self, CONVOY_PROGRESS_URL=self.server.url, **dict.fromkeys(support.RANK_VARS))
         convoy.configure(min_interval=0)  # every report posted, to see them all
         self.addCleanup(convoy.configure)
+        self.sigterm = support.watch_sigterm(self)
 
     def test_stand_in_fit(self):
         """The hooks called as model.fit(epochs=2, validation_data=...) calls them."""
@@ -48,6 +51,41 @@ class ReportingTest(unittest.TestCase):
         callback.params = {"epochs": 1}
         callback.on_epoch_end(0, {"loss": 0.9, "accuracy": 0.5})
         self.assertEqual(self.server.bodies("progress"), [{"epoch": 1, "totalEpochs": 1, "metrics": {"loss": 0.9, "accuracy": 0.5}}])
+
+    def fit_until_sigterm(self, callback):
+        """model.fit's hooks for 2 epochs of 4 batches, SIGTERM during the second batch of epoch 2;
+        what model.save was given goes in self.saved."""
+        self.saved = []
+        callback.model = types.SimpleNamespace(stop_training=False, save=self.saved.append)
+        callback.params = {"epochs": 2, "steps": 4}
+        for epoch in range(2):
+            callback.on_epoch_begin(epoch)
+            for batch in range(4):
+                if (epoch, batch) == (1, 1):
+                    self.sigterm()
+                callback.on_train_batch_end(batch, {"loss": 0.5})
+            callback.on_epoch_end(epoch, {"loss": 0.5})
+
+    def test_on_sigterm_saves_reports_and_exits_at_the_end_of_the_batch(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        os.environ["CONVOY_CHECKPOINT_URI"] = tmp.name
+        callback = convoy.keras._Reporting()
+        with self.assertRaises(SystemExit) as caught:
+            self.fit_until_sigterm(callback)
+        self.assertEqual(caught.exception.code, 143)
+        path = os.path.join(tmp.name, "convoy-epoch=1-batch=1.keras")
+        self.assertEqual(self.saved, [path])
+        self.assertEqual(self.server.bodies("checkpoint"), [{"path": path, "epoch": 1}])
+        self.assertTrue(callback.model.stop_training)
+        self.assertEqual([b["epoch"] for b in self.server.bodies("progress")], [1])
+
+    def test_without_a_checkpoint_directory_it_only_exits(self):
+        os.environ.pop("CONVOY_CHECKPOINT_URI", None)
+        with self.assertRaises(SystemExit), self.assertLogs("convoy") as logs:
+            self.fit_until_sigterm(convoy.keras._Reporting())
+        self.assertIn("not saving", "\n".join(logs.output))
+        self.assertEqual(self.server.bodies("checkpoint"), [])
 
     def test_only_rank_zero_reports(self):
         os.environ["RANK"] = "1"

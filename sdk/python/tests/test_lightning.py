@@ -52,15 +52,27 @@ class StandInTrainerTest(unittest.TestCase):
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
         self.dir = tmp.name
-        support.set_environ(self, CONVOY_PROGRESS_URL=self.server.url, **dict.fromkeys(support.RANK_VARS))
+        support.set_environ(self, CONVOY_PROGRESS_URL=self.server.url, CONVOY_CHECKPOINT_URI=self.dir,
+                            CONVOY_CHECKPOINT_RETENTION=None, CONVOY_RESUME_FROM=None, **dict.fromkeys(support.RANK_VARS))
         convoy.configure(min_interval=0)
         self.addCleanup(convoy.configure)
+        self.sigterm = support.watch_sigterm(self)
 
     def trainer(self, **kwargs):
-        values = dict(global_rank=0, current_epoch=0, max_epochs=2, global_step=0, callback_metrics={},
-                      checkpoint_callback=types.SimpleNamespace(last_model_path="", best_model_path=""))
+        values = dict(global_rank=0, world_size=1, current_epoch=0, max_epochs=2, global_step=0, callback_metrics={},
+                      checkpoint_callback=types.SimpleNamespace(last_model_path="", best_model_path="", dirpath=self.dir))
         values.update(kwargs)
-        return types.SimpleNamespace(**values)
+        trainer = types.SimpleNamespace(**values)
+
+        def save_checkpoint(path):  # Trainer.save_checkpoint, on every rank; rank 0 writes
+            trainer.saved.append(path)
+            if trainer.global_rank == 0:
+                with open(path, "w") as f:
+                    f.write("step %d" % trainer.global_step)
+
+        trainer.saved = []
+        trainer.save_checkpoint = save_checkpoint
+        return trainer
 
     def save(self, trainer, name):
         """What ModelCheckpoint does in its on_train_epoch_end, after the other callbacks'."""
@@ -69,11 +81,13 @@ class StandInTrainerTest(unittest.TestCase):
         trainer.checkpoint_callback.best_model_path = path
         return path
 
-    def epoch(self, callback, trainer, metrics):
+    def epoch(self, callback, trainer, metrics, sigterm_after=None):
         callback.on_train_epoch_start(trainer, None)
-        for _ in range(4):
-            callback.on_train_batch_end(trainer, None, {"loss": 0.5}, None, 0)
+        for batch in range(4):
             trainer.global_step += 1
+            if batch == sigterm_after:
+                self.sigterm()
+            callback.on_train_batch_end(trainer, None, {"loss": 0.5}, None, batch)
         trainer.callback_metrics = metrics
         callback.on_train_epoch_end(trainer, None)
 
@@ -133,6 +147,74 @@ class StandInTrainerTest(unittest.TestCase):
         self.save(trainer, "epoch=0-step=4.ckpt")
         callback.on_train_end(trainer, None)
         self.assertEqual(self.server.requests, [])
+
+
+    def test_on_sigterm_saves_reports_and_exits_at_the_end_of_the_batch(self):
+        os.environ["CONVOY_CHECKPOINT_RETENTION"] = "1"
+        callback = convoy.lightning._Reporting()
+        trainer = self.trainer()
+        callback.on_train_start(trainer, None)
+        self.epoch(callback, trainer, {"loss": 0.9})
+        best = self.save(trainer, "epoch=0-step=4.ckpt")
+        trainer.current_epoch = 1
+        with self.assertRaises(SystemExit) as caught:
+            self.epoch(callback, trainer, {"loss": 0.7}, sigterm_after=1)
+        self.assertEqual(caught.exception.code, 143)
+        last = os.path.join(self.dir, "convoy-epoch=1-step=6.ckpt")
+        self.assertEqual(trainer.saved, [last])
+        self.assertEqual(self.server.bodies("checkpoint"), [{"path": best, "epoch": 1}, {"path": last, "epoch": 1}])
+        # Retention 1: the last checkpoint, and the ModelCheckpoint's best, never deleted.
+        self.assertEqual(sorted(os.listdir(self.dir)), [".convoy-checkpoints.json", "convoy-epoch=1-step=6.ckpt", "epoch=0-step=4.ckpt"])
+        # Lightning then tears down: on_exception leaves the exit code as it is.
+        callback.on_exception(trainer, None, caught.exception)
+        self.assertEqual((caught.exception.code, trainer.saved), (143, [last]))
+
+    def test_every_rank_saves_and_only_rank_zero_reports(self):
+        trainer = self.trainer(global_rank=1)
+        callback = convoy.lightning._Reporting()
+        with self.assertRaises(SystemExit):
+            self.epoch(callback, trainer, {"loss": 0.7}, sigterm_after=0)
+        self.assertEqual(trainer.saved, [os.path.join(self.dir, "convoy-epoch=0-step=1.ckpt")])
+        self.assertEqual(self.server.requests, [])
+
+    def test_ranks_agree_on_what_to_do(self):
+        """A rank that has not seen SIGTERM saves and exits with the rank that has."""
+        decisions = []
+
+        def reduce_boolean_decision(decision, all=True):  # the other rank was sent SIGTERM
+            decisions.append((decision, all))
+            return True
+
+        trainer = self.trainer(world_size=2, strategy=types.SimpleNamespace(reduce_boolean_decision=reduce_boolean_decision))
+        with self.assertRaises(SystemExit) as caught:
+            convoy.lightning._Reporting().on_train_batch_end(trainer, None, None, None, 0)
+        self.assertEqual(caught.exception.code, 143)
+        self.assertEqual(decisions, [(False, False), (False, False)])
+        self.assertEqual(len(trainer.saved), 1)
+
+    def test_a_checkpoint_request_saves_and_training_goes_on(self):
+        callback = convoy.lightning._Reporting()
+        trainer = self.trainer()
+        callback.on_train_start(trainer, None)
+        convoy._preempt.request_checkpoint()  # as a reply of the operator's would
+        self.epoch(callback, trainer, {"loss": 0.9})
+        path = os.path.join(self.dir, "convoy-epoch=0-step=1.ckpt")
+        self.assertEqual((trainer.saved, self.server.bodies("checkpoint")), ([path], [{"path": path, "epoch": 0}]))
+        self.assertFalse(convoy.should_checkpoint())
+
+    def test_lightnings_own_sigterm_exit_saves_and_exits_143(self):
+        """Lightning raises SIGTERMException (a SystemExit of code None, exit status 0) after a
+        validation that SIGTERM came during: on_exception saves and makes it 143."""
+        callback = convoy.lightning._Reporting()
+        trainer = self.trainer(global_step=4)
+        self.sigterm()
+        exception = SystemExit()
+        callback.on_exception(trainer, None, exception)
+        self.assertEqual(exception.code, 143)
+        self.assertEqual(trainer.saved, [os.path.join(self.dir, "convoy-epoch=0-step=4.ckpt")])
+        other = ValueError("not a stop")
+        callback.on_exception(trainer, None, other)
+        self.assertEqual(len(trainer.saved), 1)
 
 
 @unittest.skipUnless(HAVE_LIGHTNING, "needs lightning (pip install lightning)")

@@ -53,17 +53,30 @@ class StandInTrainerTest(unittest.TestCase):
         tmp = tempfile.TemporaryDirectory()
         self.addCleanup(tmp.cleanup)
         self.args = types.SimpleNamespace(output_dir=tmp.name, num_train_epochs=2.0)
-        support.set_environ(self, CONVOY_PROGRESS_URL=self.server.url, **dict.fromkeys(support.RANK_VARS))
+        support.set_environ(self, CONVOY_PROGRESS_URL=self.server.url, CONVOY_CHECKPOINT_URI=tmp.name,
+                            CONVOY_CHECKPOINT_RETENTION=None, CONVOY_RESUME_FROM=None, **dict.fromkeys(support.RANK_VARS))
         convoy.configure(min_interval=0)
         self.addCleanup(convoy.configure)
+        self.sigterm = support.watch_sigterm(self)
 
-    def train(self, callback, state, save=True):
+    def step(self, callback, state, control=None):
+        """The end of a training step: on_step_end, then the save it asked for, as the Trainer does."""
+        control = control or types.SimpleNamespace(should_save=False)
+        callback.on_step_end(self.args, state, control)
+        if control.should_save:
+            os.makedirs(os.path.join(self.args.output_dir, "checkpoint-%d" % state.global_step), exist_ok=True)
+            callback.on_save(self.args, state, control)
+
+    def train(self, callback, state, save=True, sigterm_at=None):
         args = self.args
         for epoch, (step_loss, loss, eval_loss, eval_accuracy) in enumerate([(0.88, 0.8, 1.1, 0.6), (0.84, 0.7, 1.0, 0.7)]):
             callback.on_epoch_begin(args, state, None)
             for step in range(1, 5):
                 state.global_step += 1
                 state.epoch = epoch + step / 4
+                if state.global_step == sigterm_at:
+                    self.sigterm()
+                self.step(callback, state)
                 if step == 2:
                     callback.on_log(args, state, None, logs={"loss": step_loss, "learning_rate": 0.001, "epoch": state.epoch})
             callback.on_epoch_end(args, state, None)
@@ -108,6 +121,40 @@ class StandInTrainerTest(unittest.TestCase):
     def test_only_the_main_process_reports(self):
         self.train(convoy.transformers._Reporting(), self.state(is_world_process_zero=False))
         self.assertEqual(self.server.requests, [])
+
+
+    def test_on_sigterm_saves_reports_and_exits_at_the_end_of_the_step(self):
+        os.environ["CONVOY_CHECKPOINT_RETENTION"] = "1"
+        callback, state = convoy.transformers._Reporting(), self.state()
+        with self.assertRaises(SystemExit) as caught:
+            self.train(callback, state, sigterm_at=6)
+        self.assertEqual(caught.exception.code, 143)
+        self.assertEqual(state.global_step, 6)
+        self.assertEqual(self.server.bodies("checkpoint"), [
+            {"path": os.path.join(self.args.output_dir, "checkpoint-4"), "epoch": 1},
+            {"path": os.path.join(self.args.output_dir, "checkpoint-6"), "epoch": 1},
+        ])
+        self.assertEqual(sorted(os.listdir(self.args.output_dir)), [".convoy-checkpoints.json", "checkpoint-6"])
+
+    def test_retention_keeps_the_best_checkpoint(self):
+        os.environ["CONVOY_CHECKPOINT_RETENTION"] = "1"
+        state = self.state(best_model_checkpoint=os.path.join(self.args.output_dir, "checkpoint-4"))
+        self.train(convoy.transformers._Reporting(), state)
+        self.assertEqual(sorted(os.listdir(self.args.output_dir)), [".convoy-checkpoints.json", "checkpoint-4", "checkpoint-8"])
+
+    def test_every_process_exits_and_only_the_main_one_reports(self):
+        with self.assertRaises(SystemExit):
+            self.train(convoy.transformers._Reporting(), self.state(is_world_process_zero=False), sigterm_at=1)
+        self.assertTrue(os.path.isdir(os.path.join(self.args.output_dir, "checkpoint-1")))  # the Trainer saved
+        self.assertEqual(self.server.requests, [])
+
+    def test_a_checkpoint_request_saves_and_training_goes_on(self):
+        callback, state = convoy.transformers._Reporting(), self.state()
+        convoy._preempt.request_checkpoint()  # as a reply of the operator's would
+        self.train(callback, state)
+        self.assertEqual([c["path"] for c in self.server.bodies("checkpoint")],
+                         [os.path.join(self.args.output_dir, "checkpoint-%d" % s) for s in (1, 4, 8)])
+        self.assertEqual(self.server.bodies("progress")[-1]["epoch"], 2)
 
 
 def accuracy(prediction):

@@ -6,7 +6,9 @@ and find the checkpoint directory and the checkpoint to resume from. Standard li
     convoy.checkpoint_saved(path, epoch=3)
 
 Outside a Convoy pod (no CONVOY_PROGRESS_URL) the reporting calls do nothing. They never raise:
-failures are warnings on the "convoy" logger.
+failures are warnings on the "convoy" logger. checkpoint_saved also keeps only the newest
+CONVOY_CHECKPOINT_RETENTION checkpoints in the checkpoint directory. On SIGTERM, should_checkpoint()
+turns True and the callbacks registered with on_preempt run, to save a last checkpoint.
 
 Callbacks that report from a framework's training loop: convoy.lightning, convoy.transformers and
 convoy.keras (import them by name; each needs its framework only when its callback is constructed).
@@ -14,12 +16,14 @@ convoy.keras (import them by name; each needs its framework only when its callba
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from typing import Iterable, Mapping, Optional
 
 from ._checkpoint import checkpoint_dir, checkpoint_frequency, checkpoint_retention, checkpoint_uri, resume_from
+from ._preempt import PREEMPTED_EXIT_CODE, on_preempt, preempted, should_checkpoint
 from ._report import DEFAULT_MIN_INTERVAL, Reporter, progress_body, rank
 
 __all__ = [
+    "PREEMPTED_EXIT_CODE",
     "Reporter",
     "checkpoint_dir",
     "checkpoint_frequency",
@@ -27,10 +31,13 @@ __all__ = [
     "checkpoint_saved",
     "checkpoint_uri",
     "configure",
+    "on_preempt",
+    "preempted",
     "progress_body",
     "rank",
     "report",
     "resume_from",
+    "should_checkpoint",
 ]
 
 __version__ = "0.1.0"
@@ -63,9 +70,12 @@ def report(
     return _reporter.report(epoch, total_epochs, step, metrics, final=final, all_ranks=all_ranks)
 
 
-def checkpoint_saved(path: str, epoch: int, metrics: Optional[Mapping[str, float]] = None, *, all_ranks: bool = False) -> bool:
+def checkpoint_saved(path: str, epoch: int, metrics: Optional[Mapping[str, float]] = None, *, all_ranks: bool = False,
+                     keep: Iterable[str] = ()) -> bool:
     """Posts a checkpoint, written completely at path after epoch, to $CONVOY_PROGRESS_URL/checkpoint:
     a restarted gang gets path back as CONVOY_RESUME_FROM. metrics, when given, are reported first
-    as progress for that epoch. Only rank 0 posts unless all_ranks. Returns True when the operator
-    recorded it; never raises."""
-    return _reporter.checkpoint_saved(path, epoch, metrics, all_ranks=all_ranks)
+    as progress for that epoch. When path is in checkpoint_dir(), it is listed there and only the
+    newest checkpoint_retention() of the checkpoints listed are kept, besides the one resumed from,
+    the newest one the operator recorded and those in keep. Only rank 0 posts and deletes unless
+    all_ranks. Returns True when the operator recorded it; never raises."""
+    return _reporter.checkpoint_saved(path, epoch, metrics, all_ranks=all_ranks, keep=keep)

@@ -7,6 +7,7 @@ import logging
 import os
 from typing import Any, Dict, Mapping, Optional
 
+from . import _preempt
 from ._checkpoint import ENV_RESUME_FROM, resume_from
 
 log = logging.getLogger("convoy")
@@ -67,6 +68,29 @@ def _number(value: Any) -> Optional[float]:
         return None
 
 
+# What a step boundary asks of a callback, from should_checkpoint() and preempted(): nothing, a
+# checkpoint (the operator asked for one), or a last checkpoint and then the end of the process
+# (SIGTERM). Ordered, so that ranks agree on the most urgent with a maximum.
+NOTHING, CHECKPOINT, PREEMPTED = 0, 1, 2
+
+
+def wanted() -> int:
+    """What this process is asked to do at this step boundary (NOTHING, CHECKPOINT or PREEMPTED)."""
+    if not _preempt.should_checkpoint():
+        return NOTHING
+    return PREEMPTED if _preempt.preempted() else CHECKPOINT
+
+
+def checkpoint_done(what: int) -> None:
+    """After the checkpoint a step boundary asked for: the operator's request is met; on SIGTERM the
+    process ends with PREEMPTED_EXIT_CODE (SystemExit, so the framework's own clean-up runs), as the
+    signal would have ended it: a worker that exits 0 counts as succeeded."""
+    _preempt.checkpoint_taken()
+    if what == PREEMPTED:
+        log.warning("convoy: last checkpoint saved; exiting with %d", _preempt.PREEMPTED_EXIT_CODE)
+        raise SystemExit(_preempt.PREEMPTED_EXIT_CODE)
+
+
 def resume_path() -> Optional[str]:
     """convoy.resume_from() when it is a file or directory on this machine, else None (with a
     warning when CONVOY_RESUME_FROM names something that is not there)."""
@@ -94,6 +118,7 @@ def callback_class(reporting: type, base: Optional[type], missing: str, doc: str
         class ConvoyCallback(reporting, base):  # type: ignore[valid-type,misc]
             def __init__(self, metric_names: Optional[Mapping[str, str]] = None):
                 super().__init__(metric_names)
+                _preempt.watch()  # SIGTERM is watched from here on (the main thread, as a rule)
 
     ConvoyCallback.__doc__ = doc
     ConvoyCallback.__module__ = reporting.__module__

@@ -13,7 +13,9 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from typing import Callable, Mapping, Optional
+from typing import Callable, Iterable, Mapping, Optional
+
+from . import _preempt, _retention
 
 log = logging.getLogger("convoy")
 
@@ -107,16 +109,25 @@ class Reporter:
         metrics: Optional[Mapping[str, float]] = None,
         *,
         all_ranks: bool = False,
+        keep: Iterable[str] = (),
     ) -> bool:
         """Reports a checkpoint written completely at path, taken after epoch; a restarted gang gets
         path back as CONVOY_RESUME_FROM. metrics, when given, go first in a progress report for the
-        same epoch. True when the operator recorded the checkpoint."""
+        same epoch. Then, when path is in checkpoint_dir(), enforces the retention there (the
+        checkpoints in keep are not deleted). Rank 0 only unless all_ranks, also outside Convoy
+        for the retention. True when the operator recorded the checkpoint."""
         try:
-            if not self._active(all_ranks):
+            if not (all_ranks or rank(self.env) == 0):
                 return False
-            if metrics:
-                self.report(epoch=epoch, metrics=metrics, all_ranks=all_ranks)
-            return self._post("checkpoint", {"path": os.fspath(path), "epoch": int(epoch)})
+            _preempt.checkpoint_taken()
+            reporting = bool(self.env.get(ENV_URL))
+            recorded = False
+            if reporting:
+                if metrics:
+                    self.report(epoch=epoch, metrics=metrics, all_ranks=all_ranks)
+                recorded = self._post("checkpoint", {"path": os.fspath(path), "epoch": int(epoch)})
+            _retention.track(path, epoch, recorded, reporting, keep, env=self.env)
+            return recorded
         except Exception:  # never into the training loop
             log.warning("convoy: reporting a checkpoint failed", exc_info=True)
             return False
@@ -160,7 +171,8 @@ class Reporter:
         try:
             req = urllib.request.Request(url, data=data, headers=headers, method="POST")
             with urllib.request.urlopen(req, timeout=self.timeout, context=context) as resp:
-                resp.read()
+                reply = resp.read(4096)
+            _preempt.read_reply(reply)  # 204 and no body today; see read_reply
             return None
         except urllib.error.HTTPError as e:
             message = _read_message(e)

@@ -9,9 +9,10 @@ constructing ConvoyCallback then raises ImportError.
 
 from __future__ import annotations
 
+import os
 from typing import Any, Mapping, Optional
 
-from . import _callbacks, report
+from . import _callbacks, checkpoint_dir, checkpoint_saved, rank, report
 
 _missing = ""  # why the framework did not import
 try:
@@ -37,6 +38,26 @@ class _Reporting:
         super().__init__()
         self._metrics = _callbacks.Metrics(DEFAULT_METRIC_NAMES if metric_names is None else metric_names)
         self._epoch: Optional[int] = None
+        self._epoch_index = 0  # the epoch fit is in, counted from 0: the epochs completed
+
+    def on_epoch_begin(self, epoch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
+        self._epoch_index = epoch
+
+    def on_train_batch_end(self, batch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
+        what = _callbacks.wanted()
+        if what == _callbacks.NOTHING:
+            return
+        # Asked for a checkpoint (SIGTERM): the model as this batch left it, saved by rank 0.
+        directory = checkpoint_dir()
+        if directory is None:
+            _callbacks.log.warning("convoy: no checkpoint directory (convoy.checkpoint_dir()); not saving")
+        elif rank() == 0:
+            path = os.path.join(os.path.abspath(directory), "convoy-epoch=%d-batch=%d.keras" % (self._epoch_index, batch))
+            self.model.save(path)
+            checkpoint_saved(path, self._epoch_index)
+        if what == _callbacks.PREEMPTED:
+            self.model.stop_training = True
+        _callbacks.checkpoint_done(what)
 
     def on_epoch_end(self, epoch: int, logs: Optional[Mapping[str, Any]] = None) -> None:
         self._epoch = epoch + 1  # Keras counts epochs from 0
@@ -57,4 +78,8 @@ epoch's logs (loss and the compiled metrics, with val_ ones when fit validates),
 metric_names (default DEFAULT_METRIC_NAMES: val_loss as loss and val_accuracy as accuracy,
 which the job's success policy watches; other names are kept); and a final report when
 training ends. Only rank 0 reports (convoy.rank()).
+
+When convoy.should_checkpoint() turns True (SIGTERM), rank 0 saves the model with model.save
+at the end of the batch, as convoy-epoch=<E>-batch=<B>.keras in convoy.checkpoint_dir(),
+reports it, and the process ends with convoy.PREEMPTED_EXIT_CODE.
 """)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Optional, Tuple
 
-from . import _callbacks, checkpoint_saved, report
+from . import _callbacks, _preempt, checkpoint_dir, checkpoint_saved, report
 
 _missing = ""  # why the framework did not import
 try:
@@ -50,6 +50,7 @@ class _Reporting:
         self._metrics = _callbacks.Metrics(metric_names)
         self._checkpoint: Optional[Tuple[str, int]] = None  # the latest checkpoint known: path, mtime
         self._trained = False  # whether a training batch ran since the last epoch report
+        self._saved_step: Optional[int] = None  # the step of the last checkpoint saved on request
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         # A checkpoint already there (the one fit resumed from) is not reported again.
@@ -64,6 +65,36 @@ class _Reporting:
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         self._trained = True
+        what = _agree(trainer, _callbacks.wanted())
+        if what != _callbacks.NOTHING:
+            self._save_now(trainer)
+            _callbacks.checkpoint_done(what)
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        # Lightning's own SIGTERM handling (SIGTERMException, a SystemExit) ends fit after a batch or
+        # a validation that our on_train_batch_end did not see the signal at: save there when no
+        # other rank has to take part, and exit as preempted, not with 0.
+        if not isinstance(exception, SystemExit) or not _preempt.preempted():
+            return
+        if getattr(trainer, "world_size", 1) == 1 and self._saved_step != trainer.global_step:
+            self._save_now(trainer)
+        if not exception.code:
+            exception.code = _preempt.PREEMPTED_EXIT_CODE
+
+    def _save_now(self, trainer: Any) -> None:
+        """Saves a checkpoint of the step just ended with trainer.save_checkpoint (on every rank: it
+        waits for the others) in the ModelCheckpoint's directory or else convoy.checkpoint_dir(), and
+        reports it."""
+        self._saved_step = trainer.global_step
+        callback = getattr(trainer, "checkpoint_callback", None)
+        directory = getattr(callback, "dirpath", None) or checkpoint_dir()
+        if not directory:
+            _callbacks.log.warning("convoy: no checkpoint directory (ModelCheckpoint's dirpath or convoy.checkpoint_dir()); not saving")
+            return
+        path = os.path.abspath(os.path.join(directory, "convoy-epoch=%d-step=%d.ckpt" % (trainer.current_epoch, trainer.global_step)))
+        trainer.save_checkpoint(path)
+        if _leader(trainer):
+            checkpoint_saved(path, trainer.current_epoch, keep=_best(trainer))
 
     def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
         if not _leader(trainer):
@@ -87,11 +118,29 @@ class _Reporting:
         latest = _latest_checkpoint(trainer)
         if latest is not None and latest != self._checkpoint:
             self._checkpoint = latest
-            checkpoint_saved(os.path.abspath(latest[0]), epoch)
+            checkpoint_saved(os.path.abspath(latest[0]), epoch, keep=_best(trainer))
 
 
 def _leader(trainer: Any) -> bool:
     return getattr(trainer, "global_rank", 0) == 0
+
+
+def _agree(trainer: Any, what: int) -> int:
+    """The most urgent of what the ranks are asked, so that all save together and stop together:
+    with several ranks, one reduction per step (strategy.reduce_boolean_decision), a second one
+    when a checkpoint is asked for."""
+    if getattr(trainer, "world_size", 1) <= 1:
+        return what
+    decide = trainer.strategy.reduce_boolean_decision
+    if not decide(what != _callbacks.NOTHING, all=False):
+        return _callbacks.NOTHING
+    return _callbacks.PREEMPTED if decide(what == _callbacks.PREEMPTED, all=False) else _callbacks.CHECKPOINT
+
+
+def _best(trainer: Any) -> Tuple[str, ...]:
+    """The ModelCheckpoint's best checkpoint, which retention leaves alone."""
+    path = getattr(getattr(trainer, "checkpoint_callback", None), "best_model_path", "")
+    return (path,) if path else ()
 
 
 def _total_epochs(trainer: Any) -> Optional[int]:
@@ -121,6 +170,11 @@ global step and trainer.callback_metrics (what the LightningModule logged with s
 numbers, renamed by metric_names: {"val_acc": "accuracy"} reports val_acc as accuracy, which
 the job's success policy watches, as it does loss; other names are kept. Each checkpoint the
 trainer's ModelCheckpoint writes (its last_model_path, or else its best_model_path) is
-reported with checkpoint_saved once the file is there, and a final report is sent when
-training ends. Only the process of global rank 0 reports.
+reported with checkpoint_saved once the file is there (its best_model_path is never deleted
+by retention), and a final report is sent when training ends. Only the process of global
+rank 0 reports.
+
+When convoy.should_checkpoint() turns True (SIGTERM), it saves a checkpoint at the end of
+the training batch, convoy-epoch=<E>-step=<S>.ckpt in the ModelCheckpoint's dirpath or else
+convoy.checkpoint_dir(), reports it, and ends the process with convoy.PREEMPTED_EXIT_CODE.
 """)

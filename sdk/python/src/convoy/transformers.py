@@ -59,6 +59,7 @@ class _Reporting:
         # that follow it, until the next epoch begins or training ends.
         self._epoch_ended = False
         self._checkpoint: Optional[str] = None  # the latest checkpoint reported
+        self._asked = _callbacks.NOTHING  # what the checkpoint being saved at this step was asked for
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> None:
         metrics = self._metrics.update(logs)
@@ -75,19 +76,44 @@ class _Reporting:
                 report(epoch=_epochs(state), total_epochs=_total_epochs(args, state), step=state.global_step,
                        metrics=dict(self._metrics.values))
 
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # Asked for a checkpoint (SIGTERM): the Trainer saves one right after this hook.
+        self._asked = _agree(_callbacks.wanted())
+        if self._asked != _callbacks.NOTHING:
+            control.should_save = True
+
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        if not _leader(state):
-            return
         path = os.path.abspath(os.path.join(args.output_dir, "checkpoint-%d" % state.global_step))
-        if os.path.isdir(path) and path != self._checkpoint:  # not again when saved twice at one step
+        if _leader(state) and os.path.isdir(path) and path != self._checkpoint:  # not again when saved twice at one step
             self._checkpoint = path
-            checkpoint_saved(path, _epochs(state))
+            best = getattr(state, "best_model_checkpoint", None)
+            checkpoint_saved(path, _epochs(state), keep=(best,) if best else ())
+        asked, self._asked = self._asked, _callbacks.NOTHING
+        if asked != _callbacks.NOTHING:
+            _callbacks.checkpoint_done(asked)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._epoch_ended = False
         if _leader(state):
             report(epoch=_epochs(state), total_epochs=_total_epochs(args, state), step=state.global_step,
                    metrics=dict(self._metrics.values), final=True)
+
+
+def _agree(what: int) -> int:
+    """The most urgent of what every process is asked (a maximum over them, one small all-reduce
+    per step when torch.distributed runs several), so that all save together and stop together."""
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return what
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() <= 1:
+        return what
+    import torch
+
+    device = torch.device("cuda", torch.cuda.current_device()) if dist.get_backend() == "nccl" else torch.device("cpu")
+    agreed = torch.tensor(what, device=device)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
+    return int(agreed.item())
 
 
 def _leader(state: Any) -> bool:
@@ -115,6 +141,10 @@ metric, renamed by metric_names (default DEFAULT_METRIC_NAMES: eval_loss as loss
 eval_accuracy as accuracy, which the job's success policy watches; other names are kept).
 The logs, evaluation and checkpoint at the end of an epoch go in one report for that epoch.
 Each checkpoint-<step> directory the Trainer saves in args.output_dir is reported with
-checkpoint_saved, and a final report is sent when training ends. Only the main process
-(state.is_world_process_zero) reports.
+checkpoint_saved (state.best_model_checkpoint is never deleted by retention), and a final
+report is sent when training ends. Only the main process (state.is_world_process_zero)
+reports.
+
+When convoy.should_checkpoint() turns True (SIGTERM), it has the Trainer save a checkpoint at
+the end of the step, reports it, and ends the process with convoy.PREEMPTED_EXIT_CODE.
 """)

@@ -193,13 +193,14 @@ class TrainTest(unittest.TestCase):
         # A checkpoint every epoch (CONVOY_CHECKPOINT_FREQUENCY=1), written completely.
         checkpoints = self.endpoint.bodies("checkpoint")
         self.assertEqual(checkpoints, [{"path": os.path.join(self.checkpoints, "epoch-%d.pt" % e), "epoch": e} for e in (1, 2, 3)])
-        self.assertEqual(sorted(os.listdir(self.checkpoints)), ["epoch-1.pt", "epoch-2.pt", "epoch-3.pt"])
+        # The SDK lists the checkpoints it was told of, for the retention.
+        self.assertEqual(sorted(os.listdir(self.checkpoints)), [".convoy-checkpoints.json", "epoch-1.pt", "epoch-2.pt", "epoch-3.pt"])
 
     def test_resumes_after_a_worker_is_killed(self):
         endpoint = Endpoint()
         self.addCleanup(endpoint.close)
         checkpoints = os.path.join(self.tmp, "killed", "ns", "digits")
-        gang = Gang(self.tmp, self.env(endpoint, checkpoints, CONVOY_EXAMPLE_EPOCH_SLEEP="1"))
+        gang = Gang(self.tmp, self.env(endpoint, checkpoints, CONVOY_EXAMPLE_EPOCH_SLEEP="1", CONVOY_CHECKPOINT_RETENTION="1"))
         self.addCleanup(gang.kill)
         gang.wait_for(lambda: endpoint.bodies("checkpoint"))
         gang.procs[1].kill()
@@ -212,7 +213,8 @@ class TrainTest(unittest.TestCase):
 
         # The operator restarts the gang with CONVOY_RESUME_FROM, the latest checkpoint reported.
         latest = endpoint.bodies("checkpoint")[-1]
-        restarted = Gang(self.tmp, self.env(endpoint, checkpoints, CONVOY_RESUME_FROM=latest["path"]))
+        self.assertEqual(sorted(os.listdir(checkpoints)), [".convoy-checkpoints.json", os.path.basename(latest["path"])])
+        restarted = Gang(self.tmp, self.env(endpoint, checkpoints, CONVOY_RESUME_FROM=latest["path"], CONVOY_CHECKPOINT_RETENTION="1"))
         self.addCleanup(restarted.kill)
         self.assertEqual(restarted.wait(), {0: 0, 1: 0}, restarted.dump())
         uninterrupted = epoch_lines(self.gang.log(0), 0)
@@ -223,6 +225,8 @@ class TrainTest(unittest.TestCase):
             self.assertEqual(sorted(epochs), list(range(latest["epoch"] + 1, EPOCHS + 1)), log)
             # Model, optimizer and data order resume exactly: the same numbers as without the kill.
             self.assertEqual(epochs, {e: uninterrupted[e] for e in epochs}, log)
+        # CONVOY_CHECKPOINT_RETENTION=1: the newest checkpoint, and the one resumed from.
+        self.assertEqual(sorted(os.listdir(checkpoints)), sorted([".convoy-checkpoints.json", os.path.basename(latest["path"]), "epoch-%d.pt" % EPOCHS]))
 
     def test_resumes_from_the_newest_checkpoint_without_resume_from(self):
         checkpoints = os.path.join(self.tmp, "newest", "ns", "digits")

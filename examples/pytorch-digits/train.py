@@ -169,18 +169,14 @@ def newest_checkpoint(directory):
 
 
 def save_checkpoint(directory, epoch, net, optimizer, metrics):
-    """Writes epoch-<N>.pt atomically (a reader never sees half a file) and keeps the newest
-    CONVOY_CHECKPOINT_RETENTION of them."""
+    """Writes epoch-<N>.pt atomically (a reader never sees half a file). convoy.checkpoint_saved, once
+    told of it, keeps the newest CONVOY_CHECKPOINT_RETENTION of those it was told of."""
     path = os.path.join(directory, f"epoch-{epoch}.pt")
     with open(path + ".tmp", "wb") as f:
         torch.save({"epoch": epoch, "model": net.state_dict(), "optimizer": optimizer.state_dict(), "metrics": metrics}, f)
         f.flush()
         os.fsync(f.fileno())
     os.replace(path + ".tmp", path)
-    keep = convoy.checkpoint_retention()
-    if keep:
-        for old in checkpoints(directory)[:-keep]:
-            os.remove(old)
     return path
 
 

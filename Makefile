@@ -14,9 +14,9 @@ export KUBEBUILDER_ASSETS := $(BIN)
 TRACE_DIR    ?= ../shared/traces/alibaba-gpu-2023
 UNIT_PKGS     = $(shell $(GO) list ./... | grep -v '/test/') ./test/bench/trace ./test/bench/scheduler
 # Packages whose tests start the real control plane from test/framework.
-INTEG_PKGS    = $(shell $(GO) list ./test/... | grep -v -e '/test/cmd/' -e '/test/e2e' -e '/test/bench/')
+INTEG_PKGS    = $(shell $(GO) list ./test/... | grep -v -e '/test/cmd/' -e '/test/e2e' -e '/test/bench/' -e '/test/chaos')
 # The whole stack (Kueue, operator, scheduler, node agents) end to end, on kwok's fake nodes.
-E2E_PKGS      = $(shell $(GO) list ./test/e2e/... | grep -v -e '/test/e2e/realnode')
+E2E_PKGS      = $(shell $(GO) list ./test/e2e/... | grep -v -e '/test/e2e/realnode') ./test/chaos
 # The real-node tier: real kubelets, containerd and containers from Convoy's images.
 REAL_PKGS     = ./test/e2e/realnode
 # What real nodes need from Debian (test/framework/realnode.go's RealNodeBinaries).
@@ -125,6 +125,10 @@ bench-trace: ## The Alibaba GPU trace of 2023 (TRACE_DIR) filling its 1,523 node
 .PHONY: bench-queue
 bench-queue: bin ## Admission rate of 1,000 TrainingJobs vs 1,000 batch/v1 Jobs through the same Kueue.
 	$(GO) test ./test/bench/queue -run '^$$' -bench BenchmarkAdmission -benchtime 1x -timeout 40m
+
+.PHONY: chaos
+chaos: bin ## Faults while TrainingJobs run (operator and scheduler SIGKILLed, leader failover, API server restarted, Kueue down), counted as a table: test/chaos/README.md.
+	$(GO) run ./test/cmd/chaos
 
 ##@ Demo
 

@@ -50,7 +50,7 @@ func TestMain(m *testing.M) {
 }
 
 const (
-	// timeout bounds every wait; the operator's restarted leader waits out a 15 s Lease.
+	// timeout bounds every wait; the operator's restarted leader waits out a 10 s Lease (deploy/operator).
 	timeout = 90 * time.Second
 	product = "NVIDIA-H100-80GB-HBM3"
 	// flavor is deploy/queue's ResourceFlavor of on-demand H100 nodes.

@@ -106,6 +106,7 @@ type Cluster struct {
 	mu      sync.Mutex
 	procs   map[string]*proc
 	order   []*proc
+	ended   map[string]*proc // by name, the last process StopProcess or KillProcess ended
 	stopped bool
 }
 

@@ -34,8 +34,9 @@ type Process struct {
 // proc is a running Process and what its waiter goroutine learned.
 type proc struct {
 	Process
-	done chan struct{} // closed once the process has exited and been reaped
-	err  error         // the exit status; read only after done is closed
+	args, env []string      // the command line and environment StartProcess was given
+	done      chan struct{} // closed once the process has exited and been reaped
+	err       error         // the exit status; read only after done is closed
 }
 
 // stopGrace is how long Stop lets a process shut down after SIGTERM before it kills the group.
@@ -83,6 +84,8 @@ func (c *Cluster) StartProcess(name, binary string, args []string, env []string)
 	}
 	p := &proc{
 		Process: Process{Name: name, Binary: path, Pid: cmd.Process.Pid, LogFile: logFile},
+		args:    args,
+		env:     env,
 		done:    make(chan struct{}),
 	}
 	go func() {
@@ -104,8 +107,47 @@ func (c *Cluster) StopProcess(name string) error {
 		return fmt.Errorf("no process named %q", name)
 	}
 	p.stop(stopGrace)
+	return c.forget(p)
+}
+
+// KillProcess ends the process called name as a crash or the OOM killer would: SIGKILL to its
+// process group, with no SIGTERM and no grace period, so it cannot release a leader-election Lease
+// or finish a request. It waits until the process is reaped and forgets it, like StopProcess;
+// RestartProcess starts it again.
+func (c *Cluster) KillProcess(name string) error {
+	c.mu.Lock()
+	p := c.procs[name]
+	c.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("no process named %q", name)
+	}
+	_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+	<-p.done
+	return c.forget(p)
+}
+
+// RestartProcess starts again, with the same binary, arguments and environment, the process called
+// name that StopProcess or KillProcess ended. Like StartProcess it does not wait for it to be ready.
+func (c *Cluster) RestartProcess(name string) error {
+	c.mu.Lock()
+	p := c.ended[name]
+	c.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("no ended process named %q", name)
+	}
+	return c.StartProcess(name, p.Binary, p.args, p.env)
+}
+
+// forget drops the ended process p from the running ones and remembers its command line for
+// RestartProcess.
+func (c *Cluster) forget(p *proc) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	name := p.Name
+	if c.ended == nil {
+		c.ended = map[string]*proc{}
+	}
+	c.ended[name] = p
 	delete(c.procs, name)
 	// A new slice: Stop may be iterating over the old one.
 	c.order = slices.DeleteFunc(slices.Clone(c.order), func(q *proc) bool { return q == p })

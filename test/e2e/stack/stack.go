@@ -14,6 +14,7 @@ package stack
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -23,6 +24,7 @@ import (
 	"strings"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,6 +69,13 @@ type Options struct {
 	// deployed, at https://convoy-operator-progress.convoy-system.svc, a Service whose endpoint is
 	// the operator's address on the node bridge.
 	PodNetwork bool
+	// Replicas of the operator and of the scheduler, as deploy/ runs two: each replica is a process
+	// of its own with leader election on; 1 when zero. The first of each is the process Operator or
+	// Scheduler, the others Operator+"-2", and so on (Replicas lists them). With more than one, the
+	// API server and pods reach the operator's queue webhook and progress endpoint through a local
+	// relay to whichever replica accepts the connection, as they would through their Services.
+	// Not with PodNetwork.
+	Replicas int
 	// Log receives one line per step; nothing when nil.
 	Log func(format string, args ...any)
 }
@@ -90,12 +99,16 @@ type Stack struct {
 	// release's binaries in an upgrade test.
 	OperatorBinary, SchedulerBinary string
 
-	operatorArgs  []string
-	operatorEnv   []string
-	schedulerArgs []string
-	operatorReady string
-	schedReady    string
-	log           func(format string, args ...any)
+	// replicas are the operator's and the scheduler's processes, by name.
+	replicas map[string]*replica
+	log      func(format string, args ...any)
+}
+
+// replica is one process of the operator or the scheduler.
+type replica struct {
+	operator  bool
+	args, env []string
+	ready     string
 }
 
 // Start installs deploy/ on c and starts Kueue and Convoy's components; they run until c stops.
@@ -107,7 +120,11 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Stack, err
 	if err != nil {
 		return nil, err
 	}
-	s := &Stack{Cluster: c, Root: root, log: opts.Log}
+	s := &Stack{Cluster: c, Root: root, log: opts.Log, replicas: map[string]*replica{}}
+	replicas := max(opts.Replicas, 1)
+	if replicas > 1 && opts.PodNetwork {
+		return nil, errors.New("stack: Replicas with PodNetwork: pods would reach one replica's progress endpoint only")
+	}
 	if s.log == nil {
 		s.log = func(string, ...any) {}
 	}
@@ -146,20 +163,20 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Stack, err
 	}
 	s.log("deploy/ RBAC, queues and priority classes applied (%.1fs)", time.Since(began).Seconds())
 
-	if err := s.setupOperator(ctx, opts.PodNetwork); err != nil {
+	if err := s.setupOperator(ctx, opts.PodNetwork, replicas); err != nil {
 		return nil, err
 	}
-	if err := s.StartOperator(ctx); err != nil {
+	if err := s.setupScheduler(ctx, replicas); err != nil {
 		return nil, err
 	}
-	s.log("Operator ready (%.1fs)", time.Since(began).Seconds())
-	if err := s.setupScheduler(ctx); err != nil {
-		return nil, err
+	for _, names := range [][]string{s.Replicas(Operator), s.Replicas(Scheduler)} {
+		for _, name := range names {
+			if err := s.StartReplica(ctx, name); err != nil {
+				return nil, err
+			}
+			s.log("%s ready (%.1fs)", name, time.Since(began).Seconds())
+		}
 	}
-	if err := s.StartScheduler(ctx); err != nil {
-		return nil, err
-	}
-	s.log("Scheduler ready (%.1fs)", time.Since(began).Seconds())
 	if err := s.startAgents(ctx, opts.Agents); err != nil {
 		return nil, err
 	}
@@ -176,13 +193,14 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Stack, err
 
 // setupOperator writes the operator's ServiceAccount kubeconfig and webhook certificate, and its
 // command line with loopback addresses.
-func (s *Stack) setupOperator(ctx context.Context, podNetwork bool) error {
+func (s *Stack) setupOperator(ctx context.Context, podNetwork bool, replicas int) error {
 	c := s.Cluster
 	kubeconfig, err := c.ServiceAccountKubeconfig(ctx, Namespace, Operator)
 	if err != nil {
 		return err
 	}
-	ports, err := framework.FreePorts(4)
+	// Each replica's metrics, probe, progress and webhook ports, then the relays' two.
+	ports, err := framework.FreePorts(4*replicas + 2)
 	if err != nil {
 		return err
 	}
@@ -191,52 +209,137 @@ func (s *Stack) setupOperator(ctx context.Context, podNetwork bool) error {
 	if err != nil {
 		return err
 	}
-	s.ProgressURL = "https://" + hostPort(ports[2])
-	progressAddr := hostPort(ports[2])
+	progressPort, webhookPort := ports[2], ports[3]
+	if replicas > 1 {
+		progressPort, webhookPort = ports[4*replicas], ports[4*replicas+1]
+	}
+	s.ProgressURL = "https://" + hostPort(progressPort)
+	progressAddr := hostPort(progressPort)
 	if podNetwork {
-		progressAddr = net.JoinHostPort(framework.NodeGatewayIP, strconv.Itoa(ports[2]))
+		progressAddr = net.JoinHostPort(framework.NodeGatewayIP, strconv.Itoa(progressPort))
 		s.ProgressURL = "https://" + ProgressService + "." + Namespace + ".svc:443"
-		if err := c.ExposeHostService(ctx, Namespace, ProgressService, 443, ports[2]); err != nil {
+		if err := c.ExposeHostService(ctx, Namespace, ProgressService, 443, progressPort); err != nil {
 			return err
 		}
 	}
-	webhookURL := "https://" + hostPort(ports[3])
-	s.operatorReady = "http://" + hostPort(ports[1]) + "/readyz"
-	s.operatorEnv = []string{"KUBECONFIG=" + kubeconfig}
-	s.operatorArgs = []string{
-		"--namespace=" + Namespace,
-		"--kueue=true",
-		"--metrics-bind-address=" + hostPort(ports[0]),
-		"--health-probe-bind-address=" + hostPort(ports[1]),
-		"--progress-bind-address=" + progressAddr,
-		"--progress-url=" + s.ProgressURL,
-		"--queue-webhook-bind-address=" + hostPort(ports[3]),
-		"--queue-webhook-cert-dir=" + certDir,
+	leaderElection, err := s.deployedLeaderElection()
+	if err != nil {
+		return err
+	}
+	var progressBackends, webhookBackends []string
+	for i := range replicas {
+		p := ports[4*i : 4*i+4]
+		progress := hostPort(p[2])
+		if replicas == 1 {
+			progress = progressAddr
+		}
+		progressBackends = append(progressBackends, hostPort(p[2]))
+		webhookBackends = append(webhookBackends, hostPort(p[3]))
+		s.replicas[replicaName(Operator, i)] = &replica{
+			operator: true,
+			ready:    "http://" + hostPort(p[1]) + "/readyz",
+			env:      []string{"KUBECONFIG=" + kubeconfig},
+			args: append([]string{
+				"--namespace=" + Namespace,
+				"--kueue=true",
+				"--metrics-bind-address=" + hostPort(p[0]),
+				"--health-probe-bind-address=" + hostPort(p[1]),
+				"--progress-bind-address=" + progress,
+				"--progress-url=" + s.ProgressURL,
+				"--queue-webhook-bind-address=" + hostPort(p[3]),
+				"--queue-webhook-cert-dir=" + certDir,
+			}, leaderElection...),
+		}
+	}
+	if replicas > 1 {
+		for addr, backends := range map[string][]string{progressAddr: progressBackends, hostPort(webhookPort): webhookBackends} {
+			if err := relay(addr, backends); err != nil {
+				return err
+			}
+		}
 	}
 	webhooks, err := os.ReadFile(s.path("deploy/kueue/webhook.yaml"))
 	if err != nil {
 		return err
 	}
-	return c.ApplyLocalWebhooks(ctx, webhooks, webhookURL, caPEM, nil)
+	return c.ApplyLocalWebhooks(ctx, webhooks, "https://"+hostPort(webhookPort), caPEM, nil)
 }
 
-// StartOperator starts the operator process and waits until it is ready. Its leader election
-// keeps a restarted operator waiting until the previous one's Lease expires.
-func (s *Stack) StartOperator(ctx context.Context) error {
-	if err := s.Cluster.StartProcess(Operator, cmp.Or(s.OperatorBinary, Operator), s.operatorArgs, s.operatorEnv); err != nil {
+// deployedLeaderElection returns the operator's --leader-elect flags in deploy/operator/manager.yaml,
+// so that a standby takes over from a crashed leader as soon as in a cluster.
+func (s *Stack) deployedLeaderElection() ([]string, error) {
+	data, err := os.ReadFile(s.path("deploy/operator/manager.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var flags []string
+	for _, doc := range strings.Split(string(data), "\n---") {
+		var d appsv1.Deployment
+		if err := yaml.Unmarshal([]byte(doc), &d); err != nil {
+			return nil, fmt.Errorf("deploy/operator/manager.yaml: %w", err)
+		}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			for _, arg := range c.Args {
+				if strings.HasPrefix(arg, "--leader-elect") {
+					flags = append(flags, arg)
+				}
+			}
+		}
+	}
+	if len(flags) == 0 {
+		return nil, errors.New("deploy/operator/manager.yaml: no --leader-elect flag in the operator's Deployment")
+	}
+	return flags, nil
+}
+
+// replicaName is the process name of replica i (from 0) of component.
+func replicaName(component string, i int) string {
+	if i == 0 {
+		return component
+	}
+	return fmt.Sprintf("%s-%d", component, i+1)
+}
+
+// Replicas returns the process names of component's replicas (Operator or Scheduler), the first
+// one first.
+func (s *Stack) Replicas(component string) []string {
+	var names []string
+	for i := 0; s.replicas[replicaName(component, i)] != nil; i++ {
+		names = append(names, replicaName(component, i))
+	}
+	return names
+}
+
+// StartReplica starts the operator's or the scheduler's replica called name (see Replicas) and
+// waits until it is ready. Leader election keeps a replica restarted after a crash waiting until
+// the previous leader's Lease expires.
+func (s *Stack) StartReplica(ctx context.Context, name string) error {
+	r := s.replicas[name]
+	if r == nil {
+		return fmt.Errorf("stack: no replica named %q", name)
+	}
+	binary := cmp.Or(s.SchedulerBinary, Scheduler)
+	if r.operator {
+		binary = cmp.Or(s.OperatorBinary, Operator)
+	}
+	if err := s.Cluster.StartProcess(name, binary, r.args, r.env); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	return s.Cluster.WaitHealthy(ctx, Operator, s.operatorReady)
+	return s.Cluster.WaitHealthy(ctx, name, r.ready)
 }
 
-// StopOperator kills the operator.
+// StartOperator starts the operator process and waits until it is ready. Its leader election
+// keeps a restarted operator waiting until the previous one's Lease expires.
+func (s *Stack) StartOperator(ctx context.Context) error { return s.StartReplica(ctx, Operator) }
+
+// StopOperator stops the operator gracefully (SIGTERM).
 func (s *Stack) StopOperator() error { return s.Cluster.StopProcess(Operator) }
 
 // setupScheduler writes deploy/scheduler/config.yaml with the scheduler's ServiceAccount
 // kubeconfig; leader election stays on, as deployed.
-func (s *Stack) setupScheduler(ctx context.Context) error {
+func (s *Stack) setupScheduler(ctx context.Context, replicas int) error {
 	c := s.Cluster
 	kubeconfig, err := c.ServiceAccountKubeconfig(ctx, Namespace, Scheduler)
 	if err != nil {
@@ -264,30 +367,27 @@ func (s *Stack) setupScheduler(ctx context.Context) error {
 	if err := os.WriteFile(cfgPath, out, 0o644); err != nil {
 		return err
 	}
-	ports, err := framework.FreePorts(1)
+	ports, err := framework.FreePorts(replicas)
 	if err != nil {
 		return err
 	}
-	s.schedReady = "https://" + hostPort(ports[0]) + "/readyz"
 	s.SchedulerMetricsURL = "https://" + hostPort(ports[0]) + "/metrics"
-	// The ServiceAccount's kubeconfig also checks callers of the secure port, as the in-cluster
-	// config does in a Deployment.
-	s.schedulerArgs = []string{"--config=" + cfgPath, "--secure-port=" + strconv.Itoa(ports[0]), "--bind-address=127.0.0.1", "--v=2",
-		"--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig}
+	for i, port := range ports {
+		// The ServiceAccount's kubeconfig also checks callers of the secure port, as the in-cluster
+		// config does in a Deployment.
+		s.replicas[replicaName(Scheduler, i)] = &replica{
+			ready: "https://" + hostPort(port) + "/readyz",
+			args: []string{"--config=" + cfgPath, "--secure-port=" + strconv.Itoa(port), "--bind-address=127.0.0.1", "--v=2",
+				"--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig},
+		}
+	}
 	return nil
 }
 
 // StartScheduler starts the scheduler process and waits until it is ready.
-func (s *Stack) StartScheduler(ctx context.Context) error {
-	if err := s.Cluster.StartProcess(Scheduler, cmp.Or(s.SchedulerBinary, Scheduler), s.schedulerArgs, nil); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	return s.Cluster.WaitHealthy(ctx, Scheduler, s.schedReady)
-}
+func (s *Stack) StartScheduler(ctx context.Context) error { return s.StartReplica(ctx, Scheduler) }
 
-// StopScheduler kills the scheduler.
+// StopScheduler stops the scheduler gracefully (SIGTERM).
 func (s *Stack) StopScheduler() error { return s.Cluster.StopProcess(Scheduler) }
 
 // startAgents starts one node agent per pool, as the simulator's ServiceAccount.

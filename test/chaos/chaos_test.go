@@ -1,0 +1,48 @@
+package chaos
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/convoy-dev/convoy/test/e2e/stack"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+func TestMain(m *testing.M) {
+	kwokArgs, err := stack.KwokArgs(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	framework.Main(m, framework.Options{KwokArgs: kwokArgs, AddToScheme: AddToScheme})
+}
+
+// TestEveryScenarioLosesNothing runs every scenario of `make chaos` small, on one stack, and
+// fails on any job lost or stuck, any duplicate pod, any partial gang, any double action of two
+// leaders, and any scenario whose fault did not land. The times are logged, not asserted.
+func TestEveryScenarioLosesNothing(t *testing.T) {
+	cfg := Short()
+	cfg.Log = t.Logf
+	r, err := Setup(t.Context(), framework.Shared(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := r.Run(t.Context())
+	var table strings.Builder
+	_ = Print(&table, results)
+	t.Logf("\n%s", table.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range results {
+		if res.Lost+res.Duplicates+res.Partial+res.Stuck > 0 {
+			t.Errorf("%s: %d lost, %d duplicate pods, %d partial gangs, %d stuck; want 0", res.Scenario, res.Lost, res.Duplicates, res.Partial, res.Stuck)
+		}
+		if res.Double > 0 {
+			t.Errorf("%s: %d double actions; want 0", res.Scenario, res.Double)
+		}
+		if res.Missed != "" {
+			t.Errorf("%s: the fault did not happen as meant: %s", res.Scenario, res.Missed)
+		}
+	}
+}

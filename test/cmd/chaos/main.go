@@ -1,0 +1,93 @@
+// Command chaos starts a local cluster with the whole Convoy stack on a simulated GPU fleet, breaks
+// it in every way of test/chaos while TrainingJobs run, and prints what a user would have seen as a
+// table: `make chaos`, or `go run ./test/cmd/chaos -short` for the sizes `make test` runs.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/convoy-dev/convoy/test/chaos"
+	"github.com/convoy-dev/convoy/test/e2e/stack"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+func main() {
+	// -short picks the defaults the other flags start from.
+	short := slices.Contains(os.Args[1:], "-short") || slices.Contains(os.Args[1:], "--short")
+	cfg := chaos.Full()
+	if short {
+		cfg = chaos.Short()
+	}
+	flags := flag.CommandLine
+	flags.Bool("short", false, "Every scenario small, the sizes of the test in make test; the flags below override them.")
+	flags.IntVar(&cfg.Racks, "racks", cfg.Racks, "Racks of 4 nodes × 8 H100 GPUs in the fleet.")
+	flags.IntVar(&cfg.Jobs, "jobs", cfg.Jobs, "R1: TrainingJobs of 4 to 8 workers × 1 to 8 GPUs.")
+	flags.IntVar(&cfg.Kills, "kills", cfg.Kills, "R1: operator SIGKILLs at random moments.")
+	flags.IntVar(&cfg.BindingKills, "binding-kills", cfg.BindingKills, "R2: scheduler SIGKILLs while a gang binds.")
+	flags.IntVar(&cfg.PermitKills, "permit-kills", cfg.PermitKills, "R2: scheduler SIGKILLs while a gang waits at Permit.")
+	flags.IntVar(&cfg.ControlPlaneJobs, "control-plane-jobs", cfg.ControlPlaneJobs, "TrainingJobs through the API server's restart, and through Kueue's downtime.")
+	flags.DurationVar(&cfg.KueueDown, "kueue-down", cfg.KueueDown, "How long Kueue stays down.")
+	flags.IntVar(&cfg.Failovers, "failovers", cfg.Failovers, "R5: leader SIGKILLs, alternately of the operator and the scheduler.")
+	flags.IntVar(&cfg.FailoverJobs, "failover-jobs", cfg.FailoverJobs, "R5: TrainingJobs through the failovers.")
+	flags.DurationVar(&cfg.Grace, "grace", cfg.Grace, "How long a gang may be partly bound before it counts as partial.")
+	flags.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "How long jobs have after a scenario's last fault before they count as stuck.")
+	flags.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "Seed of the job sizes and kill moments.")
+	scenarios := flags.String("scenarios", "", "Comma-separated scenarios to run, of R1, R2, control-plane and R5 (default: all).")
+	stateDir := flags.String("state-dir", "", "Keep the cluster's state and every component's log here (default: a temporary directory, removed unless the run fails).")
+	flag.Parse()
+	if *scenarios != "" {
+		cfg.Scenarios = strings.Split(*scenarios, ",")
+	}
+	began := time.Now()
+	cfg.Log = func(format string, args ...any) {
+		fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg, *stateDir); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, cfg chaos.Config, stateDir string) (err error) {
+	kwokArgs, err := stack.KwokArgs(ctx)
+	if err != nil {
+		return err
+	}
+	c, err := framework.Start(ctx, framework.Options{StateDir: stateDir, KwokArgs: kwokArgs, AddToScheme: chaos.AddToScheme, Log: os.Stderr})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			c.KeepStateDir()
+			fmt.Fprintf(os.Stderr, "State and logs kept in %s\n", c.StateDir)
+		}
+		if serr := c.Stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	r, err := chaos.Setup(ctx, c, cfg)
+	if err != nil {
+		return err
+	}
+	results, err := r.Run(ctx)
+	if perr := chaos.Print(os.Stdout, results); perr != nil && err == nil {
+		err = perr
+	}
+	for _, res := range results {
+		if !res.Met && err == nil {
+			err = fmt.Errorf("%s: target not met", res.Scenario)
+		}
+	}
+	return err
+}

@@ -162,11 +162,19 @@ type TrainingJobSpec struct {
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
 }
 
-// MixedPrecision is the floating-point mode of training, named as Hugging Face Accelerate names it.
-// +kubebuilder:validation:Enum=no;fp16;bf16;fp8
-type MixedPrecision string
+// Precision is the floating-point type mixed-precision training computes in, named as Hugging Face
+// Accelerate names it.
+// +kubebuilder:validation:Enum=fp16;bf16;fp8
+type Precision string
+
+const (
+	PrecisionFP16 Precision = "fp16"
+	PrecisionBF16 Precision = "bf16"
+	PrecisionFP8  Precision = "fp8"
+)
 
 // Hyperparameters are the usual knobs of a training run. Numbers are plain YAML numbers.
+// +kubebuilder:validation:XValidation:rule="!has(self.precision) || !has(self.mixedPrecision) || self.mixedPrecision",message="spec.hyperparameters.precision is only used with mixed precision: remove it, or set spec.hyperparameters.mixedPrecision to true",fieldPath=".precision"
 type Hyperparameters struct {
 	// learningRate is the optimizer's initial learning rate, for example 0.00005 or 3e-4.
 	// +optional
@@ -199,9 +207,17 @@ type Hyperparameters struct {
 	// +kubebuilder:validation:Minimum=1
 	GradientAccumulationSteps *int32 `json:"gradientAccumulationSteps,omitempty"`
 
-	// mixedPrecision is the training precision mode: no, fp16, bf16 or fp8.
+	// mixedPrecision turns mixed-precision training on (true) or off (false). On, the training
+	// code computes in precision, bf16 unless set. Pods get MIXED_PRECISION: the precision when
+	// on, "no" when off, nothing when neither this nor precision is set.
 	// +optional
-	MixedPrecision MixedPrecision `json:"mixedPrecision,omitempty"`
+	MixedPrecision *bool `json:"mixedPrecision,omitempty"`
+
+	// precision is the type mixed-precision training computes in: fp16, bf16 or fp8. Setting it
+	// turns mixed precision on; with mixedPrecision false it is refused. Defaults to bf16 when
+	// mixedPrecision is true.
+	// +optional
+	Precision Precision `json:"precision,omitempty"`
 
 	// additionalParams are further hyperparameters passed through unchanged, as strings.
 	// +optional

@@ -327,6 +327,11 @@ func (in *Hyperparameters) DeepCopyInto(out *Hyperparameters) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.MixedPrecision != nil {
+		in, out := &in.MixedPrecision, &out.MixedPrecision
+		*out = new(bool)
+		**out = **in
+	}
 	if in.AdditionalParams != nil {
 		in, out := &in.AdditionalParams, &out.AdditionalParams
 		*out = make(map[string]string, len(*in))

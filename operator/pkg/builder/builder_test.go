@@ -389,7 +389,7 @@ func TestConfigMap(t *testing.T) {
 		"hyperparameters as JSON and one key each, and the progress CA": {
 			job: utiltesting.MakeTrainingJob("llm", "team-a").Hyperparameters(convoy.Hyperparameters{
 				LearningRate: ptr.To(5e-5), BatchSize: ptr.To[int32](256), Epochs: ptr.To[int32](3), Optimizer: "adamw",
-				WarmupSteps: ptr.To[int32](100), GradientAccumulationSteps: ptr.To[int32](4), MixedPrecision: "bf16",
+				WarmupSteps: ptr.To[int32](100), GradientAccumulationSteps: ptr.To[int32](4), MixedPrecision: ptr.To(true),
 				AdditionalParams: map[string]string{"weight-decay": "0.01", "2nd.beta": "0.95"},
 			}).Obj(),
 			want: map[string]string{

@@ -131,12 +131,30 @@ func SSHSecret(job *convoy.TrainingJob, privateKeyPEM, authorizedKey []byte) *co
 	}
 }
 
+// podHyperparameters is hyperparameters.json as training code reads it: mixedPrecision is the
+// precision mode Hugging Face Accelerate takes ("no", "fp16", "bf16" or "fp8"), not the spec's
+// boolean and precision.
+type podHyperparameters struct {
+	LearningRate              *float64          `json:"learningRate,omitempty"`
+	BatchSize                 *int32            `json:"batchSize,omitempty"`
+	Epochs                    *int32            `json:"epochs,omitempty"`
+	Optimizer                 string            `json:"optimizer,omitempty"`
+	WarmupSteps               *int32            `json:"warmupSteps,omitempty"`
+	GradientAccumulationSteps *int32            `json:"gradientAccumulationSteps,omitempty"`
+	MixedPrecision            string            `json:"mixedPrecision,omitempty"`
+	AdditionalParams          map[string]string `json:"additionalParams,omitempty"`
+}
+
 func hyperparametersJSON(job *convoy.TrainingJob) string {
 	hp := job.Spec.Hyperparameters
 	if hp == nil {
 		hp = &convoy.Hyperparameters{}
 	}
-	b, err := json.Marshal(hp)
+	b, err := json.Marshal(podHyperparameters{
+		LearningRate: hp.LearningRate, BatchSize: hp.BatchSize, Epochs: hp.Epochs, Optimizer: hp.Optimizer,
+		WarmupSteps: hp.WarmupSteps, GradientAccumulationSteps: hp.GradientAccumulationSteps,
+		MixedPrecision: hp.MixedPrecisionMode(), AdditionalParams: hp.AdditionalParams,
+	})
 	if err != nil {
 		panic(err) // a struct of numbers and strings always marshals
 	}
@@ -164,7 +182,7 @@ func hyperparameterEnv(job *convoy.TrainingJob) []envPair {
 	add("OPTIMIZER", hp.Optimizer != "", hp.Optimizer)
 	add("WARMUP_STEPS", hp.WarmupSteps != nil, itoaPtr(hp.WarmupSteps))
 	add("GRADIENT_ACCUMULATION_STEPS", hp.GradientAccumulationSteps != nil, itoaPtr(hp.GradientAccumulationSteps))
-	add("MIXED_PRECISION", hp.MixedPrecision != "", string(hp.MixedPrecision))
+	add("MIXED_PRECISION", hp.MixedPrecisionMode() != "", hp.MixedPrecisionMode())
 	for _, k := range slices.Sorted(maps.Keys(hp.AdditionalParams)) {
 		out = append(out, envPair{EnvName(k), hp.AdditionalParams[k]})
 	}

@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -226,9 +227,9 @@ type Hyperparameters struct {
 }
 
 // CheckpointSpec configures checkpointing.
-// +kubebuilder:validation:XValidation:rule="!self.enabled || has(self.storage)",message="spec.checkpoint.storage is required when spec.checkpoint.enabled is true",fieldPath=".storage"
 type CheckpointSpec struct {
-	// enabled turns checkpointing on: storage is wired into the pods and CONVOY_CHECKPOINT_URI is set.
+	// enabled turns checkpointing on: storage is wired into the pods and CONVOY_CHECKPOINT_URI is
+	// set. Without storage, the job gets a PersistentVolumeClaim of its own, <job>-checkpoints.
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 
@@ -238,7 +239,9 @@ type CheckpointSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	Frequency int32 `json:"frequency,omitempty"`
 
-	// storage is where checkpoints live.
+	// storage is where checkpoints live. Unset, or of type pvc without claimName, the operator
+	// creates a PersistentVolumeClaim <job>-checkpoints for the job (of the cluster's default
+	// StorageClass, 10Gi, kept when the job is deleted) and mounts it at /checkpoints.
 	// +optional
 	Storage *CheckpointStorage `json:"storage,omitempty"`
 
@@ -266,23 +269,71 @@ const (
 	StorageNFS   StorageType = "nfs"
 )
 
+// ReclaimPolicy says what becomes of the claim the operator creates for a job's checkpoints when
+// the job is deleted.
+// +kubebuilder:validation:Enum=Retain;Delete
+type ReclaimPolicy string
+
+const (
+	// ReclaimRetain keeps the claim, and the checkpoints on it, after the job is deleted.
+	ReclaimRetain ReclaimPolicy = "Retain"
+	// ReclaimDelete deletes the claim with the job.
+	ReclaimDelete ReclaimPolicy = "Delete"
+)
+
 // CheckpointStorage says where checkpoints are written. Each type needs its own field.
-// +kubebuilder:validation:XValidation:rule="self.type != 'pvc' || has(self.claimName)",message="spec.checkpoint.storage.claimName is required when spec.checkpoint.storage.type is pvc"
+// +kubebuilder:validation:XValidation:rule="(self.type == 'pvc' && !has(self.claimName)) || !(has(self.storageClassName) || has(self.size) || has(self.accessModes) || has(self.reclaimPolicy))",message="spec.checkpoint.storage.storageClassName, size, accessModes and reclaimPolicy describe the claim the operator creates: remove them, or remove claimName and use type pvc"
 // +kubebuilder:validation:XValidation:rule="self.type != 's3' || has(self.s3Bucket)",message="spec.checkpoint.storage.s3Bucket is required when spec.checkpoint.storage.type is s3"
 // +kubebuilder:validation:XValidation:rule="self.type != 'gcs' || has(self.gcsBucket)",message="spec.checkpoint.storage.gcsBucket is required when spec.checkpoint.storage.type is gcs"
 // +kubebuilder:validation:XValidation:rule="self.type != 'azure' || has(self.azureContainer)",message="spec.checkpoint.storage.azureContainer is required when spec.checkpoint.storage.type is azure"
 // +kubebuilder:validation:XValidation:rule="self.type != 'nfs' || has(self.nfs)",message="spec.checkpoint.storage.nfs (server and path) is required when spec.checkpoint.storage.type is nfs"
 // +kubebuilder:validation:XValidation:rule="!has(self.credentialsSecretRef) || self.type in ['s3', 'gcs', 'azure']",message="spec.checkpoint.storage.credentialsSecretRef is only used with type s3, gcs or azure: remove it or change the type"
 type CheckpointStorage struct {
-	// type is the storage kind: pvc, s3, gcs, azure or nfs.
-	// +required
-	Type StorageType `json:"type"`
+	// type is the storage kind: pvc, s3, gcs, azure or nfs. Defaults to pvc.
+	// +optional
+	// +kubebuilder:default=pvc
+	Type StorageType `json:"type,omitempty"`
 
-	// claimName is the PersistentVolumeClaim mounted at /checkpoints when type is pvc.
+	// claimName is an existing PersistentVolumeClaim to write checkpoints to when type is pvc,
+	// which several jobs may share: each job mounts only its own directory of the claim, prefix
+	// (<namespace>/<job> by default), as a subPath at /checkpoints/<prefix>, so jobs cannot
+	// overwrite each other's checkpoints. Unset, the operator creates the claim <job>-checkpoints
+	// for the job and mounts it whole at /checkpoints.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	ClaimName string `json:"claimName,omitempty"`
+
+	// storageClassName is the StorageClass of the claim the operator creates. Unset, the
+	// cluster's default StorageClass. Read when the claim is created.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName string `json:"storageClassName,omitempty"`
+
+	// size is the capacity the claim the operator creates requests. Defaults to 10Gi. Read when
+	// the claim is created.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(self).isGreaterThan(quantity('0'))",message="spec.checkpoint.storage.size must be greater than 0, for example 10Gi"
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// accessModes are the access modes of the claim the operator creates. Defaults to
+	// ReadWriteMany, which pods on several nodes need, or ReadWriteOnce for a job of one pod
+	// (numWorkers 1, no parameter servers, no minWorkers). Read when the claim is created.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=3
+	// +kubebuilder:validation:items:Enum=ReadWriteOnce;ReadWriteMany;ReadWriteOncePod
+	AccessModes []corev1.PersistentVolumeAccessMode `json:"accessModes,omitempty"`
+
+	// reclaimPolicy says what becomes of the claim the operator creates when the job is deleted:
+	// Retain keeps it, and the checkpoints on it, labelled with the job's name (a job created
+	// again under that name uses it again); Delete makes the job its owner, so it is deleted
+	// with the job. Defaults to Retain: deleting a job does not destroy checkpoints someone may
+	// still need.
+	// +optional
+	ReclaimPolicy ReclaimPolicy `json:"reclaimPolicy,omitempty"`
 
 	// s3Bucket is the bucket when type is s3.
 	// +optional
@@ -322,9 +373,10 @@ type CheckpointStorage struct {
 	NFS *NFSStorage `json:"nfs,omitempty"`
 
 	// prefix is the path inside the bucket or volume under which this job's checkpoints are written.
-	// Defaults to <namespace>/<job name>.
+	// Defaults to <namespace>/<job name>. A relative path without '..' segments.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !('..' in self.split('/'))",message="spec.checkpoint.storage.prefix must be a relative path without '..' segments, for example team-a/llama"
 	Prefix string `json:"prefix,omitempty"`
 
 	// credentialsSecretRef names a Secret in the job's namespace whose keys become environment variables

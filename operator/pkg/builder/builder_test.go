@@ -170,7 +170,7 @@ func TestPodVariants(t *testing.T) {
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", "")
 			},
 		},
-		"pvc checkpoints are mounted read-write under /checkpoints with the default prefix": {
+		"a named claim is mounted read-write, only the job's directory (the default prefix) of it": {
 			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Retention: ptr.To[int32](3),
 				Storage: &convoy.CheckpointStorage{Type: convoy.StoragePVC, ClaimName: "ckpt"}}).
 				Monitoring(convoy.MonitoringSpec{TensorboardEnabled: true}).Obj(),
@@ -180,7 +180,7 @@ func TestPodVariants(t *testing.T) {
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_FREQUENCY", "1")
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_RETENTION", "3")
 				wantEnv(t, pod, "TENSORBOARD_LOG_DIR", "/checkpoints/team-a/llm/tensorboard")
-				wantMount(t, pod, "checkpoints", corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints"})
+				wantMount(t, pod, "checkpoints", corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints/team-a/llm", SubPath: "team-a/llm"})
 			},
 		},
 		"nfs checkpoints with a prefix": {

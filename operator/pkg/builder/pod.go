@@ -95,9 +95,14 @@ func setConfigVolume(job *convoy.TrainingJob, pod *corev1.Pod) {
 }
 
 func addVolume(pod *corev1.Pod, v corev1.Volume, mountPath string) {
+	addVolumeSubPath(pod, v, mountPath, "")
+}
+
+// addVolumeSubPath mounts only subPath of the volume (all of it when empty) at mountPath.
+func addVolumeSubPath(pod *corev1.Pod, v corev1.Volume, mountPath, subPath string) {
 	pod.Spec.Volumes = append(pod.Spec.Volumes, v)
 	c := &pod.Spec.Containers[0]
-	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: mountPath, ReadOnly: v.PersistentVolumeClaim == nil && v.NFS == nil})
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: mountPath, SubPath: subPath, ReadOnly: v.PersistentVolumeClaim == nil && v.NFS == nil})
 }
 
 // setHyperparameterEnv gives every hyperparameter its own variable, read from the ConfigMap that
@@ -125,85 +130,6 @@ func setNetworkEnv(job *convoy.TrainingJob, pod *corev1.Pod) {
 		// Without RDMA NCCL must not probe InfiniBand devices that are not there.
 		framework.SetEnv(pod, "NCCL_IB_DISABLE", map[bool]string{true: "0", false: "1"}[rdma])
 	}
-}
-
-// setCheckpoint wires checkpoint storage and tells the code where to resume: the latest checkpoint
-// it reported, or spec.checkpoint.resumeFrom before it reported any.
-func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
-	cp := job.Spec.Checkpoint
-	resume := ""
-	if cp != nil {
-		resume = cp.ResumeFrom
-	}
-	if s := job.Status.Checkpoint; s != nil && s.Latest != "" {
-		resume = s.Latest
-	}
-	if resume != "" {
-		framework.SetEnv(pod, "CONVOY_RESUME_FROM", resume)
-	}
-	if cp == nil || !cp.Enabled || cp.Storage == nil {
-		return
-	}
-	s := cp.Storage
-	uri := CheckpointURI(job)
-	switch s.Type {
-	case convoy.StoragePVC:
-		addVolume(pod, corev1.Volume{Name: "checkpoints", VolumeSource: corev1.VolumeSource{
-			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: s.ClaimName},
-		}}, CheckpointDir)
-	case convoy.StorageNFS:
-		addVolume(pod, corev1.Volume{Name: "checkpoints", VolumeSource: corev1.VolumeSource{
-			NFS: &corev1.NFSVolumeSource{Server: s.NFS.Server, Path: s.NFS.Path},
-		}}, CheckpointDir)
-	case convoy.StorageS3:
-		if s.S3Endpoint != "" {
-			framework.SetEnv(pod, "AWS_ENDPOINT_URL", s.S3Endpoint)
-		}
-		if s.S3Region != "" {
-			framework.SetEnv(pod, "AWS_REGION", s.S3Region, "AWS_DEFAULT_REGION", s.S3Region)
-		}
-	case convoy.StorageAzure:
-		if s.AzureStorageAccount != "" {
-			framework.SetEnv(pod, "AZURE_STORAGE_ACCOUNT", s.AzureStorageAccount)
-		}
-	}
-	if s.CredentialsSecretRef != nil {
-		c := &pod.Spec.Containers[0]
-		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *s.CredentialsSecretRef}})
-	}
-	framework.SetEnv(pod,
-		"CONVOY_CHECKPOINT_URI", uri,
-		"CONVOY_CHECKPOINT_FREQUENCY", strconv.Itoa(int(max(cp.Frequency, 1))),
-	)
-	if cp.Retention != nil {
-		framework.SetEnv(pod, "CONVOY_CHECKPOINT_RETENTION", itoa(*cp.Retention))
-	}
-	if m := job.Spec.Monitoring; m != nil && m.TensorboardEnabled {
-		framework.SetEnv(pod, "TENSORBOARD_LOG_DIR", uri+"/tensorboard")
-	}
-}
-
-// CheckpointURI is where the job's pods write checkpoints (CONVOY_CHECKPOINT_URI): the storage's
-// prefix, <namespace>/<name> by default, under the mount path or bucket. It is empty when the spec
-// names no checkpoint storage.
-func CheckpointURI(job *convoy.TrainingJob) string {
-	cp := job.Spec.Checkpoint
-	if cp == nil || !cp.Enabled || cp.Storage == nil {
-		return ""
-	}
-	s := cp.Storage
-	prefix := cmp.Or(s.Prefix, job.Namespace+"/"+job.Name)
-	switch s.Type {
-	case convoy.StoragePVC, convoy.StorageNFS:
-		return CheckpointDir + "/" + prefix
-	case convoy.StorageS3:
-		return "s3://" + s.S3Bucket + "/" + prefix
-	case convoy.StorageGCS:
-		return "gs://" + s.GCSBucket + "/" + prefix
-	case convoy.StorageAzure:
-		return "az://" + s.AzureContainer + "/" + prefix
-	}
-	return ""
 }
 
 func setMonitoring(job *convoy.TrainingJob, r framework.Replica, pod *corev1.Pod) {

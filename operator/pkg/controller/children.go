@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -82,10 +83,9 @@ func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob
 				return fmt.Errorf("creating Secret %s: %w", secret.Name, err)
 			}
 			// Secrets are not cached: read this one past the cache, only when it exists already.
-			have := &metav1.PartialObjectMetadata{}
-			have.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Secret"))
-			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(secret), have); err != nil {
-				return fmt.Errorf("reading Secret %s: %w", secret.Name, err)
+			have, err := r.metadataPastCache(ctx, "Secret", client.ObjectKeyFromObject(secret))
+			if err != nil {
+				return err
 			}
 			if !metav1.IsControlledBy(have, job) {
 				return &childConflict{kind: "Secret", namespace: job.Namespace, name: secret.Name}
@@ -93,6 +93,68 @@ func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob
 		}
 	}
 	return nil
+}
+
+// ensureCheckpointClaim creates the claim <job>-checkpoints for a job that checkpoints without
+// naming a claim (when create is set, as the gang is wanted), and keeps the job its owner only
+// under reclaimPolicy Delete, which may change at any time. A claim of that name that is not the
+// job's (builder.IsOwnCheckpointClaim) is never used.
+func (r *Reconciler) ensureCheckpointClaim(ctx context.Context, job *convoy.TrainingJob, create bool) error {
+	want := builder.CheckpointClaim(job)
+	if want == nil {
+		return nil
+	}
+	have := &corev1.PersistentVolumeClaim{}
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
+	if apierrors.IsNotFound(err) {
+		if !create {
+			return nil
+		}
+		switch err := r.Client.Create(ctx, want); {
+		case err == nil:
+			return nil
+		case !apierrors.IsAlreadyExists(err):
+			return fmt.Errorf("creating PersistentVolumeClaim %s: %w", want.Name, err)
+		}
+		// The cache holds only claims labelled for a job: read this one past it.
+		have, err := r.metadataPastCache(ctx, "PersistentVolumeClaim", client.ObjectKeyFromObject(want))
+		if err != nil {
+			return err
+		}
+		if !builder.IsOwnCheckpointClaim(job, have) {
+			return &childConflict{kind: "PersistentVolumeClaim", namespace: job.Namespace, name: want.Name}
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if !builder.IsOwnCheckpointClaim(job, have) {
+		if !create {
+			return nil
+		}
+		return &childConflict{kind: "PersistentVolumeClaim", namespace: job.Namespace, name: want.Name}
+	}
+	owners := slices.DeleteFunc(slices.Clone(have.OwnerReferences), func(o metav1.OwnerReference) bool { return o.UID == job.UID })
+	owners = append(owners, want.OwnerReferences...)
+	if equality.Semantic.DeepEqual(owners, have.OwnerReferences) {
+		return nil
+	}
+	have.OwnerReferences = owners
+	if err := r.Client.Update(ctx, have); err != nil {
+		return fmt.Errorf("updating the owners of PersistentVolumeClaim %s: %w", want.Name, err)
+	}
+	return nil
+}
+
+// metadataPastCache reads the metadata of a core object the cache does not hold.
+func (r *Reconciler) metadataPastCache(ctx context.Context, kind string, key client.ObjectKey) (*metav1.PartialObjectMetadata, error) {
+	have := &metav1.PartialObjectMetadata{}
+	have.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
+	if err := r.APIReader.Get(ctx, key, have); err != nil {
+		return nil, fmt.Errorf("reading %s %s: %w", kind, key.Name, err)
+	}
+	return have, nil
 }
 
 // childConflict is an object with the name of one of the job's children that the job does not

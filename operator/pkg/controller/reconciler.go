@@ -87,6 +87,8 @@ func CacheOptions() cache.Options {
 		&corev1.Service{}:         owned,
 		&corev1.ConfigMap{}:       owned,
 		&schedv1alpha1.PodGroup{}: owned,
+		// Checkpoint claims, labelled for their job whether it owns them or not.
+		&corev1.PersistentVolumeClaim{}: owned,
 	}}
 }
 
@@ -133,6 +135,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		Owns(&corev1.Service{}).
 		Owns(&corev1.ConfigMap{}).
 		Owns(&schedv1alpha1.PodGroup{}).
+		Owns(&corev1.PersistentVolumeClaim{}).
 		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnNode), ctrlbuilder.WithPredicates(nodeDeleted))
 	if q, ok := r.Queue.(ManagedQueue); ok {
 		if err := q.SetupWithManager(ctx, mgr); err != nil {
@@ -169,6 +172,7 @@ func (r *Reconciler) jobsOnNode(ctx context.Context, node client.Object) []recon
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create;get
+// +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=scheduling.x-k8s.io,resources=podgroups,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
@@ -239,6 +243,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 	// job now carries the new status: restart attempt and latest checkpoint for the pods.
+	if err := r.ensureCheckpointClaim(ctx, job, p.ensureChildren); err != nil {
+		return r.childError(ctx, job, err)
+	}
 	if p.ensureChildren {
 		if err := r.ensureChildren(ctx, job, plugin, len(p.create) > 0); err != nil {
 			return r.childError(ctx, job, err)

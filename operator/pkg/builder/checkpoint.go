@@ -1,0 +1,179 @@
+package builder
+
+import (
+	"cmp"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/framework"
+)
+
+// DefaultCheckpointSize is the capacity of the claim the operator creates for a job's checkpoints
+// when spec.checkpoint.storage.size is unset.
+var DefaultCheckpointSize = resource.MustParse("10Gi")
+
+// CheckpointClaimName is the PersistentVolumeClaim the operator creates for a job's checkpoints.
+func CheckpointClaimName(job *convoy.TrainingJob) string { return job.Name + "-checkpoints" }
+
+// checkpointStorage is the job's checkpoint storage with its type defaulted, nil when
+// checkpointing is off. Enabled without storage is a claim of the job's own.
+func checkpointStorage(job *convoy.TrainingJob) *convoy.CheckpointStorage {
+	cp := job.Spec.Checkpoint
+	if cp == nil || !cp.Enabled {
+		return nil
+	}
+	s := convoy.CheckpointStorage{}
+	if cp.Storage != nil {
+		s = *cp.Storage
+	}
+	s.Type = cmp.Or(s.Type, convoy.StoragePVC)
+	return &s
+}
+
+// ownsClaim reports whether the job checkpoints to a claim the operator creates for it.
+func ownsClaim(s *convoy.CheckpointStorage) bool {
+	return s != nil && s.Type == convoy.StoragePVC && s.ClaimName == ""
+}
+
+// checkpointPrefix is the job's directory in its storage: storage.prefix, else <namespace>/<job>.
+func checkpointPrefix(job *convoy.TrainingJob, s *convoy.CheckpointStorage) string {
+	return cmp.Or(s.Prefix, job.Namespace+"/"+job.Name)
+}
+
+// CheckpointClaim is the PersistentVolumeClaim <job>-checkpoints that holds the checkpoints of a
+// job without a claim of its own choosing; nil for any other job. It is labelled with the job;
+// under reclaimPolicy Delete the job is its controller, so it goes with the job, and under
+// Retain (the default) nothing owns it, so it outlives the job.
+func CheckpointClaim(job *convoy.TrainingJob) *corev1.PersistentVolumeClaim {
+	s := checkpointStorage(job)
+	if !ownsClaim(s) {
+		return nil
+	}
+	modes := s.AccessModes
+	if len(modes) == 0 {
+		modes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+		if job.Spec.NumWorkers == 1 && job.Spec.NumParameterServers == 0 && job.Spec.MinWorkers == nil {
+			modes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+		}
+	}
+	size := DefaultCheckpointSize
+	if s.Size != nil {
+		size = *s.Size
+	}
+	meta := objectMeta(job, CheckpointClaimName(job), JobLabels(job))
+	if s.ReclaimPolicy != convoy.ReclaimDelete {
+		meta.OwnerReferences = nil
+	}
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: meta,
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: append([]corev1.PersistentVolumeAccessMode(nil), modes...),
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: size}},
+		},
+	}
+	if s.StorageClassName != "" {
+		pvc.Spec.StorageClassName = &s.StorageClassName
+	}
+	return pvc
+}
+
+// IsOwnCheckpointClaim reports whether claim, named CheckpointClaimName(job), may hold the job's
+// checkpoints: the job controls it, or nothing controls it and it is labelled with the job's
+// name (a retained claim of the job, or of an earlier job of the same name).
+func IsOwnCheckpointClaim(job *convoy.TrainingJob, claim metav1.Object) bool {
+	if metav1.IsControlledBy(claim, job) {
+		return true
+	}
+	return metav1.GetControllerOf(claim) == nil && claim.GetLabels()[convoy.LabelJobName] == job.Name
+}
+
+// setCheckpoint wires checkpoint storage and tells the code where to resume: the latest checkpoint
+// it reported, or spec.checkpoint.resumeFrom before it reported any.
+func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
+	cp := job.Spec.Checkpoint
+	resume := ""
+	if cp != nil {
+		resume = cp.ResumeFrom
+	}
+	if s := job.Status.Checkpoint; s != nil && s.Latest != "" {
+		resume = s.Latest
+	}
+	if resume != "" {
+		framework.SetEnv(pod, "CONVOY_RESUME_FROM", resume)
+	}
+	s := checkpointStorage(job)
+	if s == nil {
+		return
+	}
+	uri := CheckpointURI(job)
+	switch s.Type {
+	case convoy.StoragePVC:
+		if ownsClaim(s) {
+			addVolume(pod, claimVolume(CheckpointClaimName(job)), CheckpointDir)
+		} else {
+			// A claim named in the spec may be shared: the job sees only its own directory.
+			addVolumeSubPath(pod, claimVolume(s.ClaimName), uri, checkpointPrefix(job, s))
+		}
+	case convoy.StorageNFS:
+		addVolume(pod, corev1.Volume{Name: "checkpoints", VolumeSource: corev1.VolumeSource{
+			NFS: &corev1.NFSVolumeSource{Server: s.NFS.Server, Path: s.NFS.Path},
+		}}, CheckpointDir)
+	case convoy.StorageS3:
+		if s.S3Endpoint != "" {
+			framework.SetEnv(pod, "AWS_ENDPOINT_URL", s.S3Endpoint)
+		}
+		if s.S3Region != "" {
+			framework.SetEnv(pod, "AWS_REGION", s.S3Region, "AWS_DEFAULT_REGION", s.S3Region)
+		}
+	case convoy.StorageAzure:
+		if s.AzureStorageAccount != "" {
+			framework.SetEnv(pod, "AZURE_STORAGE_ACCOUNT", s.AzureStorageAccount)
+		}
+	}
+	if s.CredentialsSecretRef != nil {
+		c := &pod.Spec.Containers[0]
+		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *s.CredentialsSecretRef}})
+	}
+	framework.SetEnv(pod,
+		"CONVOY_CHECKPOINT_URI", uri,
+		"CONVOY_CHECKPOINT_FREQUENCY", strconv.Itoa(int(max(cp.Frequency, 1))),
+	)
+	if cp.Retention != nil {
+		framework.SetEnv(pod, "CONVOY_CHECKPOINT_RETENTION", itoa(*cp.Retention))
+	}
+	if m := job.Spec.Monitoring; m != nil && m.TensorboardEnabled {
+		framework.SetEnv(pod, "TENSORBOARD_LOG_DIR", uri+"/tensorboard")
+	}
+}
+
+func claimVolume(claim string) corev1.Volume {
+	return corev1.Volume{Name: "checkpoints", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
+	}}
+}
+
+// CheckpointURI is where the job's pods write checkpoints (CONVOY_CHECKPOINT_URI): the storage's
+// prefix, <namespace>/<name> by default, under the mount path or bucket. It is empty when
+// checkpointing is off.
+func CheckpointURI(job *convoy.TrainingJob) string {
+	s := checkpointStorage(job)
+	if s == nil {
+		return ""
+	}
+	prefix := checkpointPrefix(job, s)
+	switch s.Type {
+	case convoy.StoragePVC, convoy.StorageNFS:
+		return CheckpointDir + "/" + prefix
+	case convoy.StorageS3:
+		return "s3://" + s.S3Bucket + "/" + prefix
+	case convoy.StorageGCS:
+		return "gs://" + s.GCSBucket + "/" + prefix
+	case convoy.StorageAzure:
+		return "az://" + s.AzureContainer + "/" + prefix
+	}
+	return ""
+}

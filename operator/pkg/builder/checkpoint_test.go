@@ -1,0 +1,154 @@
+package builder
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
+)
+
+// TestCheckpointVolumes: where each kind of claim is mounted and what the pods are told.
+func TestCheckpointVolumes(t *testing.T) {
+	base := utiltesting.MakeTrainingJob("llm", "team-a").Workers(2)
+	cases := map[string]struct {
+		job       *convoy.TrainingJob
+		wantClaim string
+		wantMount corev1.VolumeMount
+		wantURI   string
+	}{
+		"enabled without storage: the job's own claim, whole, at /checkpoints": {
+			job:       base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Frequency: 5}).Obj(),
+			wantClaim: "llm-checkpoints",
+			wantMount: corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints"},
+			wantURI:   "/checkpoints/team-a/llm",
+		},
+		"type pvc without claimName: the job's own claim": {
+			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{
+				Type: convoy.StoragePVC, Size: ptr.To(resource.MustParse("1Ti")), StorageClassName: "fast"}}).Obj(),
+			wantClaim: "llm-checkpoints",
+			wantMount: corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints"},
+			wantURI:   "/checkpoints/team-a/llm",
+		},
+		"a shared claim: only the subPath <namespace>/<job>": {
+			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{
+				Type: convoy.StoragePVC, ClaimName: "team-checkpoints"}}).Obj(),
+			wantClaim: "team-checkpoints",
+			wantMount: corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints/team-a/llm", SubPath: "team-a/llm"},
+			wantURI:   "/checkpoints/team-a/llm",
+		},
+		"a shared claim with a prefix: only the subPath prefix": {
+			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{
+				Type: convoy.StoragePVC, ClaimName: "team-checkpoints", Prefix: "runs/7"}}).Obj(),
+			wantClaim: "team-checkpoints",
+			wantMount: corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints/runs/7", SubPath: "runs/7"},
+			wantURI:   "/checkpoints/runs/7",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			pod := Pod(tc.job, framework.Replica{Role: framework.RoleWorker}, plugin(t, convoy.FrameworkPyTorch), opts)
+			wantMount(t, pod, "checkpoints", tc.wantMount)
+			wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", tc.wantURI)
+			if got := CheckpointURI(tc.job); got != tc.wantURI {
+				t.Errorf("CheckpointURI = %q, want %q", got, tc.wantURI)
+			}
+			for _, v := range pod.Spec.Volumes {
+				if v.Name == "checkpoints" && (v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != tc.wantClaim) {
+					t.Errorf("checkpoints volume %+v, want the claim %s", v.VolumeSource, tc.wantClaim)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckpointClaim(t *testing.T) {
+	base := utiltesting.MakeTrainingJob("llm", "team-a").Workers(2)
+	enabled := convoy.CheckpointSpec{Enabled: true, Frequency: 5}
+	claim := func(modes []corev1.PersistentVolumeAccessMode, size string, class *string, owners []metav1.OwnerReference) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "llm-checkpoints", Namespace: "team-a",
+				Labels: map[string]string{"convoy.dev/job-name": "llm"}, OwnerReferences: owners},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				AccessModes:      modes,
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse(size)}},
+				StorageClassName: class,
+			},
+		}
+	}
+	rwx := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany}
+	rwo := []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	cases := map[string]struct {
+		job  *convoy.TrainingJob
+		want *corev1.PersistentVolumeClaim
+	}{
+		"no storage: 10Gi of the default class, ReadWriteMany for a gang, not owned (Retain)": {
+			job:  base.Clone().Checkpoint(enabled).Obj(),
+			want: claim(rwx, "10Gi", nil, nil),
+		},
+		"one worker: ReadWriteOnce": {
+			job:  base.Clone().Workers(1).Checkpoint(enabled).Obj(),
+			want: claim(rwo, "10Gi", nil, nil),
+		},
+		"one worker that partial admission may have shrunk: ReadWriteMany": {
+			job:  base.Clone().Workers(1).MinWorkers(1).Checkpoint(enabled).Obj(),
+			want: claim(rwx, "10Gi", nil, nil),
+		},
+		"class, size, access modes and Delete as asked": {
+			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{
+				Type: convoy.StoragePVC, StorageClassName: "fast", Size: ptr.To(resource.MustParse("1Ti")),
+				AccessModes: rwo, ReclaimPolicy: convoy.ReclaimDelete}}).Obj(),
+			want: claim(rwo, "1Ti", ptr.To("fast"), owner("llm")),
+		},
+		"a claim named in the spec: none": {
+			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{
+				Type: convoy.StoragePVC, ClaimName: "mine"}}).Obj(),
+		},
+		"s3: none": {
+			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{
+				Type: convoy.StorageS3, S3Bucket: "ckpt"}}).Obj(),
+		},
+		"checkpointing off: none": {
+			job: base.Clone().Checkpoint(convoy.CheckpointSpec{ResumeFrom: "/models/base"}).Obj(),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tc.job.UID = "llm-uid"
+			if diff := cmp.Diff(tc.want, CheckpointClaim(tc.job)); diff != "" {
+				t.Errorf("CheckpointClaim (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestIsOwnCheckpointClaim(t *testing.T) {
+	job := utiltesting.MakeTrainingJob("llm", "team-a").Obj()
+	job.UID = "llm-uid"
+	other := metav1.OwnerReference{APIVersion: "convoy.dev/v1alpha1", Kind: "TrainingJob", Name: "llm", UID: "earlier-uid", Controller: ptr.To(true)}
+	labelled := map[string]string{convoy.LabelJobName: "llm"}
+	cases := map[string]struct {
+		meta metav1.ObjectMeta
+		want bool
+	}{
+		"controlled by the job":                        {meta: metav1.ObjectMeta{Labels: labelled, OwnerReferences: owner("llm")}, want: true},
+		"retained: labelled, no controller":            {meta: metav1.ObjectMeta{Labels: labelled}, want: true},
+		"someone else's claim of that name":            {meta: metav1.ObjectMeta{}},
+		"labelled for another job":                     {meta: metav1.ObjectMeta{Labels: map[string]string{convoy.LabelJobName: "other"}}},
+		"labelled, controlled by an earlier same-name": {meta: metav1.ObjectMeta{Labels: labelled, OwnerReferences: []metav1.OwnerReference{other}}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			pvc := &corev1.PersistentVolumeClaim{ObjectMeta: tc.meta}
+			if got := IsOwnCheckpointClaim(job, pvc); got != tc.want {
+				t.Errorf("IsOwnCheckpointClaim = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

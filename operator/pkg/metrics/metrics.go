@@ -41,6 +41,7 @@ var (
 	allocatedWorker = jobGauge("trainingjob_allocated_workers", "Running workers of the job.")
 	loss            = jobGauge("trainingjob_loss", "Latest reported training loss.")
 	accuracy        = jobGauge("trainingjob_accuracy", "Latest reported accuracy, from 0 to 1.")
+	restarts        = jobGauge("trainingjob_restart_count", "Whole-gang restarts of the job so far, for any cause (status.restartCount).")
 	durations       = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "trainingjob_duration_seconds",
 		Help:    "Run time of finished TrainingJobs, from start to completion, by job and final state.",
@@ -59,7 +60,7 @@ var (
 		Help: "TrainingJobs that failed, by namespace and reason.",
 	}, []string{"namespace", "reason"})
 
-	perJob = []*prometheus.GaugeVec{progressPercent, currentEpoch, allocatedGPUs, allocatedWorker, loss, accuracy}
+	perJob = []*prometheus.GaugeVec{progressPercent, currentEpoch, allocatedGPUs, allocatedWorker, loss, accuracy, restarts}
 )
 
 func jobGauge(name, help string) *prometheus.GaugeVec {
@@ -159,6 +160,7 @@ func (r *Recorder) ObserveJob(job *convoy.TrainingJob, old *convoy.TrainingJobSt
 	currentEpoch.WithLabelValues(ns, name).Set(float64(st.CurrentEpoch))
 	allocatedWorker.WithLabelValues(ns, name).Set(float64(st.Workers.Active))
 	allocatedGPUs.WithLabelValues(ns, name).Set(float64(st.Workers.Active * job.GPUsPerWorker()))
+	restarts.WithLabelValues(ns, name).Set(float64(st.RestartCount))
 	if m := st.Metrics; m != nil {
 		if m.Loss != nil {
 			loss.WithLabelValues(ns, name).Set(*m.Loss)

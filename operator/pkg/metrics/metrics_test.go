@@ -32,6 +32,7 @@ func TestRecorderCountsStatesAndForgets(t *testing.T) {
 	running.Status.Workers.Active = 2
 	running.Status.Progress = "40%"
 	running.Status.Metrics = &convoy.TrainingMetrics{Loss: ptr.To(0.5)}
+	running.Status.RestartCount = 2
 	r.ObserveJob(running, &convoy.TrainingJobStatus{})
 	r.ObserveJob(job("m1", "b", convoy.StateRunning, convoy.ConditionRunning), &convoy.TrainingJobStatus{})
 	if got := testutil.ToFloat64(jobs.WithLabelValues("m1", "Running")); got != 2 {
@@ -42,6 +43,9 @@ func TestRecorderCountsStatesAndForgets(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(progressPercent.WithLabelValues("m1", "a")); got != 40 {
 		t.Errorf("trainingjob_progress_percent = %v, want 40", got)
+	}
+	if got := testutil.ToFloat64(restarts.WithLabelValues("m1", "a")); got != 2 {
+		t.Errorf("trainingjob_restart_count = %v, want 2", got)
 	}
 
 	failedBefore := testutil.ToFloat64(failed.WithLabelValues("m1", convoy.ReasonDeadlineExceeded))

@@ -262,7 +262,7 @@ func (s *Server) authorize(ctx context.Context, req *http.Request, key types.Nam
 }
 
 // withinSpec refuses a report the job's spec rules out: an epoch past hyperparameters.epochs, an
-// accuracy outside [0, 1], a checkpoint outside the job's checkpoint location.
+// accuracy outside [0, 1], a checkpoint outside the job's checkpoint location or past its epochs.
 func (s *Server) withinSpec(job *convoy.TrainingJob, u *update) error {
 	if r := u.report; r != nil {
 		if hp := job.Spec.Hyperparameters; r.Epoch != nil && r.TotalEpochs == nil && hp != nil && hp.Epochs != nil && *r.Epoch > *hp.Epochs {
@@ -270,6 +270,16 @@ func (s *Server) withinSpec(job *convoy.TrainingJob, u *update) error {
 		}
 		if r.Epoch != nil && r.TotalEpochs != nil && *r.Epoch > *r.TotalEpochs {
 			return fmt.Errorf("epoch %d is past totalEpochs %d", *r.Epoch, *r.TotalEpochs)
+		}
+	}
+	if c := u.checkpoint; c != nil {
+		// The job's epochs: the latest totalEpochs reported, else the spec's.
+		total := job.Status.TotalEpochs
+		if hp := job.Spec.Hyperparameters; total == 0 && hp != nil && hp.Epochs != nil {
+			total = *hp.Epochs
+		}
+		if total > 0 && c.Epoch > total {
+			return fmt.Errorf("checkpoint epoch %d is past the job's %d epochs (status.totalEpochs, else spec.hyperparameters.epochs)", c.Epoch, total)
 		}
 	}
 	if c := u.checkpoint; c != nil && s.CheckpointURI != nil {

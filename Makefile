@@ -67,7 +67,7 @@ lint: ## gofmt and go vet.
 ##@ Test
 
 .PHONY: test
-test: verify test-unit test-integration test-e2e test-real ## Every test tier: what CI runs.
+test: verify test-unit test-monitoring test-integration test-e2e test-real ## Every test tier: what CI runs.
 
 .PHONY: test-unit
 test-unit: ## Unit tests: pure logic, no control plane; the Python SDK's tests against a local HTTP(S) server.
@@ -79,8 +79,8 @@ test-integration: bin ## Integration tests against the real kube-apiserver, etcd
 	$(GO) test $(TEST_FLAGS) -p 1 $(INTEG_PKGS)
 
 .PHONY: test-e2e
-test-e2e: bin ## End-to-end tests: the real binaries, each with the RBAC in deploy/, on a simulated GPU fleet.
-	$(GO) test $(TEST_FLAGS) -p 1 $(E2E_PKGS)
+test-e2e: bin monitoring-deps ## End-to-end tests: the real binaries, each with the RBAC in deploy/, on a simulated GPU fleet; a real Prometheus scrapes them.
+	CONVOY_REQUIRE_PROMETHEUS=1 $(GO) test $(TEST_FLAGS) -p 1 $(E2E_PKGS)
 
 .PHONY: test-real
 test-real: bin images real-node-deps ## The real-node tier (root): two real kubelets with containerd run Convoy's images and a real PyTorch job.
@@ -94,6 +94,22 @@ real-node-deps: ## Install what real nodes need from Debian (containerd, runc, C
 		echo "Installing $$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+
+.PHONY: monitoring-deps
+monitoring-deps: ## Install Prometheus and promtool from Debian (package prometheus) when missing.
+	@if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then \
+		if [ "$$(id -u)" != 0 ]; then echo "The monitoring tests need Debian's prometheus package (run as root: apt-get install prometheus)"; exit 1; fi; \
+		echo "Installing prometheus"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; \
+	fi
+
+.PHONY: test-monitoring
+test-monitoring: monitoring-deps ## deploy/monitoring's alerts: promtool checks the PrometheusRule's rules and runs their unit tests (deploy/monitoring/tests).
+	@dir=$$(mktemp -d); trap 'rm -rf "$$dir"' EXIT; \
+	$(GO) run ./test/cmd/promrules -tests deploy/monitoring/tests deploy/monitoring/prometheusrule.yaml > "$$dir/convoy-rules.yaml"; \
+	cp deploy/monitoring/tests/*.yaml "$$dir/"; \
+	promtool check rules "$$dir/convoy-rules.yaml"; \
+	cd "$$dir" && promtool test rules *_test.yaml
 
 .PHONY: test-upgrade
 test-upgrade: bin ## The e2e in-place upgrade test from an older release (not part of `test`): make test-upgrade FROM=<git ref>. It builds that ref's operator and scheduler into bin/upgrade-from/.

@@ -83,7 +83,9 @@ func TestSpecsWhosePodsCouldNeverBeCreatedAreRefused(t *testing.T) {
 		}, "spec.env[0].valueFrom.resourceFieldRef.resource", "requests.gold"},
 		{"cpu request above its limit", func(j *convoy.TrainingJob) { j.Spec.Resources.Requests[corev1.ResourceCPU] = resource.MustParse("16") },
 			"spec.resources.requests", "must be less than or equal to cpu limit"},
-		{"memory request above its limit", func(j *convoy.TrainingJob) { j.Spec.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("64Gi") },
+		{"memory request above its limit", func(j *convoy.TrainingJob) {
+			j.Spec.Resources.Requests[corev1.ResourceMemory] = resource.MustParse("64Gi")
+		},
 			"spec.resources.requests", "must be less than or equal to memory limit"},
 		{"unqualified resource name", func(j *convoy.TrainingJob) { j.Spec.Resources.Limits["gold"] = resource.MustParse("1") },
 			"spec.resources.limits[gold]", "must be a standard resource"},

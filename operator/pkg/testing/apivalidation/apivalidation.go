@@ -168,15 +168,25 @@ func toUnstructured(obj apiruntime.Object) (*unstructured.Unstructured, error) {
 	return &unstructured.Unstructured{Object: m}, nil
 }
 
-// Pod is the API server's validation of a pod's create, after its defaults.
+// Pod is the API server's validation of a pod's create, after its defaults and the ServiceAccount
+// admission plugin's (which every cluster runs: it names the default ServiceAccount).
 func Pod(pod *corev1.Pod) field.ErrorList {
+	pod = pod.DeepCopy()
+	if pod.Spec.ServiceAccountName == "" {
+		pod.Spec.ServiceAccountName = "default"
+	}
 	return validateCore(pod, k8scorev1.SetObjectDefaults_Pod, k8scorev1.Convert_v1_Pod_To_core_Pod, func(p *core.Pod) field.ErrorList {
 		return corevalidation.ValidatePodCreate(p, podutil.GetValidationOptionsFromPodSpecAndMeta(&p.Spec, nil, &p.ObjectMeta, nil))
 	})
 }
 
-// Service is the API server's validation of a Service's create, after its defaults.
+// Service is the API server's validation of a Service's create, after its defaults and the
+// Service storage's own (clusterIPs from clusterIP).
 func Service(svc *corev1.Service) field.ErrorList {
+	svc = svc.DeepCopy()
+	if svc.Spec.ClusterIP != "" && len(svc.Spec.ClusterIPs) == 0 {
+		svc.Spec.ClusterIPs = []string{svc.Spec.ClusterIP}
+	}
 	return validateCore(svc, k8scorev1.SetObjectDefaults_Service, k8scorev1.Convert_v1_Service_To_core_Service, corevalidation.ValidateServiceCreate)
 }
 

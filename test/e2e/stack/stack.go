@@ -92,6 +92,9 @@ type Stack struct {
 	// SchedulerMetricsURL is the scheduler's /metrics: its secure port, which checks a caller's
 	// bearer token and access through the API server, as in a cluster (deploy/scheduler/README.md).
 	SchedulerMetricsURL string
+	// OperatorMetricsURL is the first operator replica's /metrics: plain HTTP, as deploy/operator
+	// serves it.
+	OperatorMetricsURL string
 	// AgentURLs are the node agents' metrics addresses (/metrics, /faults), in Options.Agents' order.
 	AgentURLs []string
 	// OperatorBinary and SchedulerBinary are what StartOperator and StartScheduler run: a name in
@@ -229,6 +232,9 @@ func (s *Stack) setupOperator(ctx context.Context, podNetwork bool, replicas int
 	var progressBackends, webhookBackends []string
 	for i := range replicas {
 		p := ports[4*i : 4*i+4]
+		if i == 0 {
+			s.OperatorMetricsURL = "http://" + hostPort(p[0]) + "/metrics"
+		}
 		progress := hostPort(p[2])
 		if replicas == 1 {
 			progress = progressAddr

@@ -1,0 +1,405 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/e2e/stack"
+	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/monitoring"
+)
+
+// EnvRequirePrometheus set (make test-e2e sets it, after installing Debian's prometheus) makes a
+// missing prometheus binary a failure instead of a skip.
+const EnvRequirePrometheus = "CONVOY_REQUIRE_PROMETHEUS"
+
+// panelsWithoutData are the dashboard queries this scenario cannot give data, and why. Their
+// queries must still be valid.
+var panelsWithoutData = map[string]string{
+	"Plans dropped": "a plan is dropped only when the cluster changes under a planned gang before it binds (a race this scenario does not stage)",
+	"Reconcile errors by type": "the operator's reconciles fail only on API errors: conflicts appear at random under load, " +
+		"other errors need a broken API server",
+}
+
+// TestMonitoringOnARealPrometheus runs deploy/monitoring against a real Prometheus scraping the
+// stack: a scrape job per ServiceMonitor and PodMonitor endpoint, with its scheme, path and
+// credentials (a token of monitoring/prometheus, bound as rbac.yaml says); the PrometheusRule's
+// alerts loaded and evaluated; and every dashboard panel's query answered with series. The jobs it
+// runs (one completes, one fails, one restarts and idles its GPUs, one admitted gang fits no rack,
+// a GPU reports an XID, a high-priority job makes Kueue preempt) make the alerts that have no `for`
+// fire, put the others pending, and give the panels their series.
+func TestMonitoringOnARealPrometheus(t *testing.T) {
+	promBin := prometheusBinary(t)
+	e := setup(t)
+	ctx := t.Context()
+	groups, err := monitoring.ReadRules(filepath.Join(e.Root, monitoring.Dir, "prometheusrule.yaml"))
+	must(t, err)
+	panels, err := monitoring.Panels(filepath.Join(e.Root, monitoring.Dir, "dashboards"))
+	must(t, err)
+
+	e.queue(64)
+	done := e.job("done", 2, 8, "normal")
+	done.Spec.Hyperparameters.Epochs = ptr.To[int32](3)
+	done.Spec.SuccessPolicy = &convoy.SuccessPolicy{TargetAccuracy: ptr.To(0.9)}
+	broken := e.job("broken", 1, 8, "normal")
+	broken.Spec.FailurePolicy = &convoy.FailurePolicy{RestartPolicy: convoy.RestartNever}
+	steady := e.job("steady", 2, 8, "normal")
+	steady.Spec.FailurePolicy = &convoy.FailurePolicy{RestartPolicy: convoy.RestartOnFailure, BackoffLimit: ptr.To[int32](3)}
+	for _, j := range []*convoy.TrainingJob{done, broken, steady} {
+		e.create(j)
+	}
+	e.waitState("broken", convoy.StateRunning)
+	e.exitWorker("broken", "1")
+	e.waitState("steady", convoy.StateRunning)
+	e.exitWorker("steady", "137")
+	e.waitJob("steady", "restarted and running", func(j *convoy.TrainingJob) bool {
+		return j.Status.RestartCount >= 1 && j.Status.State == convoy.StateRunning
+	})
+	e.waitState("broken", convoy.StateFailed)
+	e.waitState("done", convoy.StateCompleted)
+	// 40 GPUs in one rack of 32: Kueue admits it (56 of 64 GPUs), the scheduler finds no room.
+	e.create(e.job("too-big", 5, 8, "normal"))
+	e.waitJob("too-big", "admitted, its pods created", func(j *convoy.TrainingJob) bool {
+		return j.Status.Admission != nil && len(e.pods("too-big")) == 5
+	})
+	xidNode := e.injectXID(ctx)
+
+	prom := e.startPrometheus(t, promBin, groups)
+
+	t.Run("every target is up", func(t *testing.T) { prom.waitTargetsUp(t) })
+	t.Run("the rules load and evaluate", func(t *testing.T) {
+		var got []string
+		prom.poll(t, "every rule evaluated without error", func() (bool, string) {
+			var res struct {
+				Groups []struct {
+					Rules []struct {
+						Name, Health, LastError, Type string
+					} `json:"rules"`
+				} `json:"groups"`
+			}
+			if err := prom.get("/api/v1/rules", nil, &res); err != nil {
+				return false, err.Error()
+			}
+			got = got[:0]
+			var bad []string
+			for _, g := range res.Groups {
+				for _, r := range g.Rules {
+					got = append(got, r.Name)
+					if r.Health != "ok" {
+						bad = append(bad, fmt.Sprintf("%s: %s %s", r.Name, r.Health, r.LastError))
+					}
+				}
+			}
+			return len(bad) == 0 && len(got) > 0, strings.Join(bad, "; ")
+		})
+		want := monitoring.Alerts(groups)
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("Prometheus loaded the rules %v, want the PrometheusRule's %v", got, want)
+		}
+	})
+	t.Run("the scenario's alerts", func(t *testing.T) {
+		want := []alert{
+			{"TrainingJobFailed", "firing", map[string]string{"namespace": e.ns, "reason": convoy.ReasonPodFailed}},
+			{"HighGPUIdleTime", "pending", map[string]string{"namespace": e.ns, "training_job": "steady"}},
+			{"GangUnschedulableWhileAdmitted", "pending", map[string]string{"job": stack.Scheduler}},
+			// Pending, or firing already if a minute has passed since Prometheus started.
+			{"GPUUnhealthy", "", map[string]string{"node": xidNode, "gpu": "7"}},
+			{"GPUXIDErrors", "firing", map[string]string{"node": xidNode, "gpu": "7", "xid": "79"}},
+		}
+		prom.poll(t, "the scenario's alerts", func() (bool, string) {
+			var res struct {
+				Alerts []alert `json:"alerts"`
+			}
+			if err := prom.get("/api/v1/alerts", nil, &res); err != nil {
+				return false, err.Error()
+			}
+			var missing []string
+			for _, w := range want {
+				if !slices.ContainsFunc(res.Alerts, w.matches) {
+					missing = append(missing, fmt.Sprintf("%s %s %v", w.Name, w.State, w.Labels))
+				}
+			}
+			return len(missing) == 0, fmt.Sprintf("missing %v in %+v", missing, res.Alerts)
+		})
+	})
+	// A high-priority job makes Kueue preempt a normal one, for the queue dashboard's evictions.
+	e.create(e.job("urgent", 2, 8, "high"))
+	e.waitJob("urgent", "admitted", func(j *convoy.TrainingJob) bool { return j.Status.Admission != nil })
+
+	t.Run("every dashboard panel has data", func(t *testing.T) {
+		for _, p := range panels {
+			t.Run(p.Dashboard+"/"+p.Title, func(t *testing.T) {
+				expr, err := monitoring.Expand(p.Expr, "30s")
+				must(t, err)
+				why, empty := panelsWithoutData[p.Title]
+				var n int
+				defer func() {
+					if empty {
+						t.Logf("%d series; may have none here: %s", n, why)
+					}
+				}()
+				prom.poll(t, "series for "+expr, func() (bool, string) {
+					var res struct {
+						ResultType string            `json:"resultType"`
+						Result     []json.RawMessage `json:"result"`
+					}
+					if err := prom.get("/api/v1/query", url.Values{"query": {expr}}, &res); err != nil {
+						return false, err.Error()
+					}
+					n = len(res.Result)
+					return empty || n > 0, fmt.Sprintf("%s result of %d series", res.ResultType, len(res.Result))
+				})
+			})
+		}
+	})
+}
+
+// prometheusBinary returns Debian's prometheus, or skips the test where it is missing and not
+// required.
+func prometheusBinary(t *testing.T) string {
+	path, err := exec.LookPath("prometheus")
+	if err == nil {
+		return path
+	}
+	if os.Getenv(EnvRequirePrometheus) != "" || os.Getenv("CI") != "" {
+		t.Fatalf("prometheus is not installed: make monitoring-deps installs it (Debian package prometheus)")
+	}
+	t.Skipf("prometheus is not installed (apt-get install prometheus, or make monitoring-deps); %s=1 makes this a failure", EnvRequirePrometheus)
+	return ""
+}
+
+// exitWorker makes the last worker of a job exit with code.
+func (e *env) exitWorker(job, code string) {
+	e.t.Helper()
+	pods := e.pods(job)
+	if _, err := e.Kubectl(e.t.Context(), "annotate", "pod", "-n", e.ns, pods[len(pods)-1].Name, stack.AnnotationSimExitCode+"="+code); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// injectXID makes GPU 7 of a node no job uses report XID 79 (fallen off the bus), which makes it
+// unhealthy, and returns the node. Cleanup clears the fault and waits until the GPU is healthy.
+func (e *env) injectXID(ctx context.Context) string {
+	e.t.Helper()
+	nodes := &corev1.NodeList{}
+	must(e.t, e.k.List(ctx, nodes))
+	names := make([]string, 0, len(nodes.Items))
+	for _, n := range nodes.Items {
+		names = append(names, n.Name)
+	}
+	slices.Sort(names)
+	node := names[len(names)-1]
+	fault := fmt.Sprintf("%s/faults?node=%s&gpu=7", e.AgentURLs[0], node)
+	e.agentFault(http.MethodPost, fault+"&fault=xid:79")
+	e.t.Cleanup(func() {
+		e.agentFault(http.MethodDelete, fault)
+		_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			g := &convoy.GPUNode{}
+			return e.k.Get(ctx, client.ObjectKey{Name: node}, g) == nil && g.Status.Healthy == g.Status.Capacity, nil
+		})
+	})
+	return node
+}
+
+// alert is an alert as /api/v1/alerts lists it, or as the test wants it: Name, and State empty
+// for pending or firing.
+type alert struct {
+	Name   string            `json:"-"`
+	State  string            `json:"state"`
+	Labels map[string]string `json:"labels"`
+}
+
+func (w alert) matches(a alert) bool {
+	if a.Labels["alertname"] != w.Name || w.State != "" && a.State != w.State {
+		return false
+	}
+	for k, v := range w.Labels {
+		if a.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// prometheus is a running Prometheus server.
+type prometheus struct {
+	url string
+	hc  *http.Client
+}
+
+// startPrometheus runs prometheus with a scrape job for every endpoint of deploy/monitoring's
+// monitors, pointed at the stack's process that the monitor selects in a cluster, with the
+// PrometheusRule's rules; scrapes and evaluations every second.
+func (e *env) startPrometheus(t *testing.T, binary string, groups []monitoring.RuleGroup) *prometheus {
+	ctx := t.Context()
+	dir := t.TempDir()
+	monitors, err := monitoring.ReadMonitors(filepath.Join(e.Root, monitoring.Dir, "monitors.yaml"))
+	must(t, err)
+	token := e.prometheusToken(ctx)
+	tokenFile := filepath.Join(dir, "token")
+	must(t, os.WriteFile(tokenFile, []byte(token), 0o600))
+
+	// In a cluster each monitor selects these components' Services or pods by app.kubernetes.io/name.
+	targets := map[string][]string{
+		stack.Operator:  {e.OperatorMetricsURL},
+		stack.Scheduler: {e.SchedulerMetricsURL},
+		"kueue":         {e.Kueue.MetricsURL},
+	}
+	for _, a := range e.AgentURLs {
+		targets[stack.NodeAgent] = append(targets[stack.NodeAgent], a+"/metrics")
+	}
+	var jobs []map[string]any
+	for _, m := range monitors {
+		job := m.Selector[m.JobLabel]
+		urls := targets[job]
+		if len(urls) == 0 {
+			t.Fatalf("%s %s/%s selects %s=%q, which the stack does not run", m.Kind, m.Namespace, m.Name, m.JobLabel, job)
+		}
+		var hosts []string
+		for _, raw := range urls {
+			u, err := url.Parse(raw)
+			must(t, err)
+			if u.Scheme != m.Scheme || u.Path != m.Path {
+				t.Fatalf("%s %s scrapes %s://…%s, but %s serves %s", m.Kind, m.Name, m.Scheme, m.Path, job, raw)
+			}
+			hosts = append(hosts, u.Host)
+		}
+		sc := map[string]any{"job_name": job, "scheme": m.Scheme, "metrics_path": m.Path,
+			"static_configs": []any{map[string]any{"targets": hosts}}}
+		if m.BearerTokenFile != "" {
+			sc["authorization"] = map[string]any{"type": "Bearer", "credentials_file": tokenFile}
+		}
+		if m.InsecureTLS {
+			sc["tls_config"] = map[string]any{"insecure_skip_verify": true}
+		}
+		jobs = append(jobs, sc)
+	}
+	rules, err := monitoring.RuleFile(groups)
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o644))
+	cfg, err := yaml.Marshal(map[string]any{
+		"global":         map[string]any{"scrape_interval": "1s", "evaluation_interval": "1s"},
+		"rule_files":     []string{filepath.Join(dir, "rules.yaml")},
+		"scrape_configs": jobs,
+	})
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), cfg, 0o644))
+
+	ports, err := framework.FreePorts(1)
+	must(t, err)
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	c := e.Cluster
+	must(t, c.StartProcess("prometheus", binary, []string{"--config.file=" + filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path=" + filepath.Join(dir, "data"), "--web.listen-address=" + addr, "--log.level=warn"}, nil))
+	t.Cleanup(func() { _ = c.StopProcess("prometheus") })
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	must(t, c.WaitHealthy(wctx, "prometheus", "http://"+addr+"/-/ready"))
+	return &prometheus{url: "http://" + addr, hc: &http.Client{Timeout: 10 * time.Second}}
+}
+
+// prometheusToken creates monitoring/prometheus, applies deploy/monitoring/rbac.yaml and returns
+// a token of that ServiceAccount, as the Prometheus Operator mounts in Prometheus's pod.
+func (e *env) prometheusToken(ctx context.Context) string {
+	e.t.Helper()
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "monitoring", Name: "prometheus"}},
+	} {
+		if err := e.k.Create(ctx, obj); err != nil && !strings.Contains(err.Error(), "already exists") {
+			e.t.Fatal(err)
+		}
+	}
+	if _, err := e.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(e.Root, monitoring.Dir, "rbac.yaml")); err != nil {
+		e.t.Fatal(err)
+	}
+	tr, err := e.Cluster.Clientset.CoreV1().ServiceAccounts("monitoring").CreateToken(ctx, "prometheus", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	must(e.t, err)
+	return tr.Status.Token
+}
+
+// get reads a Prometheus API answer's data into out.
+func (p *prometheus) get(path string, query url.Values, out any) error {
+	u := p.url + path
+	if query != nil {
+		u += "?" + query.Encode()
+	}
+	resp, err := p.hc.Get(u)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	var env struct {
+		Status string          `json:"status"`
+		Error  string          `json:"error"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &env); err != nil {
+		return fmt.Errorf("GET %s: %s: %.200s", path, resp.Status, body)
+	}
+	if env.Status != "success" {
+		return fmt.Errorf("GET %s: %s", u, env.Error)
+	}
+	return json.Unmarshal(env.Data, out)
+}
+
+// poll waits up to a minute until cond holds, failing with its last word otherwise.
+func (p *prometheus) poll(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		ok, msg := cond()
+		last = msg
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("waiting for %s: %v; last: %s", what, err, last)
+	}
+}
+
+// waitTargetsUp waits until Prometheus has scraped every target successfully.
+func (p *prometheus) waitTargetsUp(t *testing.T) {
+	p.poll(t, "every target up", func() (bool, string) {
+		var res struct {
+			ActiveTargets []struct {
+				ScrapeURL, Health, LastError string
+			} `json:"activeTargets"`
+		}
+		if err := p.get("/api/v1/targets", nil, &res); err != nil {
+			return false, err.Error()
+		}
+		var bad []string
+		for _, tg := range res.ActiveTargets {
+			if tg.Health != "up" {
+				bad = append(bad, fmt.Sprintf("%s: %s %s", tg.ScrapeURL, tg.Health, tg.LastError))
+			}
+		}
+		return len(bad) == 0 && len(res.ActiveTargets) > 0, strings.Join(bad, "; ")
+	})
+}

@@ -43,17 +43,18 @@ images: bin ## Convoy's container images, without Docker, as OCI layouts in bin/
 ##@ Code generation
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, CRDs and RBAC with controller-gen.
+generate: ## Regenerate deepcopy, CRDs and RBAC with controller-gen, and the Helm chart from the kustomize bases (hack/chartgen).
 	$(GO) tool controller-gen object paths=./api/... paths=./scheduler-plugin/apis/...
 	$(GO) tool controller-gen crd:allowDangerousTypes=true paths=./api/... output:crd:artifacts:config=deploy/crd/bases
 	$(GO) tool controller-gen rbac:roleName=convoy-operator paths=./operator/... output:rbac:artifacts:config=deploy/operator/rbac
 	$(GO) tool controller-gen rbac:roleName=convoy-operator-queue paths=./queue/... output:rbac:artifacts:config=deploy/kueue/rbac
+	$(GO) run ./hack/chartgen
 
 .PHONY: verify
 verify: ## Fail when generated files are stale, go.mod is not tidy, or gofmt/go vet complain.
-	@before=$$(find api deploy scheduler-plugin/apis -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/rbac/role.yaml' \) -print0 | sort -z | xargs -0 sha256sum); \
+	@before=$$(find api deploy scheduler-plugin/apis -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/rbac/role.yaml' -o -path 'deploy/helm/*' \) -print0 | sort -z | xargs -0 sha256sum); \
 	$(MAKE) --no-print-directory generate >/dev/null; \
-	after=$$(find api deploy scheduler-plugin/apis -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/rbac/role.yaml' \) -print0 | sort -z | xargs -0 sha256sum); \
+	after=$$(find api deploy scheduler-plugin/apis -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/rbac/role.yaml' -o -path 'deploy/helm/*' \) -print0 | sort -z | xargs -0 sha256sum); \
 	if [ "$$before" != "$$after" ]; then echo "Generated files were stale; 'make generate' has updated them: review and commit."; \
 		diff <(echo "$$before") <(echo "$$after") || true; exit 1; fi
 	@$(GO) mod tidy -diff >/dev/null 2>&1 || { echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit:"; $(GO) mod tidy -diff; exit 1; }

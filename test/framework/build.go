@@ -76,6 +76,8 @@ var Binaries = []Binary{
 	{Name: "pause", Package: "./test/cmd/pause", Static: true, Project: true},
 	{Name: "registry", Module: "github.com/distribution/distribution/v3@v3.1.2", Package: "./cmd/registry"},
 	{Name: "coredns", Module: "github.com/coredns/coredns@v1.14.7", Package: ".", Static: true},
+	// Helm, for the chart in deploy/helm (test/integration/chart).
+	{Name: "helm", Module: "helm.sh/helm/v4@v4.3.1", Package: "./cmd/helm"},
 }
 
 // stampFile records what the non-project binaries in the bin directory were built from.

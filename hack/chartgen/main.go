@@ -1,0 +1,279 @@
+// Command chartgen writes the Helm chart deploy/helm/convoy from the kustomize bases in deploy/, so
+// the two cannot drift apart: each template is a base rendered by kustomize, with the namespace,
+// images, replicas, resources and the scheduler's configuration turned into values whose defaults
+// are the bases' own. `make generate` runs it; `make verify` fails when its output is stale.
+//
+//	go run ./hack/chartgen [-deploy deploy] [-chart deploy/helm/convoy]
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+)
+
+// Namespace is the namespace the bases install into; the chart installs into the release's.
+const Namespace = "convoy-system"
+
+// component is one template of the chart: a kustomize base, or plain files of one.
+type component struct {
+	// key is the component's key in values.yaml; template is its file under templates/.
+	key, template string
+	// dir is the kustomize base; files, when set, are the only files of dir to take, as they are.
+	dir   string
+	files []string
+	// optional components are off unless <key>.enabled is set; the others are on unless it is unset.
+	optional bool
+	about    string
+}
+
+var components = []component{
+	{key: "operator", template: "operator.yaml", dir: "operator", about: "the operator: TrainingJob controller, progress endpoint, Kueue's job reconciler and the webhooks"},
+	{key: "kueueIntegration", template: "kueue-integration.yaml", dir: "kueue",
+		files: []string{"kueue_trainingjob_role.yaml", "rbac/role.yaml", "rbac/role_binding.yaml", "webhook.yaml", "webhook_secret.yaml"},
+		about: "the operator's side of Kueue (its webhooks, their Service and certificate Secret, its Kueue RBAC); Kueue itself is installed with its own chart"},
+	{key: "scheduler", template: "scheduler.yaml", dir: "scheduler", about: "convoy-scheduler, a second scheduler beside the default one"},
+	{key: "nodeAgent", template: "node-agent.yaml", dir: "node-agent", about: "the node agent DaemonSet on GPU nodes"},
+	{key: "queues", template: "queues.yaml", dir: "queue", optional: true, about: "sample ResourceFlavors, ClusterQueues, LocalQueues and PriorityClasses to start from"},
+	{key: "monitoring", template: "monitoring.yaml", dir: "monitoring", optional: true, about: "ServiceMonitors and the PrometheusRule (needs the Prometheus Operator's CRDs)"},
+	{key: "networkPolicies", template: "network-policies.yaml", dir: "network-policies", optional: true, about: "NetworkPolicies that let each component accept only what it serves and call only the API server and DNS"},
+}
+
+func main() {
+	deployDir := flag.String("deploy", "deploy", "the kustomize bases")
+	chartDir := flag.String("chart", "deploy/helm/convoy", "the chart to write")
+	flag.Parse()
+	if err := generate(*deployDir, *chartDir); err != nil {
+		fmt.Fprintln(os.Stderr, "chartgen:", err)
+		os.Exit(1)
+	}
+}
+
+func generate(deployDir, chartDir string) error {
+	values := map[string]any{}
+	var order []string
+	for _, c := range components {
+		if _, err := os.Stat(filepath.Join(deployDir, c.dir, "kustomization.yaml")); os.IsNotExist(err) {
+			continue // a base not written yet
+		}
+		objs, err := render(deployDir, c)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.key, err)
+		}
+		v := map[string]any{"enabled": !c.optional}
+		tmpl, err := template(c, objs, v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", c.key, err)
+		}
+		values[c.key] = v
+		order = append(order, c.key)
+		if err := os.MkdirAll(filepath.Join(chartDir, "templates"), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(chartDir, "templates", c.template), tmpl, 0o644); err != nil {
+			return err
+		}
+	}
+	if err := writeValues(filepath.Join(chartDir, "values.yaml"), values, order); err != nil {
+		return err
+	}
+	return copyCRDs(filepath.Join(deployDir, "crd", "bases"), filepath.Join(chartDir, "crds"))
+}
+
+// render runs kustomize over the component's base, or reads its listed files, and returns its
+// objects, Namespaces left out (the release's namespace is created by Helm).
+func render(deployDir string, c component) ([]map[string]any, error) {
+	var docs [][]byte
+	if c.files != nil {
+		for _, f := range c.files {
+			b, err := os.ReadFile(filepath.Join(deployDir, c.dir, f))
+			if err != nil {
+				return nil, err
+			}
+			docs = append(docs, splitYAML(b)...)
+		}
+	} else {
+		m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(deployDir, c.dir))
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range m.Resources() {
+			b, err := r.AsYAML()
+			if err != nil {
+				return nil, err
+			}
+			docs = append(docs, b)
+		}
+	}
+	var out []map[string]any
+	for _, d := range docs {
+		obj := map[string]any{}
+		if err := yaml.Unmarshal(d, &obj); err != nil {
+			return nil, err
+		}
+		if len(obj) == 0 || obj["kind"] == "Namespace" {
+			continue
+		}
+		out = append(out, obj)
+	}
+	return out, nil
+}
+
+func splitYAML(b []byte) [][]byte {
+	var out [][]byte
+	for _, d := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(b), -1) {
+		if strings.TrimSpace(d) != "" {
+			out = append(out, []byte(d))
+		}
+	}
+	return out
+}
+
+// Placeholders stand in the marshalled YAML where template expressions go.
+const (
+	phReplicas  = "__CHARTGEN_REPLICAS__"
+	phImage     = "__CHARTGEN_IMAGE__"
+	phResources = "__CHARTGEN_RESOURCES__"
+	phConfig    = "__CHARTGEN_SCHEDULER_CONFIG__"
+	phExtraArgs = "__CHARTGEN_EXTRA_ARGS__"
+)
+
+// template turns the objects into the component's template, recording the defaults of what it
+// makes values of in v.
+func template(c component, objs []map[string]any, v map[string]any) ([]byte, error) {
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "# Generated by hack/chartgen from deploy/%s: %s. Do not edit; edit deploy/%s and run make generate.\n", c.dir, c.about, c.dir)
+	guard := fmt.Sprintf("{{- if .Values.%s.enabled }}\n", c.key)
+	buf.WriteString(guard)
+	for _, obj := range objs {
+		if err := parameterize(obj, v); err != nil {
+			return nil, err
+		}
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		// Text that Helm would read as a template (a PrometheusRule's {{ $labels.x }}) is
+		// printed as it is.
+		s := strings.ReplaceAll(string(b), "{{", "{{`{{`}}")
+		s = strings.ReplaceAll(s, Namespace, "{{ .Release.Namespace }}")
+		s = expand(s, c.key)
+		buf.WriteString("---\n" + s)
+	}
+	buf.WriteString("{{- end }}\n")
+	return buf.Bytes(), nil
+}
+
+// parameterize replaces, in a workload, the first container's image and resources and the
+// replicas with placeholders and makes room for extra arguments after its own, and the
+// scheduler's configuration, keeping their values as defaults.
+func parameterize(obj map[string]any, v map[string]any) error {
+	kind := obj["kind"]
+	if kind == "ConfigMap" && name(obj) == "convoy-scheduler-config" {
+		data, _ := obj["data"].(map[string]any)
+		text, _ := data["config.yaml"].(string)
+		cfg := map[string]any{}
+		if err := yaml.Unmarshal([]byte(text), &cfg); err != nil {
+			return fmt.Errorf("the scheduler's config.yaml: %w", err)
+		}
+		v["config"] = cfg
+		data["config.yaml"] = phConfig
+		return nil
+	}
+	if kind != "Deployment" && kind != "DaemonSet" {
+		return nil
+	}
+	spec := obj["spec"].(map[string]any)
+	if r, ok := spec["replicas"]; ok {
+		v["replicas"] = r
+		spec["replicas"] = phReplicas
+	}
+	pod := spec["template"].(map[string]any)["spec"].(map[string]any)
+	ctr := pod["containers"].([]any)[0].(map[string]any)
+	v["image"] = ctr["image"]
+	ctr["image"] = phImage
+	if r, ok := ctr["resources"]; ok {
+		v["resources"] = r
+		ctr["resources"] = phResources
+	}
+	if args, ok := ctr["args"].([]any); ok {
+		v["extraArgs"] = []any{}
+		ctr["args"] = append(args, phExtraArgs)
+	}
+	return nil
+}
+
+var (
+	resourcesLine = regexp.MustCompile(`(?m)^(\s*)resources: ` + phResources + `$`)
+	configLine    = regexp.MustCompile(`(?m)^(\s*)config.yaml: ` + phConfig + `$`)
+	extraArgsLine = regexp.MustCompile(`(?m)^(\s*)- ` + phExtraArgs + `$`)
+)
+
+// expand puts the template expressions in the placeholders' places.
+func expand(s, key string) string {
+	s = strings.ReplaceAll(s, "replicas: "+phReplicas, fmt.Sprintf("replicas: {{ .Values.%s.replicas }}", key))
+	s = strings.ReplaceAll(s, "image: "+phImage, fmt.Sprintf("image: {{ .Values.%s.image | quote }}", key))
+	s = resourcesLine.ReplaceAllStringFunc(s, func(line string) string {
+		indent := len(resourcesLine.FindStringSubmatch(line)[1])
+		return fmt.Sprintf("%sresources:\n%s  {{- toYaml .Values.%s.resources | nindent %d }}", strings.Repeat(" ", indent), strings.Repeat(" ", indent), key, indent+2)
+	})
+	s = extraArgsLine.ReplaceAllStringFunc(s, func(line string) string {
+		indent := extraArgsLine.FindStringSubmatch(line)[1]
+		return fmt.Sprintf("%s{{- with .Values.%s.extraArgs }}\n%s{{- toYaml . | nindent %d }}\n%s{{- end }}", indent, key, indent, len(indent), indent)
+	})
+	return configLine.ReplaceAllStringFunc(s, func(line string) string {
+		indent := len(configLine.FindStringSubmatch(line)[1])
+		return fmt.Sprintf("%sconfig.yaml: |\n%s  {{- toYaml .Values.%s.config | nindent %d }}", strings.Repeat(" ", indent), strings.Repeat(" ", indent), key, indent+2)
+	})
+}
+
+func name(obj map[string]any) string {
+	md, _ := obj["metadata"].(map[string]any)
+	n, _ := md["name"].(string)
+	return n
+}
+
+// writeValues writes values.yaml, one commented section per component in the chart's order.
+func writeValues(path string, values map[string]any, order []string) error {
+	var buf bytes.Buffer
+	buf.WriteString("# Generated by hack/chartgen: every default is the kustomize base's own (deploy/).\n")
+	for _, key := range order {
+		i := slices.IndexFunc(components, func(c component) bool { return c.key == key })
+		b, err := yaml.Marshal(map[string]any{key: values[key]})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&buf, "\n# %s\n%s", components[i].about, b)
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
+}
+
+// copyCRDs puts the CRDs in the chart's crds/, which Helm installs before the templates.
+func copyCRDs(from, to string) error {
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return err
+	}
+	files, err := filepath.Glob(filepath.Join(from, "*.yaml"))
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(to, filepath.Base(f)), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,186 @@
+// Package chart tests the Helm chart deploy/helm/convoy with the real helm binary (built from
+// helm.sh/helm/v4 into bin/) against a real kube-apiserver: it lints clean, it renders exactly the
+// objects of the kustomize bases it is generated from (hack/chartgen), and it installs, upgrades
+// and uninstalls.
+package chart
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+func TestMain(m *testing.M) {
+	framework.Main(m, framework.Options{AddToScheme: []func(*runtime.Scheme) error{apiextensionsv1.AddToScheme}})
+}
+
+// namespace is where the kustomize bases install; the chart installs into the release's.
+const namespace = "convoy-system"
+
+// run runs one of bin/'s tools against the cluster and returns its output.
+func run(t *testing.T, c *framework.Cluster, tool string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.CommandContext(t.Context(), filepath.Join(c.BinDir, tool), args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s: %w\n%s", tool, strings.Join(args, " "), err, out)
+	}
+	return string(out), nil
+}
+
+func chartDir(t *testing.T) string {
+	t.Helper()
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "deploy", "helm", "convoy")
+}
+
+func TestChartLintsClean(t *testing.T) {
+	c := framework.Shared(t)
+	out, err := run(t, c, "helm", "lint", "--strict", chartDir(t), "--set", "queues.enabled=true")
+	if err != nil || !strings.Contains(out, "0 chart(s) failed") {
+		t.Errorf("helm lint --strict: %v\n%s", err, out)
+	}
+}
+
+// objects parses a multi-document YAML stream into objects keyed by kind/namespace/name; the
+// scheduler's configuration, a YAML document in a ConfigMap, is parsed too, since the chart
+// writes it from a value.
+func objects(t *testing.T, stream string) map[string]map[string]any {
+	t.Helper()
+	out := map[string]map[string]any{}
+	for _, doc := range strings.Split(stream, "\n---") {
+		obj := map[string]any{}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			t.Fatalf("%v in\n%s", err, doc)
+		}
+		if len(obj) == 0 || obj["kind"] == "Namespace" {
+			continue
+		}
+		md := obj["metadata"].(map[string]any)
+		if data, ok := obj["data"].(map[string]any); ok && md["name"] == "convoy-scheduler-config" {
+			cfg := map[string]any{}
+			if err := yaml.Unmarshal([]byte(data["config.yaml"].(string)), &cfg); err != nil {
+				t.Fatal(err)
+			}
+			data["config.yaml"] = cfg
+		}
+		out[fmt.Sprintf("%s/%v/%v", obj["kind"], md["namespace"], md["name"])] = obj
+	}
+	return out
+}
+
+// TestChartRendersTheKustomizeBases: `helm template` with the default values (and the optional
+// components on) gives the very objects `kubectl kustomize` gives for deploy/operator,
+// deploy/scheduler, deploy/node-agent, deploy/queue, deploy/monitoring and
+// deploy/network-policies, and deploy/kueue's Convoy files.
+func TestChartRendersTheKustomizeBases(t *testing.T) {
+	c := framework.Shared(t)
+	root := filepath.Dir(filepath.Dir(chartDir(t)))
+	var want strings.Builder
+	for _, dir := range []string{"operator", "scheduler", "node-agent", "queue", "monitoring", "network-policies"} {
+		out, err := run(t, c, "kubectl", "kustomize", filepath.Join(root, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.WriteString("\n---\n" + out)
+	}
+	for _, f := range []string{"kueue_trainingjob_role.yaml", "rbac/role.yaml", "rbac/role_binding.yaml", "webhook.yaml", "webhook_secret.yaml"} {
+		b, err := os.ReadFile(filepath.Join(root, "kueue", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want.WriteString("\n---\n" + string(b))
+	}
+	got, err := run(t, c, "helm", "template", "convoy", chartDir(t), "--namespace", namespace,
+		"--set", "queues.enabled=true", "--set", "monitoring.enabled=true", "--set", "networkPolicies.enabled=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(objects(t, want.String()), objects(t, got)); diff != "" {
+		t.Errorf("helm template differs from the kustomize bases (-kustomize,+helm):\n%s", diff)
+	}
+}
+
+// TestChartInstallsUpgradesAndUninstalls: helm installs the chart into a release namespace of its
+// own: the CRDs, the operator, scheduler and node agent workloads with the values given, the
+// webhooks pointed at the release's namespace; an upgrade changes the replicas; uninstall removes
+// the release's objects and keeps the CRDs (and so every TrainingJob), as Helm does.
+func TestChartInstallsUpgradesAndUninstalls(t *testing.T) {
+	c := framework.Shared(t)
+	ctx := context.Background()
+	const ns = "gpu-batch"
+	if _, err := run(t, c, "helm", "install", "convoy", chartDir(t), "--namespace", ns, "--create-namespace",
+		"--set", "operator.image=registry.example/convoy-operator:v1", "--set", "scheduler.replicas=1",
+		"--set", "networkPolicies.enabled=true"); err != nil {
+		t.Fatal(err)
+	}
+
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: "trainingjobs.convoy.dev"}, crd); err != nil {
+		t.Errorf("the TrainingJob CRD: %v", err)
+	}
+	op := &appsv1.Deployment{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "convoy-operator"}, op); err != nil {
+		t.Fatalf("the operator's Deployment: %v", err)
+	}
+	if img := op.Spec.Template.Spec.Containers[0].Image; img != "registry.example/convoy-operator:v1" {
+		t.Errorf("operator image %q, want the value given", img)
+	}
+	if !slices.Contains(op.Spec.Template.Spec.Containers[0].Args, "--progress-url=https://convoy-operator-progress."+ns+".svc:443") {
+		t.Errorf("operator args %v: want the progress URL in the release's namespace", op.Spec.Template.Spec.Containers[0].Args)
+	}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "convoy-operator"}, &networkingv1.NetworkPolicy{}); err != nil {
+		t.Errorf("the operator's NetworkPolicy: %v", err)
+	}
+	sched := &appsv1.Deployment{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "convoy-scheduler"}, sched); err != nil || *sched.Spec.Replicas != 1 {
+		t.Errorf("the scheduler's Deployment: %v, want 1 replica as set", err)
+	}
+	vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: "convoy-trainingjob-queue"}, vwc); err != nil {
+		t.Fatalf("the webhooks: %v", err)
+	}
+	for _, w := range vwc.Webhooks {
+		if w.ClientConfig.Service == nil || w.ClientConfig.Service.Namespace != ns {
+			t.Errorf("webhook %s calls %+v, want the Service in %s", w.Name, w.ClientConfig.Service, ns)
+		}
+	}
+
+	if _, err := run(t, c, "helm", "upgrade", "convoy", chartDir(t), "--namespace", ns, "--reuse-values", "--set", "scheduler.replicas=3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "convoy-scheduler"}, sched); err != nil || *sched.Spec.Replicas != 3 {
+		t.Errorf("after the upgrade the scheduler's Deployment: %v, want 3 replicas", err)
+	}
+
+	if _, err := run(t, c, "helm", "uninstall", "convoy", "--namespace", ns); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Client.Get(ctx, client.ObjectKey{Name: "convoy-trainingjob-queue"}, &admissionregistrationv1.ValidatingWebhookConfiguration{})
+	if err == nil {
+		t.Error("the webhooks outlived helm uninstall")
+	}
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: "trainingjobs.convoy.dev"}, crd); err != nil {
+		t.Errorf("the TrainingJob CRD after helm uninstall: %v, want it kept", err)
+	}
+}

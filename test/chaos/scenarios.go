@@ -131,7 +131,7 @@ func (r *Runner) killScheduler(ctx context.Context, ns, what string, kills int, 
 		kill := func() {
 			once.Do(func() {
 				killed = time.Now()
-				_ = r.c.KillProcess(stack.Scheduler)
+				_ = r.kill(stack.Scheduler)
 			})
 		}
 		done := make(chan error, 1)
@@ -466,7 +466,7 @@ func (r *Runner) killLeader(ctx context.Context, component string) (time.Duratio
 		return 0, err
 	}
 	killed := time.Now()
-	if err := r.c.KillProcess(name); err != nil {
+	if err := r.kill(name); err != nil {
 		return 0, err
 	}
 	restarted := make(chan error, 1)

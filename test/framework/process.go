@@ -138,6 +138,28 @@ func (c *Cluster) RestartProcess(name string) error {
 	return c.StartProcess(name, p.Binary, p.args, p.env)
 }
 
+// RestartIfExited starts the process called name again when it has exited on its own (a crash,
+// or a leader election lost under CPU starvation), as a kubelet restarts a container, and reports
+// whether it did. A process ended by StopProcess or KillProcess runs under its name no more and is
+// left alone; a caller that kills processes too must not call both at once.
+func (c *Cluster) RestartIfExited(name string) (bool, error) {
+	c.mu.Lock()
+	p := c.procs[name]
+	c.mu.Unlock()
+	if p == nil {
+		return false, nil
+	}
+	select {
+	case <-p.done:
+	default:
+		return false, nil
+	}
+	if err := c.forget(p); err != nil {
+		return true, err
+	}
+	return true, c.RestartProcess(name)
+}
+
 // forget drops the ended process p from the running ones and remembers its command line for
 // RestartProcess.
 func (c *Cluster) forget(p *proc) error {
@@ -148,7 +170,9 @@ func (c *Cluster) forget(p *proc) error {
 		c.ended = map[string]*proc{}
 	}
 	c.ended[name] = p
-	delete(c.procs, name)
+	if c.procs[name] == p {
+		delete(c.procs, name)
+	}
 	// A new slice: Stop may be iterating over the old one.
 	c.order = slices.DeleteFunc(slices.Clone(c.order), func(q *proc) bool { return q == p })
 	return c.writePidsLocked()

@@ -68,12 +68,26 @@ lint: ## gofmt and go vet.
 ##@ Test
 
 .PHONY: test
-test: verify test-unit test-monitoring test-integration test-e2e test-real ## Every test tier: what CI runs.
+test: verify test-unit test-fuzz test-monitoring test-integration test-e2e test-real ## Every test tier: what CI runs.
 
 .PHONY: test-unit
 test-unit: ## Unit tests: pure logic, no control plane; the Python SDK's tests against a local HTTP(S) server.
 	$(GO) test $(TEST_FLAGS) $(UNIT_PKGS)
 	python3 -m unittest discover -s sdk/python/tests
+
+# The packages with Go fuzz targets (func FuzzXxx); test-unit runs their seed corpora
+# (testdata/fuzz) as plain tests, test-fuzz fuzzes each target for FUZZTIME.
+FUZZ_PKGS     = $(addprefix ./,$(sort $(dir $(shell git grep -l '^func Fuzz' -- '*_test.go'))))
+FUZZTIME     ?= 10s
+
+.PHONY: test-fuzz
+test-fuzz: ## Fuzz each Fuzz target for FUZZTIME (10s; longer: make test-fuzz FUZZTIME=10m); a failing input is written to the package's testdata/fuzz.
+	@for pkg in $(FUZZ_PKGS); do \
+		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$pkg*_test.go); do \
+			echo "== $$target ($$pkg, $(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
 
 .PHONY: test-integration
 test-integration: bin ## Integration tests against the real kube-apiserver, etcd and kwok built into bin/.

@@ -9,10 +9,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"reflect"
 	"runtime"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsinternal "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
@@ -32,6 +31,7 @@ import (
 	"k8s.io/kubernetes/pkg/apis/core"
 	k8scorev1 "k8s.io/kubernetes/pkg/apis/core/v1"
 	corevalidation "k8s.io/kubernetes/pkg/apis/core/validation"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -54,13 +54,14 @@ func TrainingJobs() (*CRD, error) {
 	return LoadCRD(filepath.Join(repoRoot(), "deploy", "crd", "bases", "convoy.dev_trainingjobs.yaml"))
 }
 
-// PodGroups is scheduler-plugins' PodGroup CRD, from the module go.mod pins.
+// PodGroups is scheduler-plugins' PodGroup CRD, from the module go.mod pins, found beside the
+// source of its Go types without running the go command (a fuzz worker loads it as it starts).
 func PodGroups() (*CRD, error) {
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/scheduler-plugins").Output()
-	if err != nil {
-		return nil, fmt.Errorf("locating the scheduler-plugins module for its PodGroup CRD: %w", err)
-	}
-	return LoadCRD(filepath.Join(strings.TrimSpace(string(out)), "config", "crd", "bases", "scheduling.x-k8s.io_podgroups.yaml"))
+	fn := runtime.FuncForPC(reflect.ValueOf((*schedv1alpha1.PodGroup).DeepCopy).Pointer())
+	file, _ := fn.FileLine(fn.Entry())
+	// file is <module>/apis/scheduling/v1alpha1/<file>.go.
+	module := filepath.Join(filepath.Dir(file), "..", "..", "..")
+	return LoadCRD(filepath.Join(module, "config", "crd", "bases", "scheduling.x-k8s.io_podgroups.yaml"))
 }
 
 // LoadCRD reads a CustomResourceDefinition and builds what the API server validates its storage

@@ -177,8 +177,9 @@ func TestConvoyImagesStartOnARealNode(t *testing.T) {
 	}
 }
 
-// Kueue and Convoy are installed from deploy/ with `kubectl apply --server-side -k`, as the README
-// says (test/e2e/realstack/install.go): each runs as a Deployment of its image from the registry,
+// Kueue is installed from deploy/kueue with `kubectl apply --server-side -k` and Convoy with `helm
+// install` of deploy/helm/convoy, as the README says (test/e2e/realstack/install.go): each runs as
+// a Deployment of its image from the registry,
 // Convoy's two replicas per component with one leader; the operator made the queue webhook's
 // certificate and injected its CA, and the API server reaches the webhook through its Service.
 func TestInstalledFromDeployRunsInTheCluster(t *testing.T) {
@@ -262,39 +263,61 @@ func TestInstalledFromDeployRunsInTheCluster(t *testing.T) {
 
 const kueueQueueLabel = "kueue.x-k8s.io/queue-name"
 
-// A typo in the image name: the kubelet cannot pull it. The job says so in its status with the
-// kubelet's words within seconds (Initializing, reason ContainersNotStarting, and a Warning event),
-// and once failurePolicy.startupTimeoutSeconds has passed it fails with StartupTimeout: its pods
-// are deleted and its Kueue Workload is finished, so the GPUs and the quota are free again.
+// Two jobs whose containers can never start, side by side: a typo in the image name (the kubelet
+// cannot pull it) and checkpoint credentials naming a Secret that does not exist (the kubelet's
+// CreateContainerConfigError). Each says so in its status with the kubelet's words within seconds
+// (Initializing, reason ContainersNotStarting, and a Warning event), and once
+// failurePolicy.startupTimeoutSeconds has passed it fails with StartupTimeout: its pods are deleted
+// and its Kueue Workload is finished, so the GPUs and the quota are free again.
 func TestUnpullableImageIsExplainedAndReleased(t *testing.T) {
 	e := setup(t)
 	ns := framework.TestNamespace(t)
-	ctx := t.Context()
-	if err := e.StoryQueue(ctx, ns); err != nil {
+	if err := e.StoryQueue(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
 	image := realstack.Registry + "/convoy/no-such-image:typo"
+	for _, tc := range []struct {
+		name, spec, want string
+	}{
+		{"typo", "image: " + image, image},
+		{"no-secret", "image: " + e.Image(images.Trainer) + `
+  checkpoint:
+    enabled: true
+    storage: {type: s3, s3Bucket: ckpt, credentialsSecretRef: {name: aws-keys}}`, `secret "aws-keys" not found`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			explainedAndReleased(t, e, ns, tc.name, tc.spec, tc.want)
+		})
+	}
+}
+
+// explainedAndReleased applies job name with spec added, whose containers cannot start, and
+// checks that its status and events carry want, the kubelet's words, and that it then fails with
+// StartupTimeout and lets go of its pods and quota.
+func explainedAndReleased(t *testing.T, e *realstack.Env, ns, name, spec, want string) {
+	ctx := t.Context()
 	applied := time.Now()
 	if err := e.Apply(ctx, fmt.Sprintf(`apiVersion: convoy.dev/v1alpha1
 kind: TrainingJob
-metadata: {name: typo, namespace: %s}
+metadata: {name: %s, namespace: %s}
 spec:
   model: mlp
   dataset: sklearn-digits
   framework: pytorch
   numWorkers: 2
   gpusPerWorker: 1
-  image: %s
   resources:
     requests: {cpu: 100m, memory: 64Mi}
   failurePolicy: {startupTimeoutSeconds: 30}
   scheduling: {queue: training, priorityClassName: normal}
-`, ns, image)); err != nil {
+  %s
+`, name, ns, spec)); err != nil {
 		t.Fatal(err)
 	}
 	job := &convoy.TrainingJob{}
 	get := func(ctx context.Context) error {
-		return e.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "typo"}, job)
+		return e.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job)
 	}
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := get(ctx); err != nil {
@@ -307,10 +330,10 @@ spec:
 	}
 	c := meta.FindStatusCondition(job.Status.Conditions, convoy.ConditionInitializing)
 	t.Logf("%.1fs after kubectl apply: %s: %s", time.Since(applied).Seconds(), c.Reason, c.Message)
-	if !strings.Contains(c.Message, image) {
-		t.Errorf("the Initializing message does not carry the kubelet's words about %s: %q", image, c.Message)
+	if !strings.Contains(c.Message, want) {
+		t.Errorf("the Initializing message does not carry the kubelet's words %q: %q", want, c.Message)
 	}
-	events, err := e.Kubectl(ctx, "get", "events", "-n", ns, "--field-selector", "involvedObject.kind=TrainingJob,type=Warning,reason="+convoy.ReasonContainersNotStarting, "--no-headers")
+	events, err := e.Kubectl(ctx, "get", "events", "-n", ns, "--field-selector", "involvedObject.kind=TrainingJob,involvedObject.name="+name+",type=Warning,reason="+convoy.ReasonContainersNotStarting, "--no-headers")
 	if err != nil || strings.TrimSpace(events) == "" {
 		t.Errorf("no Warning event %s on the job (%v): %q", convoy.ReasonContainersNotStarting, err, events)
 	}
@@ -327,16 +350,18 @@ spec:
 	t.Logf("%.1fs after kubectl apply: Failed, %s", time.Since(applied).Seconds(), job.Status.FailureReason)
 	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 		pods := &corev1.PodList{}
-		if err := e.Cluster.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{convoy.LabelJobName: "typo"}); err != nil {
+		if err := e.Cluster.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{convoy.LabelJobName: name}); err != nil {
 			return false, err
 		}
 		workloads := &kueue.WorkloadList{}
 		if err := e.Cluster.Client.List(ctx, workloads, client.InNamespace(ns)); err != nil {
 			return false, err
 		}
-		finished := len(workloads.Items) > 0
+		finished := false
 		for _, w := range workloads.Items {
-			finished = finished && meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadFinished)
+			if metav1.IsControlledBy(&w, job) {
+				finished = meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadFinished)
+			}
 		}
 		return len(pods.Items) == 0 && finished, nil
 	})

@@ -40,12 +40,14 @@ var deployImages = map[string]string{
 }
 
 // install installs Kueue and Convoy in the cluster as the README's installation does: `kubectl
-// apply --server-side -k` of deploy/kueue, deploy/operator, deploy/scheduler, deploy/node-agent
-// and deploy/queue, through kustomize overlays that only point the images at the local registry.
-// Two things differ, because this machine is offline and has no GPU: deploy/kueue's Kueue release
-// comes from the pinned Kueue module (config/default rendered with the release's image, which is
-// what the release's manifests.yaml is) instead of GitHub, and the node agents read the simulated
-// GPUs through mock NVML (--nvml=mock:Profile) instead of a driver.
+// apply --server-side -k deploy/kueue` through a kustomize overlay that only points the images at
+// the local registry, then `helm install` of the chart deploy/helm/convoy (generated from
+// deploy/operator, deploy/scheduler and deploy/node-agent, and checked to render the same objects)
+// with the images' values pointing there too, then `kubectl apply -k deploy/queue`. Two things
+// differ, because this machine is offline and has no GPU: deploy/kueue's Kueue release comes from
+// the pinned Kueue module (config/default rendered with the release's image, which is what the
+// release's manifests.yaml is) instead of GitHub, and the node agents read the simulated GPUs
+// through mock NVML (--nvml=mock:Profile) instead of a driver.
 func (e *Env) install(ctx context.Context, logf func(string, ...any)) error {
 	began := time.Now()
 	c := e.Cluster
@@ -57,28 +59,19 @@ func (e *Env) install(ctx context.Context, logf func(string, ...any)) error {
 	if err := c.InstallCRDs(ctx, e.path("deploy/crd/bases"), filepath.Join(pluginsDir, "config/crd/bases")); err != nil {
 		return err
 	}
-	dir := filepath.Join(c.StateDir, "install")
-	overlays := map[string]string{}
-	for _, name := range []string{"kueue", "operator", "scheduler", "node-agent"} {
-		if overlays[name], err = e.writeOverlay(ctx, dir, name); err != nil {
-			return fmt.Errorf("the overlay of deploy/%s: %w", name, err)
-		}
+	kueueOverlay, err := e.writeOverlay(ctx, filepath.Join(c.StateDir, "install"), "kueue")
+	if err != nil {
+		return fmt.Errorf("the overlay of deploy/kueue: %w", err)
 	}
-	apply := func(name string) error {
-		_, err := e.Kubectl(ctx, "apply", "--server-side", "-k", overlays[name])
-		return err
-	}
-	if err := apply("kueue"); err != nil {
+	if _, err := e.Kubectl(ctx, "apply", "--server-side", "-k", kueueOverlay); err != nil {
 		return err
 	}
 	if err := e.rollout(ctx, framework.KueueNamespace, "deployment/kueue-controller-manager"); err != nil {
 		return err
 	}
 	logf("Kueue %s running in the cluster from deploy/kueue (%.1fs)", framework.KueueVersion, time.Since(began).Seconds())
-	for _, name := range []string{"operator", "scheduler", "node-agent"} {
-		if err := apply(name); err != nil {
-			return err
-		}
+	if err := e.helmInstall(ctx); err != nil {
+		return err
 	}
 	// Kueue's webhooks validate the queues: until its webhook server has its certificate, an apply
 	// is refused, and a platform team applies again.
@@ -97,7 +90,26 @@ func (e *Env) install(ctx context.Context, logf func(string, ...any)) error {
 	if err := e.waitGPUNodes(ctx); err != nil {
 		return err
 	}
-	logf("Operator, scheduler (2 replicas each, leader election on) and node agents running in the cluster from deploy/ (%.1fs)", time.Since(began).Seconds())
+	logf("Operator, scheduler (2 replicas each, leader election on) and node agents running in the cluster from the Helm chart (%.1fs)", time.Since(began).Seconds())
+	return nil
+}
+
+// helmInstall installs the chart with the images of the local registry. deploy/kueue brought
+// Convoy's side of the Kueue integration already (as in the chart's README), and the CRDs are in.
+func (e *Env) helmInstall(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, filepath.Join(e.Cluster.BinDir, "helm"), "install", "convoy", e.path("deploy/helm/convoy"),
+		"--namespace", stack.Namespace, "--create-namespace", "--skip-crds",
+		"--set", "kueueIntegration.enabled=false",
+		"--set", "operator.image="+e.Image(images.Operator),
+		"--set", "scheduler.image="+e.Image(images.Scheduler),
+		"--set", "nodeAgent.image="+e.Image(images.NodeAgent),
+		"--set", "nodeAgent.extraArgs={--nvml=mock:"+Profile+"}")
+	state := filepath.Join(e.Cluster.StateDir, "helm")
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Cluster.KubeconfigPath,
+		"HELM_CACHE_HOME="+filepath.Join(state, "cache"), "HELM_CONFIG_HOME="+filepath.Join(state, "config"), "HELM_DATA_HOME="+filepath.Join(state, "data"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("helm install of deploy/helm/convoy: %w\n%s", err, out)
+	}
 	return nil
 }
 
@@ -132,12 +144,6 @@ func (e *Env) writeOverlay(ctx context.Context, dir, name string) (string, error
 			return "", err
 		}
 		k["resources"] = []string{base}
-	}
-	if name == "node-agent" {
-		k["patches"] = []map[string]any{{
-			"target": map[string]string{"kind": "DaemonSet", "name": stack.NodeAgent},
-			"patch":  `[{"op": "add", "path": "/spec/template/spec/containers/0/args/-", "value": "--nvml=mock:` + Profile + `"}]`,
-		}}
 	}
 	data, err := yaml.Marshal(k)
 	if err != nil {

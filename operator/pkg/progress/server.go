@@ -190,7 +190,12 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request, body any, vali
 	}
 	dec := json.NewDecoder(io.LimitReader(req.Body, maxBody))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(body); err != nil {
+	err = dec.Decode(body)
+	if _, next := dec.Token(); err == nil && next != io.EOF {
+		// One report a request: what follows it would be lost.
+		err = errors.New("more follows the JSON object")
+	}
+	if err != nil {
 		http.Error(w, "the body is not a report: "+err.Error()+"; see the protocol in the operator's README", http.StatusBadRequest)
 		return
 	}

@@ -55,6 +55,12 @@ var (
 		"data":     {"spec.hyperparameters.additionalParams", "use shorter names of letters, digits, '-', '_' and '.'", false},
 		"":         {"spec.hyperparameters", "pass fewer or shorter hyperparameters", false},
 	}
+	claimOrigins = map[string]origin{
+		"metadata":              {"metadata.name", "choose a shorter job name", true},
+		"spec.storageClassName": {"spec.checkpoint.storage.storageClassName", "name an existing StorageClass", true},
+		"spec.resources":        {"spec.checkpoint.storage.size", "give a size such as 10Gi", true},
+		"spec.accessModes":      {"spec.checkpoint.storage.accessModes", "", false},
+	}
 	podGroupOrigins = map[string]origin{
 		"metadata":          {"metadata.name", "choose a shorter job name", true},
 		"spec.minResources": {"spec.resources", "", true},
@@ -99,6 +105,8 @@ func jobField(job *convoy.TrainingJob, child client.Object, childField string) (
 		origins = configMapOrigins
 	case *schedv1alpha1.PodGroup:
 		origins = podGroupOrigins
+	case *corev1.PersistentVolumeClaim:
+		origins = claimOrigins
 	}
 	jobField, fix := "spec", ""
 	if prefix, ok := longestPrefix(origins, childField); ok {

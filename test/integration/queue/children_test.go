@@ -154,6 +154,13 @@ func TestSpecsWhosePodsCouldNeverBeCreatedAreRefused(t *testing.T) {
 					MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Like", Values: []string{"cache"}}}}},
 			}}}}
 		}, "spec.scheduling.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.labelSelector.matchExpressions[0].operator", "Like"},
+		{"checkpoint storage class with capitals", func(j *convoy.TrainingJob) {
+			j.Spec.Checkpoint = &convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StoragePVC, StorageClassName: "Fast_SSD"}}
+		}, "spec.checkpoint.storage.storageClassName", "Fast_SSD"},
+		{"ReadWriteOncePod with another access mode", func(j *convoy.TrainingJob) {
+			j.Spec.Checkpoint = &convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StoragePVC,
+				AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod, corev1.ReadWriteMany}}}
+		}, "spec.checkpoint.storage.accessModes", "ReadWriteOncePod"},
 		{"credentials Secret name with capitals", func(j *convoy.TrainingJob) {
 			j.Spec.Checkpoint = &convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "ckpt",
 				CredentialsSecretRef: &corev1.LocalObjectReference{Name: "AWS_Keys"}}}

@@ -80,6 +80,9 @@ func FuzzBuilders(f *testing.F) {
 		if svc := builder.MetricsService(job); svc != nil {
 			children = append(children, svc)
 		}
+		if pvc := builder.CheckpointClaim(job); pvc != nil {
+			children = append(children, pvc)
+		}
 		if p.NeedsSSHKeys() {
 			priv, pub := sshKeys(t)
 			children = append(children, builder.SSHSecret(job, priv, pub))
@@ -95,6 +98,8 @@ func FuzzBuilders(f *testing.F) {
 				errs = apivalidation.ConfigMap(c)
 			case *corev1.Secret:
 				errs = apivalidation.Secret(c)
+			case *corev1.PersistentVolumeClaim:
+				errs = apivalidation.PersistentVolumeClaim(c)
 			case *schedv1alpha1.PodGroup:
 				_, errs = podGroups.Create(c)
 			}

@@ -201,6 +201,14 @@ func Secret(s *corev1.Secret) field.ErrorList {
 	return validateCore(s, k8scorev1.SetObjectDefaults_Secret, k8scorev1.Convert_v1_Secret_To_core_Secret, corevalidation.ValidateSecret)
 }
 
+// PersistentVolumeClaim is the API server's validation of a claim's create, after its defaults.
+func PersistentVolumeClaim(pvc *corev1.PersistentVolumeClaim) field.ErrorList {
+	return validateCore(pvc, k8scorev1.SetObjectDefaults_PersistentVolumeClaim, k8scorev1.Convert_v1_PersistentVolumeClaim_To_core_PersistentVolumeClaim,
+		func(c *core.PersistentVolumeClaim) field.ErrorList {
+			return corevalidation.ValidatePersistentVolumeClaim(c, corevalidation.ValidationOptionsForPersistentVolumeClaim(c, nil))
+		})
+}
+
 // validateCore defaults a copy of obj as the API server does, converts it to the internal version
 // and validates it there.
 func validateCore[V any, PV interface {

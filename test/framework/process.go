@@ -144,9 +144,9 @@ func (c *Cluster) RestartProcess(name string) error {
 // left alone; a caller that kills processes too must not call both at once.
 func (c *Cluster) RestartIfExited(name string) (bool, error) {
 	c.mu.Lock()
-	p := c.procs[name]
+	p, stopped := c.procs[name], c.stopped
 	c.mu.Unlock()
-	if p == nil {
+	if p == nil || stopped {
 		return false, nil
 	}
 	select {

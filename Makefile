@@ -164,7 +164,8 @@ chaos: bin ## Faults while TrainingJobs run (operator and scheduler SIGKILLed, l
 ##@ Demo
 
 .PHONY: demo
-demo: bin build ## Start a local simulated GPU cluster (no Docker) and run the sample TrainingJob on it.
+demo: bin build ## Start a local simulated GPU cluster (no Docker) and run the sample TrainingJob on it; with Prometheus (installed when missing and root) scraping it.
+	@$(MAKE) --no-print-directory monitoring-deps || echo "The demo runs without Prometheus."
 	@hack/demo.sh up
 
 .PHONY: demo-real

@@ -145,6 +145,11 @@ MSG
 		grep -E '^convoy_scheduler_(gang_plans_total|gang_plans_dropped_total|gang_preemptions_total|preemption_victims_total|preemption_victim_pods_total|gang_time_to_bound_seconds_(sum|count))(\{[^}]*\})? ' |
 		sed 's/^/    /' || echo "    (the scheduler's metrics could not be read)"
 
+	if [ -s "$STATE/prometheus-url" ]; then
+		say "Prometheus, scraping every component with deploy/monitoring's alerts and dashboards' queries"
+		echo "    $(cat "$STATE/prometheus-url")   (graphs: /graph; alerts: /alerts; e.g. avg by (training_job) (trainingjob_gpu_utilization_percent))"
+	fi
+
 	say "Summary"
 	kubectl get trainingjobs -A -o custom-columns='NAMESPACE:.metadata.namespace,JOB:.metadata.name,STATE:.status.state,EPOCH:.status.currentEpoch,ACCURACY:.status.metrics.accuracy,RESTARTS:.status.restartCount,PLACEMENT:.status.resources.placement,LAST CHECKPOINT:.status.checkpoint.latest,RAN:.status.duration'
 	echo

@@ -15,17 +15,13 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/e2e/stack"
-	"github.com/convoy-dev/convoy/test/framework"
 	"github.com/convoy-dev/convoy/test/monitoring"
 )
 
@@ -249,95 +245,12 @@ type prometheus struct {
 	hc  *http.Client
 }
 
-// startPrometheus runs prometheus with a scrape job for every endpoint of deploy/monitoring's
-// monitors, pointed at the stack's process that the monitor selects in a cluster, with the
-// PrometheusRule's rules; scrapes and evaluations every second.
+// startPrometheus runs Prometheus on the stack (monitoring.StartPrometheus) for the test.
 func (e *env) startPrometheus(t *testing.T, binary string, groups []monitoring.RuleGroup) *prometheus {
-	ctx := t.Context()
-	dir := t.TempDir()
-	monitors, err := monitoring.ReadMonitors(filepath.Join(e.Root, monitoring.Dir, "monitors.yaml"))
+	url, err := monitoring.StartPrometheus(t.Context(), e.Stack, binary, t.TempDir(), groups)
 	must(t, err)
-	token := e.prometheusToken(ctx)
-	tokenFile := filepath.Join(dir, "token")
-	must(t, os.WriteFile(tokenFile, []byte(token), 0o600))
-
-	// In a cluster each monitor selects these components' Services or pods by app.kubernetes.io/name.
-	targets := map[string][]string{
-		stack.Operator:  {e.OperatorMetricsURL},
-		stack.Scheduler: {e.SchedulerMetricsURL},
-		"kueue":         {e.Kueue.MetricsURL},
-	}
-	for _, a := range e.AgentURLs {
-		targets[stack.NodeAgent] = append(targets[stack.NodeAgent], a+"/metrics")
-	}
-	var jobs []map[string]any
-	for _, m := range monitors {
-		job := m.Selector[m.JobLabel]
-		urls := targets[job]
-		if len(urls) == 0 {
-			t.Fatalf("%s %s/%s selects %s=%q, which the stack does not run", m.Kind, m.Namespace, m.Name, m.JobLabel, job)
-		}
-		var hosts []string
-		for _, raw := range urls {
-			u, err := url.Parse(raw)
-			must(t, err)
-			if u.Scheme != m.Scheme || u.Path != m.Path {
-				t.Fatalf("%s %s scrapes %s://…%s, but %s serves %s", m.Kind, m.Name, m.Scheme, m.Path, job, raw)
-			}
-			hosts = append(hosts, u.Host)
-		}
-		sc := map[string]any{"job_name": job, "scheme": m.Scheme, "metrics_path": m.Path,
-			"static_configs": []any{map[string]any{"targets": hosts}}}
-		if m.BearerTokenFile != "" {
-			sc["authorization"] = map[string]any{"type": "Bearer", "credentials_file": tokenFile}
-		}
-		if m.InsecureTLS {
-			sc["tls_config"] = map[string]any{"insecure_skip_verify": true}
-		}
-		jobs = append(jobs, sc)
-	}
-	rules, err := monitoring.RuleFile(groups)
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o644))
-	cfg, err := yaml.Marshal(map[string]any{
-		"global":         map[string]any{"scrape_interval": "1s", "evaluation_interval": "1s"},
-		"rule_files":     []string{filepath.Join(dir, "rules.yaml")},
-		"scrape_configs": jobs,
-	})
-	must(t, err)
-	must(t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), cfg, 0o644))
-
-	ports, err := framework.FreePorts(1)
-	must(t, err)
-	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	c := e.Cluster
-	must(t, c.StartProcess("prometheus", binary, []string{"--config.file=" + filepath.Join(dir, "prometheus.yml"),
-		"--storage.tsdb.path=" + filepath.Join(dir, "data"), "--web.listen-address=" + addr, "--log.level=warn"}, nil))
-	t.Cleanup(func() { _ = c.StopProcess("prometheus") })
-	wctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	must(t, c.WaitHealthy(wctx, "prometheus", "http://"+addr+"/-/ready"))
-	return &prometheus{url: "http://" + addr, hc: &http.Client{Timeout: 10 * time.Second}}
-}
-
-// prometheusToken creates monitoring/prometheus, applies deploy/monitoring/rbac.yaml and returns
-// a token of that ServiceAccount, as the Prometheus Operator mounts in Prometheus's pod.
-func (e *env) prometheusToken(ctx context.Context) string {
-	e.t.Helper()
-	for _, obj := range []client.Object{
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}},
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "monitoring", Name: "prometheus"}},
-	} {
-		if err := e.k.Create(ctx, obj); err != nil && !strings.Contains(err.Error(), "already exists") {
-			e.t.Fatal(err)
-		}
-	}
-	if _, err := e.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(e.Root, monitoring.Dir, "rbac.yaml")); err != nil {
-		e.t.Fatal(err)
-	}
-	tr, err := e.Cluster.Clientset.CoreV1().ServiceAccounts("monitoring").CreateToken(ctx, "prometheus", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	must(e.t, err)
-	return tr.Status.Token
+	t.Cleanup(func() { _ = e.Cluster.StopProcess(monitoring.PrometheusProcess) })
+	return &prometheus{url: url, hc: &http.Client{Timeout: 10 * time.Second}}
 }
 
 // get reads a Prometheus API answer's data into out.

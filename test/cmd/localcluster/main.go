@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/monitoring"
 )
 
 // Files in the state directory besides the framework's own.
@@ -161,6 +163,9 @@ func serve(ctx context.Context, c *framework.Cluster, fleet framework.Fleet, wit
 		if err := os.WriteFile(filepath.Join(c.StateDir, "scheduler-metrics-url"), []byte(s.SchedulerMetricsURL+"\n"), 0o644); err != nil {
 			return err
 		}
+		if err := startPrometheus(ctx, s); err != nil {
+			return err
+		}
 	}
 	if err := os.WriteFile(filepath.Join(c.StateDir, readyFile), []byte(c.KubeconfigPath+"\n"), 0o644); err != nil {
 		return err
@@ -265,4 +270,25 @@ func waitGone(timeout time.Duration, p framework.Process) bool {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return true
+}
+
+// startPrometheus runs Prometheus, when it is installed (Debian's prometheus: make
+// monitoring-deps), scraping the stack as deploy/monitoring says and evaluating its alerts, and
+// writes its URL to the state directory's prometheus-url.
+func startPrometheus(ctx context.Context, s *stack.Stack) error {
+	binary, err := exec.LookPath("prometheus")
+	if err != nil {
+		fmt.Println("Prometheus is not installed (make monitoring-deps installs it): the demo runs without it")
+		return nil
+	}
+	groups, err := monitoring.ReadRules(filepath.Join(s.Root, monitoring.Dir, "prometheusrule.yaml"))
+	if err != nil {
+		return err
+	}
+	url, err := monitoring.StartPrometheus(ctx, s, binary, filepath.Join(s.Cluster.StateDir, "prometheus"), groups)
+	if err != nil {
+		return fmt.Errorf("starting Prometheus: %w", err)
+	}
+	fmt.Printf("Prometheus ready at %s, scraping every component, with deploy/monitoring's alerts\n", url)
+	return os.WriteFile(filepath.Join(s.Cluster.StateDir, "prometheus-url"), []byte(url+"\n"), 0o644)
 }

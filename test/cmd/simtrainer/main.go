@@ -15,6 +15,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -26,6 +27,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -232,6 +234,11 @@ func (t *trainer) finish(ctx context.Context, job *convoy.TrainingJob, rank0 *co
 	}); err != nil {
 		return err
 	}
+	// Rank 0 exits last: the next tick finds a gang whose exits were cut short (the API server
+	// restarting) through its rank 0, still running, and goes on.
+	slices.SortStableFunc(pods.Items, func(a, b corev1.Pod) int {
+		return cmp.Compare(boolInt(a.UID == rank0.UID), boolInt(b.UID == rank0.UID))
+	})
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		if _, done := p.Annotations[annotationSimExitCode]; done || p.DeletionTimestamp != nil {
@@ -334,4 +341,11 @@ func serviceAccount(pod *corev1.Pod) string {
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "simtrainer:", err)
 	os.Exit(1)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -22,6 +22,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/e2e/stack"
+	"github.com/convoy-dev/convoy/test/framework"
 	"github.com/convoy-dev/convoy/test/monitoring"
 )
 
@@ -83,6 +84,13 @@ func TestMonitoringOnARealPrometheus(t *testing.T) {
 	prom := e.startPrometheus(t, promBin, groups)
 
 	t.Run("every target is up", func(t *testing.T) { prom.waitTargetsUp(t) })
+	t.Run("the operator's and scheduler's metrics refuse a scrape without a token", func(t *testing.T) {
+		for _, u := range []string{e.OperatorMetricsURL, e.SchedulerMetricsURL} {
+			if status, _, err := framework.ScrapeMetrics(ctx, u, ""); status != http.StatusUnauthorized && status != http.StatusForbidden {
+				t.Errorf("GET %s without a token: %d (%v), want 401 or 403", u, status, err)
+			}
+		}
+	})
 	t.Run("the rules load and evaluate", func(t *testing.T) {
 		var got []string
 		prom.poll(t, "every rule evaluated without error", func() (bool, string) {

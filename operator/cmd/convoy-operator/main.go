@@ -27,6 +27,8 @@ func main() {
 	var burst int
 	flag.StringVar(&opts.Namespace, "namespace", opts.Namespace, "The operator's namespace, for its leader-election Lease and progress certificate Secret (default $POD_NAMESPACE).")
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.BoolVar(&opts.JobNetworkPolicy, "job-network-policy", false, "Give every TrainingJob a NetworkPolicy <job> that lets its pods accept connections only from its own gang (and rank 0's metrics port from anywhere); it takes effect with a CNI that enforces NetworkPolicy.")
+	metricsSecure := flag.Bool("metrics-secure", true, "Serve the metrics over HTTPS to callers the API server authenticates and authorizes for GET /metrics; false serves plain HTTP to anyone.")
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", opts.ProbeAddr, "Address of the /healthz and /readyz endpoints.")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", true, "Elect a leader so that one replica reconciles at a time.")
 	flag.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a standby waits, after the leader's last renewal, before it takes the Lease.")
@@ -50,6 +52,7 @@ func main() {
 	flag.Float64Var(&kueueQPS, "kueue-api-qps", 50, "Sustained requests per second of Kueue's job reconciler, apart from --kube-api-qps.")
 	flag.IntVar(&queueOpts.Burst, "kueue-api-burst", 100, "Burst of requests of Kueue's job reconciler.")
 	flag.Parse()
+	opts.InsecureMetrics = !*metricsSecure
 	queueOpts.MaxConcurrentReconciles = opts.MaxConcurrentReconciles
 	queueOpts.Namespace = opts.Namespace
 	queueOpts.QPS = float32(kueueQPS)

@@ -22,6 +22,8 @@ type Options struct {
 	// ScheduleTimeoutSeconds is the PodGroup's scheduleTimeoutSeconds: how long the gang's first
 	// pods wait in the scheduler for the rest. DefaultScheduleTimeoutSeconds when zero.
 	ScheduleTimeoutSeconds int32
+	// JobNetworkPolicy gives every job the NetworkPolicy NetworkPolicy returns.
+	JobNetworkPolicy bool
 }
 
 // DefaultScheduleTimeoutSeconds leaves a large gang time to be placed whole.

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,6 +47,17 @@ func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob
 			}
 			have.Spec.Selector, have.Spec.Ports = want.Spec.Selector, want.Spec.Ports
 			have.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
+			return true
+		}); err != nil {
+			return err
+		}
+	}
+	if np := builder.NetworkPolicy(job, r.Options); np != nil {
+		if err := ensure(ctx, r.Client, job, np, &networkingv1.NetworkPolicy{}, func(want, have *networkingv1.NetworkPolicy) bool {
+			if equality.Semantic.DeepEqual(want.Spec, have.Spec) {
+				return false
+			}
+			have.Spec = want.Spec
 			return true
 		}); err != nil {
 			return err

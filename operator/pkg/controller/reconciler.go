@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -89,6 +90,7 @@ func CacheOptions() cache.Options {
 		&schedv1alpha1.PodGroup{}: owned,
 		// Checkpoint claims, labelled for their job whether it owns them or not.
 		&corev1.PersistentVolumeClaim{}: owned,
+		&networkingv1.NetworkPolicy{}:   owned,
 	}}
 }
 
@@ -136,6 +138,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		Owns(&corev1.ConfigMap{}).
 		Owns(&schedv1alpha1.PodGroup{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnNode), ctrlbuilder.WithPredicates(nodeDeleted))
 	if q, ok := r.Queue.(ManagedQueue); ok {
 		if err := q.SetupWithManager(ctx, mgr); err != nil {
@@ -174,6 +177,7 @@ func (r *Reconciler) jobsOnNode(ctx context.Context, node client.Object) []recon
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create;get
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=scheduling.x-k8s.io,resources=podgroups,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 

@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -31,6 +32,7 @@ import (
 )
 
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=convoy-system,resources=leases,verbs=get;create;update
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 
 // Options configure the operator. The zero value of a field takes the default in Defaults.
 type Options struct {
@@ -39,6 +41,10 @@ type Options struct {
 	// MetricsAddr and ProbeAddr are the manager's metrics and health endpoints; "0" disables one.
 	MetricsAddr string
 	ProbeAddr   string
+	// InsecureMetrics serves the metrics over plain HTTP to anyone. By default they are served over
+	// HTTPS (a self-signed certificate) to callers whose bearer token the API server authenticates
+	// and authorizes for GET /metrics, as kube-scheduler's are.
+	InsecureMetrics bool
 	// LeaderElection makes one replica reconcile at a time.
 	LeaderElection   bool
 	LeaderElectionID string
@@ -57,6 +63,9 @@ type Options struct {
 	ProgressSecret  string
 	// MaxConcurrentReconciles is how many jobs are reconciled at once.
 	MaxConcurrentReconciles int
+	// JobNetworkPolicy gives every job a NetworkPolicy that lets its pods accept connections only
+	// from its own gang (builder.NetworkPolicy).
+	JobNetworkPolicy bool
 	// Backoff spaces gang restarts after failures.
 	Backoff controller.Backoff
 	// WrapClient, when set, wraps the reconciler's client; tests use it to interrupt the operator.
@@ -72,7 +81,7 @@ type Options struct {
 // Defaults are the Options of a deployed operator.
 var Defaults = Options{
 	Namespace:               "convoy-system",
-	MetricsAddr:             ":8080",
+	MetricsAddr:             ":8443",
 	ProbeAddr:               ":8081",
 	LeaderElectionID:        "convoy-operator.convoy.dev",
 	ProgressAddr:            ":9443",
@@ -116,7 +125,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
 		Cache:                         controller.CacheOptions(),
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddr},
+		Metrics:                       metricsOptions(opts),
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		LeaderElection:                opts.LeaderElection,
 		LeaderElectionID:              opts.LeaderElectionID,
@@ -157,7 +166,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorderFor("convoy-operator"),
 		Metrics:   metrics.NewRecorder(),
-		Options:   builder.Options{ProgressURL: opts.ProgressURL, ProgressCA: cert.CAPEM},
+		Options:   builder.Options{ProgressURL: opts.ProgressURL, ProgressCA: cert.CAPEM, JobNetworkPolicy: opts.JobNetworkPolicy},
 		Backoff:   opts.Backoff,
 		Queue:     opts.Queue,
 	}
@@ -221,4 +230,13 @@ func nonZero(d time.Duration) *time.Duration {
 		return nil
 	}
 	return &d
+}
+
+// metricsOptions serve the metrics as Options say: by default over HTTPS, to callers the API
+// server authenticates (TokenReview) and authorizes for GET /metrics (SubjectAccessReview).
+func metricsOptions(opts Options) metricsserver.Options {
+	if opts.InsecureMetrics {
+		return metricsserver.Options{BindAddress: opts.MetricsAddr}
+	}
+	return metricsserver.Options{BindAddress: opts.MetricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
 }

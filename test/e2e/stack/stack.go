@@ -92,8 +92,8 @@ type Stack struct {
 	// SchedulerMetricsURL is the scheduler's /metrics: its secure port, which checks a caller's
 	// bearer token and access through the API server, as in a cluster (deploy/scheduler/README.md).
 	SchedulerMetricsURL string
-	// OperatorMetricsURL is the first operator replica's /metrics: plain HTTP, as deploy/operator
-	// serves it.
+	// OperatorMetricsURL is the first operator replica's /metrics: HTTPS, checking a caller's bearer
+	// token and access through the API server, as deploy/operator serves it.
 	OperatorMetricsURL string
 	// AgentURLs are the node agents' metrics addresses (/metrics, /faults), in Options.Agents' order.
 	AgentURLs []string
@@ -233,7 +233,7 @@ func (s *Stack) setupOperator(ctx context.Context, podNetwork bool, replicas int
 	for i := range replicas {
 		p := ports[4*i : 4*i+4]
 		if i == 0 {
-			s.OperatorMetricsURL = "http://" + hostPort(p[0]) + "/metrics"
+			s.OperatorMetricsURL = "https://" + hostPort(p[0]) + "/metrics"
 		}
 		progress := hostPort(p[2])
 		if replicas == 1 {

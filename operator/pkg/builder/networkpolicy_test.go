@@ -1,0 +1,24 @@
+package builder
+
+import (
+	"testing"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
+)
+
+func TestNetworkPolicy(t *testing.T) {
+	job := utiltesting.MakeTrainingJob("llm", "ns").Workers(4).Obj()
+	if np := NetworkPolicy(job, Options{}); np != nil {
+		t.Errorf("NetworkPolicy without Options.JobNetworkPolicy = %+v, want none", np)
+	}
+	np := NetworkPolicy(job, Options{JobNetworkPolicy: true})
+	if np == nil || len(np.Spec.Ingress) != 1 || len(np.Spec.Ingress[0].Ports) != 0 || np.Spec.Ingress[0].From[0].PodSelector.MatchLabels[convoy.LabelJobName] != "llm" {
+		t.Errorf("NetworkPolicy without monitoring = %+v, want one rule: every port, from the job's pods only", np)
+	}
+	job.Spec.Monitoring = &convoy.MonitoringSpec{Enabled: true, MetricsPort: 9400}
+	np = NetworkPolicy(job, Options{JobNetworkPolicy: true})
+	if len(np.Spec.Ingress) != 2 || np.Spec.Ingress[1].Ports[0].Port.IntValue() != 9400 || len(np.Spec.Ingress[1].From) != 0 {
+		t.Errorf("NetworkPolicy with monitoring = %+v, want the metrics port 9400 open to every peer", np.Spec.Ingress)
+	}
+}

@@ -58,7 +58,7 @@ const (
 func Specs(root, binDir string) []Spec {
 	return []Spec{
 		binaryImage(binDir, Operator, GlibcBase, "Convoy's TrainingJob operator",
-			[]string{"8080/tcp", "8081/tcp", "9443/tcp", "9444/tcp"}),
+			[]string{"8443/tcp", "8081/tcp", "9443/tcp", "9444/tcp"}),
 		binaryImage(binDir, Scheduler, GlibcBase, "Convoy's kube-scheduler with its gang plugins",
 			[]string{"10259/tcp"}),
 		withEnv(binaryImage(binDir, NodeAgent, GlibcBase, "Convoy's GPU node agent",

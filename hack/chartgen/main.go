@@ -128,9 +128,11 @@ func render(deployDir string, c component) ([]map[string]any, error) {
 	return out, nil
 }
 
+var docSeparator = regexp.MustCompile(`(?m)^---\s*$`)
+
 func splitYAML(b []byte) [][]byte {
 	var out [][]byte
-	for _, d := range regexp.MustCompile(`(?m)^---\s*$`).Split(string(b), -1) {
+	for _, d := range docSeparator.Split(string(b), -1) {
 		if strings.TrimSpace(d) != "" {
 			out = append(out, []byte(d))
 		}

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -134,11 +135,9 @@ func prometheusToken(ctx context.Context, s *stack.Stack) (string, error) {
 		return "", fmt.Errorf("%w\n%s", err, strings.TrimSpace(out))
 	}
 	tr, err := s.Cluster.Clientset.CoreV1().ServiceAccounts("monitoring").CreateToken(ctx, "prometheus",
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptrTo(int64(24 * 3600))}}, metav1.CreateOptions{})
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", err
 	}
 	return tr.Status.Token, nil
 }
-
-func ptrTo[T any](v T) *T { return &v }

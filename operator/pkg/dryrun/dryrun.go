@@ -90,9 +90,10 @@ func Check(ctx context.Context, c client.Client, job *convoy.TrainingJob, opts b
 		case apierrors.IsInvalid(err) && errors.As(err, &status) && status.Status().Details != nil:
 			for _, c := range status.Status().Details.Causes {
 				// Pods of a role share their faults: the first pod's stand for the rest.
-				if key := explainedKey(job, child, c); !seen[key] {
+				e := explain(job, child, c)
+				if key := string(c.Type) + " " + e.Field + " " + c.Message; !seen[key] {
 					seen[key] = true
-					res.Errors = append(res.Errors, explain(job, child, c))
+					res.Errors = append(res.Errors, e)
 				}
 			}
 		case apierrors.IsForbidden(err):

@@ -70,12 +70,6 @@ var (
 // indexed is a child field through a list index: env[3] is spec.containers[0].env[3].
 var indexed = regexp.MustCompile(`^(spec\.containers\[0\]\.env|spec\.containers\[0\]\.envFrom|spec\.volumes|spec\.containers\[0\]\.ports|spec\.containers\[0\]\.volumeMounts|data)\[([^\]]*)\](.*)$`)
 
-// explainedKey is the same for the same fault of two children built alike.
-func explainedKey(job *convoy.TrainingJob, child client.Object, c metav1.StatusCause) string {
-	f, _ := jobField(job, child, c.Field)
-	return string(c.Type) + " " + f + " " + c.Message
-}
-
 // explain maps one child field error to the TrainingJob field it comes from.
 func explain(job *convoy.TrainingJob, child client.Object, c metav1.StatusCause) *field.Error {
 	f, fix := jobField(job, child, c.Field)

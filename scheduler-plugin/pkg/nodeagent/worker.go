@@ -305,44 +305,49 @@ func (w *worker) report(node *corev1.Node, s *convoy.GPUNodeStatus, samples []gp
 			"GPU %d (%s) is healthy again", g.Index, g.UUID)
 	}
 	w.health = healthOf(s)
+	jobs := map[string]string{} // a holder's TrainingJob, looked up once a poll
 	for i, g := range s.GPUs {
 		if i >= len(w.gauges) {
 			break
 		}
-		m := w.gauges[i]
+		m, jg := w.gauges[i], w.jobGaugesOf(i, g, jobs)
 		if g.Utilization != nil {
 			m.utilization.Set(float64(*g.Utilization))
+			if jg != nil {
+				jg.utilization.Set(float64(*g.Utilization))
+			}
 		}
 		if i < len(samples) && samples[i].MemoryUsedMiB != nil {
 			m.memoryUsed.Set(float64(*samples[i].MemoryUsedMiB << 20))
+			if jg != nil {
+				jg.memoryUsed.Set(float64(*samples[i].MemoryUsedMiB << 20))
+			}
 		}
 		m.healthy.Set(boolFloat(g.Health == convoy.GPUHealthy))
 		m.held.Set(boolFloat(g.AllocatedTo != ""))
-		w.reportJob(i, g, samples)
 	}
 }
 
-// reportJob sets the per-job series of GPU i when a TrainingJob's pod holds it.
-func (w *worker) reportJob(i int, g convoy.GPUDevice, samples []gpuinfo.Sample) {
+// jobGaugesOf points GPU i's per-job series at the TrainingJob whose pod holds it and returns
+// them, nil when no job's pod holds it. jobs memoizes each holder's job for one poll.
+func (w *worker) jobGaugesOf(i int, g convoy.GPUDevice, jobs map[string]string) *jobGauges {
 	for len(w.jobGauges) <= i {
 		w.jobGauges = append(w.jobGauges, nil)
 	}
 	namespace, job, pod := "", "", ""
 	if ns, name, ok := strings.Cut(g.AllocatedTo, "/"); ok {
-		p := &corev1.Pod{}
-		if err := w.a.cache.Get(w.ctx, client.ObjectKey{Namespace: ns, Name: name}, p); err == nil {
-			namespace, job, pod = ns, p.Labels[convoy.LabelJobName], name
+		j, seen := jobs[g.AllocatedTo]
+		if !seen {
+			p := &corev1.Pod{}
+			if err := w.a.cache.Get(w.ctx, client.ObjectKey{Namespace: ns, Name: name}, p); err == nil {
+				j = p.Labels[convoy.LabelJobName]
+			}
+			jobs[g.AllocatedTo] = j
 		}
+		namespace, job, pod = ns, j, name
 	}
 	w.a.opts.Metrics.setJob(&w.jobGauges[i], w.name, g.Index, namespace, job, pod)
-	if jg := w.jobGauges[i]; jg != nil {
-		if g.Utilization != nil {
-			jg.utilization.Set(float64(*g.Utilization))
-		}
-		if i < len(samples) && samples[i].MemoryUsedMiB != nil {
-			jg.memoryUsed.Set(float64(*samples[i].MemoryUsedMiB << 20))
-		}
-	}
+	return w.jobGauges[i]
 }
 
 // queueEvictions adds evictions to the pending ones, merging those of a pod already pending.

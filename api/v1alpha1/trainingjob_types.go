@@ -579,9 +579,10 @@ type FailurePolicy struct {
 	DisruptionLimit *int32 `json:"disruptionLimit,omitempty"`
 
 	// startupTimeoutSeconds fails the job with reason StartupTimeout when its gang, every pod placed
-	// on a node, still has pods not running this long after the last was placed: an image that
-	// cannot be pulled or a container that cannot be created does not hold GPUs and quota forever.
-	// Time spent waiting for room does not count. Defaults to 600.
+	// on a node, still has pods not running this long after the last was placed, or when the API
+	// server has refused to create its pods (a ResourceQuota, Pod Security admission) for this long:
+	// an image that cannot be pulled or a pod that cannot be created does not hold GPUs and quota
+	// forever. Time spent waiting for room does not count. Defaults to 600.
 	// +optional
 	// +kubebuilder:default=600
 	// +kubebuilder:validation:Minimum=1
@@ -717,6 +718,12 @@ type TrainingJobStatus struct {
 	// against disruptionLimit.
 	// +optional
 	DisruptionRestarts int32 `json:"disruptionRestarts,omitempty"`
+
+	// podsRefusedSince is when the API server first refused to create a pod of the current
+	// attempt (a ResourceQuota, Pod Security admission, a webhook); cleared once every pod of the
+	// gang exists. spec.failurePolicy.startupTimeoutSeconds counts from it as from placement.
+	// +optional
+	PodsRefusedSince *metav1.Time `json:"podsRefusedSince,omitempty"`
 
 	// observedGeneration is the spec generation this status reflects.
 	// +optional

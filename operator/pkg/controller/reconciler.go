@@ -305,6 +305,10 @@ func (r *Reconciler) childError(ctx context.Context, job *convoy.TrainingJob, er
 		// The API server's words go into the status; controller-runtime's backoff spaces the retries.
 		st := *job.Status.DeepCopy()
 		setCondition(&st, job, convoy.ConditionInitializing, convoy.ReasonPodCreationFailed, refused.Error(), r.Clock.Now())
+		if st.PodsRefusedSince == nil {
+			since := metav1.NewTime(r.Clock.Now())
+			st.PodsRefusedSince = &since
+		}
 		if werr := r.writeStatus(ctx, job, st); werr != nil && !apierrors.IsConflict(werr) {
 			return ctrl.Result{}, werr
 		}

@@ -94,6 +94,7 @@ func decide(o observation) plan {
 		clear(convoy.ConditionInitializing, convoy.ReasonPodsCreated, "the gang is stopped")
 		clear(convoy.ConditionRunning, convoy.ReasonPodsRunning, "the gang is stopped")
 		clear(convoy.ConditionRestarting, convoy.ReasonPodsCreated, "the gang is stopped")
+		st.PodsRefusedSince = nil
 	}
 	// deleteWhere deletes the pods that keep is false for and that are not already going, each once.
 	deleteWhere := func(keep func(*corev1.Pod) bool) {
@@ -283,6 +284,7 @@ func decide(o observation) plan {
 		set(convoy.ConditionRestarting, metav1.ConditionTrue, reason, message)
 		clear(convoy.ConditionInitializing, convoy.ReasonPodsCreated, "the gang is restarting")
 		clear(convoy.ConditionRunning, convoy.ReasonPodsRunning, "the gang is restarting")
+		st.PodsRefusedSince = nil
 		deleteAll()
 		if counted {
 			p.requeue(o.backoff.delay(st.FailureRestarts))
@@ -363,6 +365,26 @@ func decide(o observation) plan {
 		// A pod of an earlier attempt with the same name must be gone first.
 		if !slices.ContainsFunc(o.pods, func(pod *corev1.Pod) bool { return pod.Name == framework.PodName(job, r) }) {
 			p.create = append(p.create, r)
+		}
+	}
+	// Pods the API server refuses (the reconciler records since when) count against the startup
+	// timeout as a placed gang that does not start does: they must not hold the job's quota forever.
+	if len(missing) == 0 {
+		st.PodsRefusedSince = nil
+	} else if since := st.PodsRefusedSince; since != nil && len(p.create) > 0 {
+		timeout := startupTimeout(job)
+		if left := since.Add(timeout).Sub(o.now); left > 0 {
+			p.requeue(left)
+		} else {
+			why := "the API server refused them"
+			if c := meta.FindStatusCondition(st.Conditions, convoy.ConditionInitializing); c != nil && c.Reason == convoy.ReasonPodCreationFailed {
+				why = c.Message
+			}
+			p.create = nil
+			finish(convoy.ConditionFailed, convoy.ReasonStartupTimeout, fmt.Sprintf(
+				"%d of %d pods of the gang could not be created for %s (spec.failurePolicy.startupTimeoutSeconds); %s: fix the quota, Pod Security level or webhook that refuses them and apply the job again, or raise startupTimeoutSeconds",
+				len(missing), len(replicas), timeout, why))
+			return p
 		}
 	}
 	if st.StartTime == nil {

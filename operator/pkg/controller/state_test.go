@@ -243,6 +243,22 @@ func TestDecide(t *testing.T) {
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
 				RestartCount: 1, FailureRestarts: 1, Create: []framework.Replica{w0, w1}, Children: true, Started: true},
 		},
+		"pods the API server refused within the startup timeout: created again, looked at when it ends": {
+			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, PodsRefusedSince: &metav1.Time{Time: now.Add(-time.Minute)}, Conditions: []metav1.Condition{
+				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
+				cond(convoy.ConditionInitializing, metav1.ConditionTrue, convoy.ReasonPodCreationFailed, now.Add(-time.Minute))}}).Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).obj()},
+			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodCreationFailed),
+				Workers: convoy.WorkerCounts{Pending: 1}, Create: []framework.Replica{w1}, Children: true, Started: true, RequeueAfter: 9 * time.Minute},
+		},
+		"pods the API server refused for the startup timeout: failed, none created, the rest deleted": {
+			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, PodsRefusedSince: &metav1.Time{Time: now.Add(-10 * time.Minute)}, Conditions: []metav1.Condition{
+				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
+				cond(convoy.ConditionInitializing, metav1.ConditionTrue, convoy.ReasonPodCreationFailed, now.Add(-10*time.Minute))}}).Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).obj()},
+			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonStartupTimeout), FailureReason: convoy.ReasonStartupTimeout,
+				Workers: convoy.WorkerCounts{Pending: 1}, Delete: []string{"llm-worker-0"}, Children: true, Started: true, Finished: true},
+		},
 		"pods of an earlier attempt are deleted and not mistaken for the new gang": {
 			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 1, Conditions: running(t0)}).Obj(),
 			pods: []*corev1.Pod{

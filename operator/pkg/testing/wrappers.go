@@ -166,6 +166,15 @@ func (w *TrainingJobWrapper) Deadline(seconds int64) *TrainingJobWrapper {
 	return w
 }
 
+// StartupTimeout sets spec.failurePolicy.startupTimeoutSeconds.
+func (w *TrainingJobWrapper) StartupTimeout(seconds int32) *TrainingJobWrapper {
+	if w.Spec.FailurePolicy == nil {
+		w.Spec.FailurePolicy = &convoy.FailurePolicy{}
+	}
+	w.Spec.FailurePolicy.StartupTimeoutSeconds = ptr.To(seconds)
+	return w
+}
+
 // TargetAccuracy sets spec.successPolicy.targetAccuracy.
 func (w *TrainingJobWrapper) TargetAccuracy(a float64) *TrainingJobWrapper {
 	w.successPolicy().TargetAccuracy = ptr.To(a)

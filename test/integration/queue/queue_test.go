@@ -9,6 +9,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -431,4 +433,42 @@ func TestJobWithMinWorkersRunsWithTheWorkersTheQuotaAllows(t *testing.T) {
 		c := condition(j, convoy.ConditionQueued)
 		return c != nil && strings.Contains(c.Message, "nvidia.com/gpu") && j.IsSuspended() && j.Spec.NumWorkers == 4
 	})
+}
+
+// TestPodsRefusedPastTheStartupTimeoutReleaseTheQuota: the namespace's ResourceQuota lets one of
+// the admitted gang's two pods be created. The job says why in its status at once and, once
+// startupTimeoutSeconds has passed, fails with StartupTimeout: its pod is deleted, its Workload
+// finishes, and the ClusterQueue's quota goes to the next job.
+func TestPodsRefusedPastTheStartupTimeoutReleaseTheQuota(t *testing.T) {
+	e := newEnv(t)
+	e.create(clusterQueue(e.ns, "", 8, nil, nil, kueue.ClusterQueuePreemption{}))
+	e.localQueue(e.ns)
+	e.create(&corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "one-pod"},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}}})
+	refused := utiltesting.MakeTrainingJob("refused", e.ns).Workers(2).GPUs(4).Queue("q").StartupTimeout(15).Obj()
+	refused.UID = ""
+	e.create(refused)
+
+	e.waitJob(e.ns, "refused", "PodCreationFailed in its status", func(j *convoy.TrainingJob) bool {
+		c := condition(j, convoy.ConditionInitializing)
+		return c != nil && c.Reason == convoy.ReasonPodCreationFailed && strings.Contains(c.Message, "exceeded quota")
+	})
+	failed := e.waitState(e.ns, "refused", convoy.StateFailed)
+	c := condition(failed, convoy.ConditionFailed)
+	if failed.Status.FailureReason != convoy.ReasonStartupTimeout || c == nil || !strings.Contains(c.Message, "could not be created") ||
+		!strings.Contains(c.Message, "exceeded quota") {
+		t.Errorf("failed with %q: %v; want %s saying which pods could not be created and the API server's words", failed.Status.FailureReason, c, convoy.ReasonStartupTimeout)
+	}
+	e.eventually("the refused job's pod deleted and its Workload finished", func() (bool, string) {
+		pods := e.pods(e.ns, "refused")
+		wls := e.workloads(failed)
+		finished := len(wls) == 1 && apimeta.IsStatusConditionTrue(wls[0].Status.Conditions, kueue.WorkloadFinished)
+		return len(pods) == 0 && finished, fmt.Sprintf("%d pods, workloads %d, finished %v", len(pods), len(wls), finished)
+	})
+
+	// The ClusterQueue holds 8 GPUs: the next job of 8 is admitted only if the failed one let go.
+	next := utiltesting.MakeTrainingJob("next", e.ns).Workers(1).GPUs(8).Queue("q").Obj()
+	next.UID = ""
+	e.create(next)
+	e.waitJob(e.ns, "next", "admitted on the quota the failed job released", func(j *convoy.TrainingJob) bool { return j.Status.Admission != nil })
 }

@@ -104,3 +104,17 @@ func (s *TrainingJobStatus) IsFinished() bool {
 	return meta.IsStatusConditionTrue(s.Conditions, ConditionCompleted) ||
 		meta.IsStatusConditionTrue(s.Conditions, ConditionFailed)
 }
+
+// The ModelPublished condition: whether spec.output.model was pushed once the job completed. It
+// does not change the job's state: a job whose model could not be published still Completed.
+const (
+	// ConditionModelPublished is true once the model is pushed (status.model), false while the
+	// publish step runs or after it failed, its reason saying which.
+	ConditionModelPublished = "ModelPublished"
+	// ReasonPublishing: the publish pod runs.
+	ReasonPublishing = "Publishing"
+	// ReasonModelPublished: the model was pushed; the message names the reference and digest.
+	ReasonModelPublished = "ModelPublished"
+	// ReasonPublishFailed: the publish step failed; the message says why.
+	ReasonPublishFailed = "PublishFailed"
+)

@@ -1,5 +1,7 @@
 package v1alpha1
 
+import "strings"
+
 // DefaultSchedulerName is the scheduler profile of Convoy's kube-scheduler.
 const DefaultSchedulerName = "convoy-scheduler"
 
@@ -60,4 +62,27 @@ func (j *TrainingJob) MasterPort() int32 {
 		return n.MasterPort
 	}
 	return 29500
+}
+
+// WandbRunID is the W&B run id every attempt of the job logs into when spec.monitoring.wandbProject
+// is set: the job's name and the first 12 hex digits of its UID, at most 61 characters of
+// [a-z0-9-], which W&B accepts as a run id. Jobs of the same name (in other namespaces, or
+// recreated) get other runs.
+func (j *TrainingJob) WandbRunID() string {
+	uid := strings.ReplaceAll(string(j.UID), "-", "")
+	if len(uid) > 12 {
+		uid = uid[:12]
+	}
+	if uid == "" {
+		return j.Name
+	}
+	return j.Name + "-" + uid
+}
+
+// ModelImage is spec.output.model.image, or "" when the job publishes no model.
+func (j *TrainingJob) ModelImage() string {
+	if o := j.Spec.Output; o != nil && o.Model != nil {
+		return o.Model.Image
+	}
+	return ""
 }

@@ -142,6 +142,10 @@ type TrainingJobSpec struct {
 	// +optional
 	Networking *NetworkingSpec `json:"networking,omitempty"`
 
+	// output says what becomes of the trained model when the job completes.
+	// +optional
+	Output *OutputSpec `json:"output,omitempty"`
+
 	// failurePolicy says what happens when a worker fails.
 	// +optional
 	FailurePolicy *FailurePolicy `json:"failurePolicy,omitempty"`
@@ -502,15 +506,44 @@ type MonitoringSpec struct {
 	// +optional
 	TensorboardEnabled bool `json:"tensorboardEnabled,omitempty"`
 
-	// mlflowTrackingUri is passed as MLFLOW_TRACKING_URI.
+	// mlflowTrackingUri is passed as MLFLOW_TRACKING_URI. Rank 0's SDK (convoy.start_tracking)
+	// creates the job's MLflow run and reports it into status.tracking; later attempts get it as
+	// MLFLOW_RUN_ID, so every attempt logs into one run.
 	// +optional
 	// +kubebuilder:validation:MaxLength=2048
 	MLflowTrackingURI string `json:"mlflowTrackingUri,omitempty"`
 
-	// wandbProject is passed as WANDB_PROJECT.
+	// wandbProject is passed as WANDB_PROJECT, with WANDB_RUN_ID derived from the job
+	// (status.tracking.wandbRunID) and WANDB_RESUME=allow: every attempt logs into one run.
 	// +optional
 	// +kubebuilder:validation:MaxLength=128
 	WandbProject string `json:"wandbProject,omitempty"`
+}
+
+// OutputSpec says where the trained model goes.
+type OutputSpec struct {
+	// model publishes the job's final checkpoint (status.checkpoint.latest) as an OCI artifact once
+	// the job completes. See docs/trainingjob.md, "Publishing the model".
+	// +optional
+	Model *ModelOutput `json:"model,omitempty"`
+}
+
+// ModelOutput is the OCI artifact a completed job's final checkpoint is pushed as.
+type ModelOutput struct {
+	// image is the OCI reference the model is pushed to: a registry host, a repository and a tag,
+	// for example registry.example.com/team/llama-ft:v1. Each file of the checkpoint becomes a
+	// layer of an artifact of type application/vnd.convoy.model.v1, annotated with the job, the
+	// checkpoint's epoch and the job's latest metrics.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?([.][a-zA-Z0-9]([a-zA-Z0-9-]*[a-zA-Z0-9])?)*(:[0-9]+)?(/[a-z0-9]+(([.]|_|__|-+)[a-z0-9]+)*)+:[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,127}$')",message="spec.output.model.image must be an OCI reference with a registry, a repository and a tag, for example registry.example.com/team/model:v1 (lowercase repository, tag of letters, digits, '.', '_' or '-')"
+	Image string `json:"image"`
+
+	// credentialsSecretRef names a Secret of type kubernetes.io/dockerconfigjson in the job's
+	// namespace with the credentials to push image. Unset, the push is anonymous.
+	// +optional
+	CredentialsSecretRef *corev1.LocalObjectReference `json:"credentialsSecretRef,omitempty"`
 }
 
 // NetworkBackend is the collective-communication backend.
@@ -725,9 +758,51 @@ type TrainingJobStatus struct {
 	// +optional
 	PodsRefusedSince *metav1.Time `json:"podsRefusedSince,omitempty"`
 
+	// tracking is the experiment-tracker run every attempt of the job logs into.
+	// +optional
+	Tracking *TrackingStatus `json:"tracking,omitempty"`
+
+	// model is the artifact spec.output.model published once the job completed.
+	// +optional
+	Model *ModelStatus `json:"model,omitempty"`
+
 	// observedGeneration is the spec generation this status reflects.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// TrackingStatus is the experiment-tracker run of a job.
+type TrackingStatus struct {
+	// mlflowRunID is the MLflow run rank 0 of the job's first reporting attempt created; later
+	// attempts get it as MLFLOW_RUN_ID. Once set it never changes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	MLflowRunID string `json:"mlflowRunID,omitempty"`
+	// wandbRunID is the W&B run id the operator derived from the job (WANDB_RUN_ID, with
+	// WANDB_RESUME=allow): the same for every attempt.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	WandbRunID string `json:"wandbRunID,omitempty"`
+	// url is the run's page in the tracker, as rank 0 reported it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	URL string `json:"url,omitempty"`
+}
+
+// ModelStatus is a published model artifact.
+type ModelStatus struct {
+	// reference is where the model was pushed (spec.output.model.image).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Reference string `json:"reference,omitempty"`
+	// digest is the artifact's manifest digest; pull reference@digest for exactly this model.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	Digest string `json:"digest,omitempty"`
+	// checkpoint is the checkpoint that was published.
+	// +optional
+	// +kubebuilder:validation:MaxLength=2048
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // TrainingMetrics are the latest metrics reported by the training code.
@@ -837,6 +912,8 @@ type AdmissionStatus struct {
 // +kubebuilder:printcolumn:name="GPUs",type=integer,JSONPath=`.status.resources.gpus`
 // +kubebuilder:printcolumn:name="Queue",type=string,JSONPath=`.spec.scheduling.queue`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Run",type=string,JSONPath=`.status.tracking.url`,priority=1
+// +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.status.model.digest`,priority=1
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 48",message="metadata.name must be at most 48 characters: pod names <name>-worker-<rank> must fit a 63-character DNS label"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must start with a letter and contain only lowercase letters, digits and '-': it names the job's Service"
 type TrainingJob struct {

@@ -226,6 +226,9 @@ func TestPodVariants(t *testing.T) {
 			check: func(t *testing.T, pod *corev1.Pod) {
 				wantEnv(t, pod, "MLFLOW_TRACKING_URI", "http://mlflow")
 				wantEnv(t, pod, "WANDB_PROJECT", "llm")
+				wantEnv(t, pod, "WANDB_RUN_ID", "llm-llmuid")
+				wantEnv(t, pod, "WANDB_RESUME", "allow")
+				wantEnv(t, pod, "MLFLOW_RUN_ID", "") // no run recorded yet
 				want := []corev1.ContainerPort{
 					{Name: "rendezvous", ContainerPort: 29500, Protocol: corev1.ProtocolTCP},
 					{Name: "metrics", ContainerPort: 9100, Protocol: corev1.ProtocolTCP},
@@ -233,6 +236,15 @@ func TestPodVariants(t *testing.T) {
 				if diff := cmp.Diff(want, pod.Spec.Containers[0].Ports); diff != "" {
 					t.Errorf("ports (-want,+got):\n%s", diff)
 				}
+			},
+		},
+		"a later attempt logs into the MLflow run recorded in status.tracking": {
+			job: base.Clone().Monitoring(convoy.MonitoringSpec{MLflowTrackingURI: "http://mlflow"}).
+				Status(convoy.TrainingJobStatus{RestartCount: 1, Tracking: &convoy.TrackingStatus{MLflowRunID: "4f1c"}}).Obj(),
+			replica: worker0,
+			check: func(t *testing.T, pod *corev1.Pod) {
+				wantEnv(t, pod, "MLFLOW_RUN_ID", "4f1c")
+				wantEnv(t, pod, "WANDB_RUN_ID", "")
 			},
 		},
 		"without a progress URL no token is mounted": {

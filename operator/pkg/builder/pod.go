@@ -142,9 +142,13 @@ func setMonitoring(job *convoy.TrainingJob, r framework.Replica, pod *corev1.Pod
 	}
 	if m.MLflowTrackingURI != "" {
 		framework.SetEnv(pod, "MLFLOW_TRACKING_URI", m.MLflowTrackingURI)
+		// The run rank 0 of an earlier attempt created: this attempt logs into it.
+		if t := job.Status.Tracking; t != nil && t.MLflowRunID != "" {
+			framework.SetEnv(pod, "MLFLOW_RUN_ID", t.MLflowRunID)
+		}
 	}
 	if m.WandbProject != "" {
-		framework.SetEnv(pod, "WANDB_PROJECT", m.WandbProject)
+		framework.SetEnv(pod, "WANDB_PROJECT", m.WandbProject, "WANDB_RUN_ID", job.WandbRunID(), "WANDB_RESUME", "allow")
 	}
 }
 

@@ -238,6 +238,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		now: now, backoff: r.Backoff,
 	})
 
+	setWandbRun(job, &p.status)
 	if err := r.writeStatus(ctx, job, p.status); err != nil {
 		if apierrors.IsConflict(err) {
 			// The cache is behind the API server; the newer version's event reconciles the job again.

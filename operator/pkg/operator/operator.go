@@ -181,7 +181,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		}
 	}
 	if err := mgr.Add(&progress.Server{Listener: listener, TLS: tlsConfig, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		CheckpointURI: builder.CheckpointURI}); err != nil {
+		CheckpointURI: builder.CheckpointURI, Recorder: mgr.GetEventRecorderFor("convoy-operator")}); err != nil {
 		return nil, err
 	}
 	return mgr, nil

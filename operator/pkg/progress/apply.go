@@ -70,3 +70,20 @@ func ApplyReport(job *convoy.TrainingJob, st *convoy.TrainingJobStatus, r *Repor
 func ApplyCheckpoint(st *convoy.TrainingJobStatus, c *Checkpoint, attempt int32, now time.Time) {
 	st.Checkpoint = &convoy.CheckpointStatus{Latest: c.Path, Epoch: c.Epoch, Time: ptr.To(metav1.NewTime(now)), Attempt: attempt}
 }
+
+// ApplyTracking records the job's tracker run: the MLflow run id and the run's URL, each only
+// where none is recorded yet (refuse turns a different one away first). It returns whether the
+// status changed.
+func ApplyTracking(st *convoy.TrainingJobStatus, t *Tracking) bool {
+	if st.Tracking == nil {
+		st.Tracking = &convoy.TrackingStatus{}
+	}
+	changed := false
+	if st.Tracking.MLflowRunID == "" && t.MLflowRunID != "" {
+		st.Tracking.MLflowRunID, changed = t.MLflowRunID, true
+	}
+	if st.Tracking.URL == "" && t.URL != "" {
+		st.Tracking.URL, changed = t.URL, true
+	}
+	return changed
+}

@@ -5,8 +5,11 @@
 package progress
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"net/url"
+	"strings"
 )
 
 // Audience is the audience of the projected ServiceAccount token pods present; a token for the
@@ -40,11 +43,22 @@ type Checkpoint struct {
 	Epoch int32 `json:"epoch"`
 }
 
+// Tracking is the body of POST .../tracking: the experiment-tracker run rank 0 created or
+// resumed, which every later attempt of the job logs into. Only rank 0 of the current attempt may
+// send it, and once the job has a run it does not change.
+type Tracking struct {
+	// MLflowRunID is the MLflow run's id; later attempts get it as MLFLOW_RUN_ID.
+	MLflowRunID string `json:"mlflowRunId,omitempty"`
+	// URL is the run's page in the tracker (MLflow's or W&B's).
+	URL string `json:"url,omitempty"`
+}
+
 // Limits of a report; the status fields they land in have the same bounds.
 const (
 	MaxMetrics   = 32
 	MaxPathLen   = 2048
 	maxMetricKey = 63
+	MaxRunIDLen  = 256
 )
 
 // Validate returns an error a person can act on when the report cannot be recorded.
@@ -89,3 +103,22 @@ func (c *Checkpoint) Validate() error {
 	}
 	return nil
 }
+
+// Validate returns an error a person can act on when the run cannot be recorded.
+func (t *Tracking) Validate() error {
+	if t.MLflowRunID == "" && t.URL == "" {
+		return errors.New("report mlflowRunId, url or both")
+	}
+	if len(t.MLflowRunID) > MaxRunIDLen || strings.Trim(t.MLflowRunID, runIDChars) != "" {
+		return fmt.Errorf("mlflowRunId must be at most %d letters, digits, '.', '_' or '-', got %q", MaxRunIDLen, t.MLflowRunID)
+	}
+	if t.URL != "" {
+		u, err := url.Parse(t.URL)
+		if err != nil || len(t.URL) > MaxPathLen || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("url must be an http or https URL of at most %d characters, got %q", MaxPathLen, t.URL)
+		}
+	}
+	return nil
+}
+
+const runIDChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	tokencache "k8s.io/apiserver/pkg/authentication/token/cache"
 	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -83,6 +84,8 @@ type Server struct {
 	// CheckpointURI returns where a job's pods write checkpoints (empty when its spec names no
 	// storage): a reported checkpoint must lie under it.
 	CheckpointURI func(*convoy.TrainingJob) string
+	// Recorder, when set, records an Event on the job when its tracker run is first recorded.
+	Recorder record.EventRecorder
 
 	mu      sync.Mutex
 	pending map[types.NamespacedName]*batch
@@ -108,6 +111,7 @@ type batch struct {
 type update struct {
 	report     *Report
 	checkpoint *Checkpoint
+	tracking   *Tracking
 	// attempt is the reporting pod's attempt (its convoy.dev/restart-attempt label).
 	attempt int32
 	done    chan error
@@ -157,6 +161,10 @@ func (s *Server) Handler() http.Handler {
 		c := &Checkpoint{}
 		s.handle(w, req, c, c.Validate, &update{checkpoint: c})
 	})
+	mux.HandleFunc("POST /v1/namespaces/{namespace}/trainingjobs/{name}/tracking", func(w http.ResponseWriter, req *http.Request) {
+		t := &Tracking{}
+		s.handle(w, req, t, t.Validate, &update{tracking: t})
+	})
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	return mux
 }
@@ -205,6 +213,10 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request, body any, vali
 	}
 	if err := s.withinSpec(job, u); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if u.tracking != nil && (pod.Labels[convoy.LabelReplicaRole] != "worker" || pod.Labels[convoy.LabelReplicaRank] != "0") {
+		http.Error(w, fmt.Sprintf("pod %s is not rank 0 of the job's workers: only rank 0 reports the job's tracker run", pod.Name), http.StatusForbidden)
 		return
 	}
 	attempt, _ := strconv.ParseInt(pod.Labels[convoy.LabelRestartAttempt], 10, 32)
@@ -390,6 +402,8 @@ func (s *Server) flush(key types.NamespacedName, b *batch) {
 func (s *Server) write(ctx context.Context, key types.NamespacedName, updates []*update) error {
 	var reader client.Reader = s.Client
 	refused := make([]error, len(updates))
+	var tracked *convoy.TrackingStatus
+	var written *convoy.TrainingJob
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		job := &convoy.TrainingJob{}
 		if err := reader.Get(ctx, key, job); err != nil {
@@ -400,10 +414,14 @@ func (s *Server) write(ctx context.Context, key types.NamespacedName, updates []
 			return errFinished
 		}
 		st := job.Status.DeepCopy()
+		tracked = nil
 		for i, u := range updates {
 			refused[i] = refuse(st, u)
 			if refused[i] != nil {
 				continue
+			}
+			if u.tracking != nil && ApplyTracking(st, u.tracking) {
+				tracked = st.Tracking
 			}
 			if u.report != nil {
 				ApplyReport(job, st, u.report)
@@ -416,8 +434,12 @@ func (s *Server) write(ctx context.Context, key types.NamespacedName, updates []
 			return nil
 		}
 		job.Status = *st
+		written = job
 		return s.Client.Status().Update(ctx, job)
 	})
+	if err == nil && tracked != nil && s.Recorder != nil {
+		s.Recorder.Eventf(written, corev1.EventTypeNormal, ReasonTrackingRun, "every attempt logs into tracker run %s", trackingSummary(tracked))
+	}
 	for i, u := range updates {
 		u.done <- cmp.Or(refused[i], err)
 	}
@@ -429,8 +451,33 @@ func refuse(st *convoy.TrainingJobStatus, u *update) error {
 	if u.attempt != st.RestartCount {
 		return refusal{code: http.StatusConflict, reason: fmt.Sprintf("the report comes from attempt %d of the gang, and the job is at attempt %d (status.restartCount): reports of another attempt are refused", u.attempt, st.RestartCount)}
 	}
+	if t, have := u.tracking, st.Tracking; t != nil && have != nil {
+		if t.MLflowRunID != "" && have.MLflowRunID != "" && t.MLflowRunID != have.MLflowRunID {
+			return refusal{code: http.StatusConflict, reason: fmt.Sprintf("the job logs into MLflow run %s (status.tracking.mlflowRunID), not %s: start the run with MLFLOW_RUN_ID, which the operator sets", have.MLflowRunID, t.MLflowRunID)}
+		}
+		if t.URL != "" && have.URL != "" && t.URL != have.URL {
+			return refusal{code: http.StatusConflict, reason: fmt.Sprintf("the job's run is at %s (status.tracking.url), not %s: a job's run does not change", have.URL, t.URL)}
+		}
+	}
 	if c, latest := u.checkpoint, st.Checkpoint; c != nil && latest != nil && latest.Attempt == u.attempt && c.Epoch < latest.Epoch {
 		return refusal{code: http.StatusConflict, reason: fmt.Sprintf("checkpoint of epoch %d is older than this attempt's latest, of epoch %d: checkpoints only move forward", c.Epoch, latest.Epoch)}
 	}
 	return nil
+}
+
+// ReasonTrackingRun is the Event reason of a job's tracker run, recorded the first time.
+const ReasonTrackingRun = "TrackingRunRecorded"
+
+func trackingSummary(t *convoy.TrackingStatus) string {
+	var parts []string
+	if t.MLflowRunID != "" {
+		parts = append(parts, "MLflow "+t.MLflowRunID)
+	}
+	if t.WandbRunID != "" {
+		parts = append(parts, "W&B "+t.WandbRunID)
+	}
+	if t.URL != "" {
+		parts = append(parts, t.URL)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -41,4 +41,12 @@ func TestPythonSDKBodies(t *testing.T) {
 	if c.Epoch == 0 {
 		t.Errorf("checkpoint.json has no epoch: %+v", c)
 	}
+	tr := &Tracking{}
+	decode("tracking.json", tr)
+	if err := tr.Validate(); err != nil {
+		t.Errorf("tracking.json: %v", err)
+	}
+	if tr.MLflowRunID == "" || tr.URL == "" {
+		t.Errorf("tracking.json left fields of Tracking empty: %+v", tr)
+	}
 }

@@ -37,6 +37,25 @@ def bodies():
         server.close()
 
 
+def tracking_body():
+    """What start_tracking posts for an MLflow run at an http tracking URI (mlflow faked)."""
+    from fake_trackers import FakeMlflow
+    import sys
+    server = Recorder()
+    saved = sys.modules.get("mlflow")
+    sys.modules["mlflow"] = FakeMlflow(new_run_id="3b9d0c1e", experiment_id="7")
+    try:
+        r = convoy.Reporter(env={"CONVOY_PROGRESS_URL": server.url})
+        convoy._tracking.start(r, {}, {"MLFLOW_TRACKING_URI": "http://mlflow.example:5000"})
+        return server.bodies("tracking")[0]
+    finally:
+        server.close()
+        if saved is None:
+            sys.modules.pop("mlflow", None)
+        else:
+            sys.modules["mlflow"] = saved
+
+
 class ProtocolTest(unittest.TestCase):
     def test_field_names_match_protocol_go(self):
         if not os.path.exists(PROTOCOL):
@@ -46,10 +65,11 @@ class ProtocolTest(unittest.TestCase):
         progress, checkpoint = bodies()
         self.assertEqual(set(progress), json_tags(source, "Report"))
         self.assertEqual(set(checkpoint), json_tags(source, "Checkpoint"))
+        self.assertEqual(set(tracking_body()), json_tags(source, "Tracking"))
 
     def test_bodies_match_the_files_the_go_test_decodes(self):
         progress, checkpoint = bodies()
-        for name, body in [("progress.json", progress), ("checkpoint.json", checkpoint)]:
+        for name, body in [("progress.json", progress), ("checkpoint.json", checkpoint), ("tracking.json", tracking_body())]:
             with self.subTest(name):
                 with open(os.path.join(TESTDATA, name)) as f:
                     self.assertEqual(body, json.load(f))

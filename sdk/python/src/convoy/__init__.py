@@ -9,6 +9,8 @@ Outside a Convoy pod (no CONVOY_PROGRESS_URL) the reporting calls do nothing. Th
 failures are warnings on the "convoy" logger. checkpoint_saved also keeps only the newest
 CONVOY_CHECKPOINT_RETENTION checkpoints in the checkpoint directory. On SIGTERM, should_checkpoint()
 turns True and the callbacks registered with on_preempt run, to save a last checkpoint.
+start_tracking() starts (or resumes) the job's one MLflow and W&B run with the hyperparameters as
+its params, where mlflow or wandb are installed.
 
 Callbacks that report from a framework's training loop: convoy.lightning, convoy.transformers and
 convoy.keras (import them by name; each needs its framework only when its callback is constructed).
@@ -16,21 +18,25 @@ convoy.keras (import them by name; each needs its framework only when its callba
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from ._checkpoint import checkpoint_dir, checkpoint_frequency, checkpoint_retention, checkpoint_uri, resume_from
 from ._preempt import PREEMPTED_EXIT_CODE, on_preempt, preempted, should_checkpoint
 from ._report import DEFAULT_MIN_INTERVAL, Reporter, progress_body, rank
+from ._tracking import Tracking, hyperparameters
+from . import _tracking
 
 __all__ = [
     "PREEMPTED_EXIT_CODE",
     "Reporter",
+    "Tracking",
     "checkpoint_dir",
     "checkpoint_frequency",
     "checkpoint_retention",
     "checkpoint_saved",
     "checkpoint_uri",
     "configure",
+    "hyperparameters",
     "on_preempt",
     "preempted",
     "progress_body",
@@ -38,6 +44,7 @@ __all__ = [
     "report",
     "resume_from",
     "should_checkpoint",
+    "start_tracking",
 ]
 
 __version__ = "0.1.0"
@@ -79,3 +86,16 @@ def checkpoint_saved(path: str, epoch: int, metrics: Optional[Mapping[str, float
     the newest one the operator recorded and those in keep. Only rank 0 posts and deletes unless
     all_ranks. Returns True when the operator recorded it; never raises."""
     return _reporter.checkpoint_saved(path, epoch, metrics, all_ranks=all_ranks, keep=keep)
+
+
+def start_tracking(params: Optional[Mapping[str, Any]] = None) -> Tracking:
+    """Starts the job's experiment-tracker runs on rank 0, one per job across its restarts: with
+    $MLFLOW_TRACKING_URI an MLflow run (resuming $MLFLOW_RUN_ID, which the operator sets for later
+    attempts; a new run gets params as its params), with $WANDB_PROJECT a W&B run (the id the
+    operator derived from the job, resume "allow", params as its config). params default to the
+    job's hyperparameters(). The run's id and page are reported to the operator (status.tracking).
+    A tracker whose package is not installed is skipped with a warning; on other ranks nothing is
+    started. Never raises. Returns the runs started (see Tracking)."""
+    if rank(_reporter.env) != 0:
+        return Tracking()
+    return _tracking.start(_reporter, params, _reporter.env)

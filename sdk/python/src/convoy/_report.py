@@ -1,6 +1,5 @@
 """Posting progress and checkpoints to the operator's endpoint (operator/README.md, "Reporting
-progress and checkpoints"): POST $CONVOY_PROGRESS_URL/progress and $CONVOY_PROGRESS_URL/checkpoint
-with the pod's projected token as a bearer token, over TLS trusting $CONVOY_PROGRESS_CA_FILE."""
+progress and checkpoints"): POST $CONVOY_PROGRESS_URL/progress, /checkpoint and /tracking with the pod's projected token as a bearer token, over TLS trusting $CONVOY_PROGRESS_CA_FILE."""
 
 from __future__ import annotations
 
@@ -132,6 +131,18 @@ class Reporter:
             log.warning("convoy: reporting a checkpoint failed", exc_info=True)
             return False
 
+    def tracking(self, body: Mapping[str, str]) -> bool:
+        """Posts the job's tracker run ({"mlflowRunId": ..., "url": ...}) to
+        $CONVOY_PROGRESS_URL/tracking, rank 0 only; True when the operator recorded it (or had
+        recorded the same run already)."""
+        try:
+            if not self._active(False):
+                return False
+            return self._post("tracking", dict(body))
+        except Exception:  # never into the training loop
+            log.warning("convoy: reporting the tracker run failed", exc_info=True)
+            return False
+
     def _active(self, all_ranks: bool) -> bool:
         return bool(self.env.get(ENV_URL)) and (all_ranks or rank(self.env) == 0)
 
@@ -177,6 +188,9 @@ class Reporter:
         except urllib.error.HTTPError as e:
             message = _read_message(e)
             retry = e.code == 429 or e.code >= 500
+            if e.code == 409 and kind == "tracking":
+                log.warning("convoy: the operator did not record the tracker run: %s", message)
+                return False
             if e.code == 409:
                 if not self._finished_warned:
                     self._finished_warned = True

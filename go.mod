@@ -14,6 +14,7 @@ require (
 	k8s.io/apimachinery v0.37.0
 	k8s.io/component-base v0.37.0
 	k8s.io/kubernetes v1.36.3
+	oras.land/oras-go/v2 v2.6.2
 	sigs.k8s.io/controller-runtime v0.24.1
 	sigs.k8s.io/scheduler-plugins v0.35.4-devel
 )
@@ -134,7 +135,7 @@ require (
 	github.com/mxk/go-flowrate v0.0.0-20140419014527-cca7078d478f // indirect
 	github.com/opencontainers/cgroups v0.0.6 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
-	github.com/opencontainers/image-spec v1.1.1 // indirect
+	github.com/opencontainers/image-spec v1.1.1
 	github.com/opencontainers/runtime-spec v1.3.0 // indirect
 	github.com/opencontainers/selinux v1.13.1 // indirect
 	github.com/patrickmn/go-cache v2.1.0+incompatible // indirect

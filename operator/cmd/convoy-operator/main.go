@@ -17,10 +17,17 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/convoy-dev/convoy/operator/pkg/operator"
+	"github.com/convoy-dev/convoy/operator/pkg/publish"
 	"github.com/convoy-dev/convoy/queue"
 )
 
 func main() {
+	// The publish pod of a completed job with spec.output.model runs this image as
+	// `convoy-operator publish`.
+	if len(os.Args) > 1 && os.Args[1] == "publish" {
+		ctx := ctrl.SetupSignalHandler()
+		os.Exit(publish.Main(ctx, os.Args[2:], os.Stdout, os.Stderr))
+	}
 	opts := operator.Defaults
 	opts.Namespace = cmp.Or(os.Getenv("POD_NAMESPACE"), opts.Namespace)
 	var qps float64
@@ -38,6 +45,8 @@ func main() {
 	flag.StringVar(&opts.ProgressURL, "progress-url", opts.ProgressURL, "URL of the progress endpoint as pods reach it (its Service).")
 	flag.StringVar(&opts.ProgressCertDir, "progress-cert-dir", "", "Directory with tls.crt, tls.key and ca.crt for the progress endpoint; empty keeps a self-signed certificate in a Secret.")
 	flag.StringVar(&opts.ProgressSecret, "progress-secret", opts.ProgressSecret, "Secret in --namespace holding the self-signed progress certificate.")
+	flag.StringVar(&opts.PublishImage, "publish-image", "", "Image of the pod that publishes a completed job's spec.output.model (it runs `convoy-operator publish`); empty: the operator's own image, read from its pod $POD_NAME.")
+	opts.PodName = os.Getenv("POD_NAME")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", opts.MaxConcurrentReconciles, "TrainingJobs reconciled at once.")
 	flag.Float64Var(&qps, "kube-api-qps", 100, "Sustained requests per second to the API server.")
 	flag.IntVar(&burst, "kube-api-burst", 200, "Burst of requests to the API server.")

@@ -24,6 +24,8 @@ type Options struct {
 	ScheduleTimeoutSeconds int32
 	// JobNetworkPolicy gives every job the NetworkPolicy NetworkPolicy returns.
 	JobNetworkPolicy bool
+	// PublishImage is the operator's own image, which the publish pod runs (PublishPod).
+	PublishImage string
 }
 
 // DefaultScheduleTimeoutSeconds leaves a large gang time to be placed whole.

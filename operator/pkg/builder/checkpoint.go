@@ -110,18 +110,8 @@ func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
 		return
 	}
 	uri := CheckpointURI(job)
+	mountCheckpoints(job, s, pod)
 	switch s.Type {
-	case convoy.StoragePVC:
-		if ownsClaim(s) {
-			addVolume(pod, claimVolume(CheckpointClaimName(job)), CheckpointDir)
-		} else {
-			// A claim named in the spec may be shared: the job sees only its own directory.
-			addVolumeSubPath(pod, claimVolume(s.ClaimName), uri, checkpointPrefix(job, s))
-		}
-	case convoy.StorageNFS:
-		addVolume(pod, corev1.Volume{Name: "checkpoints", VolumeSource: corev1.VolumeSource{
-			NFS: &corev1.NFSVolumeSource{Server: s.NFS.Server, Path: s.NFS.Path},
-		}}, CheckpointDir)
 	case convoy.StorageS3:
 		if s.S3Endpoint != "" {
 			framework.SetEnv(pod, "AWS_ENDPOINT_URL", s.S3Endpoint)
@@ -148,6 +138,27 @@ func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
 	if m := job.Spec.Monitoring; m != nil && m.TensorboardEnabled {
 		framework.SetEnv(pod, "TENSORBOARD_LOG_DIR", uri+"/tensorboard")
 	}
+}
+
+// mountCheckpoints mounts a pvc or nfs checkpoint storage so that the job's checkpoints lie
+// under CheckpointURI; it reports whether the storage is a file system it mounted.
+func mountCheckpoints(job *convoy.TrainingJob, s *convoy.CheckpointStorage, pod *corev1.Pod) bool {
+	switch s.Type {
+	case convoy.StoragePVC:
+		if ownsClaim(s) {
+			addVolume(pod, claimVolume(CheckpointClaimName(job)), CheckpointDir)
+		} else {
+			// A claim named in the spec may be shared: the job sees only its own directory.
+			addVolumeSubPath(pod, claimVolume(s.ClaimName), CheckpointURI(job), checkpointPrefix(job, s))
+		}
+		return true
+	case convoy.StorageNFS:
+		addVolume(pod, corev1.Volume{Name: "checkpoints", VolumeSource: corev1.VolumeSource{
+			NFS: &corev1.NFSVolumeSource{Server: s.NFS.Server, Path: s.NFS.Path},
+		}}, CheckpointDir)
+		return true
+	}
+	return false
 }
 
 func claimVolume(claim string) corev1.Volume {

@@ -270,6 +270,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			return ctrl.Result{}, err
 		}
 	}
+	if err := r.publishModel(ctx, job); err != nil {
+		return ctrl.Result{}, err
+	}
 	if p.deleteJob {
 		log.V(2).Info("Deleting finished TrainingJob after its TTL")
 		err := r.Client.Delete(ctx, job, client.Preconditions{UID: &job.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
@@ -396,7 +399,8 @@ func (r *Reconciler) pods(ctx context.Context, job *convoy.TrainingJob) ([]*core
 	}
 	pods := make([]*corev1.Pod, 0, len(list.Items))
 	for i := range list.Items {
-		if metav1.IsControlledBy(&list.Items[i], job) {
+		// The publish pod is no part of the gang.
+		if metav1.IsControlledBy(&list.Items[i], job) && list.Items[i].Labels[convoy.LabelReplicaRole] != builder.RolePublish {
 			pods = append(pods, &list.Items[i])
 		}
 	}

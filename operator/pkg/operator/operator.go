@@ -9,8 +9,10 @@ import (
 	"net"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -66,6 +68,11 @@ type Options struct {
 	// JobNetworkPolicy gives every job a NetworkPolicy that lets its pods accept connections only
 	// from its own gang (builder.NetworkPolicy).
 	JobNetworkPolicy bool
+	// PublishImage is the image of the pod that publishes a completed job's model (the operator's
+	// own, which has `convoy-operator publish`). Empty: the image of the operator's pod PodName.
+	PublishImage string
+	// PodName is the operator's own pod in Namespace ($POD_NAME), whose image PublishImage defaults to.
+	PodName string
 	// Backoff spaces gang restarts after failures.
 	Backoff controller.Backoff
 	// WrapClient, when set, wraps the reconciler's client; tests use it to interrupt the operator.
@@ -166,9 +173,10 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		APIReader: mgr.GetAPIReader(),
 		Recorder:  mgr.GetEventRecorderFor("convoy-operator"),
 		Metrics:   metrics.NewRecorder(),
-		Options:   builder.Options{ProgressURL: opts.ProgressURL, ProgressCA: cert.CAPEM, JobNetworkPolicy: opts.JobNetworkPolicy},
-		Backoff:   opts.Backoff,
-		Queue:     opts.Queue,
+		Options: builder.Options{ProgressURL: opts.ProgressURL, ProgressCA: cert.CAPEM, JobNetworkPolicy: opts.JobNetworkPolicy,
+			PublishImage: publishImage(ctx, mgr.GetAPIReader(), opts)},
+		Backoff: opts.Backoff,
+		Queue:   opts.Queue,
 	}
 	if err := r.SetupWithManager(ctx, mgr, opts.MaxConcurrentReconciles); err != nil {
 		return nil, err
@@ -239,4 +247,23 @@ func metricsOptions(opts Options) metricsserver.Options {
 		return metricsserver.Options{BindAddress: opts.MetricsAddr}
 	}
 	return metricsserver.Options{BindAddress: opts.MetricsAddr, SecureServing: true, FilterProvider: filters.WithAuthenticationAndAuthorization}
+}
+
+// publishImage is opts.PublishImage, else the image the operator's own pod runs (by digest where
+// the kubelet reported one), else "" (publishing then fails, saying why).
+func publishImage(ctx context.Context, r client.Reader, opts Options) string {
+	if opts.PublishImage != "" || opts.PodName == "" {
+		return opts.PublishImage
+	}
+	pod := &corev1.Pod{}
+	if err := r.Get(ctx, client.ObjectKey{Namespace: opts.Namespace, Name: opts.PodName}, pod); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Reading the operator's own pod for its image; models cannot be published without --publish-image")
+		return ""
+	}
+	for _, c := range pod.Status.ContainerStatuses {
+		if c.Name == pod.Spec.Containers[0].Name && strings.Contains(c.ImageID, "@sha256:") {
+			return c.ImageID // the very image running, whatever its tag points at later
+		}
+	}
+	return pod.Spec.Containers[0].Image
 }

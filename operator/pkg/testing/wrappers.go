@@ -194,6 +194,12 @@ func (w *TrainingJobWrapper) successPolicy() *convoy.SuccessPolicy {
 	return w.Spec.SuccessPolicy
 }
 
+// Output publishes the job's model as m.
+func (w *TrainingJobWrapper) Output(m convoy.ModelOutput) *TrainingJobWrapper {
+	w.Spec.Output = &convoy.OutputSpec{Model: &m}
+	return w
+}
+
 // Suspend sets spec.suspend.
 func (w *TrainingJobWrapper) Suspend(s bool) *TrainingJobWrapper {
 	w.Spec.Suspend = ptr.To(s)

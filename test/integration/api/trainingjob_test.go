@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/publish"
 	"github.com/convoy-dev/convoy/test/framework"
 )
 
@@ -166,6 +167,9 @@ func TestInvalidSpecsAreRejectedNamingTheField(t *testing.T) {
 		"accuracy above one":             {spec: `{"successPolicy": {"targetAccuracy": 1.5}}`, want: "spec.successPolicy.targetAccuracy must be between 0 and 1"},
 		"zero patience":                  {spec: `{"successPolicy": {"earlyStoppingPatience": 0}}`, want: "spec.successPolicy.earlyStoppingPatience"},
 		"negative ttl":                   {spec: `{"ttlSecondsAfterFinished": -5}`, want: "spec.ttlSecondsAfterFinished"},
+		"model image without a tag":      {spec: `{"output": {"model": {"image": "registry.example.com/team/model"}}}`, want: "spec.output.model.image must be an OCI reference with a registry, a repository and a tag"},
+		"model image without a registry": {spec: `{"output": {"model": {"image": "model:v1"}}}`, want: "spec.output.model.image must be an OCI reference"},
+		"model image missing":            {spec: `{"output": {"model": {"credentialsSecretRef": {"name": "push"}}}}`, want: "spec.output.model.image: Required value"},
 		"additional params not a string": {spec: `{"hyperparameters": {"additionalParams": {"dropout": 0.1}}}`, want: "spec.hyperparameters.additionalParams.dropout"},
 	}
 	i := 0
@@ -288,6 +292,23 @@ func TestKubectlPrintsTheColumns(t *testing.T) {
 	}
 	out := kubectl(t, c, "get", "trainingjobs", "-n", ns)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
+	defer func() {
+		// The tracker run's page and the published model's digest: in -o wide and describe.
+		const url, digest = "http://mlflow:5000/#/experiments/1/runs/3b9d", "sha256:4e1f"
+		job.Status.Tracking = &v1alpha1.TrackingStatus{MLflowRunID: "3b9d", URL: url}
+		job.Status.Model = &v1alpha1.ModelStatus{Reference: "registry.example.com/team/llama:v1", Digest: digest}
+		if err := c.Client.Status().Update(ctx, job); err != nil {
+			t.Fatal(err)
+		}
+		wide := strings.Split(strings.TrimSpace(kubectl(t, c, "get", "trainingjobs", "-n", ns, "-o", "wide")), "\n")
+		header, row := strings.Fields(wide[0]), strings.Fields(wide[1])
+		if len(header) != 11 || header[9] != "RUN" || header[10] != "MODEL" || row[len(row)-2] != url || row[len(row)-1] != digest {
+			t.Errorf("kubectl get -o wide:\n%s\nwant RUN %s and MODEL %s last", strings.Join(wide, "\n"), url, digest)
+		}
+		if d := kubectl(t, c, "describe", "trainingjob", "llama", "-n", ns); !strings.Contains(d, url) || !strings.Contains(d, digest) {
+			t.Errorf("kubectl describe does not show the run %s and the model %s:\n%s", url, digest, d)
+		}
+	}()
 	if got, want := strings.Fields(lines[0]), []string{"NAME", "STATE", "REASON", "PROGRESS", "EPOCH", "WORKERS", "GPUS", "QUEUE", "AGE"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("kubectl get trainingjobs header = %v, want %v", got, want)
 	}
@@ -322,5 +343,28 @@ func TestKubectlPrintsTheColumns(t *testing.T) {
 	}
 	if got, want := strings.Fields(lines[1])[:5], []string{gn.Name, "3", "NVIDIA-H100-80GB-HBM3", "2", "1"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("kubectl get gpunodes row = %v, want %v", got, want)
+	}
+}
+
+// TestModelImageValidationAgreesWithOras: what the CRD accepts as spec.output.model.image is what
+// the publish step (oras-go's reference parser, a tag required) can push to.
+func TestModelImageValidationAgreesWithOras(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	ns := namespace(t, c, "api-model-image")
+	for i, ref := range []string{
+		"registry.example.com/team/llama-ft:v1", "localhost:5000/m:latest", "10.0.0.1:5000/a/b/c:1.0_rc-2",
+		"ghcr.io/org/model__x:v1", "registry.example.com/team/llama", "registry.example.com/Team/llama:v1",
+		"registry.example.com/team/llama:-v1", "registry.example.com/team/llama@sha256:" + strings.Repeat("a", 64),
+		"llama:v1", "registry.example.com/team/llama:v1 ", "https://registry.example.com/team/llama:v1",
+	} {
+		_, orasErr := publish.ParseReference(ref)
+		job := &v1alpha1.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("img-%d", i), Namespace: ns},
+			Spec: v1alpha1.TrainingJobSpec{Model: "m", Dataset: "d", NumWorkers: 1,
+				Output: &v1alpha1.OutputSpec{Model: &v1alpha1.ModelOutput{Image: ref}}}}
+		apiErr := c.Client.Create(ctx, job)
+		if (apiErr == nil) != (orasErr == nil) {
+			t.Errorf("%q: the API server says %v, oras-go %v", ref, apiErr, orasErr)
+		}
 	}
 }

@@ -1,0 +1,85 @@
+package builder
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
+)
+
+func TestPublishPod(t *testing.T) {
+	base := utiltesting.MakeTrainingJob("llm", "team-a").Workers(2).
+		Checkpoint(convoy.CheckpointSpec{Enabled: true}).
+		Output(convoy.ModelOutput{Image: "registry.example.com/team/llm:v1"}).
+		Status(convoy.TrainingJobStatus{Checkpoint: &convoy.CheckpointStatus{Latest: "/checkpoints/team-a/llm/epoch-3", Epoch: 3}})
+	opts := Options{PublishImage: "convoy-operator:v1"}
+	cases := map[string]struct {
+		job     *convoy.TrainingJob
+		opts    Options
+		wantErr string
+		check   func(t *testing.T, pod *corev1.Pod)
+	}{
+		"the job's own claim, read-only, anonymous": {
+			job: base.Clone().Obj(), opts: opts,
+			check: func(t *testing.T, pod *corev1.Pod) {
+				c := pod.Spec.Containers[0]
+				want := []string{"publish", "--checkpoint=/checkpoints/team-a/llm/epoch-3", "--image=registry.example.com/team/llm:v1",
+					"--annotation=dev.convoy.checkpoint=/checkpoints/team-a/llm/epoch-3", "--annotation=dev.convoy.epoch=3", "--annotation=dev.convoy.job=team-a/llm"}
+				if strings.Join(c.Args, " ") != strings.Join(want, " ") {
+					t.Errorf("args %q, want %q", c.Args, want)
+				}
+				if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != CheckpointDir || !c.VolumeMounts[0].ReadOnly ||
+					pod.Spec.Volumes[0].PersistentVolumeClaim.ClaimName != "llm-checkpoints" {
+					t.Errorf("mounts %+v, volumes %+v; want the claim llm-checkpoints read-only at %s", c.VolumeMounts, pod.Spec.Volumes, CheckpointDir)
+				}
+				if pod.Labels[convoy.LabelReplicaRole] != RolePublish || pod.Labels[convoy.LabelJobName] != "llm" || pod.Labels["scheduling.x-k8s.io/pod-group"] != "" {
+					t.Errorf("labels %v: want the job's and role publish, not the gang's PodGroup", pod.Labels)
+				}
+				if pod.Spec.SchedulerName != "" || c.Image != "convoy-operator:v1" || c.TerminationMessagePolicy != corev1.TerminationMessageReadFile {
+					t.Errorf("scheduler %q, image %q, termination message policy %q", pod.Spec.SchedulerName, c.Image, c.TerminationMessagePolicy)
+				}
+			},
+		},
+		"credentials as a Docker config": {
+			job: base.Clone().Output(convoy.ModelOutput{Image: "r.example/m:v1", CredentialsSecretRef: &corev1.LocalObjectReference{Name: "push"}}).Obj(), opts: opts,
+			check: func(t *testing.T, pod *corev1.Pod) {
+				v := pod.Spec.Volumes[len(pod.Spec.Volumes)-1]
+				if v.Secret == nil || v.Secret.SecretName != "push" || v.Secret.Items[0].Key != corev1.DockerConfigJsonKey || v.Secret.Items[0].Path != "config.json" {
+					t.Errorf("credentials volume %+v", v)
+				}
+				args := pod.Spec.Containers[0].Args
+				if args[len(args)-1] != "--docker-config="+RegistryConfigDir+"/config.json" {
+					t.Errorf("args %q lack --docker-config", args)
+				}
+			},
+		},
+		"no checkpoint reported": {
+			job: base.Clone().Status(convoy.TrainingJobStatus{}).Obj(), opts: opts, wantErr: "the job reported no checkpoint",
+		},
+		"checkpoints in s3": {
+			job:  base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "b"}}).Obj(),
+			opts: opts, wantErr: "not on a pvc or nfs checkpoint storage",
+		},
+		"no image to publish with": {
+			job: base.Clone().Obj(), wantErr: "--publish-image",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			pod, err := PublishPod(tc.job, tc.opts)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, pod)
+		})
+	}
+}

@@ -1,0 +1,68 @@
+package publish
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// DefaultTerminationLog is where the kubelet reads a container's termination message.
+const DefaultTerminationLog = "/dev/termination-log"
+
+// Main is `convoy-operator publish`: it pushes --checkpoint to --image and writes the Result as
+// JSON to stdout and to --termination-log, or the error there, returning the exit code.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o Options
+	o.Annotations = map[string]string{}
+	fs.StringVar(&o.Checkpoint, "checkpoint", "", "The checkpoint to push: a directory (each file one layer) or a file.")
+	fs.StringVar(&o.Reference, "image", "", "Where to push it: registry/repository:tag.")
+	fs.StringVar(&o.DockerConfig, "docker-config", "", "A Docker config.json with the registry's credentials; empty pushes anonymously.")
+	fs.BoolVar(&o.PlainHTTP, "plain-http", false, "Talk to the registry over plain HTTP.")
+	terminationLog := fs.String("termination-log", DefaultTerminationLog, "Where to write the result or the error for the kubelet; empty writes none.")
+	fs.Func("annotation", "A manifest annotation key=value; repeatable.", func(kv string) error {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("%q is not key=value", kv)
+		}
+		o.Annotations[k] = v
+		return nil
+	})
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if o.Checkpoint == "" || o.Reference == "" {
+		fmt.Fprintln(stderr, "publish needs --checkpoint and --image")
+		return 2
+	}
+	res, err := Push(ctx, o)
+	if err != nil {
+		fmt.Fprintln(stderr, "publishing failed:", err)
+		writeTerminationLog(*terminationLog, err.Error(), stderr)
+		return 1
+	}
+	out, _ := json.Marshal(res) // two strings
+	fmt.Fprintln(stdout, string(out))
+	writeTerminationLog(*terminationLog, string(out), stderr)
+	return 0
+}
+
+// maxTerminationMessage is the kubelet's limit of a termination message.
+const maxTerminationMessage = 4096
+
+func writeTerminationLog(path, message string, stderr io.Writer) {
+	if path == "" {
+		return
+	}
+	if len(message) > maxTerminationMessage {
+		message = message[:maxTerminationMessage]
+	}
+	if err := os.WriteFile(path, []byte(message), 0o644); err != nil {
+		fmt.Fprintln(stderr, "writing the termination message:", err)
+	}
+}

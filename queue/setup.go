@@ -7,8 +7,10 @@ import (
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -200,4 +202,36 @@ func KueueInstalled(cfg *rest.Config) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// SetActive sets spec.active of the job's Workload. False makes Kueue evict the job, which
+// suspends it and releases its quota, and keeps it from being admitted again; true queues it
+// again. A sweep pauses and promotes its hyperband trials this way: a trial with a queue cannot
+// be paused through spec.suspend, which Kueue reverts while the Workload is admitted.
+func (i *Integration) SetActive(ctx context.Context, job *convoy.TrainingJob, active bool) error {
+	wls := &kueue.WorkloadList{}
+	if err := i.client.List(ctx, wls, client.InNamespace(job.Namespace),
+		client.MatchingFields{jobframework.OwnerReferenceIndexKey(GVK): job.Name}); err != nil {
+		return err
+	}
+	found := false
+	for j := range wls.Items {
+		wl := &wls.Items[j]
+		if !metav1.IsControlledBy(wl, job) {
+			continue
+		}
+		found = true
+		if ptr.Deref(wl.Spec.Active, true) == active {
+			continue
+		}
+		patch := client.MergeFrom(wl.DeepCopy())
+		wl.Spec.Active = ptr.To(active)
+		if err := i.client.Patch(ctx, wl, patch); err != nil {
+			return err
+		}
+	}
+	if !found {
+		return fmt.Errorf("TrainingJob %s/%s has no Workload yet", job.Namespace, job.Name)
+	}
+	return nil
 }

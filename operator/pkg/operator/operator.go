@@ -1,4 +1,4 @@
-// Package operator wires the TrainingJob reconciler and the progress endpoint into a
+// Package operator wires the TrainingJob and TrainingSweep reconcilers and the progress endpoint into a
 // controller-runtime manager. The binary's main and the integration tests share it, so the tests
 // run the operator as it is deployed.
 package operator
@@ -31,6 +31,7 @@ import (
 	"github.com/convoy-dev/convoy/operator/pkg/controller"
 	"github.com/convoy-dev/convoy/operator/pkg/metrics"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
+	"github.com/convoy-dev/convoy/operator/pkg/sweep"
 )
 
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=convoy-system,resources=leases,verbs=get;create;update
@@ -179,6 +180,14 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Queue:   opts.Queue,
 	}
 	if err := r.SetupWithManager(ctx, mgr, opts.MaxConcurrentReconciles); err != nil {
+		return nil, err
+	}
+
+	sweeps := &sweep.Reconciler{Client: c, Recorder: mgr.GetEventRecorderFor(sweep.Name)}
+	if w, ok := opts.Queue.(sweep.WorkloadActivator); ok {
+		sweeps.Workloads = w
+	}
+	if err := sweeps.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
 

@@ -1,0 +1,47 @@
+package suggest
+
+import (
+	"math"
+	"slices"
+)
+
+// Rungs are the epochs at which asynchronous successive halving (ASHA, the asynchronous form of
+// hyperband's brackets; Li et al., 2020) compares trials: minResource, minResource*eta, ...,
+// below maxResource. A trial pauses at each rung until it is among the best 1/eta of the trials
+// that reached that rung; past the last rung it runs to maxResource.
+func Rungs(minResource, maxResource int32, eta float64) []int32 {
+	var out []int32
+	for r := float64(max(1, minResource)); r < float64(maxResource); r *= eta {
+		e := int32(math.Round(r))
+		if len(out) > 0 && e <= out[len(out)-1] {
+			e = out[len(out)-1] + 1
+		}
+		if e >= maxResource {
+			break
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// RungResult is one trial's loss at a rung and whether it has moved past it.
+type RungResult struct {
+	Trial    string
+	Loss     float64
+	Promoted bool
+}
+
+// Promotable returns the trials of one rung that may move on, best first: those among the best
+// floor(n/eta) of the n trials that reached the rung which have not been promoted yet.
+func Promotable(results []RungResult, eta float64) []string {
+	sorted := slices.Clone(results)
+	slices.SortStableFunc(sorted, func(a, b RungResult) int { return compareFloat(a.Loss, b.Loss) })
+	top := int(math.Floor(float64(len(sorted)) / eta))
+	var out []string
+	for _, r := range sorted[:top] {
+		if !r.Promoted {
+			out = append(out, r.Trial)
+		}
+	}
+	return out
+}

@@ -11,6 +11,10 @@
 // (TargetAccuracyReached); the workers of a job without one exit 0 after its last epoch (the pod
 // annotation convoy.dev/sim-exit-code, which kwok's convoy-sim-exit stage of test/e2e/stack turns
 // into a Succeeded pod), so it completes with AllWorkersSucceeded.
+//
+// A job whose hyperparameters.additionalParams name a sim-objective (test/sweepsim) reports as
+// its loss that objective of its additionalParams x and y, epoch by epoch along
+// sweepsim.Curve; sim-objective "fail" makes its workers exit 1 at the first epoch.
 package main
 
 import (
@@ -45,6 +49,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/sweepsim"
 )
 
 const (
@@ -205,6 +210,15 @@ func (t *trainer) report(ctx context.Context, job *convoy.TrainingJob, pod *core
 	}
 	accuracy := math.Round((0.3+(target-0.3)*float64(g.epoch)/float64(total))*1000) / 1000
 	loss := math.Round(2.5*math.Pow(0.8, float64(g.epoch))*1000) / 1000
+	if params := additionalParams(job); params[sweepsim.ParamObjective] == sweepsim.Fail {
+		return t.exit(ctx, job, pod, "1")
+	} else if params[sweepsim.ParamObjective] != "" {
+		f, err := sweepsim.FromParams(params)
+		if err != nil {
+			return err
+		}
+		loss = sweepsim.Curve(f, g.epoch, total)
+	}
 	if err := post(ctx, httpClient, url+"/progress", g.token, map[string]any{
 		"epoch": g.epoch, "totalEpochs": total, "step": int(g.epoch) * 100,
 		"metrics": map[string]float64{"loss": loss, "accuracy": accuracy},
@@ -228,6 +242,19 @@ func (t *trainer) finish(ctx context.Context, job *convoy.TrainingJob, rank0 *co
 	if sp := job.Spec.SuccessPolicy; sp != nil && sp.TargetAccuracy != nil {
 		return nil
 	}
+	return t.exit(ctx, job, rank0, "0")
+}
+
+// additionalParams are the job's hyperparameters.additionalParams.
+func additionalParams(job *convoy.TrainingJob) map[string]string {
+	if hp := job.Spec.Hyperparameters; hp != nil {
+		return hp.AdditionalParams
+	}
+	return nil
+}
+
+// exit makes every worker of the gang exit with code.
+func (t *trainer) exit(ctx context.Context, job *convoy.TrainingJob, rank0 *corev1.Pod, code string) error {
 	pods := &corev1.PodList{}
 	if err := t.k.List(ctx, pods, client.InNamespace(job.Namespace), client.MatchingLabels{
 		convoy.LabelJobName: job.Name, convoy.LabelRestartAttempt: rank0.Labels[convoy.LabelRestartAttempt],
@@ -248,11 +275,11 @@ func (t *trainer) finish(ctx context.Context, job *convoy.TrainingJob, rank0 *co
 		if p.Annotations == nil {
 			p.Annotations = map[string]string{}
 		}
-		p.Annotations[annotationSimExitCode] = "0"
+		p.Annotations[annotationSimExitCode] = code
 		if err := t.k.Patch(ctx, p, patch); err != nil {
 			return err
 		}
-		fmt.Printf("simtrainer: %s/%s worker %s exits 0\n", job.Namespace, job.Name, p.Name)
+		fmt.Printf("simtrainer: %s/%s worker %s exits %s\n", job.Namespace, job.Name, p.Name, code)
 	}
 	return nil
 }

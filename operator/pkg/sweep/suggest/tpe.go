@@ -28,9 +28,9 @@ var DefaultTPE = TPEOptions{Startup: 5, Candidates: 24, Gamma: 0.25}
 
 // TPE suggests the index-th trial (Bergstra et al., 2011): the trials so far are split into the
 // best Gamma and the rest, a Parzen estimator (a mixture of truncated Gaussians, one per trial,
-// plus a flat prior) is fitted to each group per parameter, and of Candidates draws from the
-// good density the one with the highest ratio good/bad wins, parameter by parameter, as Optuna's
-// independent TPE sampler does.
+// plus a wide prior) is fitted to each group, and of Candidates draws from the good density the
+// one with the highest ratio good/bad wins. Categorical parameters are chosen one by one from
+// their frequencies in each group.
 func TPE(s Space, seed uint64, index int, history []Observed, o TPEOptions) []float64 {
 	if len(history) < max(o.Startup, 2) {
 		return Random(s, seed, index)
@@ -41,6 +41,8 @@ func TPE(s Space, seed uint64, index int, history []Observed, o TPEOptions) []fl
 	good, bad := sorted[:nGood], sorted[nGood:]
 	rng := rngFor(seed, index)
 	x := make([]float64, len(s))
+	var numeric []int
+	var l, g []parzen
 	for i, p := range s {
 		column := func(obs []Observed) []float64 {
 			out := make([]float64, len(obs))
@@ -57,15 +59,29 @@ func TPE(s Space, seed uint64, index int, history []Observed, o TPEOptions) []fl
 		if p.Type == "int" && !p.Log {
 			lo, hi = lo-0.5, hi+0.5
 		}
-		l, g := newParzen(column(good), lo, hi), newParzen(column(bad), lo, hi)
-		best, bestScore := 0.0, math.Inf(-1)
-		for range max(1, o.Candidates) {
-			c := l.sample(rng)
-			if score := l.logPDF(c) - g.logPDF(c); score > bestScore {
-				best, bestScore = c, score
-			}
+		numeric = append(numeric, i)
+		l, g = append(l, newParzen(column(good), lo, hi)), append(g, newParzen(column(bad), lo, hi))
+	}
+	if len(numeric) == 0 {
+		return x
+	}
+	// The numeric parameters are drawn together, as Optuna's multivariate TPE does: a candidate
+	// takes every coordinate from one kernel of the good mixture, and is scored by the joint
+	// densities, so that parameters that only work together are found together.
+	best, bestScore := make([]float64, len(numeric)), math.Inf(-1)
+	c := make([]float64, len(numeric))
+	for range max(1, o.Candidates) {
+		j := rng.IntN(len(l[0].mus))
+		for d := range numeric {
+			c[d] = l[d].sampleFrom(j, rng)
 		}
-		x[i] = p.snap(p.external(best))
+		if score := jointLogPDF(l, c) - jointLogPDF(g, c); score > bestScore {
+			copy(best, c)
+			bestScore = score
+		}
+	}
+	for d, i := range numeric {
+		x[i] = s[i].snap(s[i].external(best[d]))
 	}
 	return x
 }
@@ -115,8 +131,8 @@ func newParzen(obs []float64, lo, hi float64) parzen {
 	return parzen{mus: mus, sigmas: sigmas, lo: lo, hi: hi}
 }
 
-func (p parzen) sample(rng *rand.Rand) float64 {
-	j := rng.IntN(len(p.mus))
+// sampleFrom draws from the j-th kernel, within the range.
+func (p parzen) sampleFrom(j int, rng *rand.Rand) float64 {
 	for range 100 {
 		if v := p.mus[j] + rng.NormFloat64()*p.sigmas[j]; v >= p.lo && v <= p.hi {
 			return v
@@ -125,18 +141,31 @@ func (p parzen) sample(rng *rand.Rand) float64 {
 	return math.Max(p.lo, math.Min(p.hi, p.mus[j]))
 }
 
-func (p parzen) logPDF(v float64) float64 {
-	sum := 0.0
-	for j, mu := range p.mus {
-		s := p.sigmas[j]
-		mass := normCDF((p.hi-mu)/s) - normCDF((p.lo-mu)/s)
-		if mass <= 0 {
-			continue
+// logKernel is the log density of the j-th truncated Gaussian at v.
+func (p parzen) logKernel(j int, v float64) float64 {
+	mu, s := p.mus[j], p.sigmas[j]
+	mass := normCDF((p.hi-mu)/s) - normCDF((p.lo-mu)/s)
+	z := (v - mu) / s
+	return -z*z/2 - math.Log(s*math.Sqrt(2*math.Pi)*math.Max(mass, 1e-300))
+}
+
+// jointLogPDF is the log density at x of the mixture whose j-th kernel is the product of
+// every dimension's j-th kernel.
+func jointLogPDF(dims []parzen, x []float64) float64 {
+	n := len(dims[0].mus)
+	logs := make([]float64, n)
+	top := math.Inf(-1)
+	for j := range n {
+		for d, p := range dims {
+			logs[j] += p.logKernel(j, x[d])
 		}
-		z := (v - mu) / s
-		sum += math.Exp(-z*z/2) / (s * math.Sqrt(2*math.Pi) * mass)
+		top = math.Max(top, logs[j])
 	}
-	return math.Log(sum/float64(len(p.mus)) + 1e-300)
+	sum := 0.0
+	for _, v := range logs {
+		sum += math.Exp(v - top)
+	}
+	return top + math.Log(sum/float64(n))
 }
 
 func normCDF(z float64) float64 { return 0.5 * math.Erfc(-z/math.Sqrt2) }

@@ -254,7 +254,13 @@ func TestSweepEarlyStoppingFreesQuotaForTheNextTrial(t *testing.T) {
 	if err != nil {
 		t.Errorf("median-1's pods still hold their GPUs after it stopped: %v", podNames(e.pods("median-1")))
 	}
-	e.waitState("median-2", convoy.StateRunning)
+	// Kueue admits median-2 only once median-1's Workload finished with it.
+	next := e.waitJob("median-2", "admitted", func(j *convoy.TrainingJob) bool {
+		return meta.IsStatusConditionTrue(j.Status.Conditions, convoy.ConditionAdmitted)
+	})
+	if admitted := meta.FindStatusCondition(next.Status.Conditions, convoy.ConditionAdmitted); admitted.LastTransitionTime.Before(stopped.Status.CompletionTime) {
+		t.Errorf("median-2 was admitted at %v, before median-1 stopped at %v", admitted.LastTransitionTime, stopped.Status.CompletionTime)
+	}
 
 	done := e.waitSweep("median", "Succeeded", func(s *convoy.TrainingSweep) bool { return s.Status.State == convoy.SweepSucceeded })
 	close(stopWatch)
@@ -290,5 +296,14 @@ func TestSweepFailsAfterMaxFailedTrials(t *testing.T) {
 	}
 	if n := len(e.trials("failing")); n != 3 {
 		t.Errorf("%d trials were created, want no more after the third failure", n)
+	}
+
+	// Deleting the sweep deletes its trials (the garbage collector follows their owner references).
+	must(t, e.k.Delete(t.Context(), sw))
+	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		return len(e.trials("failing")) == 0, nil
+	})
+	if err != nil {
+		t.Errorf("the deleted sweep's trials are still there: %d", len(e.trials("failing")))
 	}
 }

@@ -193,18 +193,18 @@ func TestSweepEarlyStoppingFreesQuotaForTheNextTrial(t *testing.T) {
 	e := setup(t)
 	e.queue(16)
 	// Grid order: x=1 (loss 0.49) first, then x=3 (7.29), then x=0.3 (the optimum, 0). Trial 1
-	// waits for trial 0's quota, runs once it succeeded, and is stopped at epoch 3 while trial 2
-	// waits. From epoch 3 on, the curve's noise (test/sweepsim) is far below the 0.49 between
-	// trial 2 and trial 0, so the median rule keeps trial 2.
+	// runs once trial 0 succeeded and is stopped at epoch 4 while trial 2 waits for its quota.
+	// From epoch 4 on, the curve's noise (test/sweepsim) is far below the 0.49 between trial 2
+	// and trial 0, so the median rule keeps trial 2.
 	xs := convoy.ParameterSpec{Name: "x", ParameterType: convoy.ParameterDiscrete, FeasibleSpace: convoy.FeasibleSpace{List: []string{"1", "3", "0.3"}}}
 	ys := convoy.ParameterSpec{Name: "y", ParameterType: convoy.ParameterDiscrete, FeasibleSpace: convoy.FeasibleSpace{List: []string{"-0.2"}}}
 	sw := e.sweep("median", convoy.AlgorithmGrid, sweepsim.Quadratic, 6, 2, 8, xs, ys)
 	sw.Spec.ParallelTrialCount = ptr.To[int32](1)
 	sw.Spec.EarlyStopping = &convoy.EarlyStoppingSpec{AlgorithmName: convoy.EarlyStoppingMedian, AlgorithmSettings: []convoy.AlgorithmSetting{
-		{Name: "min_trials_required", Value: "1"}, {Name: "start_step", Value: "3"}}}
+		{Name: "min_trials_required", Value: "1"}, {Name: "start_step", Value: "4"}}}
 	e.createSweep(sw)
-	// Once the optimum's trial runs, two trials at a time: the next one waits in the queue.
-	e.waitState("median-0", convoy.StateRunning)
+	// Once trial 1 runs (after trial 0), two trials at a time: trial 2 waits in the queue.
+	e.waitState("median-1", convoy.StateRunning)
 	patch := client.MergeFrom(sw.DeepCopy())
 	sw.Spec.ParallelTrialCount = ptr.To[int32](2)
 	must(t, e.k.Patch(t.Context(), sw, patch))

@@ -252,7 +252,8 @@ type TrainingSweepSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.parameters is immutable: create a new TrainingSweep"
 	Parameters []ParameterSpec `json:"parameters"`
 
-	// parallelTrialCount is how many trials may be unfinished at once (queued, running or paused).
+	// parallelTrialCount is how many trials may be queued or running at once; trials paused at a
+	// hyperband rung hold no GPUs and do not count.
 	// Kueue still admits only what the queue's quota holds. Defaults to 3.
 	// +optional
 	// +kubebuilder:default=3

@@ -90,15 +90,16 @@ func (r *Runner) R2(ctx context.Context) ([]Result, error) {
 	for _, k := range []struct {
 		ns, what string
 		kills    int
+		gated    bool
 		landed   func(bound, total int) bool
 		trigger  func(ctx context.Context, gang types.NamespacedName, kill func()) error
 	}{
-		{"chaos-r2-binding", "while a gang binds", r.cfg.BindingKills,
+		{"chaos-r2-binding", "while a gang binds", r.cfg.BindingKills, true,
 			func(bound, total int) bool { return bound > 0 && bound < total }, r.onFirstBinding},
-		{"chaos-r2-permit", "while a gang waits at Permit", r.cfg.PermitKills,
+		{"chaos-r2-permit", "while a gang waits at Permit", r.cfg.PermitKills, false,
 			func(bound, total int) bool { return bound == 0 }, r.onPlan},
 	} {
-		res, err := r.killScheduler(ctx, k.ns, k.what, k.kills, k.landed, k.trigger)
+		res, err := r.killScheduler(ctx, k.ns, k.what, k.kills, k.gated, k.landed, k.trigger)
 		results = append(results, res)
 		if err != nil {
 			return results, err
@@ -113,11 +114,20 @@ const gangWorkers = 16
 
 // killScheduler creates gangs one at a time in ns and SIGKILLs the scheduler when trigger says, then
 // starts it again; a kill lands when landed holds for the gang's bound pods once the scheduler is dead.
-func (r *Runner) killScheduler(ctx context.Context, ns, what string, kills int, landed func(bound, total int) bool,
+// When gated, the API server refuses to bind the upper half of each gang's ranks until the kill, so
+// the scheduler dies with the gang partly bound however fast it binds.
+func (r *Runner) killScheduler(ctx context.Context, ns, what string, kills int, gated bool, landed func(bound, total int) bool,
 	trigger func(context.Context, types.NamespacedName, func()) error) (Result, error) {
 	res := Result{Scenario: "R2 scheduler SIGKILLed " + what, Target: "0 partial after the grace; every gang whole"}
 	if err := r.queue(ctx, ns); err != nil {
 		return res, err
+	}
+	var gate *bindingGate
+	if gated {
+		var err error
+		if gate, err = newBindingGate(ctx, r.k, ns); err != nil {
+			return res, err
+		}
 	}
 	began := time.Now()
 	var names, atKill []string
@@ -133,6 +143,11 @@ func (r *Runner) killScheduler(ctx context.Context, ns, what string, kills int, 
 				killed = time.Now()
 				_ = r.kill(stack.Scheduler)
 			})
+		}
+		if gate != nil {
+			if err := gate.hold(ctx, name, gangWorkers/2, gangWorkers); err != nil {
+				return res, err
+			}
 		}
 		done := make(chan error, 1)
 		go func() { done <- trigger(ctx, gang, kill) }()
@@ -150,6 +165,11 @@ func (r *Runner) killScheduler(ctx context.Context, ns, what string, kills int, 
 		atKill = append(atKill, fmt.Sprintf("%d/%d", bound, gangWorkers))
 		if landed(bound, gangWorkers) {
 			hits++
+		}
+		if gate != nil {
+			if err := gate.open(ctx); err != nil {
+				return res, err
+			}
 		}
 		if err := r.s.StartReplica(ctx, stack.Scheduler); err != nil {
 			return res, err

@@ -31,6 +31,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.gpusPerWorker == oldSelf.gpusPerWorker || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.gpusPerWorker is immutable unless the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".gpusPerWorker"
 // +kubebuilder:validation:XValidation:rule="self.numParameterServers == oldSelf.numParameterServers || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.numParameterServers is immutable unless the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".numParameterServers"
 // +kubebuilder:validation:XValidation:rule="self.framework == oldSelf.framework",message="spec.framework is immutable: create a new TrainingJob to change it",fieldPath=".framework"
+// +kubebuilder:validation:XValidation:rule="self.framework != 'mpi' || !has(self.securityContext) || !has(self.securityContext.podSecurity) || self.securityContext.podSecurity != 'restricted'",message="spec.securityContext.podSecurity cannot be restricted for framework mpi: its workers run sshd as root with the SETUID, SETGID and SYS_CHROOT capabilities, which only baseline allows; set baseline or remove podSecurity",fieldPath=".securityContext.podSecurity"
 type TrainingJobSpec struct {
 	// model names the model to train, for example "llama-3-8b" or a path or URI the training code
 	// understands. It reaches every pod as the MODEL environment variable.
@@ -94,6 +95,12 @@ type TrainingJobSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Image string `json:"image,omitempty"`
+
+	// securityContext sets the user the pods run as and the Pod Security Standard they are built to
+	// meet. Unset, the pods meet restricted (baseline for framework mpi); status.podSecurity says
+	// which level they meet.
+	// +optional
+	SecurityContext *JobSecurityContext `json:"securityContext,omitempty"`
 
 	// command overrides the image's entrypoint.
 	// +optional
@@ -657,6 +664,53 @@ const (
 	StateSuspended    TrainingJobState = "Suspended"
 )
 
+// PodSecurityLevel is a level of the Kubernetes Pod Security Standards.
+type PodSecurityLevel string
+
+// The Pod Security Standards' levels; privileged only in status.
+const (
+	PodSecurityRestricted PodSecurityLevel = "restricted"
+	PodSecurityBaseline   PodSecurityLevel = "baseline"
+	PodSecurityPrivileged PodSecurityLevel = "privileged"
+)
+
+// JobSecurityContext is the part of the pods' security context a job sets.
+// +kubebuilder:validation:XValidation:rule="!has(self.runAsUser) || self.runAsUser != 0 || (has(self.podSecurity) && self.podSecurity == 'baseline')",message="spec.securityContext.runAsUser 0 (root) is forbidden by the restricted Pod Security Standard: use a non-zero UID, or set spec.securityContext.podSecurity to baseline",fieldPath=".runAsUser"
+type JobSecurityContext struct {
+	// podSecurity is the Pod Security Standard the pods are built to meet: restricted (the default,
+	// and what a namespace labelled pod-security.kubernetes.io/enforce: restricted admits: no root,
+	// no added capabilities but NET_BIND_SERVICE, RuntimeDefault seccomp, no privilege escalation)
+	// or baseline (the pods may run as root; framework mpi's default and only level, for sshd).
+	// Under restricted, pods of the framework's default image (spec.image empty), which is built to
+	// run as root, run as UID, GID and fsGroup 1000 with HOME=/tmp unless set here or in spec.env;
+	// an image of your own must name a numeric non-root USER or set runAsUser here.
+	// +optional
+	// +kubebuilder:validation:Enum=restricted;baseline
+	PodSecurity PodSecurityLevel `json:"podSecurity,omitempty"`
+
+	// runAsUser is the UID the pods' processes run as. Defaults to the image's USER (1000 for the
+	// framework's default image under restricted).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
+	RunAsUser *int64 `json:"runAsUser,omitempty"`
+
+	// runAsGroup is the GID the pods' processes run as. Defaults to the image's (1000 for the
+	// framework's default image under restricted).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
+	RunAsGroup *int64 `json:"runAsGroup,omitempty"`
+
+	// fsGroup owns the pods' volumes that support ownership management (the checkpoint claim) so
+	// that runAsUser can write them. Defaults to none (1000 for the framework's default image under
+	// restricted).
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=2147483647
+	FSGroup *int64 `json:"fsGroup,omitempty"`
+}
+
 // TrainingJobStatus is what the operator observed.
 type TrainingJobStatus struct {
 	// state summarises the conditions in one word: Pending, Queued, Initializing, Running, Restarting,
@@ -702,6 +756,13 @@ type TrainingJobStatus struct {
 	// it was reported at; successPolicy.earlyStoppingPatience counts epochs from it.
 	// +optional
 	Best *BestMetric `json:"best,omitempty"`
+
+	// podSecurity is the most restrictive Pod Security Standard level the job's pods meet, as the
+	// API server's Pod Security admission judges them: restricted, baseline or privileged. A
+	// namespace that enforces a stricter level refuses the pods.
+	// +optional
+	// +kubebuilder:validation:Enum=restricted;baseline;privileged
+	PodSecurity PodSecurityLevel `json:"podSecurity,omitempty"`
 
 	// workers counts the gang's pods by phase.
 	// +optional
@@ -911,6 +972,7 @@ type AdmissionStatus struct {
 // +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.spec.numWorkers`
 // +kubebuilder:printcolumn:name="GPUs",type=integer,JSONPath=`.status.resources.gpus`
 // +kubebuilder:printcolumn:name="Queue",type=string,JSONPath=`.spec.scheduling.queue`
+// +kubebuilder:printcolumn:name="Pod Security",type=string,JSONPath=`.status.podSecurity`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Run",type=string,JSONPath=`.status.tracking.url`,priority=1
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.status.model.digest`,priority=1

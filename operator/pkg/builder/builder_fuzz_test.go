@@ -73,6 +73,9 @@ func FuzzBuilders(f *testing.F) {
 		}
 		opts := builder.Options{ProgressURL: "https://convoy-operator.convoy-system.svc:9443", ProgressCA: []byte("ca")}
 		pods := builder.Pods(job, p, opts)
+		if got, want := builder.MeetsPodSecurity(job, p, opts), builder.PodsMeet(pods); got != want {
+			t.Errorf("status.podSecurity would say %s, but the pods meet %s; spec:\n%s", got, want, specJSON(job))
+		}
 		children := []client.Object{builder.PodGroup(job, pods, opts), builder.HeadlessService(job), builder.ConfigMap(job, p, opts)}
 		for _, pod := range pods {
 			children = append(children, pod)

@@ -59,6 +59,7 @@ func Pod(job *convoy.TrainingJob, r framework.Replica, p framework.Plugin, opts 
 	setHyperparameterEnv(job, pod)
 	framework.SetEnv(pod, "MODEL", job.Spec.Model, "DATASET", job.Spec.Dataset)
 	p.Configure(job, r, pod)
+	setSecurityContext(job, p, pod)
 	setConfigVolume(job, pod)
 	setNetworkEnv(job, pod)
 	setCheckpoint(job, pod)

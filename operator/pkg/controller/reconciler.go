@@ -235,7 +235,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	p := decide(observation{
 		job: job, plugin: plugin, pods: pods, nodes: nodes, goneNodes: gone, unreadyNodes: unready, queue: qs,
-		now: now, backoff: r.Backoff,
+		podSecurity: builder.MeetsPodSecurity(job, plugin, r.Options), now: now, backoff: r.Backoff,
 	})
 
 	setWandbRun(job, &p.status)

@@ -30,6 +30,8 @@ type observation struct {
 	// unreadyNodes are the nodes, among those of pods whose grace period has passed, whose kubelet
 	// is not Ready: nothing there will finish a pod's termination.
 	unreadyNodes map[string]bool
+	// podSecurity is the Pod Security level the job's pods meet.
+	podSecurity convoy.PodSecurityLevel
 	// queue is what the queue integration says of a job with a queue.
 	queue   QueueStatus
 	now     time.Time
@@ -65,6 +67,7 @@ func decide(o observation) plan {
 	p := plan{status: *job.Status.DeepCopy()}
 	st := &p.status
 	st.ObservedGeneration = job.Generation
+	st.PodSecurity = o.podSecurity
 	// A terminating pod is looked at again when its grace period ends: its node's readiness is read
 	// only then (unreadyNodes), and a pod still there on a node that is not Ready goes at once.
 	for _, pod := range o.pods {

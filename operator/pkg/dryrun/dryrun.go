@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -97,12 +98,34 @@ func Check(ctx context.Context, c client.Client, job *convoy.TrainingJob, opts b
 				}
 			}
 		case apierrors.IsForbidden(err):
-			res.Warnings = append(res.Warnings, fmt.Sprintf("%s %s would be refused in namespace %s now: %v", kindOf(child), child.GetName(), job.Namespace, err))
+			w := fmt.Sprintf("%s %s would be refused in namespace %s now: %v", kindOf(child), child.GetName(), job.Namespace, err)
+			if strings.Contains(err.Error(), "violates PodSecurity") {
+				w += "; " + podSecurityHint(job, opts)
+			}
+			res.Warnings = append(res.Warnings, w)
 		default:
 			res.Warnings = append(res.Warnings, fmt.Sprintf("%s %s could not be checked with a dry run: %v", kindOf(child), child.GetName(), err))
 		}
 	}
 	return res
+}
+
+// podSecurityHint says which field makes the job's pods meet a laxer Pod Security level than the
+// namespace enforces, and what to do.
+func podSecurityHint(job *convoy.TrainingJob, opts builder.Options) string {
+	p, err := framework.For(job.Spec.Framework)
+	if err != nil {
+		return err.Error()
+	}
+	meets := builder.MeetsPodSecurity(job, p, opts)
+	switch {
+	case job.Spec.SecurityContext != nil && job.Spec.SecurityContext.PodSecurity == convoy.PodSecurityBaseline:
+		return fmt.Sprintf("the job's pods meet Pod Security level %s because spec.securityContext.podSecurity is baseline: remove it for pods that meet restricted", meets)
+	case p.PodSecurity() != convoy.PodSecurityRestricted:
+		return fmt.Sprintf("spec.framework %s needs Pod Security level %s (its workers run sshd as root with the SETUID, SETGID and SYS_CHROOT capabilities): run the job in a namespace whose label pod-security.kubernetes.io/enforce is %s or privileged",
+			job.Spec.Framework, p.PodSecurity(), p.PodSecurity())
+	}
+	return fmt.Sprintf("the job's pods meet Pod Security level %s (status.podSecurity): run the job in a namespace that enforces no stricter level", meets)
 }
 
 // Explain maps the API server's field errors of one child back to the TrainingJob fields they come

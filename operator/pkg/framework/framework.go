@@ -73,6 +73,8 @@ type Plugin interface {
 	// MustSucceed reports whether the job's success waits for r to exit 0; pods that need not
 	// succeed (parameter servers, SSH daemons) are stopped once the others have.
 	MustSucceed(r Replica) bool
+	// PodSecurity is the most restrictive Pod Security Standard the framework's pods can meet.
+	PodSecurity() convoy.PodSecurityLevel
 }
 
 // Workers gives a Plugin the defaults of a gang of numWorkers workers with nothing else.
@@ -91,6 +93,9 @@ func (Workers) NeedsSSHKeys() bool { return false }
 
 // MustSucceed is true for workers.
 func (Workers) MustSucceed(r Replica) bool { return r.Role == RoleWorker }
+
+// PodSecurity is restricted.
+func (Workers) PodSecurity() convoy.PodSecurityLevel { return convoy.PodSecurityRestricted }
 
 func replicas(role Role, n int32) []Replica {
 	out := make([]Replica, 0, n)

@@ -34,6 +34,10 @@ func (mpi) DefaultImage() string { return "mpioperator/openmpi:v0.6.0" }
 
 func (mpi) NeedsSSHKeys() bool { return true }
 
+// PodSecurity is baseline: sshd runs as root and needs SETUID, SETGID and SYS_CHROOT, which
+// restricted forbids.
+func (mpi) PodSecurity() convoy.PodSecurityLevel { return convoy.PodSecurityBaseline }
+
 func (mpi) MustSucceed(r Replica) bool { return r == Master }
 
 func (mpi) ConfigFiles(job *convoy.TrainingJob) map[string]string {

@@ -74,6 +74,12 @@ func (w *TrainingJobWrapper) Image(image string) *TrainingJobWrapper {
 	return w
 }
 
+// SecurityContext sets spec.securityContext.
+func (w *TrainingJobWrapper) SecurityContext(sc convoy.JobSecurityContext) *TrainingJobWrapper {
+	w.Spec.SecurityContext = &sc
+	return w
+}
+
 // Command sets spec.command and spec.args.
 func (w *TrainingJobWrapper) Command(command []string, args ...string) *TrainingJobWrapper {
 	w.Spec.Command, w.Spec.Args = command, args

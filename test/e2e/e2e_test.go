@@ -73,6 +73,8 @@ type env struct {
 	t  *testing.T
 	k  client.Client
 	ns string
+	// podSecurity is the Pod Security level the test's namespace enforces.
+	podSecurity string
 }
 
 func setup(t *testing.T) *env {
@@ -91,16 +93,18 @@ func setup(t *testing.T) *env {
 	if setupErr != nil {
 		t.Fatal(setupErr)
 	}
-	return &env{Stack: shared, t: t, k: c.Client, ns: framework.TestNamespace(t)}
+	return &env{Stack: shared, t: t, k: c.Client, ns: framework.TestNamespace(t), podSecurity: "restricted"}
 }
 
-// queue creates the test's namespace, a ClusterQueue of gpus H100 GPUs (no cohort) as an
+// queue creates the test's namespace, whose Pod Security admission enforces e.podSecurity
+// (restricted: the jobs' pods must meet it), a ClusterQueue of gpus H100 GPUs (no cohort) as an
 // administrator would, and the LocalQueue "training". Cleanup deletes the jobs and waits until
 // their pods are gone, so the next test finds the fleet empty.
 func (e *env) queue(gpus int) {
 	e.t.Helper()
 	ctx := e.t.Context()
-	must(e.t, e.k.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns}}))
+	must(e.t, e.k.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": e.podSecurity}}}))
 	quota := func(name corev1.ResourceName, q string) kueue.ResourceQuota {
 		return kueue.ResourceQuota{Name: name, NominalQuota: resource.MustParse(q)}
 	}

@@ -59,11 +59,13 @@ type StoryResult struct {
 
 // StoryQueue creates what a queue administrator would for the real nodes: a ResourceFlavor of
 // them, a ClusterQueue with quota for their 8 GPUs, and the LocalQueue "training" in namespace,
-// with the namespace.
+// with the namespace, whose Pod Security admission enforces restricted.
 func (e *Env) StoryQueue(ctx context.Context, namespace string) error {
 	manifest := fmt.Sprintf(`apiVersion: v1
 kind: Namespace
-metadata: {name: %[1]s}
+metadata:
+  name: %[1]s
+  labels: {pod-security.kubernetes.io/enforce: restricted}
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor

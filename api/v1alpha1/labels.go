@@ -42,6 +42,10 @@ const (
 	// AnnotationLastCheckpointTime is the RFC 3339 time of the latest reported checkpoint, on the
 	// PodGroup: the scheduler prefers preempting gangs that lose the least work.
 	AnnotationLastCheckpointTime = "convoy.dev/last-checkpoint-time"
+	// AnnotationPreemptAttempt, set on a PodGroup by convoy-scheduler's gang preemption, names the
+	// restart attempt (LabelRestartAttempt) of the pods it preempts: the operator has that attempt
+	// checkpoint within spec.checkpoint.preemptionGraceSeconds, then stops it as preempted.
+	AnnotationPreemptAttempt = "convoy.dev/preempt-attempt"
 	// LabelRestartAttempt is status.restartCount when the pod was created: it tells a restarted
 	// gang's pods from the terminating pods of the gang before, which have the same names.
 	LabelRestartAttempt = "convoy.dev/restart-attempt"

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -29,6 +31,10 @@ const (
 	// (a pod, its Service, ConfigMap, PodGroup or SSH Secret) and the job does not control it: the
 	// job never uses such an object, and waits until it is deleted or the job renamed.
 	ConditionChildConflict = "ChildConflict"
+	// ConditionCheckpointRequested is true while the operator asks the running gang for a checkpoint
+	// before it stops it (spec.checkpoint.preemptionGraceSeconds); its lastTransitionTime is when it
+	// asked. It turns false with reason CheckpointSaved or GraceExpired as the gang is stopped.
+	ConditionCheckpointRequested = "CheckpointRequested"
 )
 
 // Condition reasons. They are part of the API: tools match on them.
@@ -68,6 +74,11 @@ const (
 	// ReasonNameTaken: ConditionChildConflict's reason while true; ReasonNameFree once resolved.
 	ReasonNameTaken = "NameTaken"
 	ReasonNameFree  = "NameFree"
+	// Reasons of ConditionCheckpointRequested: the stop that asks (Kueue's eviction or preemption,
+	// spec.suspend, the scheduler's gang preemption), then how the request ended.
+	ReasonStopRequested   = "StopRequested"
+	ReasonCheckpointSaved = "CheckpointSaved"
+	ReasonGraceExpired    = "GraceExpired"
 )
 
 // StateFromConditions is the one place the State summary is derived. Terminal conditions win, then
@@ -118,3 +129,13 @@ const (
 	// ReasonPublishFailed: the publish step failed; the message says why.
 	ReasonPublishFailed = "PublishFailed"
 )
+
+// CheckpointDeadline returns, while the operator asks the running gang for a checkpoint before
+// stopping it (ConditionCheckpointRequested), the time after which it stops the gang without one.
+func (j *TrainingJob) CheckpointDeadline() (time.Time, bool) {
+	c := meta.FindStatusCondition(j.Status.Conditions, ConditionCheckpointRequested)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		return time.Time{}, false
+	}
+	return c.LastTransitionTime.Add(j.PreemptionGrace()), true
+}

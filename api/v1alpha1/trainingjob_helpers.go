@@ -1,6 +1,9 @@
 package v1alpha1
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // DefaultSchedulerName is the scheduler profile of Convoy's kube-scheduler.
 const DefaultSchedulerName = "convoy-scheduler"
@@ -85,4 +88,20 @@ func (j *TrainingJob) ModelImage() string {
 		return o.Model.Image
 	}
 	return ""
+}
+
+// DefaultPreemptionGraceSeconds is spec.checkpoint.preemptionGraceSeconds's default.
+const DefaultPreemptionGraceSeconds = 60
+
+// PreemptionGrace returns how long a running gang is given to checkpoint before it is stopped: 0
+// when checkpointing is off, else spec.checkpoint.preemptionGraceSeconds with its default.
+func (j *TrainingJob) PreemptionGrace() time.Duration {
+	c := j.Spec.Checkpoint
+	if c == nil || !c.Enabled {
+		return 0
+	}
+	if c.PreemptionGraceSeconds != nil {
+		return time.Duration(*c.PreemptionGraceSeconds) * time.Second
+	}
+	return DefaultPreemptionGraceSeconds * time.Second
 }

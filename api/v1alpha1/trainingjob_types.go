@@ -266,6 +266,18 @@ type CheckpointSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	Retention *int32 `json:"retention,omitempty"`
+
+	// preemptionGraceSeconds is how long a running gang with checkpointing enabled is given to
+	// write a checkpoint before it is stopped by anything but its own failure: Kueue preempting or
+	// evicting it, spec.suspend, or convoy-scheduler's gang preemption. The operator asks for the
+	// checkpoint in its replies to the progress endpoint (the SDK's should_checkpoint() turns True)
+	// and stops the gang once a checkpoint newer than the request is reported, or when this grace
+	// has passed; the gang resumes from the latest checkpoint. A preemptor waits no longer than
+	// this for the room. 0 stops the gang at once. Defaults to 60.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=3600
+	PreemptionGraceSeconds *int32 `json:"preemptionGraceSeconds,omitempty"`
 }
 
 // StorageType is the kind of checkpoint storage.

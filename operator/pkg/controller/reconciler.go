@@ -233,9 +233,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	pg := &schedv1alpha1.PodGroup{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pg); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, err
+	}
 	p := decide(observation{
 		job: job, plugin: plugin, pods: pods, nodes: nodes, goneNodes: gone, unreadyNodes: unready, queue: qs,
-		podSecurity: builder.MeetsPodSecurity(job, plugin, r.Options), now: now, backoff: r.Backoff,
+		podSecurity: builder.MeetsPodSecurity(job, plugin, r.Options), preemptAttempt: preemptAttempt(job, pg), now: now, backoff: r.Backoff,
 	})
 
 	setWandbRun(job, &p.status)

@@ -33,9 +33,12 @@ type observation struct {
 	// podSecurity is the Pod Security level the job's pods meet.
 	podSecurity convoy.PodSecurityLevel
 	// queue is what the queue integration says of a job with a queue.
-	queue   QueueStatus
-	now     time.Time
-	backoff Backoff
+	queue QueueStatus
+	// preemptAttempt is the attempt convoy-scheduler preempted (the PodGroup's
+	// convoy.dev/preempt-attempt annotation); "" when none.
+	preemptAttempt string
+	now            time.Time
+	backoff        Backoff
 }
 
 // plan is what a reconcile does: the new status and the writes to children.
@@ -145,6 +148,14 @@ func decide(o observation) plan {
 		// restarted when it resumes: counted once, as it stops, and not against the backoff limit.
 		// Its next pods are the next attempt's.
 		if !isTrue(convoy.ConditionSuspended) && !isTrue(convoy.ConditionQueued) && len(o.pods) > 0 {
+			why := "spec.suspend is true"
+			if queue != "" {
+				why = cmp.Or(o.queue.Preempted, "Kueue evicted the job from LocalQueue "+queue)
+			}
+			if wait := checkpointFirst(job, st, o.pods, o.now, why); wait > 0 {
+				p.requeue(wait)
+				return p
+			}
 			st.RestartCount++
 		}
 		if queue != "" {
@@ -349,6 +360,17 @@ func decide(o observation) plan {
 			return p
 		}
 		restartLost(lostMsg)
+		return p
+	}
+	if o.preemptAttempt == attempt {
+		const why = "convoy-scheduler preempted the gang to make room for a gang of higher priority"
+		if wait := checkpointFirst(job, st, o.pods, o.now, why); wait > 0 {
+			p.requeue(wait)
+			p.ensureChildren = true
+			return p
+		}
+		set(convoy.ConditionPreempted, metav1.ConditionTrue, convoy.ReasonPreempted, why+"; the gang restarts when it fits again")
+		restart(convoy.ReasonNodeLost, why+"; restarting the whole gang from the latest checkpoint without spending backoffLimit", false)
 		return p
 	}
 	// Every pod of a Running gang was seen: one that vanished since was deleted or evicted so fast

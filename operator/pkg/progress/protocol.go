@@ -10,6 +10,7 @@ import (
 	"math"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Audience is the audience of the projected ServiceAccount token pods present; a token for the
@@ -51,6 +52,15 @@ type Tracking struct {
 	MLflowRunID string `json:"mlflowRunId,omitempty"`
 	// URL is the run's page in the tracker (MLflow's or W&B's).
 	URL string `json:"url,omitempty"`
+}
+
+// Reply is the body of the answer to a progress report while the operator asks the gang for a
+// checkpoint before stopping it (200; otherwise the answer is 204 with no body). The training code
+// should write a checkpoint at once and report it: the gang is stopped when the checkpoint is
+// reported, or at Deadline without it (spec.checkpoint.preemptionGraceSeconds).
+type Reply struct {
+	CheckpointRequested bool      `json:"checkpointRequested"`
+	Deadline            time.Time `json:"deadline"`
 }
 
 // Limits of a report; the status fields they land in have the same bounds.

@@ -226,6 +226,12 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request, body any, vali
 	var refused refusal
 	switch {
 	case err == nil:
+		if deadline, asked := job.CheckpointDeadline(); asked && u.report != nil {
+			// A checkpoint report answers the request; a progress report is told of it.
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(Reply{CheckpointRequested: true, Deadline: deadline.UTC()})
+			return
+		}
 		w.WriteHeader(http.StatusNoContent)
 	case errors.As(err, &refused):
 		log.V(2).Info("Refused a report", "pod", pod.Name, "status", refused.code, "reason", refused.reason)

@@ -398,6 +398,21 @@ func envOf(pod *corev1.Pod, name string) string {
 // code would: with the pod's projected token, trusting the CA in the job's ConfigMap.
 func (e *env) reportCheckpoint(pod *corev1.Pod, cp progress.Checkpoint) {
 	e.t.Helper()
+	e.post(pod, "checkpoint", cp)
+}
+
+// reportProgress posts a progress report and returns the operator's reply: a checkpoint request,
+// or none (204).
+func (e *env) reportProgress(pod *corev1.Pod, r progress.Report) progress.Reply {
+	e.t.Helper()
+	return e.post(pod, "progress", r)
+}
+
+// post posts body to the pod's CONVOY_PROGRESS_URL/kind as the pod's training code would: with
+// the pod's projected token, trusting the CA in the job's ConfigMap. It fails the test unless the
+// report is recorded.
+func (e *env) post(pod *corev1.Pod, kind string, cp any) progress.Reply {
+	e.t.Helper()
 	ctx := e.t.Context()
 	tr, err := e.c.Clientset.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, "default", &authv1.TokenRequest{
 		Spec: authv1.TokenRequestSpec{
@@ -421,7 +436,7 @@ func (e *env) reportCheckpoint(pod *corev1.Pod, cp progress.Checkpoint) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, envOf(pod, "CONVOY_PROGRESS_URL")+"/checkpoint", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, envOf(pod, "CONVOY_PROGRESS_URL")+"/"+kind, bytes.NewReader(body))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -433,8 +448,16 @@ func (e *env) reportCheckpoint(pod *corev1.Pod, cp progress.Checkpoint) {
 		e.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
+	var reply progress.Reply
+	switch resp.StatusCode {
+	case http.StatusNoContent:
+	case http.StatusOK:
+		if err := json.NewDecoder(resp.Body).Decode(&reply); err != nil {
+			e.t.Fatalf("POST %s from %s: the reply is not a progress.Reply: %v", kind, pod.Name, err)
+		}
+	default:
 		answer, _ := io.ReadAll(resp.Body)
-		e.t.Fatalf("POST checkpoint from %s = %s %s, want 204", pod.Name, resp.Status, answer)
+		e.t.Fatalf("POST %s from %s = %s %s, want 204 or 200", kind, pod.Name, resp.Status, answer)
 	}
+	return reply
 }

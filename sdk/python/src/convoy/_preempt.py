@@ -93,9 +93,9 @@ def checkpoint_taken() -> None:
 
 
 def read_reply(body: bytes) -> None:
-    """Takes in the body of a reply of the progress endpoint: {"checkpointRequested": true} asks for
-    a checkpoint. The endpoint answers 204 with no body today; a body that is not such JSON is
-    ignored."""
+    """Takes in the body of a reply of the progress endpoint: {"checkpointRequested": true,
+    "deadline": ...} asks for a checkpoint before the gang is stopped at the deadline. Otherwise the
+    endpoint answers 204 with no body; a body that is not such JSON is ignored."""
     if not body or not body.strip():
         return
     try:

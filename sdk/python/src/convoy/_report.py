@@ -183,7 +183,7 @@ class Reporter:
             req = urllib.request.Request(url, data=data, headers=headers, method="POST")
             with urllib.request.urlopen(req, timeout=self.timeout, context=context) as resp:
                 reply = resp.read(4096)
-            _preempt.read_reply(reply)  # 204 and no body today; see read_reply
+            _preempt.read_reply(reply)  # a checkpoint request, or 204 and no body
             return None
         except urllib.error.HTTPError as e:
             message = _read_message(e)

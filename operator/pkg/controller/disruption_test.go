@@ -1,0 +1,111 @@
+package controller
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
+)
+
+// TestDecideCheckpointsBeforeAStop: a running gang that checkpoints is asked for a checkpoint
+// before spec.suspend (the user's or Kueue's) or the scheduler's preemption stops it, and is
+// stopped once one newer than the request is reported, or at the grace.
+func TestDecideCheckpointsBeforeAStop(t *testing.T) {
+	grace := 30 * time.Second
+	base := utiltesting.MakeTrainingJob("llm", "ns").Workers(2).
+		Checkpoint(convoy.CheckpointSpec{Enabled: true, PreemptionGraceSeconds: ptr.To[int32](30)})
+	asked := func(at time.Time) metav1.Condition {
+		return cond(convoy.ConditionCheckpointRequested, metav1.ConditionTrue, convoy.ReasonStopRequested, at)
+	}
+	checkpoint := func(at time.Time) *convoy.CheckpointStatus {
+		return &convoy.CheckpointStatus{Latest: "s3://b/epoch-7", Epoch: 7, Time: ptr.To(metav1.NewTime(at))}
+	}
+	type want struct {
+		requested    metav1.ConditionStatus // "" when absent
+		reason       string
+		deleted      int
+		restartCount int32
+		requeue      time.Duration
+		preempted    bool
+	}
+	cases := map[string]struct {
+		job            *convoy.TrainingJob
+		preemptAttempt string
+		want           want
+	}{
+		"suspended while running: asked, the pods kept": {
+			job:  base.Clone().Suspend(true).Status(convoy.TrainingJobStatus{Conditions: running(t0)}).Obj(),
+			want: want{requested: metav1.ConditionTrue, reason: convoy.ReasonStopRequested, requeue: grace},
+		},
+		"asked, no checkpoint yet: keeps waiting": {
+			job: base.Clone().Suspend(true).Status(convoy.TrainingJobStatus{Conditions: append(running(t0), asked(now.Add(-10*time.Second))),
+				Checkpoint: checkpoint(now.Add(-time.Minute))}).Obj(),
+			want: want{requested: metav1.ConditionTrue, reason: convoy.ReasonStopRequested, requeue: 20 * time.Second},
+		},
+		"asked, a checkpoint since: stopped": {
+			job: base.Clone().Suspend(true).Status(convoy.TrainingJobStatus{Conditions: append(running(t0), asked(now.Add(-10*time.Second))),
+				Checkpoint: checkpoint(now.Add(-5 * time.Second))}).Obj(),
+			want: want{requested: metav1.ConditionFalse, reason: convoy.ReasonCheckpointSaved, deleted: 2, restartCount: 1},
+		},
+		"asked, the grace passed: stopped without one": {
+			job:  base.Clone().Suspend(true).Status(convoy.TrainingJobStatus{Conditions: append(running(t0), asked(now.Add(-grace)))}).Obj(),
+			want: want{requested: metav1.ConditionFalse, reason: convoy.ReasonGraceExpired, deleted: 2, restartCount: 1},
+		},
+		"no checkpointing: stopped at once": {
+			job:  utiltesting.MakeTrainingJob("llm", "ns").Workers(2).Suspend(true).Status(convoy.TrainingJobStatus{Conditions: running(t0)}).Obj(),
+			want: want{deleted: 2, restartCount: 1},
+		},
+		"a grace of 0: stopped at once": {
+			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, PreemptionGraceSeconds: ptr.To[int32](0)}).Suspend(true).
+				Status(convoy.TrainingJobStatus{Conditions: running(t0)}).Obj(),
+			want: want{deleted: 2, restartCount: 1},
+		},
+		"preempted by the scheduler: asked, the pods kept": {
+			job:            base.Clone().Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: ptr.To(metav1.NewTime(t0))}).Obj(),
+			preemptAttempt: "0",
+			want:           want{requested: metav1.ConditionTrue, reason: convoy.ReasonStopRequested, requeue: grace},
+		},
+		"preempted by the scheduler, checkpointed: restarted as preempted, backoff not spent": {
+			job: base.Clone().Status(convoy.TrainingJobStatus{Conditions: append(running(t0), asked(now.Add(-10*time.Second))),
+				StartTime: ptr.To(metav1.NewTime(t0)), Checkpoint: checkpoint(now)}).Obj(),
+			preemptAttempt: "0",
+			want:           want{requested: metav1.ConditionFalse, reason: convoy.ReasonCheckpointSaved, deleted: 2, restartCount: 1, preempted: true},
+		},
+		"an earlier attempt preempted: runs on": {
+			job: base.Clone().Status(convoy.TrainingJobStatus{Conditions: running(t0), RestartCount: 1,
+				StartTime: ptr.To(metav1.NewTime(t0))}).Obj(),
+			preemptAttempt: "0",
+			want:           want{restartCount: 1},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, _ := framework.For(tc.job.Spec.Framework)
+			pods := gang(tc.job, corev1.PodRunning)
+			for _, pod := range pods {
+				pod.Labels[convoy.LabelRestartAttempt] = stringOf(tc.job.Status.RestartCount)
+			}
+			got := decide(observation{job: tc.job, plugin: p, pods: pods, preemptAttempt: tc.preemptAttempt, now: now, backoff: DefaultBackoff})
+			c := meta.FindStatusCondition(got.status.Conditions, convoy.ConditionCheckpointRequested)
+			var g want
+			if c != nil {
+				g.requested, g.reason = c.Status, c.Reason
+			}
+			g.deleted, g.restartCount, g.requeue = len(got.delete), got.status.RestartCount, got.requeueAfter
+			g.preempted = meta.IsStatusConditionTrue(got.status.Conditions, convoy.ConditionPreempted)
+			if g != tc.want {
+				t.Errorf("decide = %+v, want %+v", g, tc.want)
+			}
+		})
+	}
+}
+
+func stringOf(n int32) string { return strconv.Itoa(int(n)) }

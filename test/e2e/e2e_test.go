@@ -483,7 +483,21 @@ func TestSchedulerPreemptsWholeGangWhenNodesAreFull(t *testing.T) {
 			corev1.ResourceCPU: resource.MustParse("90"), corev1.ResourceMemory: resource.MustParse("900Gi")}}
 		return j
 	}
-	// Four gangs of a rack each fill the fleet.
+	for _, name := range e.preemptOneOfFour(job) {
+		for _, p := range e.pods(name) {
+			if p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
+				t.Errorf("pod %s of the preempted gang %s is bound to %s", p.Name, name, p.Spec.NodeName)
+			}
+		}
+	}
+}
+
+// preemptOneOfFour fills the fleet with four low-priority gangs of a rack each, made by job, then
+// runs a high-priority one of the same shape, which makes the scheduler preempt one of them. It
+// returns the preempted gangs, failing the test unless there is exactly one, and checks that the
+// others run whole.
+func (e *env) preemptOneOfFour(job func(name, priorityClass string) *convoy.TrainingJob) []string {
+	e.t.Helper()
 	lows := []string{"low-0", "low-1", "low-2", "low-3"}
 	for _, name := range lows {
 		e.create(job(name, "low"))
@@ -491,28 +505,21 @@ func TestSchedulerPreemptsWholeGangWhenNodesAreFull(t *testing.T) {
 	for _, name := range lows {
 		e.waitState(name, convoy.StateRunning)
 	}
-
 	e.create(job("high", "high"))
 	e.waitState("high", convoy.StateRunning)
 	e.requireWholeGang("high", 4)
-
 	var preempted []string
 	for _, name := range lows {
-		j := e.get(name)
-		if j.Status.RestartCount == 0 {
+		if e.get(name).Status.RestartCount == 0 {
 			e.requireWholeGang(name, 4)
 			continue
 		}
 		preempted = append(preempted, name)
-		for _, p := range e.pods(name) {
-			if p.Spec.NodeName != "" && p.DeletionTimestamp == nil {
-				t.Errorf("pod %s of the preempted gang %s is bound to %s", p.Name, name, p.Spec.NodeName)
-			}
-		}
 	}
 	if len(preempted) != 1 {
-		t.Errorf("preempted gangs: %v, want exactly one", preempted)
+		e.t.Errorf("preempted gangs: %v, want exactly one", preempted)
 	}
+	return preempted
 }
 
 // TestJobPodAntiAffinity: a job whose workers keep apart by hostname runs with one worker per

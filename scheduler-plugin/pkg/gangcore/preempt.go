@@ -75,10 +75,22 @@ type Victims struct {
 	// are pods of no gang.
 	Gangs    []string
 	LonePods int
-	// Pods are every pod of every victim.
+	// Pods are every pod of every victim to evict.
 	Pods []*corev1.Pod
+	// Checkpointing are the victims asked to checkpoint before they stop instead: gangs of a
+	// TrainingJob with a preemption grace (spec.checkpoint.preemptionGraceSeconds). Their
+	// PodGroups get the convoy.dev/preempt-attempt annotation, and the operator stops them
+	// within the grace; the preemptor waits for their pods as for evicted ones.
+	Checkpointing []CheckpointingVictim
 	// Node is the preemptor's node in the plan it gets once the victims are gone.
 	Node string
+}
+
+// CheckpointingVictim is a victim gang asked to checkpoint before it stops: its PodGroup and the
+// restart attempt of its pods.
+type CheckpointingVictim struct {
+	PodGroup types.NamespacedName
+	Attempt  string
 }
 
 // PreemptOptions come from GangPreemptionArgs.
@@ -171,14 +183,24 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 		if vt.meta[v].pod != "" {
 			out.LonePods++
 		}
+		m := vt.meta[v]
+		grace, checkpoints := s.preemptionGrace(ctx, m)
+		if checkpoints && len(victims[v]) > 0 {
+			out.Checkpointing = append(out.Checkpointing, CheckpointingVictim{
+				PodGroup: types.NamespacedName{Namespace: m.namespace, Name: m.podGroup},
+				Attempt:  victims[v][0].Labels[convoy.LabelRestartAttempt]})
+			pr.deadline = later(pr.deadline, s.now().Add(grace+o.Wait))
+		}
 		for _, p := range victims[v] {
-			out.Pods = append(out.Pods, p)
+			if !checkpoints {
+				out.Pods = append(out.Pods, p)
+			}
 			pr.victims = append(pr.victims, types.NamespacedName{Namespace: p.Namespace, Name: p.Name})
 			pr.uids = append(pr.uids, p.UID)
 			pr.nodes = append(pr.nodes, p.Spec.NodeName)
 		}
 	}
-	pr.evicted = len(out.Pods)
+	pr.evicted = len(pr.victims)
 	// The plan counts on the pods leaving its nodes already: the gang waits for them as for its
 	// victims.
 	seen := map[string]bool{}
@@ -291,4 +313,26 @@ func (s *State) checkpointTime(ctx context.Context, m victimMeta) (time.Time, bo
 		return tj.Status.Checkpoint.Time.Time, true
 	}
 	return time.Time{}, false
+}
+
+// preemptionGrace is how long a victim gang of a TrainingJob that checkpoints is given to
+// checkpoint before the operator stops it (spec.checkpoint.preemptionGraceSeconds), and whether it
+// is such a gang: one with the job's labels whose pods name their attempt.
+func (s *State) preemptionGrace(ctx context.Context, m victimMeta) (time.Duration, bool) {
+	if s.reader == nil || !s.trainingJobs || m.podGroup == "" || m.jobName == "" {
+		return 0, false
+	}
+	var tj convoy.TrainingJob
+	if err := s.reader.Get(ctx, client.ObjectKey{Namespace: m.namespace, Name: m.jobName}, &tj); err != nil {
+		return 0, false
+	}
+	grace := tj.PreemptionGrace()
+	return grace, grace > 0 && tj.Name == m.podGroup
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }

@@ -5,15 +5,18 @@ package gangpreemption
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/dynamic"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	configv1 "k8s.io/kube-scheduler/config/v1"
@@ -25,7 +28,9 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultpreemption"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/preemption"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config/validation"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
@@ -43,6 +48,9 @@ type GangPreemption struct {
 	// podByPod is upstream DefaultPreemption, for pods without GPUs: its victims are pods of no
 	// gang, so that no gang is ever left broken.
 	podByPod fwk.PostFilterPlugin
+	// podGroups annotates the PodGroups of victims that checkpoint before they stop; nil without
+	// a cluster.
+	podGroups dynamic.NamespaceableResourceInterface
 }
 
 var _ fwk.PostFilterPlugin = &GangPreemption{}
@@ -61,9 +69,18 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err != nil {
 		return nil, err
 	}
+	var podGroups dynamic.NamespaceableResourceInterface
+	if cfg := h.KubeConfig(); cfg != nil {
+		dc, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		podGroups = dc.Resource(schedv1alpha1.SchemeGroupVersion.WithResource("podgroups"))
+	}
 	return &GangPreemption{
-		handle: h,
-		opts:   gangcore.PreemptOptions{LonePods: args.PreemptLonePods, Wait: time.Duration(args.VictimTerminationSeconds) * time.Second},
+		handle:    h,
+		podGroups: podGroups,
+		opts:      gangcore.PreemptOptions{LonePods: args.PreemptLonePods, Wait: time.Duration(args.VictimTerminationSeconds) * time.Second},
 		// Only its PreemptPod is used: the eviction path of DefaultPreemption (reject a waiting
 		// victim, else set DisruptionTarget and delete it, and record an event).
 		executor: preemption.NewExecutor(h, plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)),
@@ -157,6 +174,9 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod
 	if !status.IsSuccess() {
 		return nil, status
 	}
+	if err := pl.askToCheckpoint(ctx, v.Checkpointing); err != nil {
+		return nil, fwk.AsStatus(err)
+	}
 	if len(v.Pods) > 0 {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -171,9 +191,11 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod
 		if err := errCh.Receive(); err != nil {
 			return nil, fwk.AsStatus(err)
 		}
+	}
+	if len(v.Pods) > 0 || len(v.Checkpointing) > 0 {
 		gangcore.RecordPreemption(v)
 		logger.V(2).Info("Preempted whole gangs", "pod", klog.KObj(pod), "gang", st.Gang,
-			"victims", strings.Join(v.Gangs, ","), "pods", len(v.Pods), "nominatedNode", v.Node)
+			"victims", strings.Join(v.Gangs, ","), "pods", len(v.Pods), "checkpointing", len(v.Checkpointing), "nominatedNode", v.Node)
 	}
 	return framework.NewPostFilterResultWithNominatedNode(v.Node), fwk.NewStatus(fwk.Success)
 }
@@ -192,4 +214,23 @@ func filterStatus(m fwk.NodeToStatusReader, node string) *fwk.Status {
 		return nil
 	}
 	return s
+}
+
+// askToCheckpoint annotates the PodGroup of each victim that checkpoints before it stops with the
+// attempt preempted: the operator asks that gang for a checkpoint and stops it within its grace.
+func (pl *GangPreemption) askToCheckpoint(ctx context.Context, victims []gangcore.CheckpointingVictim) error {
+	for _, v := range victims {
+		if pl.podGroups == nil {
+			return fmt.Errorf("cannot ask PodGroup %s to checkpoint: no cluster", v.PodGroup)
+		}
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+			convoy.AnnotationPreemptAttempt: v.Attempt}}})
+		if err != nil {
+			return err
+		}
+		if _, err := pl.podGroups.Namespace(v.PodGroup.Namespace).Patch(ctx, v.PodGroup.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("asking PodGroup %s to checkpoint before it stops: %w", v.PodGroup, err)
+		}
+	}
+	return nil
 }

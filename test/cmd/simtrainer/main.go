@@ -8,7 +8,8 @@
 // A gang resumes where its CONVOY_RESUME_FROM checkpoint left off ("<uri>/epoch-<N>"). Accuracy
 // climbs linearly to spec.successPolicy.targetAccuracy at the last epoch
 // (spec.hyperparameters.epochs, default 10), so a job with a target completes
-// (TargetAccuracyReached); the workers of a job without one exit 0 after its last epoch (the pod
+// (TargetAccuracyReached); it checkpoints every spec.checkpoint.frequency epochs, and at once when
+// the operator's reply asks for a checkpoint before a stop. The workers of a job without one exit 0 after its last epoch (the pod
 // annotation convoy.dev/sim-exit-code, which kwok's convoy-sim-exit stage of test/e2e/stack turns
 // into a Succeeded pod), so it completes with AllWorkersSucceeded.
 //
@@ -60,6 +61,9 @@ const (
 	// annotationSimExitCode makes kwok end a fake pod's containers with that exit code
 	// (test/e2e/stack.AnnotationSimExitCode).
 	annotationSimExitCode = "convoy.dev/sim-exit-code"
+	// annotationSimIgnoreCheckpointRequests on a TrainingJob makes simtrainer play training code
+	// that never answers the operator's checkpoint requests.
+	annotationSimIgnoreCheckpointRequests = "convoy.dev/sim-ignore-checkpoint-requests"
 	// defaultEpochs is the operator's default of spec.hyperparameters.epochs.
 	defaultEpochs = 10
 )
@@ -219,18 +223,27 @@ func (t *trainer) report(ctx context.Context, job *convoy.TrainingJob, pod *core
 		}
 		loss = sweepsim.Curve(f, g.epoch, total)
 	}
-	if err := post(ctx, httpClient, url+"/progress", g.token, map[string]any{
+	reply, err := post(ctx, httpClient, url+"/progress", g.token, map[string]any{
 		"epoch": g.epoch, "totalEpochs": total, "step": int(g.epoch) * 100,
 		"metrics": map[string]float64{"loss": loss, "accuracy": accuracy},
-	}); err != nil {
+	})
+	if err != nil {
 		g.epoch--
 		return err
 	}
 	fmt.Printf("simtrainer: %s/%s epoch %d/%d loss %.3f accuracy %.3f\n", job.Namespace, job.Name, g.epoch, total, loss, accuracy)
-	if uri := env["CONVOY_CHECKPOINT_URI"]; uri != "" && job.Spec.Checkpoint != nil && job.Spec.Checkpoint.Enabled {
+	// A checkpoint every CONVOY_CHECKPOINT_FREQUENCY epochs, and at once when the operator asks
+	// for one before it stops the gang (unless the job says it never answers).
+	freq, _ := strconv.Atoi(env["CONVOY_CHECKPOINT_FREQUENCY"])
+	asked := reply.CheckpointRequested && job.Annotations[annotationSimIgnoreCheckpointRequests] == ""
+	if uri := env["CONVOY_CHECKPOINT_URI"]; uri != "" && job.Spec.Checkpoint != nil && job.Spec.Checkpoint.Enabled &&
+		(asked || int(g.epoch)%max(freq, 1) == 0) {
 		path := fmt.Sprintf("%s/epoch-%d", strings.TrimSuffix(uri, "/"), g.epoch)
-		if err := post(ctx, httpClient, url+"/checkpoint", g.token, map[string]any{"path": path, "epoch": g.epoch}); err != nil {
+		if _, err := post(ctx, httpClient, url+"/checkpoint", g.token, map[string]any{"path": path, "epoch": g.epoch}); err != nil {
 			return err
+		}
+		if asked {
+			fmt.Printf("simtrainer: %s/%s checkpointed epoch %d as the operator asked\n", job.Namespace, job.Name, g.epoch)
 		}
 	}
 	return nil
@@ -322,27 +335,36 @@ func (t *trainer) httpClient(ctx context.Context, pod *corev1.Pod) (*http.Client
 	return &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}, nil
 }
 
-func post(ctx context.Context, c *http.Client, url, token string, body any) error {
+// reply is the body of the operator's answer (progress.Reply): set while it asks for a checkpoint.
+type reply struct {
+	CheckpointRequested bool `json:"checkpointRequested"`
+}
+
+func post(ctx context.Context, c *http.Client, url, token string, body any) (reply, error) {
+	var r reply
 	data, err := json.Marshal(body)
 	if err != nil {
-		return err
+		return r, err
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(data))
 	if err != nil {
-		return err
+		return r, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.Do(req)
 	if err != nil {
-		return err
+		return r, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusNoContent {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("POST %s: %s: %s", url, resp.Status, bytes.TrimSpace(msg))
+	switch resp.StatusCode {
+	case http.StatusNoContent:
+		return r, nil
+	case http.StatusOK:
+		return r, json.NewDecoder(io.LimitReader(resp.Body, 4096)).Decode(&r)
 	}
-	return nil
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	return r, fmt.Errorf("POST %s: %s: %s", url, resp.Status, bytes.TrimSpace(msg))
 }
 
 // resumeEpoch reads N from a checkpoint path ending in "epoch-N"; 0 without one.

@@ -11,14 +11,8 @@
 package queue
 
 import (
-	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -26,7 +20,6 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -411,53 +404,11 @@ func (e *env) reportProgress(pod *corev1.Pod, r progress.Report) progress.Reply 
 // post posts body to the pod's CONVOY_PROGRESS_URL/kind as the pod's training code would: with
 // the pod's projected token, trusting the CA in the job's ConfigMap. It fails the test unless the
 // report is recorded.
-func (e *env) post(pod *corev1.Pod, kind string, cp any) progress.Reply {
+func (e *env) post(pod *corev1.Pod, kind string, body any) progress.Reply {
 	e.t.Helper()
-	ctx := e.t.Context()
-	tr, err := e.c.Clientset.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, "default", &authv1.TokenRequest{
-		Spec: authv1.TokenRequestSpec{
-			Audiences:         []string{progress.Audience},
-			ExpirationSeconds: ptr.To[int64](600),
-			BoundObjectRef:    &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		},
-	}, metav1.CreateOptions{})
+	reply, err := e.Report(e.t.Context(), pod, kind, body)
 	if err != nil {
 		e.t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{}
-	if err := e.k.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Labels[convoy.LabelJobName] + "-config"}, cm); err != nil {
-		e.t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM([]byte(cm.Data["progress-ca.crt"])) {
-		e.t.Fatalf("the job's ConfigMap holds no progress CA: %v", cm.Data)
-	}
-	body, err := json.Marshal(cp)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, envOf(pod, "CONVOY_PROGRESS_URL")+"/"+kind, bytes.NewReader(body))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+tr.Status.Token)
-	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}}
-	resp, err := hc.Do(req)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var reply progress.Reply
-	switch resp.StatusCode {
-	case http.StatusNoContent:
-	case http.StatusOK:
-		if err := json.NewDecoder(resp.Body).Decode(&reply); err != nil {
-			e.t.Fatalf("POST %s from %s: the reply is not a progress.Reply: %v", kind, pod.Name, err)
-		}
-	default:
-		answer, _ := io.ReadAll(resp.Body)
-		e.t.Fatalf("POST %s from %s = %s %s, want 204 or 200", kind, pod.Name, resp.Status, answer)
 	}
 	return reply
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -68,6 +69,14 @@ func ApplyReport(job *convoy.TrainingJob, st *convoy.TrainingJobStatus, r *Repor
 // ApplyCheckpoint records c, reported by a pod of the gang's attempt, as the job's latest
 // checkpoint, which a restarted gang resumes from.
 func ApplyCheckpoint(st *convoy.TrainingJobStatus, c *Checkpoint, attempt int32, now time.Time) {
+	// Times are stored to the second, and the operator stops a gang it asked for a checkpoint once
+	// one of a later second than the request is recorded: a checkpoint that answers the request
+	// within the request's own second is stamped with the next second.
+	if req := meta.FindStatusCondition(st.Conditions, convoy.ConditionCheckpointRequested); req != nil && req.Status == metav1.ConditionTrue {
+		if next := req.LastTransitionTime.Truncate(time.Second).Add(time.Second); now.Before(next) {
+			now = next
+		}
+	}
 	st.Checkpoint = &convoy.CheckpointStatus{Latest: c.Path, Epoch: c.Epoch, Time: ptr.To(metav1.NewTime(now)), Attempt: attempt}
 }
 

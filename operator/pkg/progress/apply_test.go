@@ -70,6 +70,23 @@ func TestApplyCheckpoint(t *testing.T) {
 	}
 }
 
+// TestApplyCheckpointAnsweringARequest: a checkpoint recorded in the second the operator asked for
+// one is stamped with the next second, so that the operator tells it from the checkpoints before.
+func TestApplyCheckpointAnsweringARequest(t *testing.T) {
+	asked := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for now, want := range map[time.Time]time.Time{
+		asked.Add(300 * time.Millisecond):  asked.Add(time.Second),
+		asked.Add(2500 * time.Millisecond): asked.Add(2500 * time.Millisecond),
+	} {
+		st := &convoy.TrainingJobStatus{Conditions: []metav1.Condition{{Type: convoy.ConditionCheckpointRequested,
+			Status: metav1.ConditionTrue, Reason: convoy.ReasonStopRequested, LastTransitionTime: metav1.NewTime(asked)}}}
+		ApplyCheckpoint(st, &Checkpoint{Path: "s3://b/ns/llm/epoch-3", Epoch: 3}, 0, now)
+		if got := st.Checkpoint.Time.Time; !got.Equal(want) {
+			t.Errorf("checkpoint reported at %s after a request at %s: time %s, want %s", now, asked, got, want)
+		}
+	}
+}
+
 func TestValidate(t *testing.T) {
 	many := map[string]float64{}
 	for i := range 33 {

@@ -61,9 +61,6 @@ const (
 	// annotationSimExitCode makes kwok end a fake pod's containers with that exit code
 	// (test/e2e/stack.AnnotationSimExitCode).
 	annotationSimExitCode = "convoy.dev/sim-exit-code"
-	// annotationSimIgnoreCheckpointRequests on a TrainingJob makes simtrainer play training code
-	// that never answers the operator's checkpoint requests.
-	annotationSimIgnoreCheckpointRequests = "convoy.dev/sim-ignore-checkpoint-requests"
 	// defaultEpochs is the operator's default of spec.hyperparameters.epochs.
 	defaultEpochs = 10
 )
@@ -233,9 +230,9 @@ func (t *trainer) report(ctx context.Context, job *convoy.TrainingJob, pod *core
 	}
 	fmt.Printf("simtrainer: %s/%s epoch %d/%d loss %.3f accuracy %.3f\n", job.Namespace, job.Name, g.epoch, total, loss, accuracy)
 	// A checkpoint every CONVOY_CHECKPOINT_FREQUENCY epochs, and at once when the operator asks
-	// for one before it stops the gang (unless the job says it never answers).
+	// for one before it stops the gang.
 	freq, _ := strconv.Atoi(env["CONVOY_CHECKPOINT_FREQUENCY"])
-	asked := reply.CheckpointRequested && job.Annotations[annotationSimIgnoreCheckpointRequests] == ""
+	asked := reply.CheckpointRequested
 	if uri := env["CONVOY_CHECKPOINT_URI"]; uri != "" && job.Spec.Checkpoint != nil && job.Spec.Checkpoint.Enabled &&
 		(asked || int(g.epoch)%max(freq, 1) == 0) {
 		path := fmt.Sprintf("%s/epoch-%d", strings.TrimSuffix(uri, "/"), g.epoch)

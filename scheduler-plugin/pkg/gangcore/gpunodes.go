@@ -1,7 +1,6 @@
 package gangcore
 
 import (
-	"fmt"
 	"maps"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -53,7 +52,7 @@ func linkScore(l convoy.GPULink) int {
 }
 
 // newGPUNode converts a GPUNode. Only Healthy GPUs are schedulable: Unhealthy and Unknown are not.
-// GPUs without a published NVLink domain that NVLink joins form node-local domains.
+// NVLink domains are those of convoy.NVLinkDomains, which the node agent publishes too.
 func newGPUNode(g *convoy.GPUNode) *gpuNode {
 	n := 0
 	for _, d := range g.Status.GPUs {
@@ -77,38 +76,16 @@ func newGPUNode(g *convoy.GPUNode) *gpuNode {
 			out.allocated[d.AllocatedTo] |= planner.NewGPUSet(i)
 		}
 	}
-	// Union-find over NVLink pairs names the islands of GPUs without a published domain.
-	parent := make([]int, n)
-	for i := range parent {
-		parent[i] = i
-	}
-	var find func(int) int
-	find = func(i int) int {
-		if parent[i] != i {
-			parent[i] = find(parent[i])
-		}
-		return parent[i]
-	}
-	nvlinked := make([]bool, n)
 	for _, l := range g.Status.Links {
 		a, b := int(l.A), int(l.B)
 		if a >= n || b >= n || a < 0 || b < 0 {
 			continue
 		}
 		t.SetLink(a, b, linkScore(l))
-		if l.Type == convoy.LinkNVLink {
-			nvlinked[a], nvlinked[b] = true, true
-			parent[find(a)] = find(b)
-		}
 	}
-	for _, d := range g.Status.GPUs {
-		i := int(d.Index)
-		switch {
-		case i >= n:
-		case d.NVLinkDomain != "":
-			t.SetDomain(i, d.NVLinkDomain)
-		case nvlinked[i]:
-			t.SetDomain(i, fmt.Sprintf("%s/nvlink-%d", g.Name, find(i)))
+	for p, domain := range convoy.NVLinkDomains(g.Name, g.Status.GPUs, g.Status.Links) {
+		if i := int(g.Status.GPUs[p].Index); i < n && domain != "" {
+			t.SetDomain(i, domain)
 		}
 	}
 	out.topology = t

@@ -101,7 +101,6 @@ func Open(lib nvml.Interface, opts Options) (*Reader, error) {
 
 	devlib := device.New(lib)
 	var ends [][]nvlinkEnd
-	var fabric []string
 	for i := range count {
 		g := convoy.GPUDevice{Index: int32(i), Health: convoy.GPUUnknown}
 		dev, ret := lib.DeviceGetHandleByIndex(i)
@@ -109,7 +108,7 @@ func Open(lib nvml.Interface, opts Options) (*Reader, error) {
 			g.Health, g.HealthReason = convoy.GPUUnhealthy, fmt.Sprintf("NVML gives no handle for the GPU: %v", ret)
 			r.devices = append(r.devices, nil)
 			r.static.GPUs = append(r.static.GPUs, g)
-			ends, fabric = append(ends, nil), append(fabric, "")
+			ends = append(ends, nil)
 			continue
 		}
 		r.devices = append(r.devices, dev)
@@ -117,13 +116,15 @@ func Open(lib nvml.Interface, opts Options) (*Reader, error) {
 		if g.UUID != "" {
 			r.uuids[g.UUID] = i
 		}
-		e := readNVLinks(dev)
-		ends, fabric = append(ends, e), append(fabric, readFabric(dev))
+		g.NVLinkDomain = readFabric(dev)
+		ends = append(ends, readNVLinks(dev))
 		r.static.GPUs = append(r.static.GPUs, g)
 	}
 	r.static.Links = linkMatrix(r.static.GPUs, ends, r.pcieLevel, r.nvlinkP2P)
 	setNVLinks(r.static.GPUs, ends)
-	setDomains(r.static.GPUs, r.static.Links, fabric, opts.NodeName)
+	for p, d := range convoy.NVLinkDomains(opts.NodeName, r.static.GPUs, r.static.Links) {
+		r.static.GPUs[p].NVLinkDomain = d
+	}
 	return r, nil
 }
 

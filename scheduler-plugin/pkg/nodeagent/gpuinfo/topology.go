@@ -1,8 +1,6 @@
 package gpuinfo
 
 import (
-	"fmt"
-
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 )
 
@@ -108,49 +106,6 @@ func setNVLinks(gpus []convoy.GPUDevice, ends [][]nvlinkEnd) {
 				l.PeerIndex = ptr(peer)
 			}
 			gpus[i].NVLinks = append(gpus[i].NVLinks, l)
-		}
-	}
-}
-
-// setDomains names each GPU's NVLink domain: its fabric clique where NVML reports one, else the
-// node-local island of GPUs joined by NVLink ("<node>/nvlink-<k>", k counting islands by their
-// lowest GPU index). A GPU without NVLink peers has no domain.
-func setDomains(gpus []convoy.GPUDevice, links []convoy.GPULink, fabric []string, node string) {
-	parent := make([]int, len(gpus))
-	for i := range parent {
-		parent[i] = i
-	}
-	var find func(int) int
-	find = func(i int) int {
-		if parent[i] != i {
-			parent[i] = find(parent[i])
-		}
-		return parent[i]
-	}
-	linked := make([]bool, len(gpus))
-	for _, l := range links {
-		if l.Type != convoy.LinkNVLink {
-			continue
-		}
-		linked[l.A], linked[l.B] = true, true
-		ra, rb := find(int(l.A)), find(int(l.B))
-		if ra != rb {
-			parent[max(ra, rb)] = min(ra, rb)
-		}
-	}
-	islands := map[int]int{}
-	for i := range gpus {
-		switch {
-		case fabric[i] != "":
-			gpus[i].NVLinkDomain = fabric[i]
-		case linked[i]:
-			root := find(i)
-			k, ok := islands[root]
-			if !ok {
-				k = len(islands)
-				islands[root] = k
-			}
-			gpus[i].NVLinkDomain = fmt.Sprintf("%s/nvlink-%d", node, k)
 		}
 	}
 }

@@ -43,8 +43,10 @@ images: bin ## Convoy's container images, without Docker, as OCI layouts in bin/
 ##@ Code generation
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, CRDs and RBAC with controller-gen, and the Helm chart from the kustomize bases (hack/chartgen).
+generate: ## Regenerate deepcopy, CRDs and RBAC with controller-gen, the scheduler args' conversions and defaulters with conversion-gen and defaulter-gen, and the Helm chart from the kustomize bases (hack/chartgen).
 	$(GO) tool controller-gen object paths=./api/... paths=./scheduler-plugin/apis/...
+	$(GO) tool conversion-gen --go-header-file /dev/null --output-file zz_generated.conversion.go ./scheduler-plugin/apis/config/v1
+	$(GO) tool defaulter-gen --go-header-file /dev/null --output-file zz_generated.defaults.go ./scheduler-plugin/apis/config/v1
 	$(GO) tool controller-gen crd:allowDangerousTypes=true paths=./api/... output:crd:artifacts:config=deploy/crd/bases
 	$(GO) tool controller-gen rbac:roleName=convoy-operator paths=./operator/... output:rbac:artifacts:config=deploy/operator/rbac
 	$(GO) tool controller-gen rbac:roleName=convoy-operator-queue paths=./queue/... output:rbac:artifacts:config=deploy/kueue/rbac

@@ -242,6 +242,8 @@ require (
 )
 
 tool (
+	k8s.io/code-generator/cmd/conversion-gen
+	k8s.io/code-generator/cmd/defaulter-gen
 	k8s.io/kubernetes/cmd/kube-apiserver
 	k8s.io/kubernetes/cmd/kube-controller-manager
 	k8s.io/kubernetes/cmd/kube-proxy

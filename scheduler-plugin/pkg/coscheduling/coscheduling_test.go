@@ -50,7 +50,7 @@ func profile(t *testing.T, gang bool, pods ...*corev1.Pod) framework.Framework {
 			v1args := &configv1.GangPlacementArgs{}
 			configv1.SetDefaults_GangPlacementArgs(v1args)
 			args := &config.GangPlacementArgs{}
-			if err := configv1.Convert_v1_GangPlacementArgs_To_config_GangPlacementArgs(v1args, args); err != nil {
+			if err := configv1.Convert_v1_GangPlacementArgs_To_config_GangPlacementArgs(v1args, args, nil); err != nil {
 				return nil, err
 			}
 			return gangplacement.New(ctx, args, h)

@@ -60,16 +60,19 @@ type claim struct {
 	indexed bool
 }
 
-// claims returns, by node, the slots other gangs' plans hold that g may not take.
+// claims returns, by node, the slots other gangs' plans, and the bookings of admitted gangs (see
+// admission.go), hold that g may not take.
 func (s *State) claims(g *gang) map[string][]claim {
 	out := map[string][]claim{}
-	for key, p := range s.plans {
-		if key == g.key || p.priority < g.priority {
-			continue
-		}
-		for _, sl := range p.slots {
-			if sl.phase == slotPlanned {
-				out[sl.Node] = append(out[sl.Node], claim{sl.GPUs, sl.Indexed})
+	for _, plans := range []map[string]*plan{s.plans, s.bookings} {
+		for key, p := range plans {
+			if key == g.key || p.priority < g.priority {
+				continue
+			}
+			for _, sl := range p.slots {
+				if sl.phase == slotPlanned {
+					out[sl.Node] = append(out[sl.Node], claim{sl.GPUs, sl.Indexed})
+				}
 			}
 		}
 	}
@@ -100,9 +103,7 @@ func (s *State) setPlanLocked(key string, p *plan) {
 	s.deletePlanLocked(key)
 	s.plans[key] = p
 	gangsPlanned.Inc()
-	for _, sl := range p.slots {
-		s.onNode[sl.Node] = append(s.onNode[sl.Node], planSlot{key: key, plan: p, slot: sl})
-	}
+	s.indexSlotsLocked(key, p)
 }
 
 // deletePlanLocked forgets the gang's plan, if any.
@@ -113,6 +114,18 @@ func (s *State) deletePlanLocked(key string) {
 	}
 	delete(s.plans, key)
 	gangsPlanned.Dec()
+	s.unindexSlotsLocked(p)
+}
+
+// indexSlotsLocked adds the slots of the gang's plan or booking to onNode.
+func (s *State) indexSlotsLocked(key string, p *plan) {
+	for _, sl := range p.slots {
+		s.onNode[sl.Node] = append(s.onNode[sl.Node], planSlot{key: key, plan: p, slot: sl})
+	}
+}
+
+// unindexSlotsLocked removes the slots of a plan or booking from onNode.
+func (s *State) unindexSlotsLocked(p *plan) {
 	for _, sl := range p.slots {
 		list := slices.DeleteFunc(s.onNode[sl.Node], func(ps planSlot) bool { return ps.plan == p })
 		if len(list) == 0 {
@@ -257,6 +270,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	}
 	observePlan(planPlanned, start)
 	s.clearVerdictLocked(key)
+	s.useBookingLocked(key)
 	p := s.storePlanLocked(key, g, pl, false)
 	p.leaveOut(whole, g)
 	s.open.Store(key, true)
@@ -342,18 +356,22 @@ func (s *State) storePlanLocked(key string, g *gang, pl *planner.Plan, preemptin
 		if c := pod.CreationTimestamp.Time; i == 0 || c.Before(p.since) {
 			p.since = c
 		}
-		a := pl.Assignments[i]
-		sl := &slot{Slot: Slot{Node: a.Node, Indexed: a.GPUs != nil}}
-		for _, x := range a.GPUs {
-			sl.GPUs |= planner.NewGPUSet(x)
-		}
-		if a.GPUs == nil {
-			sl.GPUs = planner.FirstGPUs(g.gpusOf(i))
-		}
-		p.slots[pod.UID] = sl
+		p.slots[pod.UID] = assignedSlot(pl.Assignments[i], g.gpusOf(i))
 	}
 	s.setPlanLocked(key, p)
 	return p
+}
+
+// assignedSlot is the slot of a plan's assignment of a pod of gpus GPUs.
+func assignedSlot(a planner.Assignment, gpus int) *slot {
+	sl := &slot{Slot: Slot{Node: a.Node, Indexed: a.GPUs != nil}}
+	for _, x := range a.GPUs {
+		sl.GPUs |= planner.NewGPUSet(x)
+	}
+	if a.GPUs == nil {
+		sl.GPUs = planner.FirstGPUs(gpus)
+	}
+	return sl
 }
 
 // slotHolds reports whether the slot's GPUs are still free on the snapshot.

@@ -102,6 +102,11 @@ type State struct {
 	lastCluster *planner.Cluster
 	spareNodes  []planner.Node
 	plans       map[string]*plan
+	// bookings hold, by gang, the placements the admission check holds for admitted gangs until
+	// their pods are planned (see admission.go); their slots are in onNode too.
+	bookings map[string]*plan
+	// bookedFor names, by gang, the Workload each booking is for.
+	bookedFor map[string]string
 	// onNode holds the slots of plans, by node, for a later pod's check of its own slot (see
 	// claimsOn); kept with plans by setPlanLocked and deletePlanLocked.
 	onNode   map[string][]planSlot
@@ -182,6 +187,8 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 		toldIncomplete:  map[string]string{},
 		bases:           map[string]*nodeBase{},
 		plans:           map[string]*plan{},
+		bookings:        map[string]*plan{},
+		bookedFor:       map[string]string{},
 		onNode:          map[string][]planSlot{},
 		reserved:        map[types.UID]reservation{},
 		verdicts:        map[string]verdict{},

@@ -183,6 +183,21 @@ type eligibility struct {
 // eligibilityFor reads what g's pods, pod first, need of a node besides GPUs. Affinity among the
 // gang's own pods may tighten g's topology level. The error names a constraint a plan cannot honour.
 func (s *State) eligibilityFor(ctx context.Context, pod *corev1.Pod, g *gang, nodes []fwk.NodeInfo) (eligibility, error) {
+	e := s.nodeNeeds(pod, g)
+	ip, err := s.interPod.constraints(ctx, pod, g, nodes, s)
+	if err != nil {
+		return e, fmt.Errorf("%s needs %w", g.key, err)
+	}
+	e.interPod = ip
+	if l := ip.requiredLevel(); l != planner.LevelNone && (!g.required || l < g.level) {
+		g.level, g.required = l, true
+	}
+	return e, nil
+}
+
+// nodeNeeds reads what g's pods, pod first, need of a node besides GPUs and other pods' places:
+// node affinity, tolerations, CPU, memory and the other resources they ask.
+func (s *State) nodeNeeds(pod *corev1.Pod, g *gang) eligibility {
 	e := eligibility{template: pod, affinity: nodeaffinity.GetRequiredNodeAffinity(pod),
 		requests: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}), avoid: s.avoidedLocked(g.key)}
 	// The pods of a gang may ask different CPU and memory (a master or launcher beside its
@@ -209,15 +224,7 @@ func (s *State) eligibilityFor(ctx context.Context, pod *corev1.Pod, g *gang, no
 			g.podNeeds[i] = e.limits.usesOf(req)
 		}
 	}
-	ip, err := s.interPod.constraints(ctx, pod, g, nodes, s)
-	if err != nil {
-		return e, fmt.Errorf("%s needs %w", g.key, err)
-	}
-	e.interPod = ip
-	if l := ip.requiredLevel(); l != planner.LevelNone && (!g.required || l < g.level) {
-		g.level, g.required = l, true
-	}
-	return e, nil
+	return e
 }
 
 // taintComparison is whether tolerations may compare taint values numerically (Lt, Gt), as

@@ -1,0 +1,223 @@
+package gangcore
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
+)
+
+// A booking is the placement the admission check (pkg/admissioncheck) holds for a gang whose
+// Workload it lets Kueue admit, from that moment until the gang's pods reach the scheduler and the
+// gang is planned: every other gang's plan, of any priority, and every preemption keep off its
+// GPUs. It is stored as a plan of the highest priority whose slots are never reserved.
+
+// Book plans the gang key, the pods of Workload workload (none bound yet), on the nodes as the
+// scheduler's informers show them now, with the GPUs of every other gang's plan and booking and of
+// every pod assumed or bound counted as taken, and holds the placement as the gang's booking. A
+// booking the gang already has is kept while it still fits; one that no longer does is dropped and
+// the gang planned again. It returns where the gang is booked, or the planner's reason it does not
+// fit. The pods' node affinity, tolerations and requests count; their inter-pod affinity does
+// not (GangPlacement honours it when the pods come).
+func (s *State) Book(ctx context.Context, workload, key string, pods []*corev1.Pod) (string, error) {
+	nodes, err := s.nodesNow()
+	if err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.gangOfPods(key, pods)
+	if len(g.pending) == 0 {
+		return "the gang asks for no GPUs", nil
+	}
+	elig := s.nodeNeeds(g.pending[0], g)
+	cl, _ := s.view(ctx, nodes, viewOptions{gang: g, elig: elig})
+	if b := s.bookings[key]; b != nil {
+		if bookingFits(cl, b) {
+			s.bookedFor[key] = workload
+			return bookingMessage(b), nil
+		}
+		s.dropBookingLocked(key)
+		// The booking's GPUs are free for the gang again.
+		cl, _ = s.view(ctx, nodes, viewOptions{gang: g, elig: elig})
+	}
+	pl, err := cl.Place(g.plannerGang())
+	if err != nil {
+		return "", fmt.Errorf("%w%s", err, s.leavingMessage(nodes))
+	}
+	b := &plan{priority: math.MaxInt32, created: s.now(), slots: make(map[types.UID]*slot, len(g.pending))}
+	for i, pod := range g.pending {
+		b.slots[pod.UID] = assignedSlot(pl.Assignments[i], g.gpusOf(i))
+	}
+	s.bookings[key] = b
+	s.bookedFor[key] = workload
+	s.indexSlotsLocked(key, b)
+	return bookingMessage(b), nil
+}
+
+// BookedAt returns when the gang's booking was made; ok is false when it has none.
+func (s *State) BookedAt(key string) (at time.Time, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.bookings[key]; b != nil {
+		return b.created, true
+	}
+	return time.Time{}, false
+}
+
+// ReleaseBooking drops the gang's booking, if any: its GPUs are free for other gangs again.
+func (s *State) ReleaseBooking(key string) {
+	s.mu.Lock()
+	dropped := s.dropBookingLocked(key)
+	s.mu.Unlock()
+	if dropped {
+		s.moreRoom()
+	}
+}
+
+// Bookings returns the gangs that hold a booking, with the Workload each is for.
+func (s *State) Bookings() map[string]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]string, len(s.bookings))
+	for key := range s.bookings {
+		out[key] = s.bookedFor[key]
+	}
+	return out
+}
+
+// useBookingLocked drops the gang's booking once the gang has a plan of its own: the plan's slots
+// take over.
+func (s *State) useBookingLocked(key string) { s.dropBookingLocked(key) }
+
+func (s *State) dropBookingLocked(key string) bool {
+	b := s.bookings[key]
+	if b == nil {
+		return false
+	}
+	delete(s.bookings, key)
+	delete(s.bookedFor, key)
+	s.unindexSlotsLocked(b)
+	s.bump()
+	return true
+}
+
+// bookingFits reports whether every slot of booking b is still free in cl, a view for its gang.
+func bookingFits(cl *planner.Cluster, b *plan) bool {
+	need := map[string]planner.GPUSet{}
+	count := map[string]int{}
+	for _, sl := range b.slots {
+		if sl.Indexed {
+			need[sl.Node] |= sl.GPUs
+		}
+		count[sl.Node] += sl.GPUs.Len()
+	}
+	for i := range cl.Nodes {
+		n := &cl.Nodes[i]
+		c, ok := count[n.Name]
+		if !ok {
+			continue
+		}
+		if n.Excluded || need[n.Name]&^n.Free != 0 || n.Free.Len() < c {
+			return false
+		}
+		delete(count, n.Name)
+	}
+	return len(count) == 0
+}
+
+// bookingMessage says where booking b holds the gang.
+func bookingMessage(b *plan) string {
+	var nodes []string
+	gpus := 0
+	for _, sl := range b.slots {
+		if !slices.Contains(nodes, sl.Node) {
+			nodes = append(nodes, sl.Node)
+		}
+		gpus += sl.GPUs.Len()
+	}
+	slices.Sort(nodes)
+	return fmt.Sprintf("convoy-scheduler holds %d GPU(s) for the gang on node(s) %s", gpus, strings.Join(nodes, ", "))
+}
+
+// gangOfPods is the gang of pods not yet created: those asking GPUs, in rank order.
+func (s *State) gangOfPods(key string, pods []*corev1.Pod) *gang {
+	g := &gang{key: key, pendingUIDs: map[types.UID]bool{}}
+	mixed := false
+	for _, p := range pods {
+		n := GPURequest(p, s.opts.GPUResource)
+		if n == 0 {
+			continue
+		}
+		if len(g.pending) == 0 {
+			g.namespace, g.podGroup = p.Namespace, PodGroupName(p)
+			g.level, g.required = Topology(p)
+			g.priority = corev1helpers.PodPriority(p)
+		}
+		g.pendingUIDs[p.UID] = true
+		g.pending = append(g.pending, p)
+		mixed = mixed || g.gpusPerPod != 0 && n != g.gpusPerPod
+		g.gpusPerPod = max(g.gpusPerPod, n)
+	}
+	slices.SortStableFunc(g.pending, func(a, b *corev1.Pod) int { return rank(a) - rank(b) })
+	if mixed {
+		g.podGPUs = make([]int, len(g.pending))
+		for i, p := range g.pending {
+			g.podGPUs[i] = GPURequest(p, s.opts.GPUResource)
+		}
+	}
+	g.fewest = len(g.pending)
+	return g
+}
+
+// nodesNow builds the scheduler's view of every node from its informers, outside a scheduling
+// cycle: each node with the pods bound to it, or assumed on it by this scheduler, in name order.
+func (s *State) nodesNow() ([]fwk.NodeInfo, error) {
+	informers := s.handle.SharedInformerFactory().Core().V1()
+	nodeList, err := informers.Nodes().Lister().List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	pods, err := s.pods.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	on := map[string][]*corev1.Pod{}
+	for _, p := range pods {
+		node := s.nodeOf(p)
+		if node == "" {
+			if r, ok := s.reserved[p.UID]; ok {
+				node = r.node
+			}
+		}
+		if node == "" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if p.Spec.NodeName != node {
+			p = p.DeepCopy()
+			p.Spec.NodeName = node
+		}
+		on[node] = append(on[node], p)
+	}
+	s.mu.Unlock()
+	slices.SortFunc(nodeList, func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
+	out := make([]fwk.NodeInfo, 0, len(nodeList))
+	for _, n := range nodeList {
+		ni := framework.NewNodeInfo(on[n.Name]...)
+		ni.SetNode(n)
+		out = append(out, ni)
+	}
+	return out, nil
+}

@@ -1,0 +1,106 @@
+package gangcore
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+)
+
+// bookingHarness is a harness whose nodes the informers show too, as Book reads them: two racks
+// of two 8-GPU nodes, with one node of rack r1 full.
+func bookingHarness(t *testing.T) *harness {
+	t.Helper()
+	nodes := []*corev1.Node{fakeNode("a0", "r0", 8), fakeNode("a1", "r0", 8), fakeNode("b0", "r1", 8), fakeNode("b1", "r1", 8)}
+	h := newHarness(t, nodes, []*corev1.Pod{lone("ns", "filler", 8).Node("b0").Obj()})
+	ctx := context.Background()
+	for _, n := range nodes {
+		if _, err := h.cs.CoreV1().Nodes().Create(ctx, n, metav1CreateOptions); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		list, err := h.state.nodesNow()
+		return err == nil && len(list) == len(nodes), nil
+	}); err != nil {
+		t.Fatal("the informer does not show the nodes")
+	}
+	return h
+}
+
+// rackGang is the not yet created pods of a gang of two 8-GPU pods that requires one rack.
+func rackGang(name string) []*corev1.Pod {
+	var pods []*corev1.Pod
+	for r := range 2 {
+		pods = append(pods, member("ns", name, r, 8).Annotation(convoy.AnnotationTopologyLevel, "rack").Obj())
+	}
+	return pods
+}
+
+func TestBookingHoldsTheGangsPlaceUntilItsPodsArePlanned(t *testing.T) {
+	h := bookingHarness(t)
+	ctx := context.Background()
+
+	where, err := h.state.Book(ctx, "ns/wl-a", "ns/a", rackGang("a"))
+	if err != nil || !strings.Contains(where, "a0, a1") {
+		t.Fatalf("Book(a) = %q, %v; want a booked on a0 and a1, the one free rack", where, err)
+	}
+	if again, err := h.state.Book(ctx, "ns/wl-a", "ns/a", rackGang("a")); err != nil || again != where {
+		t.Errorf("Book(a) again = %q, %v; want the same booking kept", again, err)
+	}
+	if _, err := h.state.Book(ctx, "ns/wl-b", "ns/b", rackGang("b")); err == nil || !strings.Contains(err.Error(), "rack") {
+		t.Errorf("Book(b) = %v; want b refused, with the planner's reason naming the rack it needs", err)
+	}
+
+	// A plan of any priority keeps off the booked GPUs: a pod of 8 GPUs of the highest priority
+	// gets b1, the one node left.
+	urgent := lone("ns", "urgent", 8).Priority(1 << 30).Obj()
+	st, status := h.state.PlanFor(ctx, urgent, h.nodeInfos())
+	if !status.IsSuccess() || st.Slot.Node != "b1" {
+		t.Errorf("PlanFor(urgent) = %+v, %v; want b1, off the booking", st, status)
+	}
+
+	// a's pods come: their plan takes the booking's place, and the booking is gone.
+	pods := rackGang("a")
+	h.setPods(append(pods, lone("ns", "filler", 8).Node("b0").Obj())...)
+	for _, p := range pods {
+		if _, err := h.cs.CoreV1().Pods("ns").Create(ctx, p, metav1CreateOptions); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return len(h.state.members("ns", "a")) == 2, nil
+	}); err != nil {
+		t.Fatal("the informer does not show a's pods")
+	}
+	st, status = h.state.PlanFor(ctx, pods[0], h.nodeInfos())
+	if !status.IsSuccess() || (st.Slot.Node != "a0" && st.Slot.Node != "a1") {
+		t.Errorf("PlanFor(a-0) = %+v, %v; want a slot in rack r0", st, status)
+	}
+	if _, ok := h.state.BookedAt("ns/a"); ok {
+		t.Error("a still holds its booking once its pods are planned")
+	}
+}
+
+func TestReleasedBookingMakesRoom(t *testing.T) {
+	h := bookingHarness(t)
+	ctx := context.Background()
+	if _, err := h.state.Book(ctx, "ns/wl-a", "ns/a", rackGang("a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.state.Book(ctx, "ns/wl-b", "ns/b", rackGang("b")); err == nil {
+		t.Fatal("Book(b) succeeded while a holds the one free rack")
+	}
+	h.state.ReleaseBooking("ns/a")
+	if where, err := h.state.Book(ctx, "ns/wl-b", "ns/b", rackGang("b")); err != nil {
+		t.Errorf("Book(b) after a's booking was released = %q, %v; want b booked", where, err)
+	}
+	if got := h.state.Bookings(); len(got) != 1 || got["ns/b"] != "ns/wl-b" {
+		t.Errorf("Bookings() = %v, want only b's", got)
+	}
+}

@@ -21,6 +21,11 @@ type GangPlacementArgs struct {
 	MaxConcurrentBindings int32
 	// NodePacking is how a gang that needs several nodes of a rack picks them.
 	NodePacking NodePacking
+	// BookingTimeoutSeconds is how long the placement admission check holds an admitted gang's
+	// place for its pods.
+	BookingTimeoutSeconds int64
+	// LeaderElectionLease is the scheduler's leader-election Lease, "namespace/name"; "" without.
+	LeaderElectionLease string
 }
 
 // NodePacking is how a gang that needs several nodes of a rack picks them.

@@ -5,11 +5,13 @@ package gangplacement
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config/validation"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/admissioncheck"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/ganggate"
 )
@@ -66,6 +69,16 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	})
 	if err != nil {
 		return nil, err
+	}
+	if cfg := h.KubeConfig(); cfg != nil {
+		ns, name, _ := strings.Cut(args.LeaderElectionLease, "/")
+		if err := admissioncheck.Start(ctx, cfg, st, admissioncheck.Options{
+			BookingTimeout: time.Duration(args.BookingTimeoutSeconds) * time.Second,
+			Lease:          types.NamespacedName{Namespace: ns, Name: name},
+			Recheck:        admissioncheck.DefaultRecheck,
+		}); err != nil {
+			return nil, fmt.Errorf("starting the placement admission check: %w", err)
+		}
 	}
 	return &GangPlacement{handle: h, state: st, gpu: corev1.ResourceName(args.GPUResourceName),
 		binds: make(chan struct{}, args.MaxConcurrentBindings)}, nil

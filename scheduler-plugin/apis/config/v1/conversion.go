@@ -17,6 +17,8 @@ func Convert_v1_GangPlacementArgs_To_config_GangPlacementArgs(in *GangPlacementA
 		return err
 	}
 	out.NodePacking = config.NodePacking(ptr.Deref(in.NodePacking, ""))
+	out.BookingTimeoutSeconds = ptr.Deref(in.BookingTimeoutSeconds, 0)
+	out.LeaderElectionLease = ptr.Deref(in.LeaderElectionLease, "")
 	return nil
 }
 
@@ -26,5 +28,9 @@ func Convert_config_GangPlacementArgs_To_v1_GangPlacementArgs(in *config.GangPla
 		return err
 	}
 	out.NodePacking = ptr.To(string(in.NodePacking))
+	out.BookingTimeoutSeconds = ptr.To(in.BookingTimeoutSeconds)
+	if in.LeaderElectionLease != "" {
+		out.LeaderElectionLease = ptr.To(in.LeaderElectionLease)
+	}
 	return nil
 }

@@ -13,6 +13,7 @@ const (
 	DefaultMaxConcurrentBindings    int32 = 64
 	DefaultVictimTerminationSeconds int64 = 120
 	DefaultNodePacking                    = string(config.NodePackingFewestNodes)
+	DefaultBookingTimeoutSeconds    int64 = 300
 )
 
 // SetDefaults_GangPlacementArgs sets the defaults of unset fields.
@@ -37,6 +38,9 @@ func SetDefaults_GangPlacementArgs(obj *GangPlacementArgs) { //nolint:revive // 
 	}
 	if obj.NodePacking == nil {
 		obj.NodePacking = ptr.To(DefaultNodePacking)
+	}
+	if obj.BookingTimeoutSeconds == nil {
+		obj.BookingTimeoutSeconds = ptr.To(DefaultBookingTimeoutSeconds)
 	}
 }
 

@@ -43,6 +43,18 @@ type GangPlacementArgs struct {
 	// +optional
 	// +kubebuilder:validation:Enum=FewestNodes;PartlyUsedFirst
 	NodePacking *string `json:"nodePacking,omitempty"`
+	// bookingTimeoutSeconds is how long the placement admission check (controllerName
+	// convoy.dev/placement) holds the place it found for an admitted gang before the gang's pods
+	// reach the scheduler; then the place is released and the check set to Retry, so Kueue releases
+	// the quota too. Defaults to 300.
+	// +optional
+	BookingTimeoutSeconds *int64 `json:"bookingTimeoutSeconds,omitempty"`
+	// leaderElectionLease is the scheduler's leader-election Lease, as "namespace/name" (its
+	// leaderElection.resourceNamespace and resourceName): the placement admission check decides
+	// only in the replica that holds it, whose plans are the ones that count. Empty, the default,
+	// for a scheduler without leader election.
+	// +optional
+	LeaderElectionLease *string `json:"leaderElectionLease,omitempty"`
 }
 
 // GangPreemptionArgs configures the GangPreemption plugin.

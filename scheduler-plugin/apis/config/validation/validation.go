@@ -2,6 +2,8 @@
 package validation
 
 import (
+	"strings"
+
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -36,6 +38,15 @@ func ValidateGangPlacementArgs(path *field.Path, args *config.GangPlacementArgs)
 	}
 	if p := args.NodePacking; p != config.NodePackingFewestNodes && p != config.NodePackingPartlyUsedFirst {
 		errs = append(errs, field.NotSupported(path.Child("nodePacking"), p, []config.NodePacking{config.NodePackingFewestNodes, config.NodePackingPartlyUsedFirst}))
+	}
+	if args.BookingTimeoutSeconds <= 0 {
+		errs = append(errs, field.Invalid(path.Child("bookingTimeoutSeconds"), args.BookingTimeoutSeconds, "must be a positive number of seconds, e.g. 300"))
+	}
+	if l := args.LeaderElectionLease; l != "" {
+		ns, name, ok := strings.Cut(l, "/")
+		if !ok || len(validation.IsDNS1123Label(ns)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
+			errs = append(errs, field.Invalid(path.Child("leaderElectionLease"), l, "must be namespace/name of the scheduler's Lease, e.g. convoy-system/convoy-scheduler"))
+		}
 	}
 	return errs.ToAggregate()
 }

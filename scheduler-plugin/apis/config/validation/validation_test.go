@@ -11,7 +11,7 @@ import (
 func valid() config.GangPlacementArgs {
 	return config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "convoy.dev/topology-block",
 		RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64,
-		NodePacking: config.NodePackingFewestNodes}
+		NodePacking: config.NodePackingFewestNodes, BookingTimeoutSeconds: 300, LeaderElectionLease: "convoy-system/convoy-scheduler"}
 }
 
 func TestValidateGangPlacementArgs(t *testing.T) {
@@ -23,6 +23,14 @@ func TestValidateGangPlacementArgs(t *testing.T) {
 		"a label key that is not one": {
 			change:  func(a *config.GangPlacementArgs) { a.RackLabel = "rack label" },
 			wantErr: `args.rackLabel: Invalid value: "rack label": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
+		},
+		"a booking timeout of zero": {
+			change:  func(a *config.GangPlacementArgs) { a.BookingTimeoutSeconds = 0 },
+			wantErr: `args.bookingTimeoutSeconds: Invalid value: 0: must be a positive number of seconds, e.g. 300`,
+		},
+		"a lease without its namespace": {
+			change:  func(a *config.GangPlacementArgs) { a.LeaderElectionLease = "convoy-scheduler" },
+			wantErr: `args.leaderElectionLease: Invalid value: "convoy-scheduler": must be namespace/name of the scheduler's Lease, e.g. convoy-system/convoy-scheduler`,
 		},
 		"the same label twice": {
 			change:  func(a *config.GangPlacementArgs) { a.BlockLabel = a.RackLabel },

@@ -17,6 +17,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/kueue/pkg/controller/jobframework"
 	"sigs.k8s.io/kueue/pkg/podset"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
@@ -129,7 +130,9 @@ func (j *Job) PodSets(context.Context) ([]kueue.PodSet, error) {
 }
 
 // podTemplate is the pod of the role's first replica as the operator builds it, reduced to what
-// Kueue admits on: requests, node constraints, tolerations and priority. Everything that changes
+// Kueue admits on: requests, node constraints, tolerations and priority, and to what the placement
+// admission check plans the gang with: its pod-group label and topology annotations (Kueue does
+// not compare a template's labels and annotations). Everything that changes
 // while the job lives (the checkpoint to resume from, the restart attempt) is left out: Kueue
 // compares containers to tell whether the Workload still matches the job.
 func podTemplate(job *convoy.TrainingJob, r framework.Replica, plugin framework.Plugin) corev1.PodTemplateSpec {
@@ -142,7 +145,11 @@ func podTemplate(job *convoy.TrainingJob, r framework.Replica, plugin framework.
 		return out
 	}
 	return corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{convoy.LabelReplicaRole: string(r.Role)}},
+		ObjectMeta: metav1.ObjectMeta{
+			Labels: map[string]string{convoy.LabelReplicaRole: string(r.Role),
+				schedv1alpha1.PodGroupLabel: pod.Labels[schedv1alpha1.PodGroupLabel]},
+			Annotations: topologyOf(pod.Annotations),
+		},
 		Spec: corev1.PodSpec{
 			InitContainers:    strip(pod.Spec.InitContainers),
 			Containers:        strip(pod.Spec.Containers),
@@ -155,6 +162,20 @@ func podTemplate(job *convoy.TrainingJob, r framework.Replica, plugin framework.
 			Overhead:          pod.Spec.Overhead,
 		},
 	}
+}
+
+// topologyOf keeps the topology annotations of a pod's; nil when it has none.
+func topologyOf(annotations map[string]string) map[string]string {
+	var out map[string]string
+	for _, k := range []string{convoy.AnnotationTopologyLevel, convoy.AnnotationTopologyMode} {
+		if v, ok := annotations[k]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // RunWithPodSetsInfo starts the admitted job: it adds the admitted flavors' node labels and

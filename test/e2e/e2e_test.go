@@ -88,6 +88,8 @@ func setup(t *testing.T) *env {
 		shared, setupErr = stack.Start(ctx, c, stack.Options{
 			Agents:     []stack.AgentPool{{Profile: "h100-8", Selector: framework.LabelGPUProduct + "=" + product}},
 			SimTrainer: time.Second,
+			// TestUnusedBookingIsReleased waits it out.
+			BookingTimeout: bookingTimeout,
 		})
 	})
 	if setupErr != nil {
@@ -102,6 +104,12 @@ func setup(t *testing.T) *env {
 // their pods are gone, so the next test finds the fleet empty.
 func (e *env) queue(gpus int) {
 	e.t.Helper()
+	e.clusterQueue(gpus, flavor, nil)
+}
+
+// clusterQueue is queue with the ClusterQueue's quota in flavor fl and its admission checks.
+func (e *env) clusterQueue(gpus int, fl kueue.ResourceFlavorReference, checks *kueue.AdmissionChecksStrategy) {
+	e.t.Helper()
 	ctx := e.t.Context()
 	must(e.t, e.k.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns,
 		Labels: map[string]string{"pod-security.kubernetes.io/enforce": e.podSecurity}}}))
@@ -111,11 +119,12 @@ func (e *env) queue(gpus int) {
 	cq := &kueue.ClusterQueue{
 		ObjectMeta: metav1.ObjectMeta{Name: e.ns},
 		Spec: kueue.ClusterQueueSpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: e.ns}},
-			Preemption:        &kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyLowerPriority},
+			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: e.ns}},
+			AdmissionChecksStrategy: checks,
+			Preemption:              &kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyLowerPriority},
 			ResourceGroups: []kueue.ResourceGroup{{
 				CoveredResources: []corev1.ResourceName{framework.ResourceGPU, corev1.ResourceCPU, corev1.ResourceMemory},
-				Flavors: []kueue.FlavorQuotas{{Name: flavor, Resources: []kueue.ResourceQuota{
+				Flavors: []kueue.FlavorQuotas{{Name: fl, Resources: []kueue.ResourceQuota{
 					quota(framework.ResourceGPU, strconv.Itoa(gpus)), quota(corev1.ResourceCPU, "10k"), quota(corev1.ResourceMemory, "100Ti"),
 				}}},
 			}},
@@ -127,6 +136,7 @@ func (e *env) queue(gpus int) {
 	e.t.Cleanup(func() {
 		ctx := context.Background()
 		_ = e.k.DeleteAllOf(ctx, &convoy.TrainingJob{}, client.InNamespace(e.ns))
+		_ = e.k.DeleteAllOf(ctx, &kueue.Workload{}, client.InNamespace(e.ns))
 		// The jobs are gone: their pods need no grace period, which kwok would otherwise wait out.
 		_ = e.k.DeleteAllOf(ctx, &corev1.Pod{}, client.InNamespace(e.ns), client.GracePeriodSeconds(0))
 		_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {

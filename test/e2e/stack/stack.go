@@ -76,6 +76,9 @@ type Options struct {
 	// relay to whichever replica accepts the connection, as they would through their Services.
 	// Not with PodNetwork.
 	Replicas int
+	// BookingTimeout, when not zero, replaces deploy/scheduler's GangPlacement bookingTimeoutSeconds:
+	// how long the placement admission check holds an admitted gang's place for its pods.
+	BookingTimeout time.Duration
 	// Log receives one line per step; nothing when nil.
 	Log func(format string, args ...any)
 }
@@ -169,7 +172,7 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Stack, err
 	if err := s.setupOperator(ctx, opts.PodNetwork, replicas); err != nil {
 		return nil, err
 	}
-	if err := s.setupScheduler(ctx, replicas); err != nil {
+	if err := s.setupScheduler(ctx, replicas, opts.BookingTimeout); err != nil {
 		return nil, err
 	}
 	for _, names := range [][]string{s.Replicas(Operator), s.Replicas(Scheduler)} {
@@ -345,7 +348,7 @@ func (s *Stack) StopOperator() error { return s.Cluster.StopProcess(Operator) }
 
 // setupScheduler writes deploy/scheduler/config.yaml with the scheduler's ServiceAccount
 // kubeconfig; leader election stays on, as deployed.
-func (s *Stack) setupScheduler(ctx context.Context, replicas int) error {
+func (s *Stack) setupScheduler(ctx context.Context, replicas int, bookingTimeout time.Duration) error {
 	c := s.Cluster
 	kubeconfig, err := c.ServiceAccountKubeconfig(ctx, Namespace, Scheduler)
 	if err != nil {
@@ -365,6 +368,17 @@ func (s *Stack) setupScheduler(ctx context.Context, replicas int) error {
 	}
 	conn["kubeconfig"] = kubeconfig
 	cfg["clientConnection"] = conn
+	if bookingTimeout > 0 {
+		profiles, _ := cfg["profiles"].([]any)
+		for _, p := range profiles {
+			pcs, _ := p.(map[string]any)["pluginConfig"].([]any)
+			for _, pc := range pcs {
+				if pc := pc.(map[string]any); pc["name"] == "GangPlacement" {
+					pc["args"].(map[string]any)["bookingTimeoutSeconds"] = int64(bookingTimeout.Seconds())
+				}
+			}
+		}
+	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		return err

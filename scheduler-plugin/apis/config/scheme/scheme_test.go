@@ -67,7 +67,7 @@ func TestDeployedConfigs(t *testing.T) {
 				got = append(got, p.SchedulerName)
 				wantPlacement := &config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "convoy.dev/topology-block",
 					RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64,
-					NodePacking: config.NodePackingFewestNodes}
+					NodePacking: config.NodePackingFewestNodes, BookingTimeoutSeconds: 300, LeaderElectionLease: cfg.LeaderElection.ResourceNamespace + "/" + cfg.LeaderElection.ResourceName}
 				if diff := cmp.Diff(wantPlacement, args(t, p, "GangPlacement")); diff != "" {
 					t.Errorf("GangPlacement args (-want,+got):\n%s", diff)
 				}
@@ -108,13 +108,13 @@ func TestArgsDefaults(t *testing.T) {
 			args: `{}`,
 			wantPlacement: &config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "convoy.dev/topology-block",
 				RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64,
-				NodePacking: config.NodePackingFewestNodes},
+				NodePacking: config.NodePackingFewestNodes, BookingTimeoutSeconds: 300},
 		},
 		"other rack labels, more Bindings, partly used nodes first": {
 			args: `{rackLabel: example.com/rack, blockLabel: example.com/pod, maxConcurrentBindings: 900, nodePacking: PartlyUsedFirst}`,
 			wantPlacement: &config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "example.com/pod",
 				RackLabel: "example.com/rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 900,
-				NodePacking: config.NodePackingPartlyUsedFirst},
+				NodePacking: config.NodePackingPartlyUsedFirst, BookingTimeoutSeconds: 300},
 		},
 	}
 	for name, tc := range cases {

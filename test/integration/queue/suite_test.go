@@ -6,7 +6,8 @@
 // deploy/kueue/webhook.yaml and pointed at the test process (queue/queuetest). deploy/queue is
 // applied as an administrator would.
 //
-// No scheduler runs: a test binds a gang's pods to kwok nodes that match their node selector and
+// No scheduler runs, and deploy/queue's ClusterQueues run without its placement admission check: a
+// test binds a gang's pods to kwok nodes that match their node selector and
 // tolerations, as the convoy-scheduler would, and kwok reports them Running.
 package queue
 
@@ -163,6 +164,13 @@ func setup(c *framework.Cluster) (*suite, error) {
 	}
 	if out, err := s.Kubectl(ctx, "apply", "--server-side", "-k", filepath.Join(s.Root, "deploy/queue")); err != nil {
 		return nil, fmt.Errorf("%w\n%s", err, out)
+	}
+	// No convoy-scheduler runs here to serve deploy/queue's placement admission check (test/e2e
+	// covers it): the ClusterQueues admit by quota alone, as they do without the check.
+	for _, cq := range []string{"team-a", "team-b"} {
+		if out, err := s.Kubectl(ctx, "patch", "clusterqueue", cq, "--type=json", `-p=[{"op":"remove","path":"/spec/admissionChecksStrategy"}]`); err != nil {
+			return nil, fmt.Errorf("%w\n%s", err, out)
+		}
 	}
 	return s, nil
 }

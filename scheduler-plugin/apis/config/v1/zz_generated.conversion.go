@@ -62,6 +62,12 @@ func autoConvert_v1_GangPlacementArgs_To_config_GangPlacementArgs(in *GangPlacem
 		return err
 	}
 	// WARNING: in.NodePacking requires manual conversion: inconvertible types (*string vs github.com/convoy-dev/convoy/scheduler-plugin/apis/config.NodePacking)
+	if err := metav1.Convert_Pointer_int64_To_int64(&in.BookingTimeoutSeconds, &out.BookingTimeoutSeconds, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_Pointer_string_To_string(&in.LeaderElectionLease, &out.LeaderElectionLease, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -85,6 +91,12 @@ func autoConvert_config_GangPlacementArgs_To_v1_GangPlacementArgs(in *config.Gan
 		return err
 	}
 	// WARNING: in.NodePacking requires manual conversion: inconvertible types (github.com/convoy-dev/convoy/scheduler-plugin/apis/config.NodePacking vs *string)
+	if err := metav1.Convert_int64_To_Pointer_int64(&in.BookingTimeoutSeconds, &out.BookingTimeoutSeconds, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_string_To_Pointer_string(&in.LeaderElectionLease, &out.LeaderElectionLease, s); err != nil {
+		return err
+	}
 	return nil
 }
 

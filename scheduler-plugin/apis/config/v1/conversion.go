@@ -8,7 +8,8 @@ import (
 )
 
 // The conversions conversion-gen cannot write: nodePacking is a plain *string in v1 and a
-// config.NodePacking in the internal type. The rest is the generated autoConvert functions'.
+// config.NodePacking in the internal type, and an empty leaderElectionLease stays absent. The rest
+// is the generated autoConvert functions'.
 
 // Convert_v1_GangPlacementArgs_To_config_GangPlacementArgs converts defaulted v1 args to the
 // internal type.
@@ -17,8 +18,6 @@ func Convert_v1_GangPlacementArgs_To_config_GangPlacementArgs(in *GangPlacementA
 		return err
 	}
 	out.NodePacking = config.NodePacking(ptr.Deref(in.NodePacking, ""))
-	out.BookingTimeoutSeconds = ptr.Deref(in.BookingTimeoutSeconds, 0)
-	out.LeaderElectionLease = ptr.Deref(in.LeaderElectionLease, "")
 	return nil
 }
 
@@ -28,9 +27,9 @@ func Convert_config_GangPlacementArgs_To_v1_GangPlacementArgs(in *config.GangPla
 		return err
 	}
 	out.NodePacking = ptr.To(string(in.NodePacking))
-	out.BookingTimeoutSeconds = ptr.To(in.BookingTimeoutSeconds)
-	if in.LeaderElectionLease != "" {
-		out.LeaderElectionLease = ptr.To(in.LeaderElectionLease)
+	// Without a Lease the field stays absent, as it was written.
+	if in.LeaderElectionLease == "" {
+		out.LeaderElectionLease = nil
 	}
 	return nil
 }

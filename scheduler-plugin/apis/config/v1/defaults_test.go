@@ -30,6 +30,7 @@ func TestDefaults(t *testing.T) {
 			GPUResourceName:       ptr.To("nvidia.com/gpu"),
 			PlanTimeoutSeconds:    ptr.To[int64](90),
 			MaxConcurrentBindings: ptr.To[int32](64),
+			BookingTimeoutSeconds: ptr.To[int64](300),
 			NodePacking:           ptr.To("FewestNodes"),
 		}
 		edit(a)
@@ -89,7 +90,7 @@ func TestConversion(t *testing.T) {
 			internal: &config.GangPlacementArgs{},
 			want: &config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "convoy.dev/topology-block",
 				RackLabel: "example.com/rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64,
-				NodePacking: config.NodePackingPartlyUsedFirst},
+				NodePacking: config.NodePackingPartlyUsedFirst, BookingTimeoutSeconds: 300},
 		},
 		"GangPreemptionArgs": {
 			v1:       &GangPreemptionArgs{PreemptLonePods: ptr.To(false)},

@@ -44,28 +44,40 @@ images: bin ## Convoy's container images, without Docker, as OCI layouts in bin/
 
 .PHONY: generate
 generate: ## Regenerate deepcopy, CRDs and RBAC with controller-gen, the scheduler args' conversions and defaulters with conversion-gen and defaulter-gen, and the Helm chart from the kustomize bases (hack/chartgen).
-	$(GO) tool controller-gen object paths=./api/... paths=./scheduler-plugin/apis/...
-	$(GO) tool conversion-gen --go-header-file /dev/null --output-file zz_generated.conversion.go ./scheduler-plugin/apis/config/v1
-	$(GO) tool defaulter-gen --go-header-file /dev/null --output-file zz_generated.defaults.go ./scheduler-plugin/apis/config/v1
+	$(GO) tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/... paths=./scheduler-plugin/apis/...
+	$(GO) tool conversion-gen --go-header-file hack/boilerplate.go.txt --output-file zz_generated.conversion.go ./scheduler-plugin/apis/config/v1
+	$(GO) tool defaulter-gen --go-header-file hack/boilerplate.go.txt --output-file zz_generated.defaults.go ./scheduler-plugin/apis/config/v1
 	$(GO) tool controller-gen crd:allowDangerousTypes=true paths=./api/... output:crd:artifacts:config=deploy/crd/bases
 	$(GO) tool controller-gen rbac:roleName=convoy-operator paths=./operator/... output:rbac:artifacts:config=deploy/operator/rbac
 	$(GO) tool controller-gen rbac:roleName=convoy-operator-queue paths=./queue/... output:rbac:artifacts:config=deploy/kueue/rbac
 	$(GO) run ./hack/chartgen
 
 .PHONY: verify
-verify: ## Fail when generated files are stale, go.mod is not tidy, or gofmt/go vet complain.
+verify: ## Fail when generated files are stale, go.mod is not tidy, a Go file lacks its license header, or gofmt/go vet complain.
 	@before=$$(find api deploy scheduler-plugin/apis -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/rbac/role.yaml' -o -path 'deploy/helm/*' \) -print0 | sort -z | xargs -0 sha256sum); \
 	$(MAKE) --no-print-directory generate >/dev/null; \
 	after=$$(find api deploy scheduler-plugin/apis -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/rbac/role.yaml' -o -path 'deploy/helm/*' \) -print0 | sort -z | xargs -0 sha256sum); \
 	if [ "$$before" != "$$after" ]; then echo "Generated files were stale; 'make generate' has updated them: review and commit."; \
 		diff <(echo "$$before") <(echo "$$after") || true; exit 1; fi
 	@$(GO) mod tidy -diff >/dev/null 2>&1 || { echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit:"; $(GO) mod tidy -diff; exit 1; }
-	@$(MAKE) --no-print-directory lint
+	@$(MAKE) --no-print-directory vet
+
+.PHONY: vet
+vet: ## gofmt, the license headers and go vet (make verify runs these).
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	@hack/headers.sh
+	$(GO) vet ./...
+
+.PHONY: headers
+headers: ## Add the license header (hack/boilerplate.go.txt) to every Go file that lacks one.
+	hack/headers.sh --fix
+
+$(BIN)/golangci-lint: hack/tools/go.mod hack/tools/go.sum
+	cd hack/tools && $(GO) build -o $(BIN)/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 .PHONY: lint
-lint: ## gofmt and go vet.
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+lint: vet $(BIN)/golangci-lint ## make vet, then golangci-lint with .golangci.yaml (built from hack/tools; not part of make test).
+	$(BIN)/golangci-lint run ./...
 
 ##@ Test
 

@@ -1,3 +1,19 @@
+/*
+Copyright The Convoy Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
 // Command trace replays the public Alibaba GPU cluster trace of 2023 (shared/traces/alibaba-gpu-2023:
 // 1,523 nodes, 1,213 of them with GPUs, and pod lists of production tasks) against three placement
 // policies in one run, the way the FGD paper ("Beware of Fragmentation", USENIX ATC '23) fills a

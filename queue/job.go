@@ -37,7 +37,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 // GVK is the TrainingJob's kind, the owner kind of its Workload.
@@ -107,18 +107,18 @@ func (j *Job) Finished(context.Context) (message string, success, finished bool)
 }
 
 // roleOrder orders the pod sets: the workers, which hold the GPUs, first.
-var roleOrder = []framework.Role{framework.RoleWorker, framework.RolePS, framework.RoleScheduler}
+var roleOrder = []mlframework.Role{mlframework.RoleWorker, mlframework.RolePS, mlframework.RoleScheduler}
 
 // PodSets returns one PodSet per role of the gang: worker, then ps and scheduler where the
 // framework has them.
 func (j *Job) PodSets(context.Context) ([]kueue.PodSet, error) {
 	job := j.trainingJob()
-	plugin, err := framework.For(job.Spec.Framework)
+	plugin, err := mlframework.For(job.Spec.Framework)
 	if err != nil {
 		return nil, err
 	}
 	var sets []kueue.PodSet
-	index := map[framework.Role]int{}
+	index := map[mlframework.Role]int{}
 	for _, r := range plugin.Replicas(job) {
 		if i, ok := index[r.Role]; ok {
 			sets[i].Count++
@@ -132,13 +132,13 @@ func (j *Job) PodSets(context.Context) ([]kueue.PodSet, error) {
 		})
 	}
 	slices.SortStableFunc(sets, func(a, b kueue.PodSet) int {
-		return slices.Index(roleOrder, framework.Role(a.Name)) - slices.Index(roleOrder, framework.Role(b.Name))
+		return slices.Index(roleOrder, mlframework.Role(a.Name)) - slices.Index(roleOrder, mlframework.Role(b.Name))
 	})
 	// With minWorkers, Kueue may admit fewer workers than asked (partial admission). MinCount is
 	// set whenever minWorkers is, also once numWorkers shows the count admitted: Kueue compares it
 	// with the Workload's.
 	for i := range sets {
-		if sets[i].Name == kueue.PodSetReference(framework.RoleWorker) && job.Spec.MinWorkers != nil {
+		if sets[i].Name == kueue.PodSetReference(mlframework.RoleWorker) && job.Spec.MinWorkers != nil {
 			sets[i].MinCount = ptr.To(min(*job.Spec.MinWorkers, sets[i].Count))
 		}
 	}
@@ -151,7 +151,7 @@ func (j *Job) PodSets(context.Context) ([]kueue.PodSet, error) {
 // not compare a template's labels and annotations). Everything that changes
 // while the job lives (the checkpoint to resume from, the restart attempt) is left out: Kueue
 // compares containers to tell whether the Workload still matches the job.
-func podTemplate(job *convoy.TrainingJob, r framework.Replica, plugin framework.Plugin) corev1.PodTemplateSpec {
+func podTemplate(job *convoy.TrainingJob, r mlframework.Replica, plugin mlframework.Plugin) corev1.PodTemplateSpec {
 	pod := builder.Pod(job, r, plugin, builder.Options{})
 	strip := func(in []corev1.Container) []corev1.Container {
 		var out []corev1.Container
@@ -225,7 +225,7 @@ func (j *Job) RunWithPodSetsInfo(ctx context.Context, infos []podset.PodSetInfo)
 // workersOf is the worker count of infos, 0 when they have no worker pod set.
 func workersOf(infos []podset.PodSetInfo) int32 {
 	for _, info := range infos {
-		if info.Name == kueue.PodSetReference(framework.RoleWorker) {
+		if info.Name == kueue.PodSetReference(mlframework.RoleWorker) {
 			return info.Count
 		}
 	}

@@ -27,7 +27,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 // PlacementPath is the path of the webhook that turns away a TrainingJob whose gang Convoy's
@@ -79,7 +79,7 @@ func affinity(job *convoy.TrainingJob) *corev1.Affinity {
 }
 
 func validatePlacement(job *convoy.TrainingJob) error {
-	p, err := framework.For(job.Spec.Framework)
+	p, err := mlframework.For(job.Spec.Framework)
 	if err != nil {
 		// The CRD's enum names the frameworks; nothing to check against one it does not know.
 		return nil

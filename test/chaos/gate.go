@@ -31,7 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	jobs "github.com/convoy-dev/convoy/operator/pkg/framework"
+	jobs "github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 // bindingGate holds back, in one namespace, the bindings of the pods named in a ConfigMap: a

@@ -24,7 +24,7 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 // Options are the operator-wide settings the children depend on.
@@ -74,7 +74,7 @@ func JobLabels(job *convoy.TrainingJob) map[string]string {
 }
 
 // PodLabels are the labels of the replica's pod in the gang started restartCount times before.
-func PodLabels(job *convoy.TrainingJob, r framework.Replica) map[string]string {
+func PodLabels(job *convoy.TrainingJob, r mlframework.Replica) map[string]string {
 	return map[string]string{
 		convoy.LabelJobName:         job.Name,
 		convoy.LabelTrainingJob:     job.Name,

@@ -38,7 +38,7 @@ import (
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
 	"github.com/convoy-dev/convoy/operator/pkg/dryrun"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 	"github.com/convoy-dev/convoy/operator/pkg/testing/apivalidation"
 )
@@ -83,7 +83,7 @@ func FuzzBuilders(f *testing.F) {
 		if errs := builder.ValidateHyperparameters(job); len(errs) > 0 {
 			return // the webhook refuses it, naming the field
 		}
-		p, err := framework.For(job.Spec.Framework)
+		p, err := mlframework.For(job.Spec.Framework)
 		if err != nil {
 			t.Fatalf("framework %q of a valid job: %v", job.Spec.Framework, err)
 		}

@@ -29,7 +29,7 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 )
 
@@ -42,9 +42,9 @@ func owner(name string) []metav1.OwnerReference {
 	}}
 }
 
-func plugin(t *testing.T, f convoy.Framework) framework.Plugin {
+func plugin(t *testing.T, f convoy.Framework) mlframework.Plugin {
 	t.Helper()
-	p, err := framework.For(f)
+	p, err := mlframework.For(f)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestPodGolden(t *testing.T) {
 		Status(convoy.TrainingJobStatus{RestartCount: 1, Checkpoint: &convoy.CheckpointStatus{Latest: "s3://ckpt/team-a/llm/epoch-4"}}).
 		Obj()
 
-	got := Pod(job, framework.Replica{Role: framework.RoleWorker, Rank: 1}, plugin(t, convoy.FrameworkPyTorch), opts)
+	got := Pod(job, mlframework.Replica{Role: mlframework.RoleWorker, Rank: 1}, plugin(t, convoy.FrameworkPyTorch), opts)
 
 	gpus := resource.MustParse("8")
 	want := &corev1.Pod{
@@ -171,10 +171,10 @@ func podEnv(pod *corev1.Pod) map[string]string {
 
 func TestPodVariants(t *testing.T) {
 	base := utiltesting.MakeTrainingJob("llm", "team-a").Workers(2).GPUs(4)
-	worker0 := framework.Replica{Role: framework.RoleWorker}
+	worker0 := mlframework.Replica{Role: mlframework.RoleWorker}
 	cases := map[string]struct {
 		job     *convoy.TrainingJob
-		replica framework.Replica
+		replica mlframework.Replica
 		// noProgress builds the pod for an operator without a progress endpoint.
 		noProgress bool
 		check      func(t *testing.T, pod *corev1.Pod)
@@ -275,7 +275,7 @@ func TestPodVariants(t *testing.T) {
 		},
 		"parameter servers get no GPUs and the framework's default image": {
 			job:     base.Clone().Framework(convoy.FrameworkTensorFlow).ParameterServers(1).Image("").Obj(),
-			replica: framework.Replica{Role: framework.RolePS},
+			replica: mlframework.Replica{Role: mlframework.RolePS},
 			check: func(t *testing.T, pod *corev1.Pod) {
 				if _, ok := pod.Spec.Containers[0].Resources.Requests[convoy.ResourceGPU]; ok {
 					t.Error("a parameter server requests GPUs")
@@ -290,7 +290,7 @@ func TestPodVariants(t *testing.T) {
 		},
 		"mpi mounts the hostfile and keys and gives sshd its capabilities": {
 			job:     base.Clone().Framework(convoy.FrameworkMPI).Obj(),
-			replica: framework.Replica{Role: framework.RoleWorker, Rank: 1},
+			replica: mlframework.Replica{Role: mlframework.RoleWorker, Rank: 1},
 			check: func(t *testing.T, pod *corev1.Pod) {
 				wantMount(t, pod, "mpi-hostfile", corev1.VolumeMount{Name: "mpi-hostfile", MountPath: "/etc/mpi", ReadOnly: true})
 				wantMount(t, pod, "ssh-auth", corev1.VolumeMount{Name: "ssh-auth", MountPath: "/root/.ssh", ReadOnly: true})

@@ -25,7 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 // DefaultCheckpointSize is the capacity of the claim the operator creates for a job's checkpoints
@@ -119,7 +119,7 @@ func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
 		resume = s.Latest
 	}
 	if resume != "" {
-		framework.SetEnv(pod, "CONVOY_RESUME_FROM", resume)
+		mlframework.SetEnv(pod, "CONVOY_RESUME_FROM", resume)
 	}
 	s := checkpointStorage(job)
 	if s == nil {
@@ -130,29 +130,29 @@ func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
 	switch s.Type {
 	case convoy.StorageS3:
 		if s.S3Endpoint != "" {
-			framework.SetEnv(pod, "AWS_ENDPOINT_URL", s.S3Endpoint)
+			mlframework.SetEnv(pod, "AWS_ENDPOINT_URL", s.S3Endpoint)
 		}
 		if s.S3Region != "" {
-			framework.SetEnv(pod, "AWS_REGION", s.S3Region, "AWS_DEFAULT_REGION", s.S3Region)
+			mlframework.SetEnv(pod, "AWS_REGION", s.S3Region, "AWS_DEFAULT_REGION", s.S3Region)
 		}
 	case convoy.StorageAzure:
 		if s.AzureStorageAccount != "" {
-			framework.SetEnv(pod, "AZURE_STORAGE_ACCOUNT", s.AzureStorageAccount)
+			mlframework.SetEnv(pod, "AZURE_STORAGE_ACCOUNT", s.AzureStorageAccount)
 		}
 	}
 	if s.CredentialsSecretRef != nil {
 		c := &pod.Spec.Containers[0]
 		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *s.CredentialsSecretRef}})
 	}
-	framework.SetEnv(pod,
+	mlframework.SetEnv(pod,
 		"CONVOY_CHECKPOINT_URI", uri,
 		"CONVOY_CHECKPOINT_FREQUENCY", strconv.Itoa(int(max(cp.Frequency, 1))),
 	)
 	if cp.Retention != nil {
-		framework.SetEnv(pod, "CONVOY_CHECKPOINT_RETENTION", itoa(*cp.Retention))
+		mlframework.SetEnv(pod, "CONVOY_CHECKPOINT_RETENTION", itoa(*cp.Retention))
 	}
 	if m := job.Spec.Monitoring; m != nil && m.TensorboardEnabled {
-		framework.SetEnv(pod, "TENSORBOARD_LOG_DIR", uri+"/tensorboard")
+		mlframework.SetEnv(pod, "TENSORBOARD_LOG_DIR", uri+"/tensorboard")
 	}
 }
 

@@ -26,7 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 )
 
@@ -69,7 +69,7 @@ func TestCheckpointVolumes(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			pod := Pod(tc.job, framework.Replica{Role: framework.RoleWorker}, plugin(t, convoy.FrameworkPyTorch), opts)
+			pod := Pod(tc.job, mlframework.Replica{Role: mlframework.RoleWorker}, plugin(t, convoy.FrameworkPyTorch), opts)
 			wantMount(t, pod, "checkpoints", tc.wantMount)
 			wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", tc.wantURI)
 			if got := CheckpointURI(tc.job); got != tc.wantURI {

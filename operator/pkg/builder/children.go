@@ -30,11 +30,11 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 // Pods returns every pod of the gang, in the framework's order.
-func Pods(job *convoy.TrainingJob, p framework.Plugin, opts Options) []*corev1.Pod {
+func Pods(job *convoy.TrainingJob, p mlframework.Plugin, opts Options) []*corev1.Pod {
 	replicas := p.Replicas(job)
 	pods := make([]*corev1.Pod, 0, len(replicas))
 	for _, r := range replicas {
@@ -111,7 +111,7 @@ func MetricsService(job *convoy.TrainingJob) *corev1.Service {
 		Spec: corev1.ServiceSpec{
 			Selector: map[string]string{
 				convoy.LabelJobName:     job.Name,
-				convoy.LabelReplicaRole: string(framework.RoleWorker),
+				convoy.LabelReplicaRole: string(mlframework.RoleWorker),
 				convoy.LabelReplicaRank: "0",
 			},
 			Ports: []corev1.ServicePort{{
@@ -123,7 +123,7 @@ func MetricsService(job *convoy.TrainingJob) *corev1.Service {
 
 // ConfigMap is <job>-config: the hyperparameters as JSON and one key per variable, the framework's
 // files, and the progress endpoint's CA.
-func ConfigMap(job *convoy.TrainingJob, p framework.Plugin, opts Options) *corev1.ConfigMap {
+func ConfigMap(job *convoy.TrainingJob, p mlframework.Plugin, opts Options) *corev1.ConfigMap {
 	data := map[string]string{HyperparametersFile: hyperparametersJSON(job)}
 	for _, kv := range hyperparameterEnv(job) {
 		data[kv.name] = kv.value
@@ -132,17 +132,17 @@ func ConfigMap(job *convoy.TrainingJob, p framework.Plugin, opts Options) *corev
 	if len(opts.ProgressCA) > 0 {
 		data[ProgressCAKey] = string(opts.ProgressCA)
 	}
-	return &corev1.ConfigMap{ObjectMeta: objectMeta(job, framework.ConfigMapName(job), JobLabels(job)), Data: data}
+	return &corev1.ConfigMap{ObjectMeta: objectMeta(job, mlframework.ConfigMapName(job), JobLabels(job)), Data: data}
 }
 
-// SSHSecret holds the key pair of frameworks that ssh between pods (framework.NeedsSSHKeys).
+// SSHSecret holds the key pair of frameworks that ssh between pods (mlframework.NeedsSSHKeys).
 func SSHSecret(job *convoy.TrainingJob, privateKeyPEM, authorizedKey []byte) *corev1.Secret {
 	return &corev1.Secret{
-		ObjectMeta: objectMeta(job, framework.SSHSecretName(job), JobLabels(job)),
+		ObjectMeta: objectMeta(job, mlframework.SSHSecretName(job), JobLabels(job)),
 		Type:       corev1.SecretTypeSSHAuth,
 		Data: map[string][]byte{
-			framework.SSHPrivateKey: privateKeyPEM,
-			framework.SSHPublicKey:  authorizedKey,
+			mlframework.SSHPrivateKey: privateKeyPEM,
+			mlframework.SSHPublicKey:  authorizedKey,
 		},
 	}
 }

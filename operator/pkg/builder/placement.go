@@ -26,7 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 var antiAffinityPath = field.NewPath("spec", "scheduling", "affinity", "podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
@@ -44,7 +44,7 @@ var antiAffinityPath = field.NewPath("spec", "scheduling", "affinity", "podAntiA
 // terms it cannot decide here (a namespaceSelector that names labels, which needs the namespaces,
 // and mismatchLabelKeys). Pod affinity among the gang's pods is not checked here: the rack, block
 // and zone labels it may use are the scheduler's args, which the operator does not know.
-func ValidatePlacement(job *convoy.TrainingJob, p framework.Plugin) field.ErrorList {
+func ValidatePlacement(job *convoy.TrainingJob, p mlframework.Plugin) field.ErrorList {
 	s := job.Spec.Scheduling
 	if s == nil || s.Affinity == nil || s.Affinity.PodAntiAffinity == nil || job.SchedulerName() != convoy.DefaultSchedulerName {
 		return nil
@@ -58,7 +58,7 @@ func ValidatePlacement(job *convoy.TrainingJob, p framework.Plugin) field.ErrorL
 	var own []labels.Set
 	if job.GPUsPerWorker() > 0 {
 		for _, r := range p.Replicas(job) {
-			if r.Role == framework.RoleWorker {
+			if r.Role == mlframework.RoleWorker {
 				own = append(own, PodLabels(job, r))
 			}
 		}

@@ -25,15 +25,15 @@ import (
 	"k8s.io/utils/ptr"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
 )
 
 // Pod returns the pod of replica r: one container running the job's image with the framework's
 // environment, secure defaults, and the gang's scheduling constraints. Restarts are the operator's,
 // for the whole gang, so the pod's restartPolicy is Never.
-func Pod(job *convoy.TrainingJob, r framework.Replica, p framework.Plugin, opts Options) *corev1.Pod {
-	name := framework.PodName(job, r)
+func Pod(job *convoy.TrainingJob, r mlframework.Replica, p mlframework.Plugin, opts Options) *corev1.Pod {
+	name := mlframework.PodName(job, r)
 	pod := &corev1.Pod{
 		ObjectMeta: objectMeta(job, name, PodLabels(job, r)),
 		Spec: corev1.PodSpec{
@@ -73,7 +73,7 @@ func Pod(job *convoy.TrainingJob, r framework.Replica, p framework.Plugin, opts 
 	}
 
 	setHyperparameterEnv(job, pod)
-	framework.SetEnv(pod, "MODEL", job.Spec.Model, "DATASET", job.Spec.Dataset)
+	mlframework.SetEnv(pod, "MODEL", job.Spec.Model, "DATASET", job.Spec.Dataset)
 	p.Configure(job, r, pod)
 	setSecurityContext(job, p, pod)
 	setConfigVolume(job, pod)
@@ -85,12 +85,12 @@ func Pod(job *convoy.TrainingJob, r framework.Replica, p framework.Plugin, opts 
 }
 
 // resources are spec.resources, plus gpusPerWorker GPUs for workers.
-func resources(job *convoy.TrainingJob, r framework.Replica) corev1.ResourceRequirements {
+func resources(job *convoy.TrainingJob, r mlframework.Replica) corev1.ResourceRequirements {
 	var res corev1.ResourceRequirements
 	if job.Spec.Resources != nil {
 		res = *job.Spec.Resources.DeepCopy()
 	}
-	if gpus := job.GPUsPerWorker(); r.Role == framework.RoleWorker && gpus > 0 {
+	if gpus := job.GPUsPerWorker(); r.Role == mlframework.RoleWorker && gpus > 0 {
 		q := *resource.NewQuantity(int64(gpus), resource.DecimalSI)
 		if res.Requests == nil {
 			res.Requests = corev1.ResourceList{}
@@ -106,9 +106,9 @@ func resources(job *convoy.TrainingJob, r framework.Replica) corev1.ResourceRequ
 
 func setConfigVolume(job *convoy.TrainingJob, pod *corev1.Pod) {
 	addVolume(pod, corev1.Volume{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-		LocalObjectReference: corev1.LocalObjectReference{Name: framework.ConfigMapName(job)},
+		LocalObjectReference: corev1.LocalObjectReference{Name: mlframework.ConfigMapName(job)},
 	}}}, ConfigDir)
-	framework.SetEnv(pod, "CONVOY_HYPERPARAMETERS_FILE", ConfigDir+"/"+HyperparametersFile)
+	mlframework.SetEnv(pod, "CONVOY_HYPERPARAMETERS_FILE", ConfigDir+"/"+HyperparametersFile)
 }
 
 func addVolume(pod *corev1.Pod, v corev1.Volume, mountPath string) {
@@ -126,9 +126,9 @@ func addVolumeSubPath(pod *corev1.Pod, v corev1.Volume, mountPath, subPath strin
 // also holds them as JSON.
 func setHyperparameterEnv(job *convoy.TrainingJob, pod *corev1.Pod) {
 	for _, kv := range hyperparameterEnv(job) {
-		framework.SetEnvVar(pod, corev1.EnvVar{Name: kv.name, ValueFrom: &corev1.EnvVarSource{
+		mlframework.SetEnvVar(pod, corev1.EnvVar{Name: kv.name, ValueFrom: &corev1.EnvVarSource{
 			ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
-				LocalObjectReference: corev1.LocalObjectReference{Name: framework.ConfigMapName(job)},
+				LocalObjectReference: corev1.LocalObjectReference{Name: mlframework.ConfigMapName(job)},
 				Key:                  kv.name,
 			},
 		}})
@@ -142,30 +142,30 @@ func setNetworkEnv(job *convoy.TrainingJob, pod *corev1.Pod) {
 		backend = cmp.Or(n.Backend, backend)
 		rdma = n.RDMAEnabled
 	}
-	framework.SetEnv(pod, "CONVOY_DIST_BACKEND", string(backend))
+	mlframework.SetEnv(pod, "CONVOY_DIST_BACKEND", string(backend))
 	if backend == "nccl" {
 		// Without RDMA NCCL must not probe InfiniBand devices that are not there.
-		framework.SetEnv(pod, "NCCL_IB_DISABLE", map[bool]string{true: "0", false: "1"}[rdma])
+		mlframework.SetEnv(pod, "NCCL_IB_DISABLE", map[bool]string{true: "0", false: "1"}[rdma])
 	}
 }
 
-func setMonitoring(job *convoy.TrainingJob, r framework.Replica, pod *corev1.Pod) {
+func setMonitoring(job *convoy.TrainingJob, r mlframework.Replica, pod *corev1.Pod) {
 	m := job.Spec.Monitoring
 	if m == nil {
 		return
 	}
-	if m.Enabled && r == framework.Master {
-		framework.AddPort(pod, "metrics", metricsPort(job))
+	if m.Enabled && r == mlframework.Master {
+		mlframework.AddPort(pod, "metrics", metricsPort(job))
 	}
 	if m.MLflowTrackingURI != "" {
-		framework.SetEnv(pod, "MLFLOW_TRACKING_URI", m.MLflowTrackingURI)
+		mlframework.SetEnv(pod, "MLFLOW_TRACKING_URI", m.MLflowTrackingURI)
 		// The run rank 0 of an earlier attempt created: this attempt logs into it.
 		if t := job.Status.Tracking; t != nil && t.MLflowRunID != "" {
-			framework.SetEnv(pod, "MLFLOW_RUN_ID", t.MLflowRunID)
+			mlframework.SetEnv(pod, "MLFLOW_RUN_ID", t.MLflowRunID)
 		}
 	}
 	if m.WandbProject != "" {
-		framework.SetEnv(pod, "WANDB_PROJECT", m.WandbProject, "WANDB_RUN_ID", job.WandbRunID(), "WANDB_RESUME", "allow")
+		mlframework.SetEnv(pod, "WANDB_PROJECT", m.WandbProject, "WANDB_RUN_ID", job.WandbRunID(), "WANDB_RESUME", "allow")
 	}
 }
 
@@ -187,12 +187,12 @@ func setProgress(job *convoy.TrainingJob, pod *corev1.Pod, opts Options) {
 				Audience: progress.Audience, ExpirationSeconds: ptr.To[int64](ProgressTokenSeconds), Path: "token",
 			}},
 			{ConfigMap: &corev1.ConfigMapProjection{
-				LocalObjectReference: corev1.LocalObjectReference{Name: framework.ConfigMapName(job)},
+				LocalObjectReference: corev1.LocalObjectReference{Name: mlframework.ConfigMapName(job)},
 				Items:                []corev1.KeyToPath{{Key: ProgressCAKey, Path: "ca.crt"}},
 			}},
 		},
 	}}}, ProgressDir)
-	framework.SetEnv(pod,
+	mlframework.SetEnv(pod,
 		"CONVOY_PROGRESS_URL", opts.ProgressURL+progress.JobPath(job.Namespace, job.Name),
 		"CONVOY_PROGRESS_TOKEN_FILE", ProgressDir+"/token",
 		"CONVOY_PROGRESS_CA_FILE", ProgressDir+"/ca.crt",

@@ -24,7 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 )
 
@@ -75,7 +75,7 @@ func TestMixedPrecisionReachesPodsAsBefore(t *testing.T) {
 				t.Errorf("MIXED_PRECISION = %q, hyperparameters.json %s; want %q in both", v, got.Data[HyperparametersFile], tc.want)
 			}
 			pod := Pod(utiltesting.MakeTrainingJob("llm", "team-a").Hyperparameters(*mustHyperparameters(t, tc.spec)).Obj(),
-				framework.Replica{Role: framework.RoleWorker}, plugin(t, convoy.FrameworkPyTorch), opts)
+				mlframework.Replica{Role: mlframework.RoleWorker}, plugin(t, convoy.FrameworkPyTorch), opts)
 			if !hasEnvFrom(pod, "MIXED_PRECISION", cmRef("MIXED_PRECISION")) {
 				t.Errorf("the pod does not read MIXED_PRECISION from the ConfigMap: %v", pod.Spec.Containers[0].Env)
 			}

@@ -25,7 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 // DefaultImageUser is the UID, GID and fsGroup of the pods of a framework's default image under
@@ -38,7 +38,7 @@ const DefaultImageHome = "/tmp"
 
 // PodSecurityLevel is the level the job's pods are built to meet: spec.securityContext.podSecurity,
 // else the framework's (restricted, baseline for MPI).
-func PodSecurityLevel(job *convoy.TrainingJob, p framework.Plugin) convoy.PodSecurityLevel {
+func PodSecurityLevel(job *convoy.TrainingJob, p mlframework.Plugin) convoy.PodSecurityLevel {
 	if sc := job.Spec.SecurityContext; sc != nil && sc.PodSecurity != "" {
 		return sc.PodSecurity
 	}
@@ -47,7 +47,7 @@ func PodSecurityLevel(job *convoy.TrainingJob, p framework.Plugin) convoy.PodSec
 
 // setSecurityContext sets spec.securityContext's user and groups and, under restricted,
 // runAsNonRoot, with the default image's user and HOME when the job names no image.
-func setSecurityContext(job *convoy.TrainingJob, p framework.Plugin, pod *corev1.Pod) {
+func setSecurityContext(job *convoy.TrainingJob, p mlframework.Plugin, pod *corev1.Pod) {
 	psc := pod.Spec.SecurityContext
 	if sc := job.Spec.SecurityContext; sc != nil {
 		psc.RunAsUser, psc.RunAsGroup, psc.FSGroup = copyID(sc.RunAsUser), copyID(sc.RunAsGroup), copyID(sc.FSGroup)
@@ -65,7 +65,7 @@ func setSecurityContext(job *convoy.TrainingJob, p framework.Plugin, pod *corev1
 		}
 	}
 	if !slices.ContainsFunc(job.Spec.Env, func(e corev1.EnvVar) bool { return e.Name == "HOME" }) {
-		framework.SetEnv(pod, "HOME", DefaultImageHome)
+		mlframework.SetEnv(pod, "HOME", DefaultImageHome)
 	}
 }
 
@@ -88,7 +88,7 @@ var evaluator = func() policy.Evaluator {
 
 // MeetsPodSecurity is the most restrictive level the job's pods meet, judged on the first and the
 // last pod of each role: pods of a role differ only in their rank.
-func MeetsPodSecurity(job *convoy.TrainingJob, p framework.Plugin, opts Options) convoy.PodSecurityLevel {
+func MeetsPodSecurity(job *convoy.TrainingJob, p mlframework.Plugin, opts Options) convoy.PodSecurityLevel {
 	replicas := p.Replicas(job)
 	var pods []*corev1.Pod
 	for i, r := range replicas {

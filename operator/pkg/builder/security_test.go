@@ -24,7 +24,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 )
 
@@ -91,7 +91,7 @@ func TestPodSecurity(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p, err := framework.For(tc.job.Spec.Framework)
+			p, err := mlframework.For(tc.job.Spec.Framework)
 			if err != nil {
 				t.Fatal(err)
 			}

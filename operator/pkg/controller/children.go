@@ -33,13 +33,13 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 // ensureChildren creates the job's ConfigMap, Services and PodGroup when the cache does not hold
 // them, and updates them when they drifted from what the builders return. A reconcile that finds
 // them in place makes no API call. The SSH Secret is only created, when pods are about to be.
-func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob, plugin framework.Plugin, creatingPods bool) error {
+func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob, plugin mlframework.Plugin, creatingPods bool) error {
 	if err := ensure(ctx, r.Client, job, builder.ConfigMap(job, plugin, r.Options), &corev1.ConfigMap{},
 		func(want, have *corev1.ConfigMap) bool {
 			if maps.Equal(want.Data, have.Data) {

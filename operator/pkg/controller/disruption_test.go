@@ -27,7 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 )
 
@@ -104,7 +104,7 @@ func TestDecideCheckpointsBeforeAStop(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p, _ := framework.For(tc.job.Spec.Framework)
+			p, _ := mlframework.For(tc.job.Spec.Framework)
 			pods := gang(tc.job, corev1.PodRunning)
 			for _, pod := range pods {
 				pod.Labels[convoy.LabelRestartAttempt] = stringOf(tc.job.Status.RestartCount)

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 // expectationTTL is how long a created pod may stay out of the cache before it is created again.
@@ -64,7 +64,7 @@ func (e *expectations) created(job *convoy.TrainingJob, names []string, now time
 
 // pending filters replicas down to those whose pods are neither in pods nor recently created, and
 // forgets the pods the cache now shows.
-func (e *expectations) pending(job *convoy.TrainingJob, replicas []framework.Replica, pods []*corev1.Pod, now time.Time) []framework.Replica {
+func (e *expectations) pending(job *convoy.TrainingJob, replicas []mlframework.Replica, pods []*corev1.Pod, now time.Time) []mlframework.Replica {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	x := e.jobs[job.UID]
@@ -75,9 +75,9 @@ func (e *expectations) pending(job *convoy.TrainingJob, replicas []framework.Rep
 	for _, pod := range pods {
 		delete(x.names, pod.Name)
 	}
-	var out []framework.Replica
+	var out []mlframework.Replica
 	for _, r := range replicas {
-		if at, ok := x.names[framework.PodName(job, r)]; !ok || now.Sub(at) > expectationTTL {
+		if at, ok := x.names[mlframework.PodName(job, r)]; !ok || now.Sub(at) > expectationTTL {
 			out = append(out, r)
 		}
 	}

@@ -52,8 +52,8 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
 	"github.com/convoy-dev/convoy/operator/pkg/metrics"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 // Name is the controller's name in logs and metrics, and the events' source.
@@ -226,7 +226,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	log := ctrl.LoggerFrom(ctx).WithValues("trainingJob", klog.KObj(job))
 	ctx = ctrl.LoggerInto(ctx, log)
 
-	plugin, err := framework.For(job.Spec.Framework)
+	plugin, err := mlframework.For(job.Spec.Framework)
 	if err != nil {
 		return ctrl.Result{}, r.writeStatus(ctx, job, invalidSpec(job, err, r.Clock.Now()))
 	}
@@ -459,14 +459,14 @@ func (r *Reconciler) nodes(ctx context.Context, pods []*corev1.Pod) (map[string]
 	return nodes, gone, nil
 }
 
-func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, plugin framework.Plugin, replicas []framework.Replica) error {
+func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, plugin mlframework.Plugin, replicas []mlframework.Replica) error {
 	if len(replicas) == 0 {
 		return nil
 	}
 	ctrl.LoggerFrom(ctx).V(2).Info("Creating pods", "count", len(replicas), "restartAttempt", job.Status.RestartCount)
 	names := make([]string, len(replicas))
 	for i, rep := range replicas {
-		names[i] = framework.PodName(job, rep)
+		names[i] = mlframework.PodName(job, rep)
 	}
 	r.expect.created(job, names, r.Clock.Now())
 	return parallel(len(replicas), func(i int) error {

@@ -30,13 +30,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 // observation is everything a reconcile decides from.
 type observation struct {
 	job    *convoy.TrainingJob
-	plugin framework.Plugin
+	plugin mlframework.Plugin
 	// pods are the pods the job controls, of every restart attempt.
 	pods []*corev1.Pod
 	// nodes maps the node of each bound pod to its labels; a node that no longer exists is in
@@ -61,7 +61,7 @@ type observation struct {
 type plan struct {
 	status convoy.TrainingJobStatus
 	// create are the replicas whose pods are missing from the current attempt.
-	create []framework.Replica
+	create []mlframework.Replica
 	// delete are pods to delete.
 	delete []*corev1.Pod
 	// forceDelete are terminating pods whose grace period has passed on a node that is not Ready:
@@ -258,13 +258,13 @@ func decide(o observation) plan {
 	}
 	replicas := o.plugin.Replicas(job)
 	want := map[string]bool{}
-	var failed, lost, missing []framework.Replica
+	var failed, lost, missing []mlframework.Replica
 	var lostMsg, preemptMsg string
 	workers := convoy.WorkerCounts{}
 	running, succeeded := 0, 0
 	allSucceeded := true
 	for _, r := range replicas {
-		name := framework.PodName(job, r)
+		name := mlframework.PodName(job, r)
 		want[name] = true
 		pod := current[name]
 		if pod == nil {
@@ -339,7 +339,7 @@ func decide(o observation) plan {
 	if len(failed) > 0 {
 		pods := make([]*corev1.Pod, 0, len(failed))
 		for _, r := range failed {
-			pods = append(pods, current[framework.PodName(job, r)])
+			pods = append(pods, current[mlframework.PodName(job, r)])
 		}
 		pod := firstFailed(pods)
 		what := describeFailure(pod)
@@ -393,7 +393,7 @@ func decide(o observation) plan {
 	// (a force delete, or kwok) that it was never seen terminating. Its gang restarts whole.
 	if isTrue(convoy.ConditionRunning) {
 		for _, r := range missing {
-			name := framework.PodName(job, r)
+			name := mlframework.PodName(job, r)
 			if !slices.ContainsFunc(o.pods, func(pod *corev1.Pod) bool { return pod.Name == name }) {
 				restartLost(fmt.Sprintf("pod %s of the running gang was deleted or evicted", name))
 				return p
@@ -404,7 +404,7 @@ func decide(o observation) plan {
 	p.ensureChildren = true
 	for _, r := range missing {
 		// A pod of an earlier attempt with the same name must be gone first.
-		if !slices.ContainsFunc(o.pods, func(pod *corev1.Pod) bool { return pod.Name == framework.PodName(job, r) }) {
+		if !slices.ContainsFunc(o.pods, func(pod *corev1.Pod) bool { return pod.Name == mlframework.PodName(job, r) }) {
 			p.create = append(p.create, r)
 		}
 	}

@@ -32,7 +32,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 	"github.com/convoy-dev/convoy/operator/pkg/testing/apivalidation"
 )
@@ -73,7 +73,7 @@ func checkPlan(t *testing.T, o observation, p plan) {
 	replicas := o.plugin.Replicas(job)
 	want := map[string]bool{}
 	for _, r := range replicas {
-		want[framework.PodName(job, r)] = true
+		want[mlframework.PodName(job, r)] = true
 	}
 	observed := map[string]*corev1.Pod{}
 	for _, pod := range o.pods {
@@ -83,7 +83,7 @@ func checkPlan(t *testing.T, o observation, p plan) {
 	// Creates: replicas of the gang, each once, never over a pod of the same name.
 	created := map[string]bool{}
 	for _, r := range p.create {
-		name := framework.PodName(job, r)
+		name := mlframework.PodName(job, r)
 		switch {
 		case !want[name]:
 			t.Errorf("creates %s, which is not a replica of the gang %v", name, replicas)
@@ -226,7 +226,7 @@ func fuzzObservation(in *utiltesting.FuzzBytes) observation {
 	}
 	job := w.Obj()
 	job.Status = fuzzStatus(in, job)
-	plugin, err := framework.For(job.Spec.Framework)
+	plugin, err := mlframework.For(job.Spec.Framework)
 	if err != nil {
 		panic(err)
 	}
@@ -241,8 +241,8 @@ func fuzzObservation(in *utiltesting.FuzzBytes) observation {
 	}
 	// Every replica, and ranks past the gang's (the gang was larger before), may have a pod of
 	// some attempt: one pod a name, as in the API server.
-	candidates := append(plugin.Replicas(job), framework.Replica{Role: framework.RoleWorker, Rank: job.Spec.NumWorkers},
-		framework.Replica{Role: framework.RolePS, Rank: 3})
+	candidates := append(plugin.Replicas(job), mlframework.Replica{Role: mlframework.RoleWorker, Rank: job.Spec.NumWorkers},
+		mlframework.Replica{Role: mlframework.RolePS, Rank: 3})
 	for _, r := range candidates {
 		if in.Intn(4) == 0 {
 			continue
@@ -285,7 +285,7 @@ func fuzzStatus(in *utiltesting.FuzzBytes, job *convoy.TrainingJob) convoy.Train
 
 // fuzzPod is a pod of replica r as the operator created it in some attempt, in whatever state
 // the kubelet, the scheduler or an eviction left it.
-func fuzzPod(in *utiltesting.FuzzBytes, job *convoy.TrainingJob, r framework.Replica, node string) *corev1.Pod {
+func fuzzPod(in *utiltesting.FuzzBytes, job *convoy.TrainingJob, r mlframework.Replica, node string) *corev1.Pod {
 	pod := makePod(job, r.Role, r.Rank).attempt(in.Intn(int(job.Status.RestartCount) + 2)).node(node).obj()
 	pod.Status.Phase = utiltesting.Pick(in, corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed, corev1.PodUnknown)
 	if in.Intn(4) == 0 {

@@ -33,7 +33,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 )
 
@@ -45,9 +45,9 @@ var (
 // podWrapper builds a pod of the job as the operator would have created it.
 type podWrapper struct{ corev1.Pod }
 
-func makePod(job *convoy.TrainingJob, role framework.Role, rank int32) *podWrapper {
-	p, _ := framework.For(job.Spec.Framework)
-	pod := builder.Pod(job, framework.Replica{Role: role, Rank: rank}, p, builder.Options{})
+func makePod(job *convoy.TrainingJob, role mlframework.Role, rank int32) *podWrapper {
+	p, _ := mlframework.For(job.Spec.Framework)
+	pod := builder.Pod(job, mlframework.Replica{Role: role, Rank: rank}, p, builder.Options{})
 	pod.UID = types.UID("uid-" + pod.Name)
 	return &podWrapper{*pod}
 }
@@ -107,7 +107,7 @@ func (w *podWrapper) obj() *corev1.Pod { return &w.Pod }
 func gang(job *convoy.TrainingJob, phase corev1.PodPhase) []*corev1.Pod {
 	var pods []*corev1.Pod
 	for i := range job.Spec.NumWorkers {
-		pods = append(pods, makePod(job, framework.RoleWorker, i).phase(phase).obj())
+		pods = append(pods, makePod(job, mlframework.RoleWorker, i).phase(phase).obj())
 	}
 	return pods
 }
@@ -141,7 +141,7 @@ type outcome struct {
 	DisruptionRestarts int32
 	FailureReason      string
 	Workers            convoy.WorkerCounts
-	Create             []framework.Replica
+	Create             []mlframework.Replica
 	Delete             []string
 	Children           bool
 	DeleteJob          bool
@@ -170,7 +170,7 @@ func TestDecide(t *testing.T) {
 	start := &metav1.Time{Time: t0}
 	job := utiltesting.MakeTrainingJob("llm", "ns").Workers(2)
 	runningJob := job.Clone().Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start})
-	w0, w1 := framework.Replica{Role: framework.RoleWorker, Rank: 0}, framework.Replica{Role: framework.RoleWorker, Rank: 1}
+	w0, w1 := mlframework.Replica{Role: mlframework.RoleWorker, Rank: 0}, mlframework.Replica{Role: mlframework.RoleWorker, Rank: 1}
 	admitted := map[string]string{convoy.ConditionAdmitted: convoy.ReasonNoQueue}
 	with := func(m map[string]string, kv ...string) map[string]string {
 		out := map[string]string{}
@@ -193,7 +193,7 @@ func TestDecide(t *testing.T) {
 		"a new job without a queue is admitted at once and its gang created": {
 			job: job.Clone().Obj(),
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				Create: []framework.Replica{w0, w1}, Children: true, Started: true},
+				Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
 		},
 		"pods placed but not all running: initializing": {
 			job:  job.Clone().Obj(),
@@ -257,7 +257,7 @@ func TestDecide(t *testing.T) {
 				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
 				cond(convoy.ConditionRestarting, metav1.ConditionTrue, convoy.ReasonPodFailed, now.Add(-11*time.Second))}}).Obj(),
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				RestartCount: 1, FailureRestarts: 1, Create: []framework.Replica{w0, w1}, Children: true, Started: true},
+				RestartCount: 1, FailureRestarts: 1, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
 		},
 		"pods the API server refused within the startup timeout: created again, looked at when it ends": {
 			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, PodsRefusedSince: &metav1.Time{Time: now.Add(-time.Minute)}, Conditions: []metav1.Condition{
@@ -265,7 +265,7 @@ func TestDecide(t *testing.T) {
 				cond(convoy.ConditionInitializing, metav1.ConditionTrue, convoy.ReasonPodCreationFailed, now.Add(-time.Minute))}}).Obj(),
 			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).obj()},
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodCreationFailed),
-				Workers: convoy.WorkerCounts{Pending: 1}, Create: []framework.Replica{w1}, Children: true, Started: true, RequeueAfter: 9 * time.Minute},
+				Workers: convoy.WorkerCounts{Pending: 1}, Create: []mlframework.Replica{w1}, Children: true, Started: true, RequeueAfter: 9 * time.Minute},
 		},
 		"pods the API server refused for the startup timeout: failed, none created, the rest deleted": {
 			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, PodsRefusedSince: &metav1.Time{Time: now.Add(-10 * time.Minute)}, Conditions: []metav1.Condition{
@@ -367,7 +367,7 @@ func TestDecide(t *testing.T) {
 				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
 				cond(convoy.ConditionRestarting, metav1.ConditionTrue, convoy.ReasonNodeLost, now)}}).Obj(),
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				RestartCount: 1, Create: []framework.Replica{w0, w1}, Children: true, Started: true},
+				RestartCount: 1, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
 		},
 		"activeDeadlineSeconds passed: failed with DeadlineExceeded": {
 			job:  runningJob.Clone().Deadline(3600).Obj(),
@@ -411,11 +411,11 @@ func TestDecide(t *testing.T) {
 				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
 				cond(convoy.ConditionSuspended, metav1.ConditionTrue, convoy.ReasonUserSuspended, t0)}}).Obj(),
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				Create: []framework.Replica{w0, w1}, Children: true, Started: true},
+				Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
 		},
 		"admitted by the queue: runs": {
 			job:  job.Clone().Queue("team-a").Suspend(false).Obj(),
-			want: outcome{State: convoy.StateInitializing, Reasons: map[string]string{convoy.ConditionAdmitted: convoy.ReasonAdmitted, convoy.ConditionInitializing: convoy.ReasonPodsCreated}, Create: []framework.Replica{w0, w1}, Children: true, Started: true},
+			want: outcome{State: convoy.StateInitializing, Reasons: map[string]string{convoy.ConditionAdmitted: convoy.ReasonAdmitted, convoy.ConditionInitializing: convoy.ReasonPodsCreated}, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
 		},
 		"target accuracy reached: completed early, the gang stopped": {
 			job: runningJob.Clone().TargetAccuracy(0.9).Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start,
@@ -446,7 +446,7 @@ func TestDecide(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			p, err := framework.For(tc.job.Spec.Framework)
+			p, err := mlframework.For(tc.job.Spec.Framework)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -463,7 +463,7 @@ func TestDecideSaysWhyTheGangIsNotPlaced(t *testing.T) {
 	job := utiltesting.MakeTrainingJob("llm", "ns").Workers(2).Obj()
 	why := "ns/llm needs 2 pod(s) × 8 GPU(s) in one rack; the best rack (z/b/r) has room for 1 pod (8 free GPUs)"
 	pods := []*corev1.Pod{makePod(job, "worker", 0).obj(), makePod(job, "worker", 1).unschedulable(why).obj()}
-	p, _ := framework.For(job.Spec.Framework)
+	p, _ := mlframework.For(job.Spec.Framework)
 	got := decide(observation{job: job, plugin: p, pods: pods, now: now, backoff: DefaultBackoff})
 	c := meta.FindStatusCondition(got.status.Conditions, convoy.ConditionInitializing)
 	want := `0 of 2 pods are running; scheduler "convoy-scheduler" cannot place the gang: ` + why
@@ -475,7 +475,7 @@ func TestDecideSaysWhyTheGangIsNotPlaced(t *testing.T) {
 func TestDecideKeepsTransitionTimes(t *testing.T) {
 	job := utiltesting.MakeTrainingJob("llm", "ns").Workers(2).Status(convoy.TrainingJobStatus{
 		Conditions: running(t0), StartTime: &metav1.Time{Time: t0}}).Obj()
-	p, _ := framework.For(job.Spec.Framework)
+	p, _ := mlframework.For(job.Spec.Framework)
 	got := decide(observation{job: job, plugin: p, pods: gang(job, corev1.PodRunning), now: now, backoff: DefaultBackoff})
 	got.status.State = convoy.StateFromConditions(got.status.Conditions)
 	want := job.Status.DeepCopy()
@@ -525,14 +525,14 @@ func TestBackoffDelay(t *testing.T) {
 
 func TestExpectations(t *testing.T) {
 	job := utiltesting.MakeTrainingJob("llm", "ns").Workers(3).Obj()
-	w := []framework.Replica{{Role: framework.RoleWorker, Rank: 0}, {Role: framework.RoleWorker, Rank: 1}, {Role: framework.RoleWorker, Rank: 2}}
+	w := []mlframework.Replica{{Role: mlframework.RoleWorker, Rank: 0}, {Role: mlframework.RoleWorker, Rank: 1}, {Role: mlframework.RoleWorker, Rank: 2}}
 	var e expectations
 	if got := e.pending(job, w, nil, now); len(got) != 3 {
 		t.Fatalf("nothing created yet: pending %v, want all 3", got)
 	}
 	e.created(job, []string{"llm-worker-0", "llm-worker-1", "llm-worker-2"}, now)
 	e.failed(job, "llm-worker-2")
-	seen := []*corev1.Pod{makePod(job, framework.RoleWorker, 0).obj()}
+	seen := []*corev1.Pod{makePod(job, mlframework.RoleWorker, 0).obj()}
 	// decide asks only for the pods the cache lacks: here workers 1 and 2.
 	if diff := cmp.Diff(w[2:], e.pending(job, w[1:], seen, now.Add(time.Second))); diff != "" {
 		t.Errorf("pods created but not yet cached are not created again (-want,+got):\n%s", diff)
@@ -562,7 +562,7 @@ func TestConditionMessagesFitTheAPI(t *testing.T) {
 // its own has passed, and the job looks again when it will have.
 func TestDecideForceDeletesPodsStuckOnUnreadyNodes(t *testing.T) {
 	job := utiltesting.MakeTrainingJob("llm", "team-a").Workers(2).Obj()
-	p, _ := framework.For(job.Spec.Framework)
+	p, _ := mlframework.For(job.Spec.Framework)
 	overdue := makePod(job, "worker", 0).node("dead").deleting().obj()
 	overdue.DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Second)}
 	pending := makePod(job, "worker", 1).node("dead").deleting().obj()

@@ -38,7 +38,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 // Children are the objects the operator creates for job, as the API server will judge them: the
@@ -46,7 +46,7 @@ import (
 // the Services, the ConfigMap, the checkpoint claim the operator makes for the job and, for
 // frameworks that ssh, the Secret (with placeholder keys).
 func Children(job *convoy.TrainingJob, opts builder.Options) ([]client.Object, error) {
-	p, err := framework.For(job.Spec.Framework)
+	p, err := mlframework.For(job.Spec.Framework)
 	if err != nil {
 		return nil, err
 	}
@@ -129,7 +129,7 @@ func Check(ctx context.Context, c client.Client, job *convoy.TrainingJob, opts b
 // podSecurityHint says which field makes the job's pods meet a laxer Pod Security level than the
 // namespace enforces, and what to do.
 func podSecurityHint(job *convoy.TrainingJob, opts builder.Options) string {
-	p, err := framework.For(job.Spec.Framework)
+	p, err := mlframework.For(job.Spec.Framework)
 	if err != nil {
 		return err.Error()
 	}

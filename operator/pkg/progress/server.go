@@ -47,7 +47,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 // The user-info extras a pod-bound ServiceAccount token carries.
@@ -232,7 +232,7 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request, body any, vali
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	if u.tracking != nil && (pod.Labels[convoy.LabelReplicaRole] != string(framework.Master.Role) || pod.Labels[convoy.LabelReplicaRank] != strconv.Itoa(int(framework.Master.Rank))) {
+	if u.tracking != nil && (pod.Labels[convoy.LabelReplicaRole] != string(mlframework.Master.Role) || pod.Labels[convoy.LabelReplicaRank] != strconv.Itoa(int(mlframework.Master.Rank))) {
 		http.Error(w, fmt.Sprintf("pod %s is not rank 0 of the job's workers: only rank 0 reports the job's tracker run", pod.Name), http.StatusForbidden)
 		return
 	}

@@ -43,7 +43,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
-	"github.com/convoy-dev/convoy/operator/pkg/framework"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 	testframework "github.com/convoy-dev/convoy/test/framework"
 )
@@ -145,11 +145,11 @@ func freePort(t *testing.T) int32 {
 // line they printed. command gives a pod's command by its name.
 func runGang(t *testing.T, job *convoy.TrainingJob, command func(pod *corev1.Pod) []string) []string {
 	t.Helper()
-	plugin, err := framework.For(job.Spec.Framework)
+	plugin, err := mlframework.For(job.Spec.Framework)
 	if err != nil {
 		t.Fatal(err)
 	}
-	master := framework.Host(job, framework.Master)
+	master := mlframework.Host(job, mlframework.Master)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var (

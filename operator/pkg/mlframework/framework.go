@@ -14,10 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package framework wires a distributed-training framework's environment into the pods of a
+// Package mlframework wires a distributed-training framework's environment into the pods of a
 // TrainingJob. Each framework is one file that registers a Plugin in its init function: adding a
 // framework means adding a file here and a value to the API's Framework enum.
-package framework
+package mlframework
 
 import (
 	"fmt"

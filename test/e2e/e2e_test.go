@@ -371,8 +371,9 @@ func TestTrainingJobRunsAndCompletes(t *testing.T) {
 // alone would spread them over the emptier nodes of the fleet. They ask the workers' 60 CPUs, and
 // the rack the workers would fit best, half taken by a job of 90-CPU workers, has no CPU left for
 // them beside the workers (96 a node): the job runs in another rack, at the first plan, with no pod
-// of it ever turned away. Session 12's scheduler got there only after a parameter server took a
-// planned worker's CPU, the worker was turned away ("Insufficient cpu") and its node avoided.
+// of it ever turned away: a scheduler that planned the GPU workers alone would get there only after
+// a parameter server took a planned worker's CPU, the worker was turned away ("Insufficient cpu")
+// and its node avoided.
 func TestParameterServersRunInTheWorkersRack(t *testing.T) {
 	e := setup(t)
 	e.queue(64)

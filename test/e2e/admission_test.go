@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -70,14 +71,20 @@ func (e *env) fillRacks(n int, racks ...string) map[string][]string {
 	return byRack
 }
 
-// create8GPUPod creates a pod of 8 GPUs bound to node.
+// create8GPUPod creates a pod of 8 GPUs bound to node, meeting the namespace's restricted Pod
+// Security level.
 func (e *env) create8GPUPod(name, node string) {
 	e.t.Helper()
 	must(e.t, e.k.Create(e.t.Context(), &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "filler:1",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{framework.ResourceGPU: resource.MustParse("8")},
-				Limits: corev1.ResourceList{framework.ResourceGPU: resource.MustParse("8")}}}}},
+		Spec: corev1.PodSpec{NodeName: node,
+			SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+			Containers: []corev1.Container{{Name: "c", Image: "filler:1",
+				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+					Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{framework.ResourceGPU: resource.MustParse("8")},
+					Limits: corev1.ResourceList{framework.ResourceGPU: resource.MustParse("8")}}}}},
 	}))
 }
 

@@ -21,12 +21,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,6 +42,7 @@ import (
 	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
 	"github.com/convoy-dev/convoy/test/monitoring"
+	"github.com/convoy-dev/convoy/test/sweepsim"
 )
 
 // EnvRequirePrometheus set (make test-e2e sets it, after installing Debian's prometheus) makes a
@@ -81,6 +84,10 @@ func TestMonitoringOnARealPrometheus(t *testing.T) {
 	for _, j := range []*convoy.TrainingJob{done, broken, steady} {
 		e.create(j)
 	}
+	// A sweep of a 2×2 grid, for the sweep series.
+	tuned := e.sweep("tuned", convoy.AlgorithmGrid, sweepsim.Quadratic, 3, 1, 1, doubleParam("x", 0, 0.5, 0.5), doubleParam("y", -0.5, 0, 0.5))
+	tuned.Spec.ParallelTrialCount = ptr.To[int32](4)
+	e.createSweep(tuned)
 	e.waitState("broken", convoy.StateRunning)
 	e.exitWorker("broken", "1")
 	e.waitState("steady", convoy.StateRunning)
@@ -90,6 +97,12 @@ func TestMonitoringOnARealPrometheus(t *testing.T) {
 	})
 	e.waitState("broken", convoy.StateFailed)
 	e.waitState("done", convoy.StateCompleted)
+	tunedDone := e.waitSweep("tuned", "Succeeded", func(s *convoy.TrainingSweep) bool {
+		return s.Status.State == convoy.SweepSucceeded || s.Status.State == convoy.SweepFailed
+	})
+	if tunedDone.Status.State != convoy.SweepSucceeded || tunedDone.Status.BestTrial == nil {
+		t.Fatalf("sweep tuned: %+v, want Succeeded with a best trial", sweepStatusOf(tunedDone))
+	}
 	// 40 GPUs in one rack of 32: Kueue admits it (56 of 64 GPUs), the scheduler finds no room.
 	e.create(e.job("too-big", 5, 8, "normal"))
 	e.waitJob("too-big", "admitted, its pods created", func(j *convoy.TrainingJob) bool {
@@ -105,6 +118,30 @@ func TestMonitoringOnARealPrometheus(t *testing.T) {
 			if status, _, err := framework.ScrapeMetrics(ctx, u, ""); status != http.StatusUnauthorized && status != http.StatusForbidden {
 				t.Errorf("GET %s without a token: %d (%v), want 401 or 403", u, status, err)
 			}
+		}
+	})
+	t.Run("the sweep's series", func(t *testing.T) {
+		want := map[string]float64{
+			fmt.Sprintf(`trainingsweep_trials{namespace=%q,sweep="tuned",state="succeeded"}`, e.ns): 4,
+			fmt.Sprintf(`trainingsweep_trials{namespace=%q,sweep="tuned",state="running"}`, e.ns):   0,
+			fmt.Sprintf(`trainingsweep_best{namespace=%q,sweep="tuned"}`, e.ns):                     tunedDone.Status.BestTrial.Value,
+		}
+		for query, v := range want {
+			prom.poll(t, query, func() (bool, string) {
+				var res struct {
+					Result []struct {
+						Value [2]any `json:"value"`
+					} `json:"result"`
+				}
+				if err := prom.get("/api/v1/query", url.Values{"query": {query}}, &res); err != nil {
+					return false, err.Error()
+				}
+				if len(res.Result) != 1 {
+					return false, fmt.Sprintf("%d series", len(res.Result))
+				}
+				got, _ := res.Result[0].Value[1].(string)
+				return parseFloat(got) == v, "value " + got + ", want " + fmt.Sprint(v)
+			})
 		}
 	})
 	t.Run("the rules load and evaluate", func(t *testing.T) {
@@ -339,4 +376,12 @@ func (p *prometheus) waitTargetsUp(t *testing.T) {
 		}
 		return len(bad) == 0 && len(res.ActiveTargets) > 0, strings.Join(bad, "; ")
 	})
+}
+
+func parseFloat(s string) float64 {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return math.NaN()
+	}
+	return f
 }

@@ -123,12 +123,18 @@ func (e *env) queue(gpus int) {
 	e.clusterQueue(gpus, flavor, nil)
 }
 
+// namespace creates the test's namespace, enforcing its Pod Security level.
+func (e *env) namespace() {
+	e.t.Helper()
+	must(e.t, e.k.Create(e.t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": e.podSecurity}}}))
+}
+
 // clusterQueue is queue with the ClusterQueue's quota in flavor fl and its admission checks.
 func (e *env) clusterQueue(gpus int, fl kueue.ResourceFlavorReference, checks *kueue.AdmissionChecksStrategy) {
 	e.t.Helper()
 	ctx := e.t.Context()
-	must(e.t, e.k.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: e.ns,
-		Labels: map[string]string{"pod-security.kubernetes.io/enforce": e.podSecurity}}}))
+	e.namespace()
 	quota := func(name corev1.ResourceName, q string) kueue.ResourceQuota {
 		return kueue.ResourceQuota{Name: name, NominalQuota: resource.MustParse(q)}
 	}

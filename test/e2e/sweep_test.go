@@ -19,6 +19,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"iter"
 	"math"
 	"strings"
 	"testing"
@@ -106,6 +107,50 @@ func sweepStatusOf(sw *convoy.TrainingSweep) any {
 	return st
 }
 
+// hyperband is a hyperband sweep (eta 3, rungs at epochs 1, 3 and 9) of trials trials, all at once,
+// over x and y in [-1, 1].
+func (e *env) hyperband(name string, trials int32) *convoy.TrainingSweep {
+	hb := e.sweep(name, convoy.AlgorithmHyperband, sweepsim.Quadratic, 9, 1, 1, doubleParam("x", -1, 1, 0), doubleParam("y", -1, 1, 0))
+	hb.Spec.MaxTrialCount, hb.Spec.ParallelTrialCount = ptr.To(trials), ptr.To(trials)
+	hb.Spec.Algorithm.AlgorithmSettings = []convoy.AlgorithmSetting{{Name: "eta", Value: "3"}, {Name: "min_resource", Value: "1"}}
+	return hb
+}
+
+// pausedTrial waits until the sweep pauses a trial and returns its name.
+func (e *env) pausedTrial(sweep string) string {
+	e.t.Helper()
+	paused := e.waitSweep(sweep, "pausing a trial", func(s *convoy.TrainingSweep) bool { return s.Status.PausedTrials > 0 })
+	for _, tr := range paused.Status.TrialStatuses {
+		if tr.State == convoy.TrialPaused {
+			return tr.Name
+		}
+	}
+	e.t.Fatalf("sweep %s counts a paused trial but lists none: %+v", sweep, sweepStatusOf(paused))
+	return ""
+}
+
+// resumedTrials yields each trial of the finished sweep that was promoted and resumed from its
+// checkpoint, with its TrainingJob; it fails the test when there is none.
+func (e *env) resumedTrials(sw *convoy.TrainingSweep) iter.Seq2[convoy.TrialStatus, *convoy.TrainingJob] {
+	e.t.Helper()
+	var resumed []convoy.TrialStatus
+	for _, tr := range sw.Status.TrialStatuses {
+		if tr.ResumedFromEpoch > 0 {
+			resumed = append(resumed, tr)
+		}
+	}
+	if len(resumed) == 0 {
+		e.t.Errorf("no trial of sweep %s was promoted and resumed from its checkpoint: %+v", sw.Name, sweepStatusOf(sw))
+	}
+	return func(yield func(convoy.TrialStatus, *convoy.TrainingJob) bool) {
+		for _, tr := range resumed {
+			if !yield(tr, e.get(tr.Name)) {
+				return
+			}
+		}
+	}
+}
+
 func (e *env) trials(sweep string) []convoy.TrainingJob {
 	e.t.Helper()
 	jobs := &convoy.TrainingJobList{}
@@ -127,9 +172,7 @@ func TestSweepAlgorithmsFindTheOptimum(t *testing.T) {
 	tpe := e.sweep("tpe", convoy.AlgorithmTPE, sweepsim.Quadratic, 3, 1, 1, x, y)
 	tpe.Spec.MaxTrialCount, tpe.Spec.ParallelTrialCount = ptr.To[int32](12), ptr.To[int32](3)
 	tpe.Spec.Algorithm.AlgorithmSettings = []convoy.AlgorithmSetting{{Name: "n_startup_trials", Value: "4"}}
-	hb := e.sweep("hyperband", convoy.AlgorithmHyperband, sweepsim.Quadratic, 9, 1, 1, x, y)
-	hb.Spec.MaxTrialCount, hb.Spec.ParallelTrialCount = ptr.To[int32](9), ptr.To[int32](9)
-	hb.Spec.Algorithm.AlgorithmSettings = []convoy.AlgorithmSetting{{Name: "eta", Value: "3"}, {Name: "min_resource", Value: "1"}}
+	hb := e.hyperband("hyperband", 9)
 
 	// Tolerances: grid tries (0.25, -0.25), 0.005 from the optimum (plus the curve's noise at the
 	// last epoch, under 0.003). Random, TPE and hyperband, with random_state 1 and 9 to 12 trials,
@@ -142,13 +185,7 @@ func TestSweepAlgorithmsFindTheOptimum(t *testing.T) {
 	}
 
 	// While hyperband runs, a paused trial holds no pods: its Workload is evicted and its gang gone.
-	paused := e.waitSweep("hyperband", "pausing a trial", func(s *convoy.TrainingSweep) bool { return s.Status.PausedTrials > 0 })
-	var pausedName string
-	for _, tr := range paused.Status.TrialStatuses {
-		if tr.State == convoy.TrialPaused {
-			pausedName = tr.Name
-		}
-	}
+	pausedName := e.pausedTrial("hyperband")
 	e.waitJob(pausedName, "paused with no pods", func(j *convoy.TrainingJob) bool {
 		return j.Status.State == convoy.StateQueued && len(e.pods(pausedName)) == 0 || j.Status.IsFinished() || j.Annotations["convoy.dev/trial-paused"] == ""
 	})
@@ -176,19 +213,10 @@ func TestSweepAlgorithmsFindTheOptimum(t *testing.T) {
 	// Hyperband promoted trials from their checkpoints: a resumed trial's TrainingJob went on
 	// from the epoch it paused at, to the last epoch, after its gang was restarted.
 	hbDone := e.waitSweep("hyperband", "done", func(*convoy.TrainingSweep) bool { return true })
-	resumed := 0
-	for _, tr := range hbDone.Status.TrialStatuses {
-		if tr.ResumedFromEpoch == 0 {
-			continue
-		}
-		resumed++
-		job := e.get(tr.Name)
+	for tr, job := range e.resumedTrials(hbDone) {
 		if job.Status.RestartCount == 0 || job.Status.Checkpoint == nil || job.Status.Checkpoint.Epoch <= tr.ResumedFromEpoch {
 			t.Errorf("trial %s resumed from epoch %d, but its job shows restartCount %d and checkpoint %+v", tr.Name, tr.ResumedFromEpoch, job.Status.RestartCount, job.Status.Checkpoint)
 		}
-	}
-	if resumed == 0 {
-		t.Errorf("no hyperband trial was promoted and resumed from its checkpoint: %+v", sweepStatusOf(hbDone))
 	}
 	if hbDone.Status.EarlyStoppedTrials == 0 {
 		t.Errorf("hyperband stopped no trial at a rung: %+v", sweepStatusOf(hbDone))
@@ -321,5 +349,38 @@ func TestSweepFailsAfterMaxFailedTrials(t *testing.T) {
 	})
 	if err != nil {
 		t.Errorf("the deleted sweep's trials are still there: %d", len(e.trials("failing")))
+	}
+}
+
+// TestHyperbandWithoutAQueuePausesThroughSuspend: a hyperband sweep whose trials name no queue
+// (a cluster without Kueue's quota for them) pauses a trial at its rung through spec.suspend: the
+// trial shows Suspended and holds no pods; a promoted trial resumes from its checkpoint.
+func TestHyperbandWithoutAQueuePausesThroughSuspend(t *testing.T) {
+	e := setup(t)
+	e.namespace()
+	hb := e.hyperband("unqueued", 6)
+	hb.Spec.TrialTemplate.Spec.Scheduling.Queue = ""
+	e.createSweep(hb)
+
+	name := e.pausedTrial("unqueued")
+	// Until it is promoted or stopped, the paused trial is suspended with its gang gone.
+	j := e.waitJob(name, "suspended with no pods", func(j *convoy.TrainingJob) bool {
+		return j.Status.IsFinished() || j.Annotations["convoy.dev/trial-paused"] == "" ||
+			ptr.Deref(j.Spec.Suspend, false) && j.Status.State == convoy.StateSuspended && len(e.pods(name)) == 0
+	})
+	t.Logf("paused trial %s: suspend %v, state %s, %d pods", name, ptr.Deref(j.Spec.Suspend, false), j.Status.State, len(e.pods(name)))
+
+	done := e.waitSweep("unqueued", "done", func(s *convoy.TrainingSweep) bool {
+		return s.Status.State == convoy.SweepSucceeded || s.Status.State == convoy.SweepFailed
+	})
+	if done.Status.State != convoy.SweepSucceeded {
+		t.Fatalf("sweep unqueued: state %s, want Succeeded; status %+v", done.Status.State, sweepStatusOf(done))
+	}
+	for tr, job := range e.resumedTrials(done) {
+		// It trained on past the epoch it resumed from (a trial paused again at a later rung and
+		// then stopped at the sweep's end stays suspended, finished).
+		if !job.Status.IsFinished() || job.Status.State == convoy.StateFailed || job.Status.Checkpoint == nil || job.Status.Checkpoint.Epoch <= tr.ResumedFromEpoch {
+			t.Errorf("trial %s resumed from epoch %d, but its job is %s (%s) with checkpoint %+v", tr.Name, tr.ResumedFromEpoch, job.Status.State, job.Status.Reason, job.Status.Checkpoint)
+		}
 	}
 }

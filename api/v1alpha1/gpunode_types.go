@@ -289,5 +289,5 @@ func (s *GPUNodeStatus) Summarize() {
 }
 
 func init() {
-	SchemeBuilder.Register(&GPUNode{}, &GPUNodeList{})
+	register(&GPUNode{}, &GPUNodeList{})
 }

@@ -1028,5 +1028,5 @@ type TrainingJobList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&TrainingJob{}, &TrainingJobList{})
+	register(&TrainingJob{}, &TrainingJobList{})
 }

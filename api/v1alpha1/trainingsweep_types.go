@@ -528,5 +528,5 @@ type TrainingSweepList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&TrainingSweep{}, &TrainingSweepList{})
+	register(&TrainingSweep{}, &TrainingSweepList{})
 }

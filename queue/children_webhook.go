@@ -18,10 +18,8 @@ package queue
 
 import (
 	"context"
-	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -45,14 +43,10 @@ type ChildrenWebhook struct {
 	Client client.Client
 }
 
-var _ admission.CustomValidator = ChildrenWebhook{}
+var _ admission.Validator[*convoy.TrainingJob] = ChildrenWebhook{}
 
 // ValidateCreate checks a new job.
-func (w ChildrenWebhook) ValidateCreate(ctx context.Context, obj runtime.Object) (admission.Warnings, error) {
-	job, ok := obj.(*convoy.TrainingJob)
-	if !ok {
-		return nil, fmt.Errorf("expected a TrainingJob, got %T", obj)
-	}
+func (w ChildrenWebhook) ValidateCreate(ctx context.Context, job *convoy.TrainingJob) (admission.Warnings, error) {
 	res := dryrun.Check(ctx, w.Client, job, builder.Options{})
 	return res.Warnings, toInvalid(job, res.Errors)
 }
@@ -60,12 +54,7 @@ func (w ChildrenWebhook) ValidateCreate(ctx context.Context, obj runtime.Object)
 // ValidateUpdate checks a job whose spec changed in more than spec.suspend. What the job had
 // before the change is not refused again (a job created before this webhook keeps running, and
 // Kueue can still suspend it).
-func (w ChildrenWebhook) ValidateUpdate(ctx context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
-	old, ok1 := oldObj.(*convoy.TrainingJob)
-	job, ok2 := newObj.(*convoy.TrainingJob)
-	if !ok1 || !ok2 {
-		return nil, fmt.Errorf("expected TrainingJobs, got %T and %T", oldObj, newObj)
-	}
+func (w ChildrenWebhook) ValidateUpdate(ctx context.Context, old, job *convoy.TrainingJob) (admission.Warnings, error) {
 	a, b := old.Spec.DeepCopy(), job.Spec.DeepCopy()
 	a.Suspend, b.Suspend = nil, nil
 	if equality.Semantic.DeepEqual(a, b) {
@@ -89,6 +78,6 @@ func (w ChildrenWebhook) ValidateUpdate(ctx context.Context, oldObj, newObj runt
 }
 
 // ValidateDelete allows every deletion.
-func (ChildrenWebhook) ValidateDelete(context.Context, runtime.Object) (admission.Warnings, error) {
+func (ChildrenWebhook) ValidateDelete(context.Context, *convoy.TrainingJob) (admission.Warnings, error) {
 	return nil, nil
 }

@@ -18,11 +18,9 @@ package queue
 
 import (
 	"context"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -41,25 +39,16 @@ const PlacementPath = "/validate-convoy-dev-v1alpha1-trainingjob-placement"
 // The webhook configuration calls it only for jobs with required pod anti-affinity.
 type PlacementWebhook struct{}
 
-var _ admission.CustomValidator = PlacementWebhook{}
+var _ admission.Validator[*convoy.TrainingJob] = PlacementWebhook{}
 
 // ValidateCreate checks a new job.
-func (PlacementWebhook) ValidateCreate(_ context.Context, obj runtime.Object) (admission.Warnings, error) {
-	job, ok := obj.(*convoy.TrainingJob)
-	if !ok {
-		return nil, fmt.Errorf("expected a TrainingJob, got %T", obj)
-	}
+func (PlacementWebhook) ValidateCreate(_ context.Context, job *convoy.TrainingJob) (admission.Warnings, error) {
 	return nil, validatePlacement(job)
 }
 
 // ValidateUpdate checks a job whose spec.scheduling.affinity changed; a job created before the
 // webhook keeps what it has.
-func (PlacementWebhook) ValidateUpdate(_ context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
-	old, ok1 := oldObj.(*convoy.TrainingJob)
-	job, ok2 := newObj.(*convoy.TrainingJob)
-	if !ok1 || !ok2 {
-		return nil, fmt.Errorf("expected TrainingJobs, got %T and %T", oldObj, newObj)
-	}
+func (PlacementWebhook) ValidateUpdate(_ context.Context, old, job *convoy.TrainingJob) (admission.Warnings, error) {
 	if equality.Semantic.DeepEqual(affinity(old), affinity(job)) {
 		return nil, nil
 	}
@@ -67,7 +56,7 @@ func (PlacementWebhook) ValidateUpdate(_ context.Context, oldObj, newObj runtime
 }
 
 // ValidateDelete allows every deletion.
-func (PlacementWebhook) ValidateDelete(context.Context, runtime.Object) (admission.Warnings, error) {
+func (PlacementWebhook) ValidateDelete(context.Context, *convoy.TrainingJob) (admission.Warnings, error) {
 	return nil, nil
 }
 
@@ -81,8 +70,7 @@ func affinity(job *convoy.TrainingJob) *corev1.Affinity {
 func validatePlacement(job *convoy.TrainingJob) error {
 	p, err := mlframework.For(job.Spec.Framework)
 	if err != nil {
-		// The CRD's enum names the frameworks; nothing to check against one it does not know.
-		return nil
+		return nil //nolint:nilerr // the CRD's enum names the frameworks: nothing to check against one it does not know
 	}
 	return toInvalid(job, builder.ValidatePlacement(job, p))
 }

@@ -150,7 +150,7 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 			}})
 	}
 	r, err := jobframework.NewGenericReconcilerFactory(func() jobframework.GenericJob { return &Job{} }, named)(
-		ctx, kc, mgr.GetFieldIndexer(), mgr.GetEventRecorderFor(ControllerName), opts...)
+		ctx, kc, mgr.GetFieldIndexer(), mgr.GetEventRecorderFor(ControllerName), opts...) //nolint:staticcheck // Kueue's jobframework takes a record.EventRecorder
 	if err != nil {
 		return err
 	}
@@ -171,10 +171,10 @@ func (i *Integration) setupWebhook(mgr ctrl.Manager) error {
 	}
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: i.opts.WebhookCertDir})
 	wh := &Webhook{Client: mgr.GetClient()}
-	srv.Register(MutatePath, admission.WithCustomDefaulter(mgr.GetScheme(), &convoy.TrainingJob{}, wh))
-	srv.Register(ValidatePath, admission.WithCustomValidator(mgr.GetScheme(), &convoy.TrainingJob{}, wh))
-	srv.Register(PlacementPath, admission.WithCustomValidator(mgr.GetScheme(), &convoy.TrainingJob{}, PlacementWebhook{}))
-	srv.Register(ChildrenPath, admission.WithCustomValidator(mgr.GetScheme(), &convoy.TrainingJob{}, ChildrenWebhook{Client: mgr.GetClient()}))
+	srv.Register(MutatePath, admission.WithDefaulter[*convoy.TrainingJob](mgr.GetScheme(), wh))
+	srv.Register(ValidatePath, admission.WithValidator[*convoy.TrainingJob](mgr.GetScheme(), wh))
+	srv.Register(PlacementPath, admission.WithValidator[*convoy.TrainingJob](mgr.GetScheme(), PlacementWebhook{}))
+	srv.Register(ChildrenPath, admission.WithValidator[*convoy.TrainingJob](mgr.GetScheme(), ChildrenWebhook{Client: mgr.GetClient()}))
 	started := srv.StartedChecker()
 	if i.opts.CertSecret == "" {
 		files := newCertFiles(i.opts.WebhookCertDir)

@@ -22,7 +22,6 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -59,17 +58,13 @@ type Webhook struct {
 }
 
 var (
-	_ admission.CustomDefaulter = &Webhook{}
-	_ admission.CustomValidator = &Webhook{}
+	_ admission.Defaulter[*convoy.TrainingJob] = &Webhook{}
+	_ admission.Validator[*convoy.TrainingJob] = &Webhook{}
 )
 
 // Default reconciles the queue label with spec.scheduling.queue and suspends a job that names a
 // queue when it is created.
-func (w *Webhook) Default(ctx context.Context, obj runtime.Object) error {
-	job, ok := obj.(*convoy.TrainingJob)
-	if !ok {
-		return fmt.Errorf("expected a TrainingJob, got %T", obj)
-	}
+func (w *Webhook) Default(ctx context.Context, job *convoy.TrainingJob) error {
 	var old *convoy.TrainingJob
 	if req, err := admission.RequestFromContext(ctx); err == nil && len(req.OldObject.Raw) > 0 {
 		old = &convoy.TrainingJob{}
@@ -120,17 +115,15 @@ func SyncQueueName(job, old *convoy.TrainingJob) field.ErrorList {
 }
 
 // ValidateCreate applies Kueue's rules for a new job.
-func (w *Webhook) ValidateCreate(_ context.Context, obj runtime.Object) (admission.Warnings, error) {
-	job := obj.(*convoy.TrainingJob)
+func (w *Webhook) ValidateCreate(_ context.Context, job *convoy.TrainingJob) (admission.Warnings, error) {
 	errs := append(queueAgreement(job), jobframework.ValidateJobOnCreate(fromObject(job))...)
 	return nil, toInvalid(job, errs)
 }
 
 // ValidateUpdate applies Kueue's rules for a change: among them, the queue and the workload
 // priority class change only while the job is suspended.
-func (w *Webhook) ValidateUpdate(ctx context.Context, oldObj, newObj runtime.Object) (admission.Warnings, error) {
-	job := newObj.(*convoy.TrainingJob)
-	errs := append(queueAgreement(job), jobframework.ValidateJobOnUpdate(fromObject(oldObj), fromObject(job), func(namespace string) bool {
+func (w *Webhook) ValidateUpdate(ctx context.Context, old, job *convoy.TrainingJob) (admission.Warnings, error) {
+	errs := append(queueAgreement(job), jobframework.ValidateJobOnUpdate(fromObject(old), fromObject(job), func(namespace string) bool {
 		lq := &kueue.LocalQueue{}
 		return w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: string(constants.DefaultLocalQueueName)}, lq) == nil
 	})...)
@@ -138,7 +131,7 @@ func (w *Webhook) ValidateUpdate(ctx context.Context, oldObj, newObj runtime.Obj
 }
 
 // ValidateDelete allows every deletion.
-func (w *Webhook) ValidateDelete(context.Context, runtime.Object) (admission.Warnings, error) {
+func (w *Webhook) ValidateDelete(context.Context, *convoy.TrainingJob) (admission.Warnings, error) {
 	return nil, nil
 }
 

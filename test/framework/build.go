@@ -262,7 +262,7 @@ func buildStamp(ctx context.Context, root string, bins []Binary) (string, error)
 	h := sha256.New()
 	for _, name := range []string{"go.mod", "go.sum"} {
 		data, err := os.ReadFile(filepath.Join(root, name))
-		if err != nil && !(name == "go.sum" && errors.Is(err, os.ErrNotExist)) {
+		if err != nil && (name != "go.sum" || !errors.Is(err, os.ErrNotExist)) {
 			return "", err
 		}
 		fmt.Fprintf(h, "%s %d\n", name, len(data))

@@ -152,7 +152,7 @@ func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (*Kueue, er
 	}
 	objs, err := decodeObjects(manifests)
 	if err != nil {
-		return nil, fmt.Errorf("Kueue's manifests: %w", err)
+		return nil, fmt.Errorf("reading Kueue's manifests: %w", err)
 	}
 	keep := func(path string) bool { return kueueWebhookEnabled(path, frameworks) }
 	var crds []string
@@ -214,7 +214,7 @@ func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (*Kueue, er
 		return nil, err
 	}
 	if !bytes.Equal(secret.Data["ca.crt"], ca.certPEM) {
-		return nil, fmt.Errorf("Kueue's certificate rotator replaced the certificate in Secret %s/%s, which the API server cannot use on 127.0.0.1; see %s",
+		return nil, fmt.Errorf("the certificate rotator of Kueue replaced the certificate in Secret %s/%s, which the API server cannot use on 127.0.0.1; see %s",
 			KueueNamespace, names.secret, c.logFile(KueueManager))
 	}
 	return k, nil

@@ -34,7 +34,7 @@ import (
 	"syscall"
 	"time"
 
-	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/gzip"
 )

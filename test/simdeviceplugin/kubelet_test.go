@@ -117,7 +117,9 @@ func TestPluginWithTheKubeletsRegistrationServer(t *testing.T) {
 	go func() { done <- p.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("the plugin stopped with %v, want nil once its context ends", err)
+		}
 	}()
 
 	check := func(what string) {

@@ -148,7 +148,9 @@ func TestPluginRegistersWithTheKubelet(t *testing.T) {
 	go func() { done <- p.Run(ctx) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("the plugin stopped with %v, want nil once its context ends", err)
+		}
 	}()
 
 	k := &fakeKubelet{dir: dir, got: make(chan registration, 8), err: make(chan error, 8)}

@@ -53,7 +53,8 @@ func F(name string, x, y float64) (float64, error) {
 		return (x-0.3)*(x-0.3) + (y+0.2)*(y+0.2), nil
 	case Branin:
 		b, c := 5.1/(4*math.Pi*math.Pi), 5/math.Pi
-		return math.Pow(y-b*x*x+c*x-6, 2) + 10*(1-1/(8*math.Pi))*math.Cos(x) + 10, nil
+		u := y - b*x*x + c*x - 6
+		return u*u + 10*(1-1/(8*math.Pi))*math.Cos(x) + 10, nil
 	}
 	return 0, fmt.Errorf("unknown objective %q: use %s or %s", name, Quadratic, Branin)
 }

@@ -178,7 +178,7 @@ func change(in *utiltesting.FuzzBytes, obj map[string]any, s *structuralschema.S
 func value(in *utiltesting.FuzzBytes, cur any, s *structuralschema.Structural, depth int) any {
 	if s.XIntOrString {
 		if in.Bool() {
-			return int64(fuzzInt(in, s))
+			return fuzzInt(in, s)
 		}
 		return utiltesting.Pick(in, "1", "500m", "1Gi", "0", "-1", "1e3", "0.5", "80%", "http", fuzzString(in))
 	}
@@ -229,7 +229,7 @@ func value(in *utiltesting.FuzzBytes, cur any, s *structuralschema.Structural, d
 		}
 		return fuzzString(in)
 	case "integer":
-		return int64(fuzzInt(in, s))
+		return fuzzInt(in, s)
 	case "number":
 		return utiltesting.Pick(in, 0, 1e-9, 0.5, 1, -1, 1e300, math.SmallestNonzeroFloat64, float64(fuzzInt(in, s)))
 	case "boolean":

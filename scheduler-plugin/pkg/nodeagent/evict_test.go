@@ -27,7 +27,7 @@ import (
 
 func TestEvictionsOnHealthTransitions(t *testing.T) {
 	gpu := func(i int32, holder, reason string) convoy.GPUDevice {
-		g := convoy.GPUDevice{Index: i, UUID: "GPU-" + string(rune('a'+i)), Health: convoy.GPUHealthy, AllocatedTo: holder}
+		g := convoy.GPUDevice{Index: i, UUID: "GPU-" + string('a'+i), Health: convoy.GPUHealthy, AllocatedTo: holder}
 		if reason != "" {
 			g.Health, g.HealthReason = convoy.GPUUnhealthy, reason
 		}

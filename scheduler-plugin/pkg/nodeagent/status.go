@@ -210,7 +210,7 @@ func labelOwners(node *corev1.Node, manager string) (ours, others map[string]boo
 				Labels map[string]json.RawMessage `json:"f:labels"`
 			} `json:"f:metadata"`
 		}
-		if err := json.Unmarshal(mf.FieldsV1.Raw, &fields); err != nil {
+		if err := json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields); err != nil {
 			continue
 		}
 		owned := others

@@ -183,7 +183,7 @@ func nodeWithLabels(owners map[string]map[string]string) *corev1.Node {
 		}
 		raw += `}}}`
 		n.ManagedFields = append(n.ManagedFields, metav1.ManagedFieldsEntry{
-			Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: &metav1.FieldsV1{Raw: []byte(raw)},
+			Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsV1: metav1.NewFieldsV1(raw),
 		})
 	}
 	return n

@@ -423,9 +423,9 @@ func (w *worker) publish(ctx context.Context, node *corev1.Node, current *convoy
 		return
 	}
 	var older []string
-	switch {
-	case current == nil:
-	case current == w.written:
+	switch current {
+	case nil:
+	case w.written:
 		older = append(w.older, current.ResourceVersion)
 	default:
 		older = []string{current.ResourceVersion}

@@ -82,7 +82,7 @@ func (t *GPUTopology) SetDomain(i int, key string) {
 	if key == "" {
 		return
 	}
-	for j := 0; j < t.n; j++ {
+	for j := range t.n {
 		if j != i && t.Domains[j] == key {
 			t.domain[i] = t.domain[j]
 			return

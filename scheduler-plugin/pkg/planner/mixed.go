@@ -100,7 +100,7 @@ func (c *Cluster) placeMixed(g Gang, free []GPUSet) (*Plan, error) {
 		}
 	}
 	for l := LevelRack; l <= LevelCluster; l++ {
-		for d := 0; d < ix.count[l-1]; d++ {
+		for d := range ix.count[l-1] {
 			p := ix.parent[l-1][d]
 			frees[l][p] += frees[l-1][d]
 			for k := range parts {
@@ -129,7 +129,7 @@ func (c *Cluster) placeMixed(g Gang, free []GPUSet) (*Plan, error) {
 	}
 	for l := LevelNode; l <= top; l++ {
 		var candidates []int32
-		for d := int32(0); d < int32(ix.count[l]); d++ {
+		for d := range int32(ix.count[l]) {
 			if mayHold(l, d) {
 				candidates = append(candidates, d)
 			}

@@ -124,7 +124,7 @@ func (c *Cluster) index() *index {
 		ix.children[l] = make([][]int32, ix.count[l])
 		ix.nodes[l] = make([][]int32, ix.count[l])
 	}
-	for i := 0; i < n; i++ {
+	for i := range n {
 		for l := LevelNode; l <= LevelCluster; l++ {
 			d := ix.of[l][i]
 			ix.nodes[l][d] = append(ix.nodes[l][d], int32(i))
@@ -134,7 +134,7 @@ func (c *Cluster) index() *index {
 		}
 	}
 	for l := LevelRack; l <= LevelCluster; l++ {
-		for d := 0; d < ix.count[l-1]; d++ {
+		for d := range ix.count[l-1] {
 			p := ix.parent[l-1][d]
 			ix.children[l][p] = append(ix.children[l][p], int32(d))
 		}
@@ -380,7 +380,7 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, room func(i int, mask GPUSet) i
 		}
 	}
 	for l := LevelRack; l <= LevelCluster; l++ {
-		for d := 0; d < ix.count[l-1]; d++ {
+		for d := range ix.count[l-1] {
 			p := ix.parent[l-1][d]
 			caps[l][p] += caps[l-1][d]
 			frees[l][p] += frees[l-1][d]
@@ -531,7 +531,7 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, room func(i int, mask GPUSet) i
 		// fewest racks, then the one that strands the fewest GPUs, then the best fit.
 		var best []take
 		bestD, bestRacks, bestStrands := int32(-1), 0, int32(0)
-		for d := int32(0); d < int32(ix.count[l]); d++ {
+		for d := range int32(ix.count[l]) {
 			if caps[l][d] < need {
 				continue
 			}
@@ -704,7 +704,7 @@ func (c *Cluster) plan(g Gang, takes []take, free []GPUSet, l Level, domain stri
 	for _, t := range takes {
 		nd := &c.Nodes[t.node]
 		avail := free[t.node] & t.mask
-		for k := 0; k < t.pods; k++ {
+		for range t.pods {
 			set := chooseGPUs(avail, g.GPUsPerPod, nd.Topology)
 			avail &^= set
 			a := Assignment{Node: nd.Name, node: t.node, set: set}
@@ -738,7 +738,7 @@ func (c *Cluster) explain(g Gang, caps, frees [numLevels][]int32) string {
 		fmt.Fprintf(&b, " on %s)", plural(nodes, "node"))
 	} else {
 		best := int32(-1)
-		for d := int32(0); d < int32(ix.count[l]); d++ {
+		for d := range int32(ix.count[l]) {
 			// The roomiest, then the freest, then the first by name, so the message is stable.
 			if best < 0 || caps[l][d] > caps[l][best] || caps[l][d] == caps[l][best] && (frees[l][d] > frees[l][best] ||
 				frees[l][d] == frees[l][best] && ix.names[l][d] < ix.names[l][best]) {

@@ -54,7 +54,7 @@ func main() {
 	}
 }
 
-func run(rounds int) error {
+func run(rounds int) (err error) {
 	ctx := context.Background()
 	kwokArgs, err := stack.KwokArgs(ctx)
 	if err != nil {
@@ -65,7 +65,11 @@ func run(rounds int) error {
 	if err != nil {
 		return err
 	}
-	defer c.Stop()
+	defer func() {
+		if serr := c.Stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
 	e, err := realstack.Start(ctx, c, nil)
 	if err != nil {
 		return err

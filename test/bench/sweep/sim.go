@@ -51,7 +51,7 @@ func run(spec *convoy.TrainingSweepSpec, objective string, target float64, gpus 
 	res := result{Best: math.Inf(1)}
 	var trials []*simTrial
 	total := *spec.TrialTemplate.Spec.Hyperparameters.Epochs
-	for step := 0; step < 1_000_000; step++ {
+	for range 1_000_000 {
 		view := make([]sweep.Trial, len(trials))
 		for i, t := range trials {
 			view[i] = t.Trial

@@ -82,7 +82,7 @@ spec:
 	sw := &convoy.TrainingSweep{}
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := e.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "digits-lr"}, sw); err != nil {
-			return false, nil //nolint:nilerr // not there yet: polled again
+			return false, nil
 		}
 		return sw.Status.State == convoy.SweepSucceeded || sw.Status.State == convoy.SweepFailed, nil
 	})

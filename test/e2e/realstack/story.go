@@ -184,8 +184,7 @@ func (e *Env) RunStory(ctx context.Context, namespace string, w io.Writer) (*Sto
 	}
 	say("kubectl apply: TrainingJob %s (pytorch, 2 workers × 1 GPU, gloo, %d epochs)", storyJob, storyEpochs)
 
-	job, err := e.waitJob(ctx, namespace, "Running", func(j *convoy.TrainingJob) bool { return j.Status.State == convoy.StateRunning })
-	if err != nil {
+	if _, err := e.waitJob(ctx, namespace, "Running", func(j *convoy.TrainingJob) bool { return j.Status.State == convoy.StateRunning }); err != nil {
 		return nil, err
 	}
 	pods, err := e.pods(ctx, namespace)
@@ -216,7 +215,7 @@ func (e *Env) RunStory(ctx context.Context, namespace string, w io.Writer) (*Sto
 	res.FirstStep = first.Sub(applied)
 	say("First epoch logged by %s %.1fs after kubectl apply", pods[0].Name, res.FirstStep.Seconds())
 
-	job, err = e.waitJob(ctx, namespace, fmt.Sprintf("checkpointed at epoch %d", storyKillAfter), func(j *convoy.TrainingJob) bool {
+	job, err := e.waitJob(ctx, namespace, fmt.Sprintf("checkpointed at epoch %d", storyKillAfter), func(j *convoy.TrainingJob) bool {
 		return j.Status.Checkpoint != nil && j.Status.Checkpoint.Epoch >= storyKillAfter
 	})
 	if err != nil {

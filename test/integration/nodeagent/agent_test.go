@@ -53,7 +53,7 @@ func TestPublishesGPUNodesAndLabels(t *testing.T) {
 		t.Fatalf("%d links, want 28 (one per pair of 8 GPUs)", len(st.Links))
 	}
 	for _, l := range st.Links {
-		if l.Type != convoy.LinkNVLink || l.NVLinks != 18 || !(l.A < l.B) {
+		if l.Type != convoy.LinkNVLink || l.NVLinks != 18 || l.A >= l.B {
 			t.Errorf("link %+v: want NVLink with 18 links (NVSwitch), a < b", l)
 		}
 	}
@@ -102,7 +102,7 @@ func TestPublishesGPUNodesAndLabels(t *testing.T) {
 			t.Errorf("node %s: product label %q, want the framework's %q untouched", name, n.Labels[convoy.LabelGPUProduct], h100Product)
 		}
 		for _, mf := range n.ManagedFields {
-			if mf.Manager == nodeagent.FieldManager && strings.Contains(string(mf.FieldsV1.Raw), convoy.LabelGPUProduct) {
+			if mf.Manager == nodeagent.FieldManager && strings.Contains(mf.FieldsV1.GetRawString(), convoy.LabelGPUProduct) {
 				t.Errorf("node %s: the agent co-owns %s, which another manager set", name, convoy.LabelGPUProduct)
 			}
 		}

@@ -182,8 +182,8 @@ func newAgent(t testing.TB, cfg *rest.Config, profile string, opts nodeagent.Opt
 
 func (r *agentRun) stop() {
 	r.cancel()
-	<-r.done
-	r.done <- nil // stop is idempotent
+	err := <-r.done
+	r.done <- err // stop is idempotent: a second stop reads what the agent ended with
 }
 
 // metric sums the samples of a metric family whose labels include want.

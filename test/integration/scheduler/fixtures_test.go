@@ -150,7 +150,7 @@ func (w *gpuNodeWrapper) Unhealthy(indices ...int) *gpuNodeWrapper {
 
 func (w *gpuNodeWrapper) Obj() *convoy.GPUNode {
 	w.Status.Summarize()
-	return w.GPUNode.DeepCopy()
+	return w.DeepCopy()
 }
 
 // gpuNodesFor is a healthy one-domain GPUNode for every spec.

@@ -29,7 +29,7 @@ import (
 
 // Convert_v1_GangPlacementArgs_To_config_GangPlacementArgs converts defaulted v1 args to the
 // internal type.
-func Convert_v1_GangPlacementArgs_To_config_GangPlacementArgs(in *GangPlacementArgs, out *config.GangPlacementArgs, s conversion.Scope) error { //nolint:revive // the conversion naming convention of Kubernetes APIs
+func Convert_v1_GangPlacementArgs_To_config_GangPlacementArgs(in *GangPlacementArgs, out *config.GangPlacementArgs, s conversion.Scope) error {
 	if err := autoConvert_v1_GangPlacementArgs_To_config_GangPlacementArgs(in, out, s); err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func Convert_v1_GangPlacementArgs_To_config_GangPlacementArgs(in *GangPlacementA
 }
 
 // Convert_config_GangPlacementArgs_To_v1_GangPlacementArgs converts internal args to v1.
-func Convert_config_GangPlacementArgs_To_v1_GangPlacementArgs(in *config.GangPlacementArgs, out *GangPlacementArgs, s conversion.Scope) error { //nolint:revive // the conversion naming convention of Kubernetes APIs
+func Convert_config_GangPlacementArgs_To_v1_GangPlacementArgs(in *config.GangPlacementArgs, out *GangPlacementArgs, s conversion.Scope) error {
 	if err := autoConvert_config_GangPlacementArgs_To_v1_GangPlacementArgs(in, out, s); err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ const (
 )
 
 // SetDefaults_GangPlacementArgs sets the defaults of unset fields.
-func SetDefaults_GangPlacementArgs(obj *GangPlacementArgs) { //nolint:revive // the defaulter naming convention of Kubernetes APIs
+func SetDefaults_GangPlacementArgs(obj *GangPlacementArgs) {
 	if obj.ZoneLabel == nil {
 		obj.ZoneLabel = ptr.To(convoy.LabelTopologyZone)
 	}
@@ -61,7 +61,7 @@ func SetDefaults_GangPlacementArgs(obj *GangPlacementArgs) { //nolint:revive // 
 }
 
 // SetDefaults_GangPreemptionArgs sets the defaults of unset fields.
-func SetDefaults_GangPreemptionArgs(obj *GangPreemptionArgs) { //nolint:revive // the defaulter naming convention of Kubernetes APIs
+func SetDefaults_GangPreemptionArgs(obj *GangPreemptionArgs) {
 	if obj.PreemptLonePods == nil {
 		obj.PreemptLonePods = ptr.To(true)
 	}

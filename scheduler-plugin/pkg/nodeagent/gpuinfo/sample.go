@@ -147,7 +147,7 @@ func (r *Reader) Watch() (*Watcher, error) {
 		}
 	}
 	if registered == 0 {
-		set.Free()
+		_ = set.Free() // the registration failure is what to report
 		return nil, fmt.Errorf("no GPU accepts NVML event registration")
 	}
 	return &Watcher{r: r, set: set}, nil
@@ -155,7 +155,7 @@ func (r *Reader) Watch() (*Watcher, error) {
 
 // Run calls onEvent for each event until ctx ends, then frees the event set.
 func (w *Watcher) Run(ctx context.Context, onEvent func(Event)) error {
-	defer w.set.Free()
+	defer func() { _ = w.set.Free() }() // nothing to do about a set that does not free
 	for ctx.Err() == nil {
 		data, ret := w.set.Wait(1000)
 		if ret == nvml.ERROR_TIMEOUT {

@@ -19,6 +19,7 @@ package framework
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -47,6 +48,16 @@ var (
 // set, the state directory with every component's log is kept and its path printed.
 func Main(m *testing.M, opts Options) {
 	os.Exit(runMain(m, opts))
+}
+
+// BenchMain is Main for a package of benchmarks: it starts the cluster only when `go test` runs
+// benchmarks (-bench), so that a plain `go test ./...` builds the package and starts nothing.
+func BenchMain(m *testing.M, opts Options) {
+	flag.Parse()
+	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
+		os.Exit(m.Run())
+	}
+	Main(m, opts)
 }
 
 func runMain(m *testing.M, opts Options) int {

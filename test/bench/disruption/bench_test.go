@@ -36,7 +36,6 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -73,12 +72,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
-		// Nothing to measure: no control plane for a plain `go test ./...`.
-		os.Exit(m.Run())
-	}
-	framework.Main(m, framework.Options{AddToScheme: []func(*runtime.Scheme) error{
+	framework.BenchMain(m, framework.Options{AddToScheme: []func(*runtime.Scheme) error{
 		convoy.AddToScheme, kueue.AddToScheme, schedv1alpha1.AddToScheme}})
 }
 

@@ -41,7 +41,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -82,12 +81,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if f := flag.Lookup("test.bench"); f == nil || f.Value.String() == "" {
-		// Nothing to measure: no control plane for a plain `go test ./...`.
-		os.Exit(m.Run())
-	}
-	framework.Main(m, framework.Options{AddToScheme: []func(*runtime.Scheme) error{
+	framework.BenchMain(m, framework.Options{AddToScheme: []func(*runtime.Scheme) error{
 		convoy.AddToScheme, kueue.AddToScheme, schedv1alpha1.AddToScheme}})
 }
 

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -180,10 +181,7 @@ func TestTwoJobsRaceForTheLastRack(t *testing.T) {
 	if err != nil {
 		t.Fatalf("waiting for one job admitted and the other told it has no place: %v", err)
 	}
-	e.waitState(winner, convoy.StateRunning)
-	if got := e.racks(e.requireWholeGang(winner, 4)); got[0] != "rack-0-1-1" {
-		t.Errorf("%s runs in %v, want rack-0-1-1", winner, got)
-	}
+	e.waitRunningInRack(winner, 4, "rack-0-1-1")
 	e.consistently(loser+" stays unadmitted while "+winner+" runs", 5*time.Second, func() (bool, string) {
 		j := e.get(loser)
 		return !admitted(j) && len(e.pods(loser)) == 0, queuedMessage(j)
@@ -198,19 +196,8 @@ func TestUnusedBookingIsReleased(t *testing.T) {
 	e := setup(t)
 	e.clusterQueue(64, flavor, withCheck)
 	e.fillRacks(4, "rack-0-0-0", "rack-0-0-1", "rack-0-1-0")
-	idle := &kueue.Workload{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "idle"},
-		Spec: kueue.WorkloadSpec{QueueName: "training", PodSets: []kueue.PodSet{{Name: "worker", Count: 4,
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{convoy.AnnotationTopologyLevel: string(convoy.TopologyRack)}},
-				Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "idle:1",
-					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{framework.ResourceGPU: resource.MustParse("8")}}}}},
-			}}}},
-	}
-	must(t, e.k.Create(t.Context(), idle))
-	e.waitWorkload("idle", "admitted", func(wl *kueue.Workload) bool {
-		return meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
-	})
+	e.createIdleWorkload("idle")
+	e.waitWorkload("idle", "admitted", workloadAdmitted)
 	admittedAt := time.Now()
 	e.create(e.job("waiting", 4, 8, ""))
 	e.waitJob("waiting", "told it has no place", func(j *convoy.TrainingJob) bool {
@@ -227,9 +214,157 @@ func TestUnusedBookingIsReleased(t *testing.T) {
 	if waited := time.Since(admittedAt); waited < bookingTimeout-time.Second {
 		t.Errorf("idle's booking was released %s after admission, before the %s timeout", waited, bookingTimeout)
 	}
-	e.waitState("waiting", convoy.StateRunning)
-	if got := e.racks(e.requireWholeGang("waiting", 4)); got[0] != "rack-0-1-1" {
-		t.Errorf("waiting runs in %v, want rack-0-1-1", got)
+	e.waitRunningInRack("waiting", 4, "rack-0-1-1")
+}
+
+// TestNodeChangeSendsBookingBackThroughTheCheck: a job admitted into the one rack with room,
+// its pods not created yet (the operator is down), loses the place when a node of that rack is
+// cordoned: its check goes to Retry saying the nodes held for it changed, Kueue evicts it, and once
+// the operator is back the job is queued again, unadmitted, told it has no place. When the node is
+// uncordoned it is admitted and runs in that rack.
+func TestNodeChangeSendsBookingBackThroughTheCheck(t *testing.T) {
+	e := setup(t)
+	e.clusterQueue(64, flavor, withCheck)
+	racks := e.fillRacks(4, "rack-0-0-0", "rack-0-0-1", "rack-0-1-0")
+	rack := racks["rack-0-1-1"]
+	slices.Sort(rack)
+	e.create8GPUPod("filler-"+rack[0], rack[0])
+	e.create(e.job("big", 4, 8, ""))
+	e.waitJob("big", "told it has no place", func(j *convoy.TrainingJob) bool {
+		return strings.Contains(queuedMessage(j), noPlace)
+	})
+
+	must(t, e.StopOperator())
+	t.Cleanup(func() { _ = e.StartOperator(context.Background()) })
+	e.deletePod("filler-" + rack[0])
+	wl := e.waitJobWorkload("big", "admitted", workloadAdmitted)
+	if c := findCheck(wl); c == nil || !strings.Contains(c.Message, rack[3]) {
+		t.Fatalf("big's check is %+v, want it to hold rack-0-1-1's nodes", c)
+	}
+	if pods := e.pods("big"); len(pods) != 0 {
+		t.Fatalf("big has pods %v with the operator down", podNames(pods))
+	}
+	e.cordon(rack[3], true)
+	t.Cleanup(func() { e.cordon(rack[3], false) })
+	wl = e.waitJobWorkload("big", "sent back through the check", func(wl *kueue.Workload) bool {
+		c := findCheck(wl)
+		return c != nil && strings.Contains(c.Message, "the nodes held for the gang changed")
+	})
+	t.Logf("big's check: %s: %s", findCheck(wl).State, findCheck(wl).Message)
+	// Kueue evicts it; the operator, once back, stops the job (it has no pods) and gives the quota
+	// back. An operator running all along would do so at once.
+	e.waitJobWorkload("big", "evicted for its check", func(wl *kueue.Workload) bool {
+		c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == kueue.WorkloadEvictedByAdmissionCheck
+	})
+
+	must(t, e.StartOperator(t.Context()))
+	wl = e.waitJobWorkload("big", "queued again, waiting for a place", func(wl *kueue.Workload) bool {
+		c := findCheck(wl)
+		return !workloadAdmitted(wl) && c != nil && c.State == kueue.CheckStatePending && strings.Contains(c.Message, noPlace)
+	})
+	t.Logf("big's check: %s: %s", findCheck(wl).State, findCheck(wl).Message)
+	e.consistently("big stays unadmitted, without pods, while the node is cordoned", 3*time.Second, func() (bool, string) {
+		j := e.get("big")
+		return !admitted(j) && len(e.pods("big")) == 0, fmt.Sprintf("admitted %v, %d pods", admitted(j), len(e.pods("big")))
+	})
+	if msg := queuedMessage(e.get("big")); !strings.Contains(msg, noPlace) {
+		t.Errorf("big's Queued condition says %q, want that it has no place", msg)
+	}
+
+	e.cordon(rack[3], false)
+	e.waitRunningInRack("big", 4, "rack-0-1-1")
+}
+
+// TestSchedulerPreemptionKeepsOffABookedPlace: the one free rack is booked for an admitted
+// Workload whose pods have not come. A high-priority job of a ClusterQueue without the check,
+// admitted by quota alone, needs a whole rack: convoy-scheduler does not give it the booked rack,
+// free as it looks, but preempts lower-priority pods for it elsewhere, and the booking stays.
+func TestSchedulerPreemptionKeepsOffABookedPlace(t *testing.T) {
+	e := setup(t)
+	e.clusterQueue(64, flavor, withCheck)
+	e.fillRacks(4, "rack-0-0-0", "rack-0-0-1")
+	e.create(e.job("low", 4, 8, "low"))
+	e.waitState("low", convoy.StateRunning)
+	lowRack := e.racks(e.requireWholeGang("low", 4))[0]
+	e.createIdleWorkload("idle")
+	wl := e.waitWorkload("idle", "admitted", workloadAdmitted)
+	booked := findCheck(wl).Message
+	t.Logf("idle's check: %s", booked)
+
+	e.uncheckedQueue("urgent", 64)
+	urgent := e.job("urgent", 4, 8, "high")
+	urgent.Spec.Scheduling.Queue = "urgent"
+	e.create(urgent)
+	e.waitState("urgent", convoy.StateRunning)
+	pods := e.requireWholeGang("urgent", 4)
+	for _, p := range pods {
+		if strings.Contains(booked, p.Spec.NodeName) {
+			t.Errorf("urgent's pod %s runs on %s, a node booked for idle (%s)", p.Name, p.Spec.NodeName, booked)
+		}
+	}
+	t.Logf("urgent runs in %v; low ran in %s, restarts %d", e.racks(pods), lowRack, e.get("low").Status.RestartCount)
+	if c := findCheck(e.waitWorkload("idle", "read", func(*kueue.Workload) bool { return true })); c.State != kueue.CheckStateReady && !strings.Contains(c.Message, "did not reach convoy-scheduler") {
+		t.Errorf("idle's check is %s: %s; want it Ready, or released only for its pods' timeout", c.State, c.Message)
+	}
+}
+
+// createIdleWorkload creates a Workload of 4 × 8 GPUs in one rack in the LocalQueue "training",
+// as a job's would be, for which no job runs: once admitted, its booking is never used.
+func (e *env) createIdleWorkload(name string) {
+	e.t.Helper()
+	must(e.t, e.k.Create(e.t.Context(), &kueue.Workload{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+		Spec: kueue.WorkloadSpec{QueueName: "training", PodSets: []kueue.PodSet{{Name: "worker", Count: 4,
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{convoy.AnnotationTopologyLevel: string(convoy.TopologyRack)}},
+				Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "c", Image: "idle:1",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{framework.ResourceGPU: resource.MustParse("8")}}}}},
+			}}}},
+	}))
+}
+
+// uncheckedQueue adds the LocalQueue name to the test's namespace, in a ClusterQueue of gpus H100
+// GPUs of its own without the placement check.
+func (e *env) uncheckedQueue(name string, gpus int) {
+	e.t.Helper()
+	cq := &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: e.ns + "-" + name}, Spec: kueue.ClusterQueueSpec{
+		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: e.ns}},
+		ResourceGroups: []kueue.ResourceGroup{{
+			CoveredResources: []corev1.ResourceName{framework.ResourceGPU, corev1.ResourceCPU, corev1.ResourceMemory},
+			Flavors: []kueue.FlavorQuotas{{Name: flavor, Resources: []kueue.ResourceQuota{
+				{Name: framework.ResourceGPU, NominalQuota: resource.MustParse(strconv.Itoa(gpus))},
+				{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse("10k")},
+				{Name: corev1.ResourceMemory, NominalQuota: resource.MustParse("100Ti")}}}},
+		}},
+	}}
+	must(e.t, e.k.Create(e.t.Context(), cq))
+	must(e.t, e.k.Create(e.t.Context(), &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
+		Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(cq.Name)}}))
+	e.t.Cleanup(func() { _ = e.k.Delete(context.Background(), cq) })
+}
+
+// cordon marks the node unschedulable, or schedulable again, as kubectl cordon and uncordon do.
+func (e *env) cordon(name string, unschedulable bool) {
+	e.t.Helper()
+	node := &corev1.Node{}
+	must(e.t, e.k.Get(context.Background(), client.ObjectKey{Name: name}, node))
+	patch := client.MergeFrom(node.DeepCopy())
+	node.Spec.Unschedulable = unschedulable
+	must(e.t, e.k.Patch(context.Background(), node, patch))
+}
+
+func workloadAdmitted(wl *kueue.Workload) bool {
+	return meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
+}
+
+// waitRunningInRack waits until the job runs, and fails the test unless its whole gang of workers
+// runs in rack.
+func (e *env) waitRunningInRack(name string, workers int, rack string) {
+	e.t.Helper()
+	e.waitState(name, convoy.StateRunning)
+	if got := e.racks(e.requireWholeGang(name, workers)); got[0] != rack {
+		e.t.Errorf("%s runs in %v, want %s", name, got, rack)
 	}
 }
 
@@ -242,20 +377,40 @@ func findCheck(wl *kueue.Workload) *kueue.AdmissionCheckState {
 	return nil
 }
 
+// waitJobWorkload waits until cond holds for the Workload of the test's job name.
+func (e *env) waitJobWorkload(job, what string, cond func(*kueue.Workload) bool) *kueue.Workload {
+	e.t.Helper()
+	return e.waitWorkloadWhere("the Workload of "+job, func(wl *kueue.Workload) bool {
+		return len(wl.OwnerReferences) > 0 && wl.OwnerReferences[0].Name == job
+	}, what, cond)
+}
+
 // waitWorkload waits until cond holds for the test's Workload name.
 func (e *env) waitWorkload(name, what string, cond func(*kueue.Workload) bool) *kueue.Workload {
 	e.t.Helper()
+	return e.waitWorkloadWhere("Workload "+name, func(wl *kueue.Workload) bool { return wl.Name == name }, what, cond)
+}
+
+// waitWorkloadWhere waits until cond holds for the first Workload of the test's namespace that is
+// picked; which names it in the failure.
+func (e *env) waitWorkloadWhere(which string, pick func(*kueue.Workload) bool, what string, cond func(*kueue.Workload) bool) *kueue.Workload {
+	e.t.Helper()
 	var wl *kueue.Workload
 	err := wait.PollUntilContextTimeout(e.t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		w := &kueue.Workload{}
-		if err := e.k.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, w); err != nil {
+		wls := &kueue.WorkloadList{}
+		if err := e.k.List(ctx, wls, client.InNamespace(e.ns)); err != nil {
 			return false, nil
 		}
-		wl = w
-		return cond(w), nil
+		for i := range wls.Items {
+			if pick(&wls.Items[i]) {
+				wl = &wls.Items[i]
+				return cond(wl), nil
+			}
+		}
+		return false, nil
 	})
 	if err != nil {
-		e.t.Fatalf("waiting for Workload %s to be %s: %v; its status: %+v", name, what, err, wl)
+		e.t.Fatalf("waiting for %s to be %s: %v; its status: %+v", which, what, err, wl)
 	}
 	return wl
 }

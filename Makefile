@@ -173,6 +173,14 @@ bench-trace: ## The Alibaba GPU trace of 2023 (TRACE_DIR) filling its 1,523 node
 bench-queue: bin ## Admission rate of 1,000 TrainingJobs vs 1,000 batch/v1 Jobs through the same Kueue.
 	$(GO) test ./test/bench/queue -run '^$$' -bench BenchmarkAdmission -benchtime 1x -timeout 40m
 
+.PHONY: bench-agent
+bench-agent: bin ## The node agent on 1 and 1,000 nodes: compute per poll, time to publish a GPU fault.
+	$(GO) test ./test/integration/nodeagent -run '^$$' -bench BenchmarkAgent -benchtime 10x -timeout 30m
+
+.PHONY: bench-admission
+bench-admission: bin ## Quota beyond what fragmented racks can place: time and GPU quota held by jobs admitted but unplaced, jobs/hour, Kueue + convoy-scheduler with and without the placement check.
+	$(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkAdmittedUnplaced -benchtime 1x -timeout 60m
+
 .PHONY: chaos
 chaos: bin ## Faults while TrainingJobs run (operator and scheduler SIGKILLed, leader failover, API server restarted, Kueue down), counted as a table: test/chaos/README.md.
 	$(GO) run ./test/cmd/chaos

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -118,5 +119,48 @@ func TestReleasedBookingMakesRoom(t *testing.T) {
 	}
 	if got := h.state.Bookings(); len(got) != 1 || got["ns/b"] != "ns/wl-b" {
 		t.Errorf("Bookings() = %v, want only b's", got)
+	}
+}
+
+// TestBookingFollowsNodeChanges: a booking whose node is cordoned is planned again: where the gang
+// fits elsewhere it is booked there; where it fits nowhere the booking is dropped and Book says
+// why, so that the admission check sends the Workload back to Kueue.
+func TestBookingFollowsNodeChanges(t *testing.T) {
+	h := bookingHarness(t)
+	ctx := context.Background()
+	if where, err := h.state.Book(ctx, "ns/wl-a", "ns/a", rackGang("a")); err != nil || !strings.Contains(where, "a0, a1") {
+		t.Fatalf("Book(a) = %q, %v; want a booked on a0 and a1", where, err)
+	}
+	h.deletePod(lone("ns", "filler", 8).Node("b0").Obj())
+	h.cordon("a1")
+	if where, err := h.state.Book(ctx, "ns/wl-a", "ns/a", rackGang("a")); err != nil || !strings.Contains(where, "b0, b1") {
+		t.Errorf("Book(a) with a1 cordoned = %q, %v; want a booked again on b0 and b1, the rack now free", where, err)
+	}
+	h.cordon("b1")
+	if where, err := h.state.Book(ctx, "ns/wl-a", "ns/a", rackGang("a")); err == nil || !strings.Contains(err.Error(), "cordon") {
+		t.Errorf("Book(a) with a1 and b1 cordoned = %q, %v; want a refused, the planner naming the cordon", where, err)
+	}
+	if _, ok := h.state.BookedAt("ns/a"); ok {
+		t.Error("a still holds a booking that no longer fits")
+	}
+}
+
+// cordon marks the node unschedulable in the API and waits until the State's informer has it so.
+func (h *harness) cordon(name string) {
+	h.t.Helper()
+	ctx := context.Background()
+	node, err := h.cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	node.Spec.Unschedulable = true
+	if _, err := h.cs.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		n, err := h.factory.Core().V1().Nodes().Lister().Get(name)
+		return err == nil && n.Spec.Unschedulable, nil
+	}); err != nil {
+		h.t.Fatalf("the informer does not show %s cordoned", name)
 	}
 }

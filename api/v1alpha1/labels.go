@@ -66,3 +66,52 @@ const (
 	// gang's pods from the terminating pods of the gang before, which have the same names.
 	LabelRestartAttempt = "convoy.dev/restart-attempt"
 )
+
+// Spot capacity. Cloud providers and node provisioners mark spot (preemptible) nodes with a label,
+// and announce a node's reclaim with a taint shortly before the node goes.
+const (
+	// LabelCapacityType is the node label that spec.scheduling.capacity selects on, and that
+	// deploy/queue's ResourceFlavors tell spot from on-demand capacity by: Karpenter sets it to
+	// CapacityTypeSpot or CapacityTypeOnDemand; on other fleets it is set with the node pool.
+	LabelCapacityType = "karpenter.sh/capacity-type"
+	// CapacityTypeSpot and CapacityTypeOnDemand are LabelCapacityType's values.
+	CapacityTypeSpot     = "spot"
+	CapacityTypeOnDemand = "on-demand"
+)
+
+// SpotNodeLabel is one label=value that marks a node as spot.
+type SpotNodeLabel struct {
+	Key   string
+	Value string
+}
+
+// DefaultSpotNodeLabels are the labels that mark spot nodes on Karpenter, GKE and EKS managed node
+// groups. A node carrying any of them is spot.
+var DefaultSpotNodeLabels = []SpotNodeLabel{
+	{Key: LabelCapacityType, Value: CapacityTypeSpot},
+	{Key: "cloud.google.com/gke-spot", Value: "true"},
+	{Key: "eks.amazonaws.com/capacityType", Value: "SPOT"},
+}
+
+// IsSpotNode reports whether a node's labels carry one of spot (DefaultSpotNodeLabels when nil).
+func IsSpotNode(nodeLabels map[string]string, spot []SpotNodeLabel) bool {
+	if spot == nil {
+		spot = DefaultSpotNodeLabels
+	}
+	for _, l := range spot {
+		if v, ok := nodeLabels[l.Key]; ok && v == l.Value {
+			return true
+		}
+	}
+	return false
+}
+
+// DefaultReclaimNoticeTaints are the taint keys that announce a node's imminent removal: Karpenter's
+// disruption taint (set before it drains and deletes a node, a spot interruption included), GKE's
+// taint before a spot or preemptible VM is terminated, and the AWS node termination handler's taint
+// on a spot interruption notice. All three have the NoSchedule effect, so that no new pod lands there.
+var DefaultReclaimNoticeTaints = []string{
+	"karpenter.sh/disrupted",
+	"cloud.google.com/impending-node-termination",
+	"aws-node-termination-handler/spot-itn",
+}

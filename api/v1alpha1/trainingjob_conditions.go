@@ -70,10 +70,14 @@ const (
 	// ReasonStartupTimeout: the placed gang did not start within failurePolicy.startupTimeoutSeconds.
 	ReasonStartupTimeout = "StartupTimeout"
 	// ReasonUnschedulable: the scheduler cannot place the gang; the message carries its words.
-	ReasonUnschedulable        = "Unschedulable"
-	ReasonPodsRunning          = "PodsRunning"
-	ReasonPodFailed            = "PodFailed"
-	ReasonNodeLost             = "NodeLost"
+	ReasonUnschedulable = "Unschedulable"
+	ReasonPodsRunning   = "PodsRunning"
+	ReasonPodFailed     = "PodFailed"
+	ReasonNodeLost      = "NodeLost"
+	// ReasonNodeReclaimed: a node of the gang carries a reclaim notice (a spot interruption, a
+	// provisioner's disruption taint); the gang checkpoints and moves before the node goes, without
+	// spending backoffLimit or disruptionLimit.
+	ReasonNodeReclaimed        = "NodeReclaimed"
 	ReasonBackoff              = "Backoff"
 	ReasonBackoffLimitExceeded = "BackoffLimitExceeded"
 	// ReasonDisruptionLimitExceeded: pods were lost more often than failurePolicy.disruptionLimit.

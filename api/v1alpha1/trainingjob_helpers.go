@@ -70,6 +70,14 @@ func (j *TrainingJob) SchedulerName() string {
 	return DefaultSchedulerName
 }
 
+// Capacity is spec.scheduling.capacity, CapacityAny when unset.
+func (j *TrainingJob) Capacity() CapacityType {
+	if s := j.Spec.Scheduling; s != nil && s.Capacity != "" {
+		return s.Capacity
+	}
+	return CapacityAny
+}
+
 // IsSuspended reports whether spec.suspend is true.
 func (j *TrainingJob) IsSuspended() bool {
 	return j.Spec.Suspend != nil && *j.Spec.Suspend

@@ -517,12 +517,31 @@ type SchedulingSpec struct {
 	// +optional
 	Topology *TopologySpec `json:"topology,omitempty"`
 
+	// capacity is the kind of nodes the gang may run on: spot (only nodes labelled
+	// karpenter.sh/capacity-type=spot), on-demand (only nodes that carry no spot label of Karpenter,
+	// GKE or EKS), or any. It becomes a required node affinity of every pod, which Kueue matches
+	// against its ResourceFlavors' nodeLabels: with any, the ClusterQueue's flavor order decides
+	// (deploy/queue-spot-first tries spot, then on-demand). A gang on a node that gets a reclaim
+	// notice checkpoints and moves before the node goes. Defaults to any.
+	// +optional
+	// +kubebuilder:validation:Enum=spot;on-demand;any
+	Capacity CapacityType `json:"capacity,omitempty"`
+
 	// schedulerName is the scheduler of the pods. Defaults to convoy-scheduler.
 	// +optional
 	// +kubebuilder:default=convoy-scheduler
 	// +kubebuilder:validation:MaxLength=253
 	SchedulerName string `json:"schedulerName,omitempty"`
 }
+
+// CapacityType is spec.scheduling.capacity: the kind of nodes a gang may run on.
+type CapacityType string
+
+const (
+	CapacitySpot     CapacityType = "spot"
+	CapacityOnDemand CapacityType = "on-demand"
+	CapacityAny      CapacityType = "any"
+)
 
 // MonitoringSpec configures metrics and experiment tracking.
 type MonitoringSpec struct {

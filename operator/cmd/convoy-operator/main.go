@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.uber.org/zap/zapcore"
@@ -32,6 +33,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/controller"
 	"github.com/convoy-dev/convoy/operator/pkg/operator"
 	"github.com/convoy-dev/convoy/operator/pkg/publish"
 	"github.com/convoy-dev/convoy/queue"
@@ -76,7 +79,10 @@ func main() {
 	var kueueQPS float64
 	flag.Float64Var(&kueueQPS, "kueue-api-qps", 50, "Sustained requests per second of Kueue's job reconciler, apart from --kube-api-qps.")
 	flag.IntVar(&queueOpts.Burst, "kueue-api-burst", 100, "Burst of requests of Kueue's job reconciler.")
+	noticeTaints := flag.String("reclaim-notice-taints", strings.Join(convoy.DefaultReclaimNoticeTaints, ","), "Comma-separated node taint keys that announce a node's removal (a spot interruption, a provisioner's disruption): every gang with a pod on such a node checkpoints and moves first, without spending backoffLimit. Empty: none.")
+	noticeConditions := flag.String("reclaim-notice-conditions", "", "Comma-separated node condition types that announce a node's removal while True, as --reclaim-notice-taints does.")
 	flag.Parse()
+	opts.ReclaimNotice = controller.ReclaimNotice{Taints: commaList(*noticeTaints), Conditions: commaList(*noticeConditions)}
 	opts.InsecureMetrics = !*metricsSecure
 	queueOpts.MaxConcurrentReconciles = opts.MaxConcurrentReconciles
 	queueOpts.Namespace = opts.Namespace
@@ -111,6 +117,18 @@ func main() {
 		log.Error(err, "Running the operator")
 		os.Exit(1)
 	}
+}
+
+// commaList splits a comma-separated flag value, dropping empty items; never nil, so that an empty
+// flag means none rather than the defaults.
+func commaList(s string) []string {
+	out := []string{}
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // logLevel parses LOG_LEVEL: debug, info, warn, error, or a verbosity N (log.V(N) lines show).

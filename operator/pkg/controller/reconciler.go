@@ -44,9 +44,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -80,7 +78,10 @@ type Reconciler struct {
 	// Queue reports on jobs that name a queue; nil until the queue integration is wired in.
 	Queue   Queue
 	Backoff Backoff
-	Clock   clock.PassiveClock
+	// Notice says which node taints and conditions announce a node's removal; DefaultReclaimNotice
+	// when zero. The manager's cache must be CacheOptions(Notice).
+	Notice ReclaimNotice
+	Clock  clock.PassiveClock
 	// NewSSHKeyPair makes the key pair of an SSH Secret; builder.NewSSHKeyPair when nil.
 	NewSSHKeyPair func() (privateKeyPEM, authorizedKey []byte, err error)
 
@@ -92,8 +93,12 @@ type Reconciler struct {
 
 // CacheOptions limit the manager's cache to what the operator needs: of pods, Services,
 // ConfigMaps and PodGroups only those carrying the job-name label, so that a cluster's other
-// objects cost the operator no memory. Nodes are watched as metadata only.
-func CacheOptions() cache.Options {
+// objects cost the operator no memory. Of nodes it keeps the metadata, the taints and the
+// conditions of notice (a zero notice: DefaultReclaimNotice).
+func CacheOptions(notice ReclaimNotice) cache.Options {
+	if notice.Taints == nil && notice.Conditions == nil {
+		notice = DefaultReclaimNotice
+	}
 	req, err := labels.NewRequirement(convoy.LabelJobName, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant, valid label key
@@ -107,6 +112,7 @@ func CacheOptions() cache.Options {
 		// Checkpoint claims, labelled for their job whether it owns them or not.
 		&corev1.PersistentVolumeClaim{}: owned,
 		&networkingv1.NetworkPolicy{}:   owned,
+		&corev1.Node{}:                  {Transform: notice.stripNode},
 	}}
 }
 
@@ -117,6 +123,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 	}
 	if r.Backoff == (Backoff{}) {
 		r.Backoff = DefaultBackoff
+	}
+	if r.Notice.Taints == nil && r.Notice.Conditions == nil {
+		r.Notice = DefaultReclaimNotice
 	}
 	if r.NewSSHKeyPair == nil {
 		r.NewSSHKeyPair = builder.NewSSHKeyPair
@@ -141,11 +150,6 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 	}); err != nil {
 		return err
 	}
-	nodeDeleted := predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		UpdateFunc:  func(event.UpdateEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(Name).
 		For(&convoy.TrainingJob{}).
@@ -155,7 +159,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		Owns(&schedv1alpha1.PodGroup{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&networkingv1.NetworkPolicy{}).
-		WatchesMetadata(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnNode), ctrlbuilder.WithPredicates(nodeDeleted))
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnNode), ctrlbuilder.WithPredicates(r.Notice.nodeEvents()))
 	if q, ok := r.Queue.(ManagedQueue); ok {
 		if err := q.SetupWithManager(ctx, mgr); err != nil {
 			return fmt.Errorf("setting up the queue integration: %w", err)
@@ -165,11 +169,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).Complete(r)
 }
 
-// jobsOnNode maps a deleted node to the jobs that had pods on it.
+// jobsOnNode maps a deleted node, or one given a reclaim notice, to the jobs with pods on it.
 func (r *Reconciler) jobsOnNode(ctx context.Context, node client.Object) []reconcile.Request {
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.MatchingFields{podNodeKey: node.GetName()}); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing the pods of a deleted node", "node", node.GetName())
+		ctrl.LoggerFrom(ctx).Error(err, "Listing the pods of a node", "node", node.GetName())
 		return nil
 	}
 	seen := map[types.NamespacedName]bool{}
@@ -234,7 +238,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	nodes, gone, err := r.nodes(ctx, pods)
+	nodes, gone, notices, err := r.nodes(ctx, pods)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -254,7 +258,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 	p := decide(observation{
-		job: job, plugin: plugin, pods: pods, nodes: nodes, goneNodes: gone, unreadyNodes: unready, queue: qs,
+		job: job, plugin: plugin, pods: pods, nodes: nodes, goneNodes: gone, reclaimNotices: notices, unreadyNodes: unready, queue: qs,
 		podSecurity: builder.MeetsPodSecurity(job, plugin, r.Options), preemptAttempt: preemptAttempt(job, pg), now: now, backoff: r.Backoff,
 	})
 
@@ -427,19 +431,19 @@ func (r *Reconciler) pods(ctx context.Context, job *convoy.TrainingJob) ([]*core
 	return pods, nil
 }
 
-// nodes returns the labels of the nodes the pods are bound to and the set of those that are gone.
-// A node missing from the cache is looked up on the API server before it is called gone: a cache
-// that has not seen a new node yet must not restart a gang.
-func (r *Reconciler) nodes(ctx context.Context, pods []*corev1.Pod) (map[string]map[string]string, map[string]bool, error) {
-	nodes := map[string]map[string]string{}
-	gone := map[string]bool{}
+// nodes returns the labels of the nodes the pods are bound to, the set of those that are gone and
+// the reclaim notices of those that carry one. A node missing from the cache is looked up on the
+// API server before it is called gone: a cache that has not seen a new node yet must not restart a gang.
+func (r *Reconciler) nodes(ctx context.Context, pods []*corev1.Pod) (nodes map[string]map[string]string, gone map[string]bool, notices map[string]string, err error) {
+	nodes = map[string]map[string]string{}
+	gone = map[string]bool{}
+	notices = map[string]string{}
 	for _, pod := range pods {
 		name := pod.Spec.NodeName
 		if name == "" || nodes[name] != nil || gone[name] {
 			continue
 		}
-		node := &metav1.PartialObjectMetadata{}
-		node.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+		node := &corev1.Node{}
 		err := r.Client.Get(ctx, client.ObjectKey{Name: name}, node)
 		if apierrors.IsNotFound(err) {
 			err = r.APIReader.Get(ctx, client.ObjectKey{Name: name}, node)
@@ -449,14 +453,17 @@ func (r *Reconciler) nodes(ctx context.Context, pods []*corev1.Pod) (map[string]
 			}
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("looking up node %s: %w", name, err)
+			return nil, nil, nil, fmt.Errorf("looking up node %s: %w", name, err)
+		}
+		if msg := r.Notice.noticeOn(node); msg != "" {
+			notices[name] = msg
 		}
 		nodes[name] = node.Labels
 		if nodes[name] == nil {
 			nodes[name] = map[string]string{}
 		}
 	}
-	return nodes, gone, nil
+	return nodes, gone, notices, nil
 }
 
 func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, plugin mlframework.Plugin, replicas []mlframework.Replica) error {

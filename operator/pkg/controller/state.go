@@ -43,6 +43,8 @@ type observation struct {
 	// goneNodes instead.
 	nodes     map[string]map[string]string
 	goneNodes map[string]bool
+	// reclaimNotices maps the nodes of bound pods that carry a reclaim notice to its words.
+	reclaimNotices map[string]string
 	// unreadyNodes are the nodes, among those of pods whose grace period has passed, whose kubelet
 	// is not Ready: nothing there will finish a pod's termination.
 	unreadyNodes map[string]bool
@@ -376,6 +378,15 @@ func decide(o observation) plan {
 			return p
 		}
 		restartLost(lostMsg)
+		return p
+	}
+	if notice := reclaimedPod(o.pods, attempt, o.reclaimNotices); notice != "" {
+		if wait := checkpointFirst(job, st, o.pods, o.now, notice); wait > 0 {
+			p.requeue(wait)
+			p.ensureChildren = true
+			return p
+		}
+		restart(convoy.ReasonNodeReclaimed, notice+"; restarting the whole gang on other nodes from the latest checkpoint without spending backoffLimit or disruptionLimit", false)
 		return p
 	}
 	if o.preemptAttempt == attempt {

@@ -92,6 +92,9 @@ type Options struct {
 	PodName string
 	// Backoff spaces gang restarts after failures.
 	Backoff controller.Backoff
+	// ReclaimNotice says which node taints and conditions announce a node's removal: the gangs
+	// there checkpoint and move first. controller.DefaultReclaimNotice when zero.
+	ReclaimNotice controller.ReclaimNotice
 	// WrapClient, when set, wraps the reconciler's client; tests use it to interrupt the operator.
 	WrapClient func(client.Client) client.Client
 	// SkipNameValidation lets one process start the operator more than once, as tests do.
@@ -148,7 +151,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                        scheme,
-		Cache:                         controller.CacheOptions(),
+		Cache:                         controller.CacheOptions(opts.ReclaimNotice),
 		Metrics:                       metricsOptions(opts),
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		LeaderElection:                opts.LeaderElection,
@@ -194,6 +197,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 			PublishImage: publishImage(ctx, mgr.GetAPIReader(), opts)},
 		Backoff: opts.Backoff,
 		Queue:   opts.Queue,
+		Notice:  opts.ReclaimNotice,
 	}
 	if err := r.SetupWithManager(ctx, mgr, opts.MaxConcurrentReconciles); err != nil {
 		return nil, err

@@ -247,4 +247,3 @@ func (e *env) bindGang(job string, n int, node string) []corev1.Pod {
 	e.waitState(e.ns, job, convoy.StateRunning)
 	return e.pods(e.ns, job)
 }
-

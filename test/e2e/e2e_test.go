@@ -298,6 +298,7 @@ func TestDeployManifestsApplyServerSide(t *testing.T) {
 		{"-k", "deploy/node-agent"},
 		{"-k", "deploy/node-agent/simulator"},
 		{"-k", "deploy/queue"},
+		{"-k", "deploy/queue-spot-first"},
 		{"-f", "deploy/kueue/kueue_trainingjob_role.yaml"},
 		{"-f", "deploy/kueue/rbac"},
 		{"-f", "deploy/kueue/webhook_secret.yaml"},

@@ -105,10 +105,7 @@ func TestDecideCheckpointsBeforeAStop(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			p, _ := mlframework.For(tc.job.Spec.Framework)
-			pods := gang(tc.job, corev1.PodRunning)
-			for _, pod := range pods {
-				pod.Labels[convoy.LabelRestartAttempt] = stringOf(tc.job.Status.RestartCount)
-			}
+			pods := runningAttempt(tc.job)
 			got := decide(observation{job: tc.job, plugin: p, pods: pods, preemptAttempt: tc.preemptAttempt, now: now, backoff: DefaultBackoff})
 			c := meta.FindStatusCondition(got.status.Conditions, convoy.ConditionCheckpointRequested)
 			var g want
@@ -125,3 +122,12 @@ func TestDecideCheckpointsBeforeAStop(t *testing.T) {
 }
 
 func stringOf(n int32) string { return strconv.Itoa(int(n)) }
+
+// runningAttempt is the job's gang, running, as pods of its current restart attempt.
+func runningAttempt(job *convoy.TrainingJob) []*corev1.Pod {
+	pods := gang(job, corev1.PodRunning)
+	for _, pod := range pods {
+		pod.Labels[convoy.LabelRestartAttempt] = stringOf(job.Status.RestartCount)
+	}
+	return pods
+}

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -78,10 +77,7 @@ func TestDecideMovesAGangOffANoticedNode(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			p, _ := mlframework.For(tc.job.Spec.Framework)
-			pods := gang(tc.job, corev1.PodRunning)
-			for _, pod := range pods {
-				pod.Labels[convoy.LabelRestartAttempt] = stringOf(tc.job.Status.RestartCount)
-			}
+			pods := runningAttempt(tc.job)
 			got := decide(observation{job: tc.job, plugin: p, pods: pods, reclaimNotices: tc.notices, now: now, backoff: DefaultBackoff})
 			var g want
 			if c := meta.FindStatusCondition(got.status.Conditions, convoy.ConditionCheckpointRequested); c != nil {

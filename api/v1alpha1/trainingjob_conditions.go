@@ -99,6 +99,9 @@ const (
 	ReasonStopRequested   = "StopRequested"
 	ReasonCheckpointSaved = "CheckpointSaved"
 	ReasonGraceExpired    = "GraceExpired"
+	// ReasonBudgetExceeded: status.cost.amount reached spec.budget; the job checkpointed (within
+	// spec.checkpoint.preemptionGraceSeconds) and failed.
+	ReasonBudgetExceeded = "BudgetExceeded"
 )
 
 // StateFromConditions is the one place the State summary is derived. Terminal conditions win, then

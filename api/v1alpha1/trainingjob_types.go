@@ -183,6 +183,14 @@ type TrainingJobSpec struct {
 	// +kubebuilder:default=false
 	Suspend *bool `json:"suspend,omitempty"`
 
+	// budget is the most the job may cost, in the price list's currency (status.cost.amount). When
+	// the cost reaches it, the gang is asked to checkpoint (as for a preemption, within
+	// spec.checkpoint.preemptionGraceSeconds) and the job then fails with reason BudgetExceeded;
+	// resume from its checkpoint in a new job with a larger budget. Unset: no limit.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self > 0.0",message="spec.budget must be greater than 0, an amount in the price list's currency such as 250 or 99.5; remove it for no limit"
+	Budget *float64 `json:"budget,omitempty"`
+
 	// ttlSecondsAfterFinished deletes the TrainingJob (and everything it owns) this many seconds after it
 	// completes or fails. Unset keeps it forever.
 	// +optional
@@ -860,6 +868,10 @@ type TrainingJobStatus struct {
 	// +optional
 	DisruptionRestarts int32 `json:"disruptionRestarts,omitempty"`
 
+	// cost is what the job's pods have cost so far, by the administrator's price list.
+	// +optional
+	Cost *CostStatus `json:"cost,omitempty"`
+
 	// podsRefusedSince is when the API server first refused to create a pod of the current
 	// attempt (a ResourceQuota, Pod Security admission, a webhook); cleared once every pod of the
 	// gang exists. spec.failurePolicy.startupTimeoutSeconds counts from it as from placement.
@@ -1019,6 +1031,7 @@ type AdmissionStatus struct {
 // +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.spec.numWorkers`
 // +kubebuilder:printcolumn:name="GPUs",type=integer,JSONPath=`.status.resources.gpus`
 // +kubebuilder:printcolumn:name="Queue",type=string,JSONPath=`.spec.scheduling.queue`
+// +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.cost.summary`
 // +kubebuilder:printcolumn:name="Pod Security",type=string,JSONPath=`.status.podSecurity`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Run",type=string,JSONPath=`.status.tracking.url`,priority=1

@@ -482,6 +482,9 @@ type TrainingSweepStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=200
 	TrialStatuses []TrialStatus `json:"trialStatuses,omitempty"`
+	// cost sums the cost of the sweep's trials that exist.
+	// +optional
+	Cost *CostTotal `json:"cost,omitempty"`
 	// startTime is when the sweep was first reconciled.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
@@ -502,6 +505,7 @@ type TrainingSweepStatus struct {
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Trials",type=string,JSONPath=`.status.trialsSummary`,description="running/succeeded/stopped/failed"
 // +kubebuilder:printcolumn:name="Best",type=number,JSONPath=`.status.bestTrial.value`
+// +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.cost.summary`
 // +kubebuilder:printcolumn:name="Best-Trial",type=string,JSONPath=`.status.bestTrial.name`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 40",message="metadata.name must be at most 40 characters: trials are named <name>-<n> and a TrainingJob's name is at most 48"

@@ -65,6 +65,7 @@ func main() {
 	flag.StringVar(&opts.ProgressCertDir, "progress-cert-dir", "", "Directory with tls.crt, tls.key and ca.crt for the progress endpoint; empty keeps a self-signed certificate in a Secret.")
 	flag.StringVar(&opts.ProgressSecret, "progress-secret", opts.ProgressSecret, "Secret in --namespace holding the self-signed progress certificate.")
 	flag.StringVar(&opts.PublishImage, "publish-image", "", "Image of the pod that publishes a completed job's spec.output.model (it runs `convoy-operator publish`); empty: the operator's own image, read from its pod $POD_NAME.")
+	flag.StringVar(&opts.PriceList, "price-list", opts.PriceList, "ConfigMap in --namespace with the prices of GPUs, CPU and memory that status.cost and spec.budget use (docs/operations.md); - prices nothing.")
 	opts.PodName = os.Getenv("POD_NAME")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", opts.MaxConcurrentReconciles, "TrainingJobs reconciled at once.")
 	flag.Float64Var(&qps, "kube-api-qps", 100, "Sustained requests per second to the API server.")

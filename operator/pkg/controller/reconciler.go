@@ -50,6 +50,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
+	"github.com/convoy-dev/convoy/operator/pkg/cost"
 	"github.com/convoy-dev/convoy/operator/pkg/metrics"
 	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
@@ -82,6 +83,8 @@ type Reconciler struct {
 	// when zero. The manager's cache must be CacheOptions(Notice).
 	Notice ReclaimNotice
 	Clock  clock.PassiveClock
+	// Prices reads the administrator's price list; nil prices nothing (status.cost has GPU-hours only).
+	Prices *cost.Book
 	// NewSSHKeyPair makes the key pair of an SSH Secret; builder.NewSSHKeyPair when nil.
 	NewSSHKeyPair func() (privateKeyPEM, authorizedKey []byte, err error)
 
@@ -253,13 +256,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	prices := cost.Prices{Problem: "the operator runs without a price list"}
+	if r.Prices != nil {
+		if prices, _, err = r.Prices.Prices(ctx); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	pg := &schedv1alpha1.PodGroup{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pg); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, err
 	}
 	p := decide(observation{
 		job: job, plugin: plugin, pods: pods, nodes: nodes, goneNodes: gone, reclaimNotices: notices, unreadyNodes: unready, queue: qs,
-		podSecurity: builder.MeetsPodSecurity(job, plugin, r.Options), preemptAttempt: preemptAttempt(job, pg), now: now, backoff: r.Backoff,
+		podSecurity: builder.MeetsPodSecurity(job, plugin, r.Options), preemptAttempt: preemptAttempt(job, pg), now: now, backoff: r.Backoff, prices: prices,
 	})
 
 	setWandbRun(job, &p.status)

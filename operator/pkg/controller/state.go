@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/cost"
 	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
@@ -57,6 +58,10 @@ type observation struct {
 	preemptAttempt string
 	now            time.Time
 	backoff        Backoff
+	// prices is the price list in force; cost is the job's cost brought up to shortly before now
+	// (decide fills it in).
+	prices cost.Prices
+	cost   *convoy.CostStatus
 }
 
 // plan is what a reconcile does: the new status and the writes to children.
@@ -84,6 +89,14 @@ func (p *plan) requeue(d time.Duration) {
 
 // decide is the TrainingJob state machine: a pure function of what the reconcile observed.
 func decide(o observation) plan {
+	o.cost = cost.Update(o.job.Status.Cost, o.pods, costNodes(o.nodes), o.prices, o.now.Add(-costSettle))
+	p := decideGang(o)
+	settleCost(o, &p)
+	return p
+}
+
+// decideGang decides everything but the cost's bookkeeping.
+func decideGang(o observation) plan {
 	job := o.job
 	p := plan{status: *job.Status.DeepCopy()}
 	st := &p.status
@@ -378,6 +391,16 @@ func decide(o observation) plan {
 			return p
 		}
 		restartLost(lostMsg)
+		return p
+	}
+	if why, over := overBudget(job, o.cost); over {
+		if wait := checkpointFirst(job, st, o.pods, o.now, why); wait > 0 {
+			p.requeue(wait)
+			p.ensureChildren = true
+			return p
+		}
+		finish(convoy.ConditionFailed, convoy.ReasonBudgetExceeded, why+
+			"; the gang was stopped after its checkpoint (or spec.checkpoint.preemptionGraceSeconds): resume from status.checkpoint.latest in a new job with a larger spec.budget")
 		return p
 	}
 	if notice := reclaimedPod(o.pods, attempt, o.reclaimNotices); notice != "" {

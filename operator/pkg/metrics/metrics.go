@@ -76,6 +76,15 @@ var (
 		Help: "TrainingJobs that failed, by namespace and reason.",
 	}, []string{"namespace", "reason"})
 
+	gpuHours = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainingjob_gpu_hours_total",
+		Help: "GPU-hours the job's pods held (status.cost.gpuHours).",
+	}, []string{"namespace", "training_job"})
+	costs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "trainingjob_cost_total",
+		Help: "What the job's pods cost by the price list, in its currency (status.cost.amount).",
+	}, []string{"namespace", "training_job"})
+
 	perJob = []*prometheus.GaugeVec{progressPercent, currentEpoch, allocatedGPUs, allocatedWorker, loss, accuracy, restarts}
 )
 
@@ -84,7 +93,7 @@ func jobGauge(name, help string) *prometheus.GaugeVec {
 }
 
 func init() {
-	ctrlmetrics.Registry.MustRegister(reconciliations, reconcileDuration, reconcileErrors, jobs, durations, created, completed, failed)
+	ctrlmetrics.Registry.MustRegister(reconciliations, reconcileDuration, reconcileErrors, jobs, durations, created, completed, failed, gpuHours, costs)
 	for _, g := range perJob {
 		ctrlmetrics.Registry.MustRegister(g)
 	}
@@ -96,7 +105,11 @@ type Recorder struct {
 	mu     sync.Mutex
 	states map[types.NamespacedName]convoy.TrainingJobState
 	counts map[stateKey]int
+	// counted is what the cost counters hold for each job: they add what its status adds.
+	counted map[types.NamespacedName]costCount
 }
+
+type costCount struct{ gpuHours, amount float64 }
 
 type stateKey struct {
 	namespace string
@@ -105,7 +118,7 @@ type stateKey struct {
 
 // NewRecorder returns an empty Recorder.
 func NewRecorder() *Recorder {
-	return &Recorder{states: map[types.NamespacedName]convoy.TrainingJobState{}, counts: map[stateKey]int{}}
+	return &Recorder{states: map[types.NamespacedName]convoy.TrainingJobState{}, counts: map[stateKey]int{}, counted: map[types.NamespacedName]costCount{}}
 }
 
 // ObserveReconcile counts one reconciliation and its error.
@@ -151,6 +164,16 @@ func (r *Recorder) ObserveJob(job *convoy.TrainingJob, old *convoy.TrainingJobSt
 			r.add(job.Namespace, prev, -1)
 		}
 		r.add(job.Namespace, st.State, 1)
+	}
+	if c := st.Cost; c != nil {
+		was := r.counted[key]
+		now := costCount{gpuHours: max(c.GPUHours, was.gpuHours), amount: was.amount}
+		if c.Amount != nil {
+			now.amount = max(*c.Amount, was.amount)
+		}
+		gpuHours.WithLabelValues(job.Namespace, job.Name).Add(now.gpuHours - was.gpuHours)
+		costs.WithLabelValues(job.Namespace, job.Name).Add(now.amount - was.amount)
+		r.counted[key] = now
 	}
 	r.mu.Unlock()
 
@@ -200,12 +223,15 @@ func (r *Recorder) Forget(key types.NamespacedName) {
 		delete(r.states, key)
 		r.add(key.Namespace, prev, -1)
 	}
+	delete(r.counted, key)
 	r.mu.Unlock()
 	labels := prometheus.Labels{"namespace": key.Namespace, "training_job": key.Name}
 	reconciliations.DeletePartialMatch(labels)
 	reconcileDuration.Delete(labels)
 	reconcileErrors.DeletePartialMatch(labels)
 	durations.DeletePartialMatch(labels)
+	gpuHours.Delete(labels)
+	costs.Delete(labels)
 	for _, g := range perJob {
 		g.Delete(labels)
 	}

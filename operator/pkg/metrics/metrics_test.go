@@ -111,3 +111,23 @@ func TestErrorType(t *testing.T) {
 		})
 	}
 }
+
+func TestRecorderCostCountersFollowStatus(t *testing.T) {
+	r := NewRecorder()
+	j := job("m3", "c", convoy.StateRunning, convoy.ConditionRunning)
+	for _, step := range []struct{ gpuHours, amount float64 }{{1.5, 6}, {1.5, 6}, {4, 16.4}} {
+		old := j.Status.DeepCopy()
+		j.Status.Cost = &convoy.CostStatus{GPUHours: step.gpuHours, Amount: ptr.To(step.amount), Currency: "USD"}
+		r.ObserveJob(j, old)
+		if got := testutil.ToFloat64(gpuHours.WithLabelValues("m3", "c")); got != step.gpuHours {
+			t.Errorf("trainingjob_gpu_hours_total = %v, want status.cost.gpuHours %v", got, step.gpuHours)
+		}
+		if got := testutil.ToFloat64(costs.WithLabelValues("m3", "c")); got != step.amount {
+			t.Errorf("trainingjob_cost_total = %v, want status.cost.amount %v", got, step.amount)
+		}
+	}
+	r.Forget(types.NamespacedName{Namespace: "m3", Name: "c"})
+	if n := testutil.CollectAndCount(costs, "trainingjob_cost_total"); n != 0 {
+		t.Errorf("%d trainingjob_cost_total series left after Forget, want 0", n)
+	}
+}

@@ -30,6 +30,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -45,6 +46,7 @@ import (
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
 	"github.com/convoy-dev/convoy/operator/pkg/controller"
+	"github.com/convoy-dev/convoy/operator/pkg/cost"
 	"github.com/convoy-dev/convoy/operator/pkg/metrics"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	"github.com/convoy-dev/convoy/operator/pkg/sweep"
@@ -90,6 +92,9 @@ type Options struct {
 	PublishImage string
 	// PodName is the operator's own pod in Namespace ($POD_NAME), whose image PublishImage defaults to.
 	PodName string
+	// PriceList is the ConfigMap in Namespace with the administrator's prices (cost.DefaultPriceList
+	// when empty); "-" prices nothing.
+	PriceList string
 	// Backoff spaces gang restarts after failures.
 	Backoff controller.Backoff
 	// ReclaimNotice says which node taints and conditions announce a node's removal: the gangs
@@ -114,6 +119,7 @@ var Defaults = Options{
 	ProgressAddr:            ":9443",
 	ProgressURL:             "https://convoy-operator.convoy-system.svc:9443",
 	ProgressSecret:          "convoy-operator-progress-tls",
+	PriceList:               cost.DefaultPriceList,
 	MaxConcurrentReconciles: 16,
 	Backoff:                 controller.DefaultBackoff,
 }
@@ -188,6 +194,18 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	if opts.WrapClient != nil {
 		c = opts.WrapClient(c)
 	}
+	var prices *cost.Book
+	if opts.PriceList != "-" {
+		book, priceCache, err := cost.NewBook(mgr, cfg, types.NamespacedName{Namespace: opts.Namespace, Name: opts.PriceList})
+		if err != nil {
+			return nil, err
+		}
+		pl := &cost.PriceListReconciler{Book: book, Recorder: mgr.GetEventRecorderFor("convoy-operator")}
+		if err := pl.SetupWithManager(mgr, priceCache); err != nil {
+			return nil, err
+		}
+		prices = book
+	}
 	r := &controller.Reconciler{
 		Client:    c,
 		APIReader: mgr.GetAPIReader(),
@@ -198,6 +216,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Backoff: opts.Backoff,
 		Queue:   opts.Queue,
 		Notice:  opts.ReclaimNotice,
+		Prices:  prices,
 	}
 	if err := r.SetupWithManager(ctx, mgr, opts.MaxConcurrentReconciles); err != nil {
 		return nil, err
@@ -238,6 +257,7 @@ func applyDefaults(o *Options) {
 	or(&o.ProgressAddr, d.ProgressAddr)
 	or(&o.ProgressURL, d.ProgressURL)
 	or(&o.ProgressSecret, d.ProgressSecret)
+	or(&o.PriceList, d.PriceList)
 	if o.MaxConcurrentReconciles == 0 {
 		o.MaxConcurrentReconciles = d.MaxConcurrentReconciles
 	}

@@ -74,15 +74,21 @@ func settleCost(o observation, p *plan) {
 	}
 
 	holding := false
+	next := costRefresh
 	for _, pod := range o.pods {
-		holding = holding || cost.Holding(pod)
+		if start, end, ok := cost.Held(pod); ok && end.IsZero() {
+			holding = true
+			if p.status.Cost == nil {
+				// The first usage is counted once it has settled.
+				next = min(next, start.Add(costSettle+time.Second).Sub(o.now))
+			}
+		}
 	}
 	// Only a gang kept running is looked at again for its cost: pods being stopped wake the job as
 	// they go.
 	if !holding || !p.ensureChildren {
 		return
 	}
-	next := costRefresh
 	if c := p.status.Cost; c != nil && c.AccruedAt != nil {
 		next = c.AccruedAt.Add(costRefresh).Sub(o.now)
 	}

@@ -99,7 +99,7 @@ func TestDecideCheckpointsBeforeAStop(t *testing.T) {
 			job: base.Clone().Status(convoy.TrainingJobStatus{Conditions: running(t0), RestartCount: 1,
 				StartTime: ptr.To(metav1.NewTime(t0))}).Obj(),
 			preemptAttempt: "0",
-			want:           want{restartCount: 1, requeue: costRefresh},
+			want:           want{restartCount: 1},
 		},
 	}
 	for name, tc := range cases {

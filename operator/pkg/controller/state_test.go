@@ -199,7 +199,7 @@ func TestDecide(t *testing.T) {
 			job:  job.Clone().Obj(),
 			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).obj(), makePod(job.Obj(), "worker", 1).obj()},
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				Workers: convoy.WorkerCounts{Active: 1, Pending: 1}, Children: true, RequeueAfter: costRefresh, Started: true},
+				Workers: convoy.WorkerCounts{Active: 1, Pending: 1}, Children: true, Started: true},
 		},
 		"a pod the scheduler cannot place: initializing, unschedulable": {
 			job: job.Clone().Obj(),
@@ -212,7 +212,7 @@ func TestDecide(t *testing.T) {
 			job:  job.Clone().Obj(),
 			pods: gang(job.Obj(), corev1.PodRunning),
 			want: outcome{State: convoy.StateRunning, Reasons: with(admitted, convoy.ConditionRunning, convoy.ReasonPodsRunning),
-				Workers: convoy.WorkerCounts{Active: 2}, Children: true, RequeueAfter: costRefresh, Started: true},
+				Workers: convoy.WorkerCounts{Active: 2}, Children: true, Started: true},
 		},
 		"every worker succeeded: completed, parameter servers stopped": {
 			job: job.Clone().Framework(convoy.FrameworkTensorFlow).ParameterServers(1).Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start}).Obj(),
@@ -282,7 +282,7 @@ func TestDecide(t *testing.T) {
 				makePod(job.Obj(), "worker", 1).attempt(0).exit(1).obj(),
 			},
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				RestartCount: 1, Workers: convoy.WorkerCounts{Active: 1}, Delete: []string{"llm-worker-1"}, Children: true, RequeueAfter: costRefresh, Started: true},
+				RestartCount: 1, Workers: convoy.WorkerCounts{Active: 1}, Delete: []string{"llm-worker-1"}, Children: true, Started: true},
 		},
 		"backoff limit exhausted: failed": {
 			job:  runningJob.Clone().FailurePolicy(convoy.RestartOnFailure, 2).Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start, RestartCount: 2, FailureRestarts: 2}).Obj(),
@@ -376,10 +376,10 @@ func TestDecide(t *testing.T) {
 				FailureReason: convoy.ReasonDeadlineExceeded, Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true, Finished: true},
 		},
 		"activeDeadlineSeconds not yet passed: wake up at the deadline": {
-			job:  runningJob.Clone().Deadline(3630).Obj(),
+			job:  runningJob.Clone().Deadline(3700).Obj(),
 			pods: gang(job.Obj(), corev1.PodRunning),
 			want: outcome{State: convoy.StateRunning, Reasons: with(admitted, convoy.ConditionRunning, convoy.ReasonPodsRunning),
-				Workers: convoy.WorkerCounts{Active: 2}, Children: true, RequeueAfter: 30 * time.Second, Started: true},
+				Workers: convoy.WorkerCounts{Active: 2}, Children: true, RequeueAfter: 100 * time.Second, Started: true},
 		},
 		"suspended by the user: pods deleted, deadline clock reset": {
 			job:  runningJob.Clone().Suspend(true).Obj(),

@@ -48,7 +48,7 @@ func NodeFromLabels(labels map[string]string, spot []convoy.SpotNodeLabel) Node 
 // Held is the time a pod held its node's resources: from its binding (its PodScheduled
 // condition, else its start or creation) to its end (its containers' latest finish when it
 // finished), or open (end zero) while it runs or is being stopped. ok is false for a pod that
-// was never bound.
+// was never bound, or whose times are unknown.
 func Held(pod *corev1.Pod) (start, end time.Time, ok bool) {
 	if pod.Spec.NodeName == "" {
 		return time.Time{}, time.Time{}, false
@@ -61,6 +61,9 @@ func Held(pod *corev1.Pod) (start, end time.Time, ok bool) {
 		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero() {
 			start = c.LastTransitionTime.Time
 		}
+	}
+	if start.IsZero() {
+		return time.Time{}, time.Time{}, false // no time is known: nothing can be counted
 	}
 	if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
 		return start, time.Time{}, true

@@ -234,6 +234,12 @@ func (w *TrainingJobWrapper) TTL(seconds int32) *TrainingJobWrapper {
 	return w
 }
 
+// Budget sets spec.budget.
+func (w *TrainingJobWrapper) Budget(amount float64) *TrainingJobWrapper {
+	w.Spec.Budget = ptr.To(amount)
+	return w
+}
+
 // Topology sets spec.scheduling.topology.
 func (w *TrainingJobWrapper) Topology(level convoy.TopologyLevel, mode convoy.TopologyMode) *TrainingJobWrapper {
 	if w.Spec.Scheduling == nil {

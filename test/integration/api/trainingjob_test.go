@@ -151,6 +151,8 @@ func TestInvalidSpecsAreRejectedNamingTheField(t *testing.T) {
 		"mxnet without servers":          {spec: `{"framework": "mxnet"}`, want: "spec.numParameterServers must be at least 1 for framework mxnet"},
 		"gpus in resources":              {spec: `{"resources": {"limits": {"nvidia.com/gpu": "8"}}}`, want: "spec.resources.limits must not set nvidia.com/gpu: set spec.gpusPerWorker instead"},
 		"zero learning rate":             {spec: `{"hyperparameters": {"learningRate": 0}}`, want: "spec.hyperparameters.learningRate must be greater than 0"},
+		"zero budget":                    {spec: `{"budget": 0}`, want: "spec.budget must be greater than 0, an amount in the price list's currency"},
+		"negative budget":                {spec: `{"budget": -5}`, want: "spec.budget must be greater than 0"},
 		"learning rate as a word":        {spec: `{"hyperparameters": {"learningRate": "fast"}}`, want: "spec.hyperparameters.learningRate"},
 		"unknown precision":              {spec: `{"hyperparameters": {"precision": "fp64"}}`, want: `spec.hyperparameters.precision: Unsupported value: "fp64"`},
 		"mixed precision as a dtype":     {spec: `{"hyperparameters": {"mixedPrecision": "bf16"}}`, want: "spec.hyperparameters.mixedPrecision in body must be of type boolean"},
@@ -303,7 +305,8 @@ func TestKubectlPrintsTheColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	job.Status = v1alpha1.TrainingJobStatus{State: v1alpha1.StateRunning, Reason: v1alpha1.ReasonPodsRunning, Progress: "45%", CurrentEpoch: 3, TotalEpochs: 10,
-		Resources: &v1alpha1.ResourcesStatus{GPUs: 32}}
+		Resources: &v1alpha1.ResourcesStatus{GPUs: 32},
+		Cost:      &v1alpha1.CostStatus{GPUHours: 3.1, Amount: ptr.To(12.34), Currency: "USD", Summary: "12.34 USD"}}
 	if err := c.Client.Status().Update(ctx, job); err != nil {
 		t.Fatal(err)
 	}
@@ -326,8 +329,11 @@ func TestKubectlPrintsTheColumns(t *testing.T) {
 			t.Errorf("kubectl describe does not show the run %s and the model %s:\n%s", url, digest, d)
 		}
 	}()
-	if got, want := strings.Fields(lines[0]), []string{"NAME", "STATE", "REASON", "PROGRESS", "EPOCH", "WORKERS", "GPUS", "QUEUE", "AGE"}; strings.Join(got, " ") != strings.Join(want, " ") {
+	if got, want := strings.Fields(lines[0]), []string{"NAME", "STATE", "REASON", "PROGRESS", "EPOCH", "WORKERS", "GPUS", "QUEUE", "COST", "AGE"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("kubectl get trainingjobs header = %v, want %v", got, want)
+	}
+	if at := strings.Index(lines[0], "COST"); at < 0 || !strings.HasPrefix(lines[1][at:], "12.34 USD ") {
+		t.Errorf("kubectl get trainingjobs:\n%s\nwant COST 12.34 USD", out)
 	}
 	if got, want := strings.Fields(lines[1])[:8], []string{"llama", "Running", "PodsRunning", "45%", "3", "4", "32", "team-a"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("kubectl get trainingjobs row = %v, want %v", got, want)

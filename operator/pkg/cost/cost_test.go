@@ -166,3 +166,25 @@ func TestParseNamesBadKeys(t *testing.T) {
 }
 
 func ptrTo(f float64) *float64 { return &f }
+
+func TestSum(t *testing.T) {
+	usd := func(hours, amount float64) *convoy.CostStatus {
+		return &convoy.CostStatus{GPUHours: hours, Amount: &amount, Currency: "USD"}
+	}
+	cases := map[string]struct {
+		costs []*convoy.CostStatus
+		want  *convoy.CostTotal
+	}{
+		"nothing used":      {costs: []*convoy.CostStatus{nil, nil}},
+		"trials add up":     {costs: []*convoy.CostStatus{usd(1, 4), nil, usd(0.5, 2.25)}, want: &convoy.CostTotal{GPUHours: 1.5, Amount: ptrTo(6.25), Currency: "USD", Summary: "6.25 USD"}},
+		"an unpriced trial": {costs: []*convoy.CostStatus{usd(1, 4), {GPUHours: 2}}, want: &convoy.CostTotal{GPUHours: 3, Summary: "3.00 GPU-h"}},
+		"two currencies":    {costs: []*convoy.CostStatus{usd(1, 4), {GPUHours: 1, Amount: ptrTo(3), Currency: "EUR"}}, want: &convoy.CostTotal{GPUHours: 2, Summary: "2.00 GPU-h"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Sum(tc.costs)); diff != "" {
+				t.Errorf("Sum (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -107,3 +107,36 @@ func formatHours(h float64) string {
 	}
 	return fmt.Sprintf("%.2f", h)
 }
+
+// Sum adds up jobs' costs (a sweep's trials'): their GPU-hours, and their amounts when every job
+// that used anything has one, all in one currency. It returns nil when no job used anything.
+func Sum(costs []*convoy.CostStatus) *convoy.CostTotal {
+	var total convoy.CostTotal
+	amount, priced := 0.0, true
+	for _, c := range costs {
+		if c == nil {
+			continue
+		}
+		total.GPUHours += c.GPUHours
+		switch {
+		case c.Amount == nil, total.Currency != "" && c.Currency != total.Currency:
+			priced = false
+		default:
+			amount += *c.Amount
+			total.Currency = c.Currency
+		}
+	}
+	if total.GPUHours == 0 && total.Currency == "" && priced {
+		return nil
+	}
+	total.GPUHours = round(total.GPUHours)
+	total.Summary = fmt.Sprintf("%s GPU-h", formatHours(total.GPUHours))
+	if priced && total.Currency != "" {
+		amount = round(amount)
+		total.Amount = &amount
+		total.Summary = fmt.Sprintf("%.2f %s", amount, total.Currency)
+	} else {
+		total.Currency = ""
+	}
+	return &total
+}

@@ -38,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/cost"
 )
 
 // Name is the controller's name in logs and metrics, and the events' source.
@@ -147,6 +148,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return 0
 	})
 	summarize(status, trials, plan, now)
+	costs := make([]*convoy.CostStatus, len(jobs.Items))
+	for i := range jobs.Items {
+		costs[i] = jobs.Items[i].Status.Cost
+	}
+	status.Cost = cost.Sum(costs)
 
 	if !equality.Semantic.DeepEqual(&sw.Status, status) {
 		sw.Status = *status

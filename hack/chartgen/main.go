@@ -60,6 +60,7 @@ var components = []component{
 	{key: "scheduler", template: "scheduler.yaml", dir: "scheduler", about: "convoy-scheduler, a second scheduler beside the default one"},
 	{key: "nodeAgent", template: "node-agent.yaml", dir: "node-agent", about: "the node agent DaemonSet on GPU nodes"},
 	{key: "queues", template: "queues.yaml", dir: "queue", optional: true, about: "sample ResourceFlavors, ClusterQueues, LocalQueues and PriorityClasses to start from"},
+	{key: "prices", template: "prices.yaml", dir: "prices", optional: true, about: "a sample price list (ConfigMap convoy-prices) for status.cost and spec.budget: set your own prices"},
 	{key: "monitoring", template: "monitoring.yaml", dir: "monitoring", optional: true, about: "ServiceMonitors and the PrometheusRule (needs the Prometheus Operator's CRDs)"},
 	{key: "networkPolicies", template: "network-policies.yaml", dir: "network-policies", optional: true, about: "NetworkPolicies that let each component accept only what it serves and call only the API server and DNS"},
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package cost
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 )
@@ -186,5 +188,22 @@ func TestSum(t *testing.T) {
 				t.Errorf("Sum (-want,+got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestSamplePriceListParses: deploy/prices, the sample administrators start from, has no key the
+// operator would leave out.
+func TestSamplePriceListParses(t *testing.T) {
+	b, err := os.ReadFile("../../../deploy/prices/prices.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := yaml.Unmarshal(b, cm); err != nil {
+		t.Fatal(err)
+	}
+	list, errs := Parse(cm.Data)
+	if len(errs) > 0 || list.Currency == "" || cm.Name != DefaultPriceList {
+		t.Errorf("deploy/prices: ConfigMap %s, currency %q, keys left out: %v", cm.Name, list.Currency, errs)
 	}
 }

@@ -107,13 +107,13 @@ func objects(t *testing.T, stream string) map[string]map[string]any {
 
 // TestChartRendersTheKustomizeBases: `helm template` with the default values (and the optional
 // components on) gives the very objects `kubectl kustomize` gives for deploy/operator,
-// deploy/scheduler, deploy/node-agent, deploy/queue, deploy/monitoring and
+// deploy/scheduler, deploy/node-agent, deploy/queue, deploy/prices, deploy/monitoring and
 // deploy/network-policies, and deploy/kueue's Convoy files.
 func TestChartRendersTheKustomizeBases(t *testing.T) {
 	c := framework.Shared(t)
 	root := filepath.Dir(filepath.Dir(chartDir(t)))
 	var want strings.Builder
-	for _, dir := range []string{"operator", "scheduler", "node-agent", "queue", "monitoring", "network-policies"} {
+	for _, dir := range []string{"operator", "scheduler", "node-agent", "queue", "prices", "monitoring", "network-policies"} {
 		out, err := run(t, c, "kubectl", "kustomize", filepath.Join(root, dir))
 		if err != nil {
 			t.Fatal(err)
@@ -128,7 +128,7 @@ func TestChartRendersTheKustomizeBases(t *testing.T) {
 		want.WriteString("\n---\n" + string(b))
 	}
 	got, err := run(t, c, "helm", "template", "convoy", chartDir(t), "--namespace", namespace,
-		"--set", "queues.enabled=true", "--set", "monitoring.enabled=true", "--set", "networkPolicies.enabled=true")
+		"--set", "queues.enabled=true", "--set", "prices.enabled=true", "--set", "monitoring.enabled=true", "--set", "networkPolicies.enabled=true")
 	if err != nil {
 		t.Fatal(err)
 	}

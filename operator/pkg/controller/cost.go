@@ -36,10 +36,10 @@ const (
 )
 
 // costNodes reads the GPU product and capacity type of the pods' nodes from their labels.
-func costNodes(nodes map[string]map[string]string) map[string]cost.Node {
-	out := make(map[string]cost.Node, len(nodes))
-	for name, labels := range nodes {
-		out[name] = cost.NodeFromLabels(labels, convoy.DefaultSpotNodeLabels)
+func (o observation) costNodes() map[string]cost.Node {
+	out := make(map[string]cost.Node, len(o.nodes))
+	for name, labels := range o.nodes {
+		out[name] = cost.NodeFromLabels(labels, o.spotNodeLabels)
 	}
 	return out
 }
@@ -60,7 +60,7 @@ func settleCost(o observation, p *plan) {
 	old := o.job.Status.Cost
 	fresh := o.cost
 	if len(p.delete) > 0 || (p.status.IsFinished() && !o.job.Status.IsFinished()) {
-		fresh = cost.Update(old, o.pods, costNodes(o.nodes), o.prices, o.now)
+		fresh = cost.Update(old, o.pods, o.costNodes(), o.prices, o.now)
 	}
 	rest := p.status
 	rest.Cost = old
@@ -93,8 +93,8 @@ func settleCost(o observation, p *plan) {
 		next = c.AccruedAt.Add(costRefresh).Sub(o.now)
 	}
 	p.requeue(max(next, time.Second))
-	if b := o.job.Spec.Budget; b != nil && fresh != nil && fresh.Amount != nil {
-		if rate := cost.HourlyRate(o.pods, costNodes(o.nodes), o.prices.List, o.now); rate > 0 {
+	if b := o.job.Spec.Budget; b != nil && fresh != nil && fresh.Amount != nil && *fresh.Amount < *b {
+		if rate := cost.HourlyRate(o.pods, o.costNodes(), o.prices.List, o.now); rate > 0 {
 			left := time.Duration((*b - *fresh.Amount) / rate * float64(time.Hour))
 			p.requeue(max(left+costSettle, time.Second))
 		}

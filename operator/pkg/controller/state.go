@@ -62,6 +62,9 @@ type observation struct {
 	// (decide fills it in).
 	prices cost.Prices
 	cost   *convoy.CostStatus
+	// spotNodeLabels are the node labels that mark spot capacity (convoy.DefaultSpotNodeLabels
+	// when nil).
+	spotNodeLabels []convoy.SpotNodeLabel
 }
 
 // plan is what a reconcile does: the new status and the writes to children.
@@ -89,7 +92,7 @@ func (p *plan) requeue(d time.Duration) {
 
 // decide is the TrainingJob state machine: a pure function of what the reconcile observed.
 func decide(o observation) plan {
-	o.cost = cost.Update(o.job.Status.Cost, o.pods, costNodes(o.nodes), o.prices, o.now.Add(-costSettle))
+	o.cost = cost.Update(o.job.Status.Cost, o.pods, o.costNodes(), o.prices, o.now.Add(-costSettle))
 	p := decideGang(o)
 	settleCost(o, &p)
 	return p

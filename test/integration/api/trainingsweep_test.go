@@ -161,15 +161,16 @@ func TestKubectlPrintsTheSweepColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	sweep.Status = v1alpha1.TrainingSweepStatus{State: v1alpha1.SweepRunning, TrialsSummary: "2/3/1/0",
-		BestTrial: &v1alpha1.BestTrial{Name: "lr-3", Value: 0.125}}
+		BestTrial: &v1alpha1.BestTrial{Name: "lr-3", Value: 0.125},
+		Cost:      &v1alpha1.CostTotal{GPUHours: 6, Amount: ptr.To(24.5), Currency: "USD", Summary: "24.50 USD"}}
 	if err := c.Client.Status().Update(ctx, sweep); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(kubectl(t, c, "get", "sweeps", "-n", ns)), "\n")
-	if got, want := strings.Join(strings.Fields(lines[0]), " "), "NAME STATE TRIALS BEST AGE"; got != want {
+	if got, want := strings.Join(strings.Fields(lines[0]), " "), "NAME STATE TRIALS BEST COST AGE"; got != want {
 		t.Errorf("kubectl get sweeps header = %q, want %q", got, want)
 	}
-	if got, want := strings.Join(strings.Fields(lines[1])[:4], " "), "lr Running 2/3/1/0 0.125"; got != want {
+	if got, want := strings.Join(strings.Fields(lines[1])[:6], " "), "lr Running 2/3/1/0 0.125 24.50 USD"; got != want {
 		t.Errorf("kubectl get sweeps row = %q, want %q", got, want)
 	}
 	if doc := kubectl(t, c, "explain", "trainingsweep.spec.objective.goal"); !strings.Contains(doc, "ends the sweep") {

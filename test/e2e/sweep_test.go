@@ -317,6 +317,20 @@ func TestSweepEarlyStoppingFreesQuotaForTheNextTrial(t *testing.T) {
 	if b := done.Status.BestTrial; b == nil || b.Name != "median-2" {
 		t.Errorf("best trial %+v, want median-2 (x=0.3, the optimum)", b)
 	}
+	// The sweep's cost is its trials' summed: here GPU-hours, as no price list is installed.
+	e.waitSweep("median", "its trials' GPU-hours summed", func(s *convoy.TrainingSweep) bool {
+		trials := &convoy.TrainingJobList{}
+		if err := e.k.List(t.Context(), trials, client.InNamespace(e.ns), client.MatchingLabels{convoy.LabelSweepName: "median"}); err != nil {
+			return false
+		}
+		sum := 0.0
+		for _, j := range trials.Items {
+			if j.Status.Cost != nil {
+				sum += j.Status.Cost.GPUHours
+			}
+		}
+		return sum > 0 && s.Status.Cost != nil && math.Abs(s.Status.Cost.GPUHours-sum) < 1e-6
+	})
 	events, err := e.Kubectl(t.Context(), "get", "events", "-n", e.ns, "--field-selector", "involvedObject.name=median", "-o", "custom-columns=REASON:.reason,MESSAGE:.message")
 	must(t, err)
 	if !strings.Contains(events, "TrialEarlyStopped") || !strings.Contains(events, "median-1") {

@@ -510,6 +510,12 @@ spec:
 		t.Fatal(err)
 	}
 	stopped := time.Now()
+	// The tests after this one need both nodes.
+	t.Cleanup(func() {
+		if err := e.RestartKubelet(context.Background(), lostNode); err != nil {
+			t.Error(err)
+		}
+	})
 
 	waitJob("the gang to restart", 3*time.Minute, func() bool { return job.Status.RestartCount >= 1 })
 	restarting := meta.FindStatusCondition(job.Status.Conditions, convoy.ConditionRestarting)

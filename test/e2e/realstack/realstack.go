@@ -29,8 +29,10 @@ import (
 	"path/filepath"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -160,6 +162,38 @@ func (e *Env) Kubectl(ctx context.Context, args ...string) (string, error) {
 }
 
 func (e *Env) path(rel string) string { return filepath.Join(e.Root, filepath.FromSlash(rel)) }
+
+// RestartKubelet starts again the kubelet of the real node that a test stopped, and waits until
+// the node is Ready again and advertises its GPUs.
+func (e *Env) RestartKubelet(ctx context.Context, node string) error {
+	restarted := time.Now().Add(-time.Second)
+	if err := e.Cluster.RestartProcess(framework.Kubelet + "-" + node); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		n, err := e.Cluster.Clientset.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				return c.Status == corev1.ConditionTrue && c.LastHeartbeatTime.After(restarted), nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("node %s Ready again after its kubelet's restart: %w", node, err)
+	}
+	for _, n := range e.Nodes {
+		if n.Name == node {
+			return waitGPUs(ctx, e.Cluster, []*framework.RealNode{n})
+		}
+	}
+	return nil
+}
 
 // waitGPUs waits until every node's allocatable shows the device plugin's GPUs.
 func waitGPUs(ctx context.Context, c *framework.Cluster, nodes []*framework.RealNode) error {

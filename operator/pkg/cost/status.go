@@ -61,8 +61,8 @@ func Update(prev *convoy.CostStatus, pods []*corev1.Pod, nodes map[string]Node, 
 	at := metav1.NewTime(to)
 	st := &convoy.CostStatus{Usage: usage, AccruedAt: &at, GPUHours: round(float64(GPUSeconds(usage)) / 3600)}
 	st.Summary = fmt.Sprintf("%s GPU-h", formatHours(st.GPUHours))
-	switch {
-	case prices.List == nil:
+	switch prices.List {
+	case nil:
 		st.Message = fmt.Sprintf("no price list: %s; the administrator sets the prices there (docs/operations.md)", prices.Problem)
 	default:
 		amount, missing, ok := prices.List.Price(usage)

@@ -45,7 +45,7 @@ func (e *env) spotFirstQueue() {
 	err := framework.EachYAMLDoc([]byte(out), func(doc []byte) error {
 		obj := &kueue.ClusterQueue{}
 		if err := yaml.Unmarshal(doc, obj); err != nil || obj.Kind != "ClusterQueue" || obj.Name != "team-a" {
-			return nil //nolint:nilerr // other kinds do not decode into a ClusterQueue; they are skipped
+			return nil // other kinds do not decode into a ClusterQueue; they are skipped
 		}
 		cq = obj
 		return nil

@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -35,6 +36,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
 )
 
@@ -306,6 +308,78 @@ func TestSchedulerPreemptionKeepsOffABookedPlace(t *testing.T) {
 	t.Logf("urgent runs in %v; low ran in %s, restarts %d", e.racks(pods), lowRack, e.get("low").Status.RestartCount)
 	if c := findCheck(e.waitWorkload("idle", "read", func(*kueue.Workload) bool { return true })); c.State != kueue.CheckStateReady && !strings.Contains(c.Message, "did not reach convoy-scheduler") {
 		t.Errorf("idle's check is %s: %s; want it Ready, or released only for its pods' timeout", c.State, c.Message)
+	}
+}
+
+// TestBookingOutlivesASchedulerFailover: the one free rack is booked for an admitted Workload
+// whose pods have not come, while a second scheduler replica stands by. The leader stops, giving
+// its Lease up as in a rolling update, and is started again as the standby. The other replica
+// leads, holds the booking again, and keeps a rival gang admitted by quota alone off the booked
+// rack; once the Workload is deleted, the rival runs there.
+func TestBookingOutlivesASchedulerFailover(t *testing.T) {
+	e := setup(t)
+	e.clusterQueue(64, flavor, withCheck)
+	racks := e.fillRacks(4, "rack-0-0-0", "rack-0-0-1", "rack-0-1-0")
+	free := racks["rack-0-1-1"]
+	spare := e.Replicas(stack.Scheduler)[1]
+	must(t, e.StartReplica(t.Context(), spare))
+	t.Cleanup(func() {
+		// The first replica leads again, as the other tests expect.
+		holder := e.schedulerLeaseHolder()
+		if err := e.Cluster.StopProcess(spare); err != nil {
+			t.Errorf("stopping %s: %v", spare, err)
+		}
+		e.waitSchedulerLeader("the first replica to lead again", holder)
+	})
+	e.createIdleWorkload("idle")
+	wl := e.waitWorkload("idle", "admitted", workloadAdmitted)
+	booked := findCheck(wl).Message
+	if !strings.Contains(booked, free[0]) {
+		t.Fatalf("idle's check says %q, want it to hold rack-0-1-1's nodes %v", booked, free)
+	}
+
+	leader := e.schedulerLeaseHolder()
+	must(t, e.StopScheduler())
+	e.waitSchedulerLeader(spare+" to lead", leader)
+	must(t, e.StartScheduler(t.Context()))
+	e.uncheckedQueue("rival", 64)
+	rival := e.job("rival", 4, 8, "")
+	rival.Spec.Scheduling.Queue = "rival"
+	e.create(rival)
+	e.consistently("the rival stays off the rack booked for idle while idle's check holds it", 6*time.Second, func() (bool, string) {
+		c := findCheck(e.waitWorkload("idle", "read", func(*kueue.Workload) bool { return true }))
+		for _, p := range e.pods("rival") {
+			if slices.Contains(free, p.Spec.NodeName) && c.State == kueue.CheckStateReady && strings.HasPrefix(c.Message, "convoy-scheduler holds") {
+				return false, fmt.Sprintf("rival's pod %s runs on %s while idle's check says %q", p.Name, p.Spec.NodeName, c.Message)
+			}
+		}
+		return true, ""
+	})
+	if c := findCheck(e.waitWorkload("idle", "read", func(*kueue.Workload) bool { return true })); c.State != kueue.CheckStateReady {
+		t.Logf("idle's check is %s after the failover: %s", c.State, c.Message)
+	}
+
+	must(t, e.k.Delete(t.Context(), &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "idle"}}))
+	e.waitRunningInRack("rival", 4, "rack-0-1-1")
+}
+
+// schedulerLeaseHolder is the holder of the scheduler's leader-election Lease; "" when none.
+func (e *env) schedulerLeaseHolder() string {
+	e.t.Helper()
+	lease := &coordinationv1.Lease{}
+	must(e.t, e.k.Get(context.Background(), client.ObjectKey{Namespace: stack.Namespace, Name: stack.Scheduler}, lease))
+	return ptr.Deref(lease.Spec.HolderIdentity, "")
+}
+
+// waitSchedulerLeader waits until a scheduler replica other than the holder before leads.
+func (e *env) waitSchedulerLeader(what, before string) {
+	e.t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		h := e.schedulerLeaseHolder()
+		return h != "" && h != before, nil
+	})
+	if err != nil {
+		e.t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 

@@ -106,6 +106,8 @@ func setup(t *testing.T) *env {
 			SimTrainer: time.Second,
 			// TestUnusedBookingIsReleased waits it out.
 			BookingTimeout: bookingTimeout,
+			// TestBookingOutlivesASchedulerFailover starts it to take over from the leader.
+			SpareScheduler: true,
 		})
 	})
 	if setupErr != nil {

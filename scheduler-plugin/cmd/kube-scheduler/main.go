@@ -26,6 +26,11 @@ import (
 
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs/json/register" // --logging-format=json, as upstream's main
+	// client-go's metrics, leader_election_master_status among them, as upstream's main registers
+	// them; the placement check (pkg/admissioncheck) reads that gauge to know it leads.
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/pkg/features"

@@ -23,13 +23,11 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,6 +35,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -66,7 +65,9 @@ type Options struct {
 	// admitted; then it is released and the check set to Retry, so Kueue releases the quota too.
 	BookingTimeout time.Duration
 	// Lease is the scheduler's leader-election Lease: only the replica that holds it decides (its
-	// State is the one that schedules). Empty without leader election.
+	// State is the one that schedules). Empty without leader election. A replica knows it holds
+	// the Lease from client-go's leader_election_master_status gauge, which kube-scheduler's leader
+	// election sets in its own process.
 	Lease types.NamespacedName
 	// Recheck is how often a Workload whose gang does not fit, or whose booking waits, is looked
 	// at again.
@@ -79,13 +80,10 @@ const DefaultRecheck = 3 * time.Second
 // Reconciler sets the state of Convoy's placement check on Workloads.
 type Reconciler struct {
 	client client.Client
-	// reader reads the Lease directly: the scheduler's ServiceAccount may get it, not watch it.
-	reader client.Reader
 	state  *gangcore.State
 	opts   Options
 	clock  clock.Clock
 
-	host    string
 	leadMu  sync.Mutex
 	leadAt  time.Time
 	leading bool
@@ -122,11 +120,7 @@ func Start(ctx context.Context, cfg *rest.Config, st *gangcore.State, opts Optio
 		logger.Info("Kueue's Workloads are not served: the placement admission check does not run", "err", err)
 		return nil
 	}
-	host, err := hostname()
-	if err != nil {
-		return err
-	}
-	r := &Reconciler{client: mgr.GetClient(), reader: mgr.GetAPIReader(), state: st, opts: opts, clock: clock.RealClock{}, host: host}
+	r := &Reconciler{client: mgr.GetClient(), state: st, opts: opts, clock: clock.RealClock{}}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("placement-check").For(&kueue.Workload{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).Complete(r); err != nil {
 		return err
@@ -151,9 +145,7 @@ func Start(ctx context.Context, cfg *rest.Config, st *gangcore.State, opts Optio
 // reserved and its gang fits; Pending with the planner's reason while it does not; Retry when the
 // booking of an admitted gang broke or went unused for BookingTimeout.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	if !r.leads(ctx) {
-		return reconcile.Result{RequeueAfter: r.opts.Recheck}, nil
-	}
+	leads := r.leads(ctx)
 	wl := &kueue.Workload{}
 	if err := r.client.Get(ctx, req.NamespacedName, wl); err != nil {
 		if client.IgnoreNotFound(err) == nil {
@@ -172,6 +164,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, nil
 	}
 	check := admissioncheck.FindAdmissionCheck(wl.Status.AdmissionChecks, checks[0])
+	if !leads {
+		return reconcile.Result{RequeueAfter: r.opts.Recheck}, r.mirror(ctx, wl, check, key)
+	}
 	if isTrue(wl, kueue.WorkloadAdmitted) {
 		return r.keepBooking(ctx, wl, check, key)
 	}
@@ -194,18 +189,51 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{RequeueAfter: r.opts.Recheck}, r.setChecks(ctx, wl, checks, kueue.CheckStateReady, where)
 }
 
+// mirror holds, in a replica that does not lead, the booking the leader's check says it holds for
+// the Workload, dated from when the check went Ready, and drops it when the check no longer says
+// so or the gang's pods have come: once this replica leads, its first scheduling cycle keeps off
+// the places the leader booked.
+func (r *Reconciler) mirror(ctx context.Context, wl *kueue.Workload, check *kueue.AdmissionCheckState, key string) error {
+	workload := client.ObjectKeyFromObject(wl).String()
+	ns, name, _ := strings.Cut(key, "/")
+	if check.State != kueue.CheckStateReady || !strings.HasPrefix(check.Message, gangcore.BookingMessagePrefix) || len(r.state.PodGroupPods(ns, name)) > 0 {
+		r.releaseFor(workload)
+		return nil
+	}
+	pods, err := gangPods(ctx, r.client, wl)
+	if err != nil {
+		return err
+	}
+	if _, err := r.state.Book(ctx, workload, key, pods); err == nil {
+		r.state.DateBooking(key, check.LastTransitionTime.Time)
+	}
+	return nil
+}
+
 // NoPlaceMessage starts the message of a check that waits for room.
 const NoPlaceMessage = "convoy-scheduler has no place for the gang yet: "
 
 // keepBooking looks after the booking of an admitted Workload until the gang's pods are planned
-// (the booking is then gone): released, and the check set to Retry, when it went unused for
-// BookingTimeout or the nodes changed under it and the gang no longer fits.
+// (the booking is then gone, and the check's message says the pods took the place): released, and
+// the check set to Retry, when it went unused for BookingTimeout or the nodes changed under it and
+// the gang no longer fits. A booking this replica does not hold while the check still says it is
+// held was made by the replica that led before it: it is booked again here, its timeout counted
+// from when the check went Ready.
 func (r *Reconciler) keepBooking(ctx context.Context, wl *kueue.Workload, check *kueue.AdmissionCheckState, key string) (reconcile.Result, error) {
-	at, ok := r.state.BookedAt(key)
-	if !ok || check.State != kueue.CheckStateReady {
+	if check.State != kueue.CheckStateReady {
 		return reconcile.Result{}, nil
 	}
 	checks := []kueue.AdmissionCheckReference{check.Name}
+	at, ok := r.state.BookedAt(key)
+	if !ok {
+		if !strings.HasPrefix(check.Message, gangcore.BookingMessagePrefix) {
+			return reconcile.Result{}, nil
+		}
+		if ns, name, _ := strings.Cut(key, "/"); len(r.state.PodGroupPods(ns, name)) > 0 {
+			return reconcile.Result{}, r.setChecks(ctx, wl, checks, kueue.CheckStateReady, PlacedMessage)
+		}
+		at = check.LastTransitionTime.Time
+	}
 	if waited := r.clock.Since(at); waited >= r.opts.BookingTimeout {
 		r.state.ReleaseBooking(key)
 		return reconcile.Result{}, r.setChecks(ctx, wl, checks, kueue.CheckStateRetry,
@@ -219,8 +247,15 @@ func (r *Reconciler) keepBooking(ctx context.Context, wl *kueue.Workload, check 
 		return reconcile.Result{}, r.setChecks(ctx, wl, checks, kueue.CheckStateRetry,
 			"the nodes held for the gang changed and it no longer fits: "+err.Error()+"; Kueue queues it again")
 	}
+	if !ok {
+		r.state.DateBooking(key, at)
+	}
 	return reconcile.Result{RequeueAfter: min(r.opts.Recheck, r.opts.BookingTimeout-r.clock.Since(at))}, nil
 }
+
+// PlacedMessage is the message of a Ready check whose gang's pods have taken the place booked for
+// them.
+const PlacedMessage = "the gang's pods reached convoy-scheduler and took the place held for them"
 
 // setChecks sets the state and message of the Workload's checks, when they differ.
 func (r *Reconciler) setChecks(ctx context.Context, wl *kueue.Workload, checks []kueue.AdmissionCheckReference, state kueue.CheckState, message string) error {
@@ -294,8 +329,11 @@ func (r *Reconciler) reconcileCheck(ctx context.Context, req reconcile.Request) 
 	return reconcile.Result{}, client.IgnoreNotFound(r.client.Status().Update(ctx, ac))
 }
 
-// leads reports whether this scheduler holds its leader-election Lease: kube-scheduler names its
-// holder "<hostname>_<uuid>". It is read at most once a second.
+// leads reports whether this scheduler holds its leader-election Lease. It reads client-go's
+// leader_election_master_status gauge, which the scheduler's leader election sets to 1 in the
+// process that holds the Lease (cmd/kube-scheduler registers it, as upstream's main does); a
+// Lease holder's identity, "<hostname>_<uuid>", does not tell two replicas on one host apart. It
+// is read at most once a second.
 func (r *Reconciler) leads(ctx context.Context) bool {
 	if r.opts.Lease.Name == "" {
 		return true
@@ -305,14 +343,29 @@ func (r *Reconciler) leads(ctx context.Context) bool {
 	if r.clock.Since(r.leadAt) < time.Second {
 		return r.leading
 	}
-	lease := &coordinationv1.Lease{}
-	r.leading = false
-	if err := r.reader.Get(ctx, r.opts.Lease, lease); err == nil {
-		holder := ptr.Deref(lease.Spec.HolderIdentity, "")
-		r.leading = strings.HasPrefix(holder, r.host+"_")
-	}
+	r.leading = leaderGauge(ctx)
 	r.leadAt = r.clock.Now()
 	return r.leading
+}
+
+// leaderGauge reports whether a leader election of this process holds its lock, by the
+// leader_election_master_status gauge.
+func leaderGauge(ctx context.Context) bool {
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Reading the leader-election gauge")
+	}
+	for _, f := range families {
+		if f.GetName() != "leader_election_master_status" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if m.GetGauge().GetValue() == 1 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // gangKey names the Workload's gang as the scheduler does its pods': namespace/podgroup, from the
@@ -389,5 +442,3 @@ func flavorsOf(ctx context.Context, c client.Client, a *kueue.PodSetAssignment) 
 	}
 	return selector, tolerations, nil
 }
-
-func hostname() (string, error) { return os.Hostname() }

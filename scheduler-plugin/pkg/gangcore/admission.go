@@ -92,6 +92,16 @@ func (s *State) BookedAt(key string) (at time.Time, ok bool) {
 	return time.Time{}, false
 }
 
+// DateBooking dates the gang's booking from at: its timeout counts from then. The admission check
+// dates a booking it makes again for a Workload another scheduler replica booked before a failover.
+func (s *State) DateBooking(key string, at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.bookings[key]; b != nil {
+		b.created = at
+	}
+}
+
 // ReleaseBooking drops the gang's booking, if any: its GPUs are free for other gangs again.
 func (s *State) ReleaseBooking(key string) {
 	s.mu.Lock()
@@ -153,6 +163,9 @@ func bookingFits(cl *planner.Cluster, b *plan) bool {
 	return len(count) == 0
 }
 
+// BookingMessagePrefix starts the message that says where a gang is booked.
+const BookingMessagePrefix = "convoy-scheduler holds "
+
 // bookingMessage says where booking b holds the gang.
 func bookingMessage(b *plan) string {
 	var nodes []string
@@ -164,7 +177,7 @@ func bookingMessage(b *plan) string {
 		gpus += sl.GPUs.Len()
 	}
 	slices.Sort(nodes)
-	return fmt.Sprintf("convoy-scheduler holds %d GPU(s) for the gang on node(s) %s", gpus, strings.Join(nodes, ", "))
+	return fmt.Sprintf("%s%d GPU(s) for the gang on node(s) %s", BookingMessagePrefix, gpus, strings.Join(nodes, ", "))
 }
 
 // gangOfPods is the gang of pods not yet created: those asking GPUs, in rank order.

@@ -92,6 +92,9 @@ type Options struct {
 	// relay to whichever replica accepts the connection, as they would through their Services.
 	// Not with PodNetwork.
 	Replicas int
+	// SpareScheduler adds a scheduler replica that Start leaves stopped, Scheduler+"-2" when
+	// Replicas is 1: a test starts it with StartReplica, for example to take over from the leader.
+	SpareScheduler bool
 	// BookingTimeout, when not zero, replaces deploy/scheduler's GangPlacement bookingTimeoutSeconds:
 	// how long the placement admission check holds an admitted gang's place for its pods.
 	BookingTimeout time.Duration
@@ -188,10 +191,14 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Stack, err
 	if err := s.setupOperator(ctx, opts.PodNetwork, replicas); err != nil {
 		return nil, err
 	}
-	if err := s.setupScheduler(ctx, replicas, opts.BookingTimeout); err != nil {
+	schedulers := replicas
+	if opts.SpareScheduler {
+		schedulers++
+	}
+	if err := s.setupScheduler(ctx, schedulers, opts.BookingTimeout); err != nil {
 		return nil, err
 	}
-	for _, names := range [][]string{s.Replicas(Operator), s.Replicas(Scheduler)} {
+	for _, names := range [][]string{s.Replicas(Operator), s.Replicas(Scheduler)[:replicas]} {
 		for _, name := range names {
 			if err := s.StartReplica(ctx, name); err != nil {
 				return nil, err

@@ -52,6 +52,21 @@ func overBudget(job *convoy.TrainingJob, c *convoy.CostStatus) (string, bool) {
 	return fmt.Sprintf("the job's cost %.2f %s reached spec.budget %g", *c.Amount, c.Currency, *job.Spec.Budget), true
 }
 
+// budget is the phase of a job whose cost reached spec.budget: after a checkpoint the gang is
+// stopped and the job fails with BudgetExceeded.
+func (d *decision) budget() bool {
+	why, over := overBudget(d.job, d.o.cost)
+	if !over {
+		return false
+	}
+	if d.waitForCheckpoint(why) {
+		return true
+	}
+	d.finish(convoy.ConditionFailed, convoy.ReasonBudgetExceeded, why+
+		"; the gang was stopped after its checkpoint (or spec.checkpoint.preemptionGraceSeconds): resume from status.checkpoint.latest in a new job with a larger spec.budget")
+	return true
+}
+
 // settleCost puts the job's cost into the plan's status when the status is written anyway, when
 // costRefresh has passed, or when the reconcile stops pods or finishes the job (then counted up to
 // now: those pods' time must not be lost with them), and has the job looked at again for the next

@@ -18,6 +18,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,7 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 // checkpointFirst holds back the stop of a running gang (for why) until it has checkpointed: it
@@ -86,4 +88,96 @@ func preemptAttempt(job *convoy.TrainingJob, pg *schedv1alpha1.PodGroup) string 
 		return ""
 	}
 	return pg.Annotations[convoy.AnnotationPreemptAttempt]
+}
+
+// lostPods is the phase of a gang that lost pods to something other than their own code
+// (lostCause): it restarts whole from the latest checkpoint without spending backoffLimit. A gang
+// the scheduler preempted is Preempted and restarts when it fits again; the others spend
+// disruptionLimit.
+func (d *decision) lostPods() bool {
+	if len(d.t.lost) == 0 {
+		return false
+	}
+	if d.t.preemptMsg != "" {
+		d.set(convoy.ConditionPreempted, metav1.ConditionTrue, convoy.ReasonPreempted, d.t.preemptMsg+"; the gang restarts when it fits again")
+		d.restart(convoy.ReasonNodeLost, d.t.lostMsg+"; restarting the whole gang from the latest checkpoint without spending backoffLimit", false)
+		return true
+	}
+	d.restartLost(d.t.lostMsg)
+	return true
+}
+
+// schedulerPreemption is the phase of a gang whose attempt convoy-scheduler preempted (the
+// PodGroup's convoy.dev/preempt-attempt annotation): after a checkpoint it is Preempted and
+// restarts when it fits again, spending neither backoffLimit nor disruptionLimit.
+func (d *decision) schedulerPreemption() bool {
+	if d.o.preemptAttempt != d.t.attempt {
+		return false
+	}
+	const why = "convoy-scheduler preempted the gang to make room for a gang of higher priority"
+	if d.waitForCheckpoint(why) {
+		return true
+	}
+	d.set(convoy.ConditionPreempted, metav1.ConditionTrue, convoy.ReasonPreempted, why+"; the gang restarts when it fits again")
+	d.restart(convoy.ReasonNodeLost, why+"; restarting the whole gang from the latest checkpoint without spending backoffLimit", false)
+	return true
+}
+
+// vanishedPods is the phase of a Running gang that misses a pod: every pod of a Running gang was
+// seen, so one that vanished since was deleted or evicted so fast (a force delete, or kwok) that
+// it was never seen terminating. The gang restarts whole, as for a lost pod.
+func (d *decision) vanishedPods() bool {
+	if !d.isTrue(convoy.ConditionRunning) {
+		return false
+	}
+	for _, r := range d.t.missing {
+		name := mlframework.PodName(d.job, r)
+		if !slices.ContainsFunc(d.o.pods, func(pod *corev1.Pod) bool { return pod.Name == name }) {
+			d.restartLost(fmt.Sprintf("pod %s of the running gang was deleted or evicted", name))
+			return true
+		}
+	}
+	return false
+}
+
+// restartLost restarts the gang for lost pods (what says which), or fails the job when its pods
+// were lost more often than disruptionLimit allows.
+func (d *decision) restartLost(what string) {
+	limit := disruptionLimit(d.job)
+	if d.st.DisruptionRestarts >= limit {
+		d.finish(convoy.ConditionFailed, convoy.ReasonDisruptionLimitExceeded, fmt.Sprintf(
+			"%s after %d restarts for lost pods; spec.failurePolicy.disruptionLimit is %d: find why the pods are lost (kubectl get events: an eviction for ephemeral storage or memory, a node that keeps failing), or raise disruptionLimit",
+			what, d.st.DisruptionRestarts, limit))
+		return
+	}
+	d.st.DisruptionRestarts++
+	d.restart(convoy.ReasonNodeLost, fmt.Sprintf("%s; restarting the whole gang from the latest checkpoint without spending backoffLimit (disruption restart %d of %d)",
+		what, d.st.DisruptionRestarts, limit), false)
+}
+
+// lostCause says why a pod was lost to something other than its own code: a disruption (preemption,
+// eviction, node drain), a deletion the operator did not make, or its node's disappearance. The
+// gang then restarts without spending backoffLimit.
+func lostCause(pod *corev1.Pod, goneNodes map[string]bool) (reason, message string, lost bool) {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+			return c.Reason, fmt.Sprintf("pod %s was disrupted (%s: %s)", pod.Name, c.Reason, c.Message), true
+		}
+	}
+	switch {
+	case pod.Status.Reason == "Evicted":
+		return "Evicted", fmt.Sprintf("pod %s was evicted: %s", pod.Name, pod.Status.Message), true
+	case pod.Spec.NodeName != "" && goneNodes[pod.Spec.NodeName]:
+		return "NodeGone", fmt.Sprintf("node %s of pod %s no longer exists", pod.Spec.NodeName, pod.Name), true
+	case pod.DeletionTimestamp != nil:
+		return "Deleted", fmt.Sprintf("pod %s was deleted", pod.Name), true
+	}
+	return "", "", false
+}
+
+func disruptionLimit(job *convoy.TrainingJob) int32 {
+	if fp := job.Spec.FailurePolicy; fp != nil && fp.DisruptionLimit != nil {
+		return *fp.DisruptionLimit
+	}
+	return 10
 }

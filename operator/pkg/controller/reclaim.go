@@ -103,3 +103,18 @@ func reclaimedPod(pods []*corev1.Pod, attempt string, notices map[string]string)
 	}
 	return ""
 }
+
+// reclaimNotice is the phase of a gang with a running pod on a node that carries a reclaim notice
+// (a spot node about to go): after a checkpoint the gang restarts whole on other nodes, spending
+// neither backoffLimit nor disruptionLimit.
+func (d *decision) reclaimNotice() bool {
+	notice := reclaimedPod(d.o.pods, d.t.attempt, d.o.reclaimNotices)
+	if notice == "" {
+		return false
+	}
+	if d.waitForCheckpoint(notice) {
+		return true
+	}
+	d.restart(convoy.ReasonNodeReclaimed, notice+"; restarting the whole gang on other nodes from the latest checkpoint without spending backoffLimit or disruptionLimit", false)
+	return true
+}

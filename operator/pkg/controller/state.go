@@ -17,8 +17,6 @@ limitations under the License.
 package controller
 
 import (
-	"cmp"
-	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -98,416 +96,151 @@ func decide(o observation) plan {
 	return p
 }
 
+// phases are the steps of decideGang, in order. Each is a method of the decision in the making,
+// pure (it reads the observation and writes only the plan), in a file of its own with a table
+// test of its own; it either decides the reconcile (true: the phases after it do not run) or
+// passes it on.
+var phases = []func(*decision) bool{
+	(*decision).ttlAfterFinished,    // ttl_after_finished.go: a finished job keeps its finished pods until its TTL
+	(*decision).suspend,             // suspend.go: spec.suspend stops the gang (Suspended, or Queued with a queue)
+	(*decision).admission,           // admission.go: Admitted; a resumed gang waits for its stopped pods to go
+	(*decision).activeDeadline,      // active_deadline.go: failurePolicy.activeDeadlineSeconds
+	(*decision).restartBackoff,      // restart_backoff.go: a restarting gang waits for its pods to go and the backoff
+	(*decision).tally,               // tally.go: the current attempt's pods by replica and phase (never decides)
+	(*decision).failurePolicy,       // failure_policy.go: a failed pod restarts the gang or fails the job
+	(*decision).successPolicy,       // success_policy.go: every pod that must succeed did, or successPolicy is met
+	(*decision).lostPods,            // disruption.go: a lost pod restarts the gang without spending backoffLimit
+	(*decision).budget,              // cost.go: spec.budget reached stops the gang after a checkpoint
+	(*decision).reclaimNotice,       // reclaim.go: a reclaim notice on a node moves the gang after a checkpoint
+	(*decision).schedulerPreemption, // disruption.go: convoy-scheduler preempted the attempt
+	(*decision).vanishedPods,        // disruption.go: a pod gone from a Running gang without being seen going
+	(*decision).startup,             // startup.go: creates the missing pods and follows the gang to Running (always decides)
+}
+
 // decideGang decides everything but the cost's bookkeeping.
 func decideGang(o observation) plan {
-	job := o.job
-	p := plan{status: *job.Status.DeepCopy()}
-	st := &p.status
-	st.ObservedGeneration = job.Generation
-	st.PodSecurity = o.podSecurity
-	// A terminating pod is looked at again when its grace period ends: its node's readiness is read
-	// only then (unreadyNodes), and a pod still there on a node that is not Ready goes at once.
-	for _, pod := range o.pods {
+	d := newDecision(o)
+	d.forceDeleteStuckPods()
+	for _, phase := range phases {
+		if phase(d) {
+			break
+		}
+	}
+	return d.p
+}
+
+// decision is one reconcile's decision in the making: what it observed, the plan so far, and
+// what the tally phase counted. Its methods are the verbs the phases share.
+type decision struct {
+	o   observation
+	job *convoy.TrainingJob
+	p   plan
+	// st is p's status.
+	st *convoy.TrainingJobStatus
+	t  tally
+}
+
+func newDecision(o observation) *decision {
+	d := &decision{o: o, job: o.job, p: plan{status: *o.job.Status.DeepCopy()}}
+	d.st = &d.p.status
+	d.st.ObservedGeneration = o.job.Generation
+	d.st.PodSecurity = o.podSecurity
+	return d
+}
+
+// forceDeleteStuckPods looks at a terminating pod again when its grace period ends: its node's
+// readiness is read only then (unreadyNodes), and a pod still there on a node that is not Ready
+// goes at once.
+func (d *decision) forceDeleteStuckPods() {
+	for _, pod := range d.o.pods {
 		if pod.DeletionTimestamp == nil {
 			continue
 		}
-		if left := pod.DeletionTimestamp.Sub(o.now); left > 0 {
-			p.requeue(left)
-		} else if o.unreadyNodes[pod.Spec.NodeName] {
-			p.forceDelete = append(p.forceDelete, pod)
+		if left := pod.DeletionTimestamp.Sub(d.o.now); left > 0 {
+			d.p.requeue(left)
+		} else if d.o.unreadyNodes[pod.Spec.NodeName] {
+			d.p.forceDelete = append(d.p.forceDelete, pod)
 		}
 	}
-	set := func(condType string, status metav1.ConditionStatus, reason, message string) {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-			Type: condType, Status: status, Reason: reason, Message: truncate(message),
-			ObservedGeneration: job.Generation, LastTransitionTime: metav1.NewTime(o.now),
-		})
-	}
-	isTrue := func(condType string) bool { return meta.IsStatusConditionTrue(st.Conditions, condType) }
-	// clear sets condType False when it is present; absent conditions stay absent.
-	clear := func(condType, reason, message string) {
-		if meta.FindStatusCondition(st.Conditions, condType) != nil {
-			set(condType, metav1.ConditionFalse, reason, message)
-		}
-	}
-	stopGang := func() {
-		clear(convoy.ConditionInitializing, convoy.ReasonPodsCreated, "the gang is stopped")
-		clear(convoy.ConditionRunning, convoy.ReasonPodsRunning, "the gang is stopped")
-		clear(convoy.ConditionRestarting, convoy.ReasonPodsCreated, "the gang is stopped")
-		st.PodsRefusedSince = nil
-	}
-	// deleteWhere deletes the pods that keep is false for and that are not already going, each once.
-	deleteWhere := func(keep func(*corev1.Pod) bool) {
-		for _, pod := range o.pods {
-			if pod.DeletionTimestamp == nil && !keep(pod) && !slices.Contains(p.delete, pod) {
-				p.delete = append(p.delete, pod)
-			}
-		}
-	}
-	deleteAll := func() { deleteWhere(func(*corev1.Pod) bool { return false }) }
-	finish := func(condType, reason, message string) {
-		set(condType, metav1.ConditionTrue, reason, message)
-		stopGang()
-		now := metav1.NewTime(o.now)
-		st.CompletionTime = &now
-		if condType == convoy.ConditionFailed {
-			st.FailureReason = reason
-		}
-		// Finished pods stay for their logs; the others are stopped.
-		deleteWhere(isFinished)
-		if ttl := job.Spec.TTLSecondsAfterFinished; ttl != nil {
-			p.requeue(time.Duration(*ttl) * time.Second)
-		}
-	}
+}
 
-	if st.IsFinished() {
-		deleteWhere(isFinished)
-		if ttl := job.Spec.TTLSecondsAfterFinished; ttl != nil {
-			end := o.now
-			if st.CompletionTime != nil {
-				end = st.CompletionTime.Time
-			}
-			if left := end.Add(time.Duration(*ttl) * time.Second).Sub(o.now); left > 0 {
-				p.requeue(left)
-			} else {
-				p.deleteJob = true
-			}
-		}
-		return p
-	}
+func (d *decision) set(condType string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&d.st.Conditions, metav1.Condition{
+		Type: condType, Status: status, Reason: reason, Message: truncate(message),
+		ObservedGeneration: d.job.Generation, LastTransitionTime: metav1.NewTime(d.o.now),
+	})
+}
 
-	queue := job.QueueName()
-	if job.IsSuspended() {
-		// A gang stopped while it has pods (by the user, or by Kueue evicting or preempting it) is
-		// restarted when it resumes: counted once, as it stops, and not against the backoff limit.
-		// Its next pods are the next attempt's.
-		if !isTrue(convoy.ConditionSuspended) && !isTrue(convoy.ConditionQueued) && len(o.pods) > 0 {
-			why := "spec.suspend is true"
-			if queue != "" {
-				why = cmp.Or(o.queue.Preempted, "Kueue evicted the job from LocalQueue "+queue)
-			}
-			if wait := checkpointFirst(job, st, o.pods, o.now, why); wait > 0 {
-				p.requeue(wait)
-				return p
-			}
-			st.RestartCount++
-		}
-		if queue != "" {
-			msg := o.queue.WaitingMessage
-			if msg == "" {
-				msg = fmt.Sprintf("waiting for Kueue to admit the job to LocalQueue %q; `kubectl get workloads -n %s` shows why it waits", queue, job.Namespace)
-			}
-			set(convoy.ConditionQueued, metav1.ConditionTrue, convoy.ReasonWaitingForAdmission, msg)
-			set(convoy.ConditionAdmitted, metav1.ConditionFalse, convoy.ReasonWaitingForAdmission, msg)
-			st.Admission = nil
-			if o.queue.Preempted != "" {
-				set(convoy.ConditionPreempted, metav1.ConditionTrue, convoy.ReasonPreempted, o.queue.Preempted)
-			}
-		} else {
-			set(convoy.ConditionSuspended, metav1.ConditionTrue, convoy.ReasonUserSuspended,
-				"spec.suspend is true: the gang's pods are deleted; set it to false to resume from the latest checkpoint")
-		}
-		stopGang()
-		// activeDeadlineSeconds counts running time only, as batch/v1 Job's does.
-		st.StartTime = nil
-		// Kueue keeps an evicted job's quota until no pod of it is active: count them until gone.
-		st.Workers = countWorkers(o.pods)
-		deleteAll()
-		return p
-	}
+func (d *decision) isTrue(condType string) bool {
+	return meta.IsStatusConditionTrue(d.st.Conditions, condType)
+}
 
-	if queue != "" {
-		set(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonAdmitted,
-			fmt.Sprintf("admitted to LocalQueue %q: spec.suspend is false", queue))
-		st.Admission = o.queue.Admission
-	} else {
-		set(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, "no queue is named: the job runs at once")
+// clear sets condType False when it is present; absent conditions stay absent.
+func (d *decision) clear(condType, reason, message string) {
+	if meta.FindStatusCondition(d.st.Conditions, condType) != nil {
+		d.set(condType, metav1.ConditionFalse, reason, message)
 	}
-	// The pods of a suspended gang must be gone before the same names are used again.
-	if isTrue(convoy.ConditionSuspended) || isTrue(convoy.ConditionQueued) {
-		if len(o.pods) > 0 {
-			deleteAll()
-			return p
-		}
-		clear(convoy.ConditionSuspended, convoy.ReasonResumed, "spec.suspend is false: the gang starts again from the latest checkpoint")
-		clear(convoy.ConditionQueued, convoy.ReasonAdmitted, "admitted")
-	}
+}
 
-	if fp := job.Spec.FailurePolicy; fp != nil && fp.ActiveDeadlineSeconds != nil && st.StartTime != nil {
-		deadline := time.Duration(*fp.ActiveDeadlineSeconds) * time.Second
-		if left := st.StartTime.Add(deadline).Sub(o.now); left <= 0 {
-			finish(convoy.ConditionFailed, convoy.ReasonDeadlineExceeded, fmt.Sprintf(
-				"the job ran longer than spec.failurePolicy.activeDeadlineSeconds (%ds): raise it, or resume from the latest checkpoint in a new job", *fp.ActiveDeadlineSeconds))
-			return p
-		} else {
-			p.requeue(left)
-		}
-	}
+func (d *decision) stopGang() {
+	d.clear(convoy.ConditionInitializing, convoy.ReasonPodsCreated, "the gang is stopped")
+	d.clear(convoy.ConditionRunning, convoy.ReasonPodsRunning, "the gang is stopped")
+	d.clear(convoy.ConditionRestarting, convoy.ReasonPodsCreated, "the gang is stopped")
+	d.st.PodsRefusedSince = nil
+}
 
-	if c := meta.FindStatusCondition(st.Conditions, convoy.ConditionRestarting); c != nil && c.Status == metav1.ConditionTrue {
-		if len(o.pods) > 0 {
-			deleteAll()
-			return p
+// deleteWhere deletes the pods that keep is false for and that are not already going, each once.
+func (d *decision) deleteWhere(keep func(*corev1.Pod) bool) {
+	for _, pod := range d.o.pods {
+		if pod.DeletionTimestamp == nil && !keep(pod) && !slices.Contains(d.p.delete, pod) {
+			d.p.delete = append(d.p.delete, pod)
 		}
-		// A failure restart waits the backoff; so does a restart for lost pods after the first.
-		var delay time.Duration
-		switch c.Reason {
-		case convoy.ReasonPodFailed:
-			delay = o.backoff.delay(st.FailureRestarts)
-		case convoy.ReasonNodeLost:
-			if !isTrue(convoy.ConditionPreempted) {
-				delay = o.backoff.delay(st.DisruptionRestarts - 1)
-			}
-		}
-		if left := c.LastTransitionTime.Add(delay).Sub(o.now); left > 0 {
-			p.requeue(left)
-			return p
-		}
-		set(convoy.ConditionRestarting, metav1.ConditionFalse, convoy.ReasonPodsCreated,
-			fmt.Sprintf("the gang was recreated (restart %d)", st.RestartCount))
 	}
+}
 
-	attempt := strconv.Itoa(int(st.RestartCount))
-	current := map[string]*corev1.Pod{}
-	for _, pod := range o.pods {
-		if pod.Labels[convoy.LabelRestartAttempt] == attempt {
-			current[pod.Name] = pod
-		}
-	}
-	replicas := o.plugin.Replicas(job)
-	want := map[string]bool{}
-	var failed, lost, missing []mlframework.Replica
-	var lostMsg, preemptMsg string
-	workers := convoy.WorkerCounts{}
-	running, succeeded := 0, 0
-	allSucceeded := true
-	for _, r := range replicas {
-		name := mlframework.PodName(job, r)
-		want[name] = true
-		pod := current[name]
-		if pod == nil {
-			missing = append(missing, r)
-			allSucceeded = allSucceeded && !o.plugin.MustSucceed(r)
-			continue
-		}
-		if reason, msg, ok := lostCause(pod, o.goneNodes); ok {
-			lost = append(lost, r)
-			workers.Failed++
-			if lostMsg == "" {
-				lostMsg = msg
-			}
-			if reason == corev1.PodReasonPreemptionByScheduler && preemptMsg == "" {
-				preemptMsg = msg
-			}
-			allSucceeded = allSucceeded && !o.plugin.MustSucceed(r)
-			continue
-		}
-		switch pod.Status.Phase {
-		case corev1.PodFailed:
-			failed = append(failed, r)
-			workers.Failed++
-		case corev1.PodSucceeded:
-			workers.Succeeded++
-			succeeded++
-		case corev1.PodRunning:
-			workers.Active++
-			running++
-		default:
-			workers.Pending++
-		}
-		if pod.Status.Phase != corev1.PodSucceeded && o.plugin.MustSucceed(r) {
-			allSucceeded = false
-		}
-	}
-	st.Workers = workers
-	st.Resources = resources(job, o.pods, o.nodes)
-	// Pods of earlier attempts, and pods the gang no longer has, go.
-	deleteWhere(func(pod *corev1.Pod) bool { return current[pod.Name] != nil && want[pod.Name] })
+func (d *decision) deleteAll() { d.deleteWhere(func(*corev1.Pod) bool { return false }) }
 
-	restart := func(reason, message string, counted bool) {
-		st.RestartCount++
-		if counted {
-			st.FailureRestarts++
-		}
-		set(convoy.ConditionRestarting, metav1.ConditionTrue, reason, message)
-		clear(convoy.ConditionInitializing, convoy.ReasonPodsCreated, "the gang is restarting")
-		clear(convoy.ConditionRunning, convoy.ReasonPodsRunning, "the gang is restarting")
-		st.PodsRefusedSince = nil
-		deleteAll()
-		if counted {
-			p.requeue(o.backoff.delay(st.FailureRestarts))
-		}
+// finish sets condType (Completed or Failed) and stops the gang; finished pods stay for their logs.
+func (d *decision) finish(condType, reason, message string) {
+	d.set(condType, metav1.ConditionTrue, reason, message)
+	d.stopGang()
+	now := metav1.NewTime(d.o.now)
+	d.st.CompletionTime = &now
+	if condType == convoy.ConditionFailed {
+		d.st.FailureReason = reason
 	}
+	d.deleteWhere(isFinished)
+	if ttl := d.job.Spec.TTLSecondsAfterFinished; ttl != nil {
+		d.p.requeue(time.Duration(*ttl) * time.Second)
+	}
+}
 
-	// restartLost restarts the gang for lost pods (what says which), or fails the job when its pods
-	// were lost more often than disruptionLimit allows.
-	restartLost := func(what string) {
-		limit := disruptionLimit(job)
-		if st.DisruptionRestarts >= limit {
-			finish(convoy.ConditionFailed, convoy.ReasonDisruptionLimitExceeded, fmt.Sprintf(
-				"%s after %d restarts for lost pods; spec.failurePolicy.disruptionLimit is %d: find why the pods are lost (kubectl get events: an eviction for ephemeral storage or memory, a node that keeps failing), or raise disruptionLimit",
-				what, st.DisruptionRestarts, limit))
-			return
-		}
-		st.DisruptionRestarts++
-		restart(convoy.ReasonNodeLost, fmt.Sprintf("%s; restarting the whole gang from the latest checkpoint without spending backoffLimit (disruption restart %d of %d)",
-			what, st.DisruptionRestarts, limit), false)
+// restart deletes the whole gang to start it again as the next attempt; counted restarts spend
+// backoffLimit and wait the backoff.
+func (d *decision) restart(reason, message string, counted bool) {
+	d.st.RestartCount++
+	if counted {
+		d.st.FailureRestarts++
 	}
+	d.set(convoy.ConditionRestarting, metav1.ConditionTrue, reason, message)
+	d.clear(convoy.ConditionInitializing, convoy.ReasonPodsCreated, "the gang is restarting")
+	d.clear(convoy.ConditionRunning, convoy.ReasonPodsRunning, "the gang is restarting")
+	d.st.PodsRefusedSince = nil
+	d.deleteAll()
+	if counted {
+		d.p.requeue(d.o.backoff.delay(d.st.FailureRestarts))
+	}
+}
 
-	if len(failed) > 0 {
-		pods := make([]*corev1.Pod, 0, len(failed))
-		for _, r := range failed {
-			pods = append(pods, current[mlframework.PodName(job, r)])
-		}
-		pod := firstFailed(pods)
-		what := describeFailure(pod)
-		code, known := exitCode(pod)
-		limit := backoffLimit(job)
-		switch {
-		case restartPolicy(job) == convoy.RestartNever:
-			finish(convoy.ConditionFailed, convoy.ReasonPodFailed, what+
-				"; spec.failurePolicy.restartPolicy is Never: fix the error, or set it to OnFailure to restart the gang from the latest checkpoint")
-		case restartPolicy(job) == convoy.RestartExitCode && !RetryableExitCode(code, known):
-			finish(convoy.ConditionFailed, convoy.ReasonNonRetryableExitCode, what+
-				"; under restartPolicy ExitCode only deaths by signal (exit codes above 128, except crashes such as 139) are retried: fix the error in the logs")
-		case st.FailureRestarts >= limit:
-			finish(convoy.ConditionFailed, convoy.ReasonBackoffLimitExceeded, fmt.Sprintf(
-				"%s after %d restarts; spec.failurePolicy.backoffLimit is %d: fix the error in the logs, or raise backoffLimit", what, st.FailureRestarts, limit))
-		default:
-			restart(convoy.ReasonPodFailed, fmt.Sprintf("%s; restarting the whole gang from the latest checkpoint (failure restart %d of %d, after %s)",
-				what, st.FailureRestarts+1, limit, o.backoff.delay(st.FailureRestarts+1)), true)
-		}
-		return p
+// waitForCheckpoint asks a running gang that checkpoints for one before it is stopped for why
+// (checkpointFirst), and reports whether the stop must wait for it; the gang is kept meanwhile.
+func (d *decision) waitForCheckpoint(why string) bool {
+	wait := checkpointFirst(d.job, d.st, d.o.pods, d.o.now, why)
+	if wait > 0 {
+		d.p.requeue(wait)
+		d.p.ensureChildren = true
 	}
-	if allSucceeded {
-		finish(convoy.ConditionCompleted, convoy.ReasonAllWorkersSucceeded, "every worker exited 0")
-		return p
-	}
-	if reason, message, ok := earlySuccess(job, st); ok {
-		finish(convoy.ConditionCompleted, reason, message)
-		return p
-	}
-	if len(lost) > 0 {
-		if preemptMsg != "" {
-			set(convoy.ConditionPreempted, metav1.ConditionTrue, convoy.ReasonPreempted, preemptMsg+"; the gang restarts when it fits again")
-			restart(convoy.ReasonNodeLost, lostMsg+"; restarting the whole gang from the latest checkpoint without spending backoffLimit", false)
-			return p
-		}
-		restartLost(lostMsg)
-		return p
-	}
-	if why, over := overBudget(job, o.cost); over {
-		if wait := checkpointFirst(job, st, o.pods, o.now, why); wait > 0 {
-			p.requeue(wait)
-			p.ensureChildren = true
-			return p
-		}
-		finish(convoy.ConditionFailed, convoy.ReasonBudgetExceeded, why+
-			"; the gang was stopped after its checkpoint (or spec.checkpoint.preemptionGraceSeconds): resume from status.checkpoint.latest in a new job with a larger spec.budget")
-		return p
-	}
-	if notice := reclaimedPod(o.pods, attempt, o.reclaimNotices); notice != "" {
-		if wait := checkpointFirst(job, st, o.pods, o.now, notice); wait > 0 {
-			p.requeue(wait)
-			p.ensureChildren = true
-			return p
-		}
-		restart(convoy.ReasonNodeReclaimed, notice+"; restarting the whole gang on other nodes from the latest checkpoint without spending backoffLimit or disruptionLimit", false)
-		return p
-	}
-	if o.preemptAttempt == attempt {
-		const why = "convoy-scheduler preempted the gang to make room for a gang of higher priority"
-		if wait := checkpointFirst(job, st, o.pods, o.now, why); wait > 0 {
-			p.requeue(wait)
-			p.ensureChildren = true
-			return p
-		}
-		set(convoy.ConditionPreempted, metav1.ConditionTrue, convoy.ReasonPreempted, why+"; the gang restarts when it fits again")
-		restart(convoy.ReasonNodeLost, why+"; restarting the whole gang from the latest checkpoint without spending backoffLimit", false)
-		return p
-	}
-	// Every pod of a Running gang was seen: one that vanished since was deleted or evicted so fast
-	// (a force delete, or kwok) that it was never seen terminating. Its gang restarts whole.
-	if isTrue(convoy.ConditionRunning) {
-		for _, r := range missing {
-			name := mlframework.PodName(job, r)
-			if !slices.ContainsFunc(o.pods, func(pod *corev1.Pod) bool { return pod.Name == name }) {
-				restartLost(fmt.Sprintf("pod %s of the running gang was deleted or evicted", name))
-				return p
-			}
-		}
-	}
-
-	p.ensureChildren = true
-	for _, r := range missing {
-		// A pod of an earlier attempt with the same name must be gone first.
-		if !slices.ContainsFunc(o.pods, func(pod *corev1.Pod) bool { return pod.Name == mlframework.PodName(job, r) }) {
-			p.create = append(p.create, r)
-		}
-	}
-	// Pods the API server refuses (the reconciler records since when) count against the startup
-	// timeout as a placed gang that does not start does: they must not hold the job's quota forever.
-	if len(missing) == 0 {
-		st.PodsRefusedSince = nil
-	} else if since := st.PodsRefusedSince; since != nil && len(p.create) > 0 {
-		timeout := startupTimeout(job)
-		if left := since.Add(timeout).Sub(o.now); left > 0 {
-			p.requeue(left)
-		} else {
-			why := "the API server refused them"
-			if c := meta.FindStatusCondition(st.Conditions, convoy.ConditionInitializing); c != nil && c.Reason == convoy.ReasonPodCreationFailed {
-				why = c.Message
-			}
-			p.create = nil
-			finish(convoy.ConditionFailed, convoy.ReasonStartupTimeout, fmt.Sprintf(
-				"%d of %d pods of the gang could not be created for %s (spec.failurePolicy.startupTimeoutSeconds); %s: fix the quota, Pod Security level or webhook that refuses them and apply the job again, or raise startupTimeoutSeconds",
-				len(missing), len(replicas), timeout, why))
-			return p
-		}
-	}
-	if st.StartTime == nil {
-		now := metav1.NewTime(o.now)
-		st.StartTime = &now
-	}
-	total := len(replicas)
-	if running+succeeded == total {
-		set(convoy.ConditionRunning, metav1.ConditionTrue, convoy.ReasonPodsRunning, fmt.Sprintf("all %d pods are running", total))
-		clear(convoy.ConditionInitializing, convoy.ReasonPodsRunning, "all pods are running")
-		clear(convoy.ConditionPreempted, convoy.ReasonPodsRunning, "the gang runs again")
-	} else {
-		reason, msg := convoy.ReasonPodsCreated,
-			fmt.Sprintf("%d of %d pods are running; the gang starts once scheduler %q has placed all of them", running+succeeded, total, job.SchedulerName())
-		stuck := notStarting(o.pods)
-		switch why := unschedulable(o.pods); {
-		case why != "":
-			reason, msg = convoy.ReasonUnschedulable,
-				fmt.Sprintf("%d of %d pods are running; scheduler %q cannot place the gang: %s", running+succeeded, total, job.SchedulerName(), why)
-		case stuck != "":
-			reason, msg = convoy.ReasonContainersNotStarting, fmt.Sprintf("%d of %d pods are running; %s", running+succeeded, total, stuck)
-		}
-		// A pod the API server refused keeps its words (the reconciler wrote them) until it is created.
-		if c := meta.FindStatusCondition(st.Conditions, convoy.ConditionInitializing); c != nil && c.Status == metav1.ConditionTrue &&
-			c.Reason == convoy.ReasonPodCreationFailed && len(p.create) > 0 {
-			reason, msg = c.Reason, c.Message
-		}
-		// Only the gang's pods count: one it no longer has is deleted by this reconcile.
-		gangPods := slices.DeleteFunc(slices.Collect(maps.Values(current)), func(pod *corev1.Pod) bool { return !want[pod.Name] })
-		if placed, all := lastPlaced(gangPods); all && len(gangPods) == total {
-			timeout := startupTimeout(job)
-			if left := placed.Add(timeout).Sub(o.now); left <= 0 {
-				detail := "; " + cmp.Or(stuck, "no container reported why")
-				finish(convoy.ConditionFailed, convoy.ReasonStartupTimeout, fmt.Sprintf(
-					"%d of %d pods were still not running %s after the gang was placed (spec.failurePolicy.startupTimeoutSeconds)%s: fix the image or configuration and apply the job again, or raise startupTimeoutSeconds",
-					running+succeeded, total, timeout, detail))
-				return p
-			} else {
-				p.requeue(left)
-			}
-		}
-		set(convoy.ConditionInitializing, metav1.ConditionTrue, reason, msg)
-		clear(convoy.ConditionRunning, convoy.ReasonPodsCreated, "not every pod is running")
-	}
-	return p
+	return wait > 0
 }
 
 // unschedulable returns what the scheduler says on the first unbound pod it cannot place, or "".
@@ -523,23 +256,6 @@ func unschedulable(pods []*corev1.Pod) string {
 		}
 	}
 	return ""
-}
-
-// earlySuccess applies spec.successPolicy to the reported metrics.
-func earlySuccess(job *convoy.TrainingJob, st *convoy.TrainingJobStatus) (reason, message string, ok bool) {
-	sp := job.Spec.SuccessPolicy
-	if sp == nil {
-		return "", "", false
-	}
-	if m := st.Metrics; sp.TargetAccuracy != nil && m != nil && m.Accuracy != nil && *m.Accuracy >= *sp.TargetAccuracy {
-		return convoy.ReasonTargetAccuracy, fmt.Sprintf("reported accuracy %g reached spec.successPolicy.targetAccuracy %g at epoch %d",
-			*m.Accuracy, *sp.TargetAccuracy, st.CurrentEpoch), true
-	}
-	if b := st.Best; sp.EarlyStoppingPatience != nil && b != nil && st.CurrentEpoch-b.Epoch >= *sp.EarlyStoppingPatience {
-		return convoy.ReasonEarlyStopping, fmt.Sprintf("%s has not improved on %g (epoch %d) for %d epochs (spec.successPolicy.earlyStoppingPatience)",
-			b.Name, b.Value, b.Epoch, st.CurrentEpoch-b.Epoch), true
-	}
-	return "", "", false
 }
 
 // resources summarises the gang's GPUs and where its pods are bound.
@@ -591,4 +307,8 @@ func countWorkers(pods []*corev1.Pod) convoy.WorkerCounts {
 		}
 	}
 	return w
+}
+
+func isFinished(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }

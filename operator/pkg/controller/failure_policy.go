@@ -18,35 +18,46 @@ package controller
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
-// Backoff spaces the gang restarts caused by worker failures: Base after the first, doubling up to
-// Max. The first restart after lost pods is not delayed; the next ones are, in the same way.
-type Backoff struct {
-	Base time.Duration
-	Max  time.Duration
-}
-
-// DefaultBackoff is batch/v1 Job's pod-failure backoff.
-var DefaultBackoff = Backoff{Base: 10 * time.Second, Max: 6 * time.Minute}
-
-// delay is the wait before the gang starts again after its n-th failure restart.
-func (b Backoff) delay(n int32) time.Duration {
-	if n <= 0 {
-		return 0
+// failurePolicy is the phase of a gang with a failed pod, by spec.failurePolicy: restartPolicy
+// Never fails the job; ExitCode fails it when the first pod to fail exited with a code that is
+// not retried (RetryableExitCode); OnFailure (the default) and a retried code restart the whole
+// gang after the backoff, until failureRestarts reaches backoffLimit and the job fails.
+func (d *decision) failurePolicy() bool {
+	if len(d.t.failed) == 0 {
+		return false
 	}
-	d := b.Base
-	for i := int32(1); i < n && d < b.Max; i++ {
-		d *= 2
+	pods := make([]*corev1.Pod, 0, len(d.t.failed))
+	for _, r := range d.t.failed {
+		pods = append(pods, d.t.current[mlframework.PodName(d.job, r)])
 	}
-	return min(d, b.Max)
+	pod := firstFailed(pods)
+	what := describeFailure(pod)
+	code, known := exitCode(pod)
+	limit := backoffLimit(d.job)
+	switch {
+	case restartPolicy(d.job) == convoy.RestartNever:
+		d.finish(convoy.ConditionFailed, convoy.ReasonPodFailed, what+
+			"; spec.failurePolicy.restartPolicy is Never: fix the error, or set it to OnFailure to restart the gang from the latest checkpoint")
+	case restartPolicy(d.job) == convoy.RestartExitCode && !RetryableExitCode(code, known):
+		d.finish(convoy.ConditionFailed, convoy.ReasonNonRetryableExitCode, what+
+			"; under restartPolicy ExitCode only deaths by signal (exit codes above 128, except crashes such as 139) are retried: fix the error in the logs")
+	case d.st.FailureRestarts >= limit:
+		d.finish(convoy.ConditionFailed, convoy.ReasonBackoffLimitExceeded, fmt.Sprintf(
+			"%s after %d restarts; spec.failurePolicy.backoffLimit is %d: fix the error in the logs, or raise backoffLimit", what, d.st.FailureRestarts, limit))
+	default:
+		d.restart(convoy.ReasonPodFailed, fmt.Sprintf("%s; restarting the whole gang from the latest checkpoint (failure restart %d of %d, after %s)",
+			what, d.st.FailureRestarts+1, limit, d.o.backoff.delay(d.st.FailureRestarts+1)), true)
+	}
+	return true
 }
 
 func restartPolicy(job *convoy.TrainingJob) convoy.RestartPolicy {
@@ -54,61 +65,6 @@ func restartPolicy(job *convoy.TrainingJob) convoy.RestartPolicy {
 		return fp.RestartPolicy
 	}
 	return convoy.RestartOnFailure
-}
-
-func startupTimeout(job *convoy.TrainingJob) time.Duration {
-	if fp := job.Spec.FailurePolicy; fp != nil && fp.StartupTimeoutSeconds != nil {
-		return time.Duration(*fp.StartupTimeoutSeconds) * time.Second
-	}
-	return 600 * time.Second
-}
-
-// notStarting returns the kubelet's words on the first placed pod whose container waits for a
-// reason that does not pass by itself (an image that cannot be pulled, a container that cannot be
-// created or configured), or "".
-func notStarting(pods []*corev1.Pod) string {
-	for _, p := range pods {
-		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
-			continue
-		}
-		for _, cs := range append(slices.Clone(p.Status.InitContainerStatuses), p.Status.ContainerStatuses...) {
-			if w := cs.State.Waiting; w != nil && stuckReasons[w.Reason] {
-				return fmt.Sprintf("pod %s, container %s: %s: %s", p.Name, cs.Name, w.Reason, w.Message)
-			}
-		}
-	}
-	return ""
-}
-
-// stuckReasons are the kubelet's waiting reasons of a container that will not start by itself.
-var stuckReasons = map[string]bool{
-	"ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true, "ErrImageNeverPull": true,
-	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
-}
-
-// lastPlaced is when the last of the pods was bound to a node (its PodScheduled condition, which
-// the API server sets on binding), and whether every pod is bound with that condition.
-func lastPlaced(pods []*corev1.Pod) (time.Time, bool) {
-	var last time.Time
-	for _, p := range pods {
-		i := slices.IndexFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
-			return c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue && !c.LastTransitionTime.IsZero()
-		})
-		if p.Spec.NodeName == "" || i < 0 {
-			return time.Time{}, false
-		}
-		if t := p.Status.Conditions[i].LastTransitionTime.Time; t.After(last) {
-			last = t
-		}
-	}
-	return last, len(pods) > 0
-}
-
-func disruptionLimit(job *convoy.TrainingJob) int32 {
-	if fp := job.Spec.FailurePolicy; fp != nil && fp.DisruptionLimit != nil {
-		return *fp.DisruptionLimit
-	}
-	return 10
 }
 
 func backoffLimit(job *convoy.TrainingJob) int32 {
@@ -202,28 +158,4 @@ func describeFailure(pod *corev1.Pod) string {
 		msg += " (" + pod.Status.Reason + ": " + pod.Status.Message + ")"
 	}
 	return msg + "; see `kubectl logs -n " + pod.Namespace + " " + pod.Name + "`"
-}
-
-// lostCause says why a pod was lost to something other than its own code: a disruption (preemption,
-// eviction, node drain), a deletion the operator did not make, or its node's disappearance. The
-// gang then restarts without spending backoffLimit.
-func lostCause(pod *corev1.Pod, goneNodes map[string]bool) (reason, message string, lost bool) {
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
-			return c.Reason, fmt.Sprintf("pod %s was disrupted (%s: %s)", pod.Name, c.Reason, c.Message), true
-		}
-	}
-	switch {
-	case pod.Status.Reason == "Evicted":
-		return "Evicted", fmt.Sprintf("pod %s was evicted: %s", pod.Name, pod.Status.Message), true
-	case pod.Spec.NodeName != "" && goneNodes[pod.Spec.NodeName]:
-		return "NodeGone", fmt.Sprintf("node %s of pod %s no longer exists", pod.Spec.NodeName, pod.Name), true
-	case pod.DeletionTimestamp != nil:
-		return "Deleted", fmt.Sprintf("pod %s was deleted", pod.Name), true
-	}
-	return "", "", false
-}
-
-func isFinished(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }

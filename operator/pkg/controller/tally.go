@@ -1,0 +1,108 @@
+/*
+Copyright The Convoy Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
+)
+
+// tally is the gang's current attempt as the pods show it, replica by replica.
+type tally struct {
+	// attempt is the current restart attempt, as pods label it.
+	attempt string
+	// current are the pods of the current attempt by name; want are the names of the gang's replicas.
+	current  map[string]*corev1.Pod
+	want     map[string]bool
+	replicas []mlframework.Replica
+	// failed are the replicas whose pod failed; lost those whose pod was lost (lostCause); missing
+	// those without a pod of the current attempt.
+	failed, lost, missing []mlframework.Replica
+	// lostMsg says why the first lost pod was lost; preemptMsg the same of the first the scheduler
+	// preempted ("" when none).
+	lostMsg, preemptMsg string
+	workers             convoy.WorkerCounts
+	running, succeeded  int
+	// allSucceeded: every replica that must succeed (mlframework.Plugin.MustSucceed) did.
+	allSucceeded bool
+}
+
+// countAttempt tallies the pods of the job's current attempt.
+func countAttempt(o observation, restartCount int32) tally {
+	job := o.job
+	t := tally{attempt: strconv.Itoa(int(restartCount)), current: map[string]*corev1.Pod{}, want: map[string]bool{},
+		replicas: o.plugin.Replicas(job), allSucceeded: true}
+	for _, pod := range o.pods {
+		if pod.Labels[convoy.LabelRestartAttempt] == t.attempt {
+			t.current[pod.Name] = pod
+		}
+	}
+	for _, r := range t.replicas {
+		name := mlframework.PodName(job, r)
+		t.want[name] = true
+		pod := t.current[name]
+		if pod == nil {
+			t.missing = append(t.missing, r)
+			t.allSucceeded = t.allSucceeded && !o.plugin.MustSucceed(r)
+			continue
+		}
+		if reason, msg, ok := lostCause(pod, o.goneNodes); ok {
+			t.lost = append(t.lost, r)
+			t.workers.Failed++
+			if t.lostMsg == "" {
+				t.lostMsg = msg
+			}
+			if reason == corev1.PodReasonPreemptionByScheduler && t.preemptMsg == "" {
+				t.preemptMsg = msg
+			}
+			t.allSucceeded = t.allSucceeded && !o.plugin.MustSucceed(r)
+			continue
+		}
+		switch pod.Status.Phase {
+		case corev1.PodFailed:
+			t.failed = append(t.failed, r)
+			t.workers.Failed++
+		case corev1.PodSucceeded:
+			t.workers.Succeeded++
+			t.succeeded++
+		case corev1.PodRunning:
+			t.workers.Active++
+			t.running++
+		default:
+			t.workers.Pending++
+		}
+		if pod.Status.Phase != corev1.PodSucceeded && o.plugin.MustSucceed(r) {
+			t.allSucceeded = false
+		}
+	}
+	return t
+}
+
+// tally is the phase that counts the current attempt's pods into status.workers and
+// status.resources, and deletes the pods of earlier attempts and those the gang no longer has.
+// It never decides the reconcile.
+func (d *decision) tally() bool {
+	d.t = countAttempt(d.o, d.st.RestartCount)
+	d.st.Workers = d.t.workers
+	d.st.Resources = resources(d.job, d.o.pods, d.o.nodes)
+	d.deleteWhere(func(pod *corev1.Pod) bool { return d.t.current[pod.Name] != nil && d.t.want[pod.Name] })
+	return false
+}

@@ -131,3 +131,56 @@ func runningAttempt(job *convoy.TrainingJob) []*corev1.Pod {
 	}
 	return pods
 }
+
+// TestLostPods: a lost pod restarts the whole gang without spending backoffLimit, until disruptionLimit.
+func TestLostPods(t *testing.T) {
+	job, runningJob := twoWorkers()
+	testDecide(t, map[string]decideCase{
+		"a pod preempted by the scheduler restarts the gang without spending the budget": {
+			job:  runningJob.Clone().Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).disrupted(corev1.PodReasonPreemptionByScheduler).deleting().obj(), makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).obj()},
+			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonNodeLost, convoy.ConditionPreempted, convoy.ReasonPreempted),
+				RestartCount: 1, Workers: convoy.WorkerCounts{Active: 1, Failed: 1}, Delete: []string{"llm-worker-1"}, Started: true},
+			says: map[string]string{convoy.ConditionPreempted: "pod llm-worker-0 was disrupted (PreemptionByScheduler: preempted); the gang restarts when it fits again"},
+		},
+		"a pod whose node is gone restarts the gang without spending the budget": {
+			job:       runningJob.Clone().Obj(),
+			pods:      []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).node("gone").obj(), makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).obj()},
+			goneNodes: map[string]bool{"gone": true},
+			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonNodeLost),
+				RestartCount: 1, DisruptionRestarts: 1, Workers: convoy.WorkerCounts{Active: 1, Failed: 1}, Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true},
+			says: map[string]string{convoy.ConditionRestarting: "node gone of pod llm-worker-0 no longer exists; restarting the whole gang from the latest checkpoint without spending backoffLimit (disruption restart 1 of 10)"},
+		},
+		"pods lost more often than disruptionLimit: failed with DisruptionLimitExceeded": {
+			job:       runningJob.Clone().Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start, RestartCount: 10, DisruptionRestarts: 10}).Obj(),
+			pods:      []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).node("gone").attempt(10).obj(), makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).attempt(10).obj()},
+			goneNodes: map[string]bool{"gone": true},
+			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonDisruptionLimitExceeded),
+				RestartCount: 10, DisruptionRestarts: 10, FailureReason: convoy.ReasonDisruptionLimitExceeded, Workers: convoy.WorkerCounts{Active: 1, Failed: 1},
+				Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true, Finished: true},
+			says: map[string]string{convoy.ConditionFailed: "node gone of pod llm-worker-0 no longer exists after 10 restarts for lost pods; spec.failurePolicy.disruptionLimit is 10"},
+		},
+		"a pod gone from a running gang without being seen terminating restarts the gang": {
+			job:  runningJob.Clone().Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).obj()},
+			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonNodeLost),
+				RestartCount: 1, DisruptionRestarts: 1, Workers: convoy.WorkerCounts{Active: 1}, Delete: []string{"llm-worker-1"}, Started: true},
+			says: map[string]string{convoy.ConditionRestarting: "pod llm-worker-0 of the running gang was deleted or evicted"},
+		},
+
+		"an evicted pod restarts the gang without spending backoffLimit": {
+			job:  runningJob.Clone().Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).evicted("The node was low on resource: ephemeral-storage.").obj(), makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).obj()},
+			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonNodeLost),
+				RestartCount: 1, DisruptionRestarts: 1, Workers: convoy.WorkerCounts{Active: 1, Failed: 1}, Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true},
+			says: map[string]string{convoy.ConditionRestarting: "pod llm-worker-0 was evicted: The node was low on resource: ephemeral-storage."},
+		},
+		"a pod deleted by someone else restarts the gang": {
+			job:  runningJob.Clone().Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).deleting().obj(), makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).obj()},
+			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonNodeLost),
+				RestartCount: 1, DisruptionRestarts: 1, Workers: convoy.WorkerCounts{Active: 1, Failed: 1}, Delete: []string{"llm-worker-1"}, Started: true},
+			says: map[string]string{convoy.ConditionRestarting: "pod llm-worker-0 was deleted"},
+		},
+	})
+}

@@ -15,8 +15,8 @@ limitations under the License.
 */
 
 // Package controller is the TrainingJob reconciler: it reads a job and its pods from the cache,
-// decides the job's state (state.go), writes the status once when it changed, and then creates
-// and deletes children to match.
+// decides the job's state (decide in state.go, through its phases), writes the status once when
+// it changed, and then creates and deletes children to match.
 package controller
 
 import (

@@ -17,6 +17,7 @@ limitations under the License.
 package controller
 
 import (
+	"maps"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,7 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
@@ -101,6 +101,42 @@ func (w *podWrapper) unschedulable(msg string) *podWrapper {
 	return w
 }
 
+// oomKilled makes the pod fail as the kernel's OOM killer ends its container.
+func (w *podWrapper) oomKilled() *podWrapper {
+	w.exit(137)
+	w.Status.ContainerStatuses[0].State.Terminated.Reason = "OOMKilled"
+	return w
+}
+
+// rejected makes the pod fail on its node before any container ran (no exit code).
+func (w *podWrapper) rejected(reason, msg string) *podWrapper {
+	w.phase(corev1.PodFailed)
+	w.Status.Reason, w.Status.Message = reason, msg
+	return w
+}
+
+// evicted makes the pod evicted by its kubelet, for node pressure.
+func (w *podWrapper) evicted(msg string) *podWrapper {
+	w.phase(corev1.PodFailed)
+	w.Status.Reason, w.Status.Message = "Evicted", msg
+	return w
+}
+
+// placed binds the pod to node at the time at, as the API server records a binding.
+func (w *podWrapper) placed(node string, at time.Time) *podWrapper {
+	w.Spec.NodeName = node
+	w.Status.Conditions = append(w.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled,
+		Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(at)})
+	return w
+}
+
+// waiting sets the training container waiting for reason, as the kubelet reports it.
+func (w *podWrapper) waiting(reason, msg string) *podWrapper {
+	w.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "trainer",
+		State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}}}}
+	return w
+}
+
 func (w *podWrapper) obj() *corev1.Pod { return &w.Pod }
 
 // gang returns the job's worker pods in phase.
@@ -166,310 +202,61 @@ func summarize(p plan) outcome {
 	return o
 }
 
-func TestDecide(t *testing.T) {
-	start := &metav1.Time{Time: t0}
-	job := utiltesting.MakeTrainingJob("llm", "ns").Workers(2)
-	runningJob := job.Clone().Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start})
-	w0, w1 := mlframework.Replica{Role: mlframework.RoleWorker, Rank: 0}, mlframework.Replica{Role: mlframework.RoleWorker, Rank: 1}
-	admitted := map[string]string{convoy.ConditionAdmitted: convoy.ReasonNoQueue}
-	with := func(m map[string]string, kv ...string) map[string]string {
-		out := map[string]string{}
-		for k, v := range m {
-			out[k] = v
-		}
-		for i := 0; i < len(kv); i += 2 {
-			out[kv[i]] = kv[i+1]
-		}
-		return out
-	}
+// decideCase is what a reconcile observes of a job and what a user then sees of decide's plan.
+type decideCase struct {
+	job       *convoy.TrainingJob
+	pods      []*corev1.Pod
+	goneNodes map[string]bool
+	queue     QueueStatus
+	want      outcome
+	// says maps condition types to a part of their message.
+	says map[string]string
+}
 
-	cases := map[string]struct {
-		job       *convoy.TrainingJob
-		pods      []*corev1.Pod
-		goneNodes map[string]bool
-		queue     QueueStatus
-		want      outcome
-	}{
-		"a new job without a queue is admitted at once and its gang created": {
-			job: job.Clone().Obj(),
-			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
-		},
-		"pods placed but not all running: initializing": {
-			job:  job.Clone().Obj(),
-			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).obj(), makePod(job.Obj(), "worker", 1).obj()},
-			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				Workers: convoy.WorkerCounts{Active: 1, Pending: 1}, Children: true, Started: true},
-		},
-		"a pod the scheduler cannot place: initializing, unschedulable": {
-			job: job.Clone().Obj(),
-			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).unschedulable("ns/llm needs 2 pod(s) × 1 GPU(s)").obj(),
-				makePod(job.Obj(), "worker", 1).obj()},
-			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonUnschedulable),
-				Workers: convoy.WorkerCounts{Pending: 2}, Children: true, Started: true},
-		},
-		"every pod running: running": {
-			job:  job.Clone().Obj(),
-			pods: gang(job.Obj(), corev1.PodRunning),
-			want: outcome{State: convoy.StateRunning, Reasons: with(admitted, convoy.ConditionRunning, convoy.ReasonPodsRunning),
-				Workers: convoy.WorkerCounts{Active: 2}, Children: true, Started: true},
-		},
-		"every worker succeeded: completed, parameter servers stopped": {
-			job: job.Clone().Framework(convoy.FrameworkTensorFlow).ParameterServers(1).Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start}).Obj(),
-			pods: []*corev1.Pod{
-				makePod(job.Clone().Framework(convoy.FrameworkTensorFlow).Obj(), "worker", 0).exit(0).obj(),
-				makePod(job.Clone().Framework(convoy.FrameworkTensorFlow).Obj(), "worker", 1).exit(0).obj(),
-				makePod(job.Clone().Framework(convoy.FrameworkTensorFlow).Obj(), "ps", 0).phase(corev1.PodRunning).obj(),
-			},
-			want: outcome{State: convoy.StateCompleted, Reasons: with(admitted, convoy.ConditionCompleted, convoy.ReasonAllWorkersSucceeded),
-				Workers: convoy.WorkerCounts{Succeeded: 2, Active: 1}, Delete: []string{"llm-ps-0"}, Started: true, Finished: true},
-		},
-		"mpi: the launcher's success completes the job and stops the ssh workers": {
-			job:  job.Clone().Framework(convoy.FrameworkMPI).Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start}).Obj(),
-			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).exit(0).obj(), makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).obj()},
-			want: outcome{State: convoy.StateCompleted, Reasons: with(admitted, convoy.ConditionCompleted, convoy.ReasonAllWorkersSucceeded),
-				Workers: convoy.WorkerCounts{Succeeded: 1, Active: 1}, Delete: []string{"llm-worker-1"}, Started: true, Finished: true},
-		},
-		"a failed worker under OnFailure restarts the whole gang after a backoff": {
-			job:  runningJob.Clone().Obj(),
-			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).obj(), makePod(job.Obj(), "worker", 1).exit(1).obj()},
-			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonPodFailed),
-				RestartCount: 1, FailureRestarts: 1, Workers: convoy.WorkerCounts{Active: 1, Failed: 1},
-				Delete: []string{"llm-worker-0", "llm-worker-1"}, RequeueAfter: 10 * time.Second, Started: true},
-		},
-		"restarting: waits for the old gang's pods to go": {
-			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 1, FailureRestarts: 1, Conditions: []metav1.Condition{
-				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
-				cond(convoy.ConditionRestarting, metav1.ConditionTrue, convoy.ReasonPodFailed, now.Add(-time.Minute))}}).Obj(),
-			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).deleting().obj(), makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).obj()},
-			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonPodFailed),
-				RestartCount: 1, FailureRestarts: 1, Delete: []string{"llm-worker-1"}, Started: true},
-		},
-		"restarting: the old pods are gone but the backoff has not passed": {
-			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 2, FailureRestarts: 2, Conditions: []metav1.Condition{
-				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
-				cond(convoy.ConditionRestarting, metav1.ConditionTrue, convoy.ReasonPodFailed, now.Add(-5*time.Second))}}).Obj(),
-			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonPodFailed),
-				RestartCount: 2, FailureRestarts: 2, RequeueAfter: 15 * time.Second, Started: true},
-		},
-		"restarting: backoff passed, the next attempt's pods are created": {
-			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 1, FailureRestarts: 1, Conditions: []metav1.Condition{
-				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
-				cond(convoy.ConditionRestarting, metav1.ConditionTrue, convoy.ReasonPodFailed, now.Add(-11*time.Second))}}).Obj(),
-			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				RestartCount: 1, FailureRestarts: 1, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
-		},
-		"pods the API server refused within the startup timeout: created again, looked at when it ends": {
-			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, PodsRefusedSince: &metav1.Time{Time: now.Add(-time.Minute)}, Conditions: []metav1.Condition{
-				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
-				cond(convoy.ConditionInitializing, metav1.ConditionTrue, convoy.ReasonPodCreationFailed, now.Add(-time.Minute))}}).Obj(),
-			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).obj()},
-			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodCreationFailed),
-				Workers: convoy.WorkerCounts{Pending: 1}, Create: []mlframework.Replica{w1}, Children: true, Started: true, RequeueAfter: 9 * time.Minute},
-		},
-		"pods the API server refused for the startup timeout: failed, none created, the rest deleted": {
-			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, PodsRefusedSince: &metav1.Time{Time: now.Add(-10 * time.Minute)}, Conditions: []metav1.Condition{
-				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
-				cond(convoy.ConditionInitializing, metav1.ConditionTrue, convoy.ReasonPodCreationFailed, now.Add(-10*time.Minute))}}).Obj(),
-			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).obj()},
-			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonStartupTimeout), FailureReason: convoy.ReasonStartupTimeout,
-				Workers: convoy.WorkerCounts{Pending: 1}, Delete: []string{"llm-worker-0"}, Children: true, Started: true, Finished: true},
-		},
-		"pods of an earlier attempt are deleted and not mistaken for the new gang": {
-			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 1, Conditions: running(t0)}).Obj(),
-			pods: []*corev1.Pod{
-				makePod(job.Obj(), "worker", 0).attempt(1).phase(corev1.PodRunning).obj(),
-				makePod(job.Obj(), "worker", 1).attempt(0).exit(1).obj(),
-			},
-			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				RestartCount: 1, Workers: convoy.WorkerCounts{Active: 1}, Delete: []string{"llm-worker-1"}, Children: true, Started: true},
-		},
-		"backoff limit exhausted: failed": {
-			job:  runningJob.Clone().FailurePolicy(convoy.RestartOnFailure, 2).Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start, RestartCount: 2, FailureRestarts: 2}).Obj(),
-			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).attempt(2).phase(corev1.PodRunning).obj(), makePod(job.Obj(), "worker", 1).attempt(2).exit(1).obj()},
-			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonBackoffLimitExceeded),
-				RestartCount: 2, FailureRestarts: 2, FailureReason: convoy.ReasonBackoffLimitExceeded, Workers: convoy.WorkerCounts{Active: 1, Failed: 1},
-				Delete: []string{"llm-worker-0"}, Started: true, Finished: true},
-		},
-		"restartPolicy Never: the first failure fails the job": {
-			job:  runningJob.Clone().FailurePolicy(convoy.RestartNever, 3).Obj(),
-			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).obj(), makePod(job.Obj(), "worker", 1).exit(137).obj()},
-			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonPodFailed),
-				FailureReason: convoy.ReasonPodFailed, Workers: convoy.WorkerCounts{Active: 1, Failed: 1},
-				Delete: []string{"llm-worker-0"}, Started: true, Finished: true},
-		},
-		"restartPolicy ExitCode: a program error fails the job": {
-			job:  runningJob.Clone().FailurePolicy(convoy.RestartExitCode, 3).Obj(),
-			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).obj(), makePod(job.Obj(), "worker", 1).exit(2).obj()},
-			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonNonRetryableExitCode),
-				FailureReason: convoy.ReasonNonRetryableExitCode, Workers: convoy.WorkerCounts{Active: 1, Failed: 1},
-				Delete: []string{"llm-worker-0"}, Started: true, Finished: true},
-		},
-		"restartPolicy ExitCode: a kill restarts the gang": {
-			job:  runningJob.Clone().FailurePolicy(convoy.RestartExitCode, 3).Obj(),
-			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).obj(), makePod(job.Obj(), "worker", 1).exit(137).obj()},
-			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonPodFailed),
-				RestartCount: 1, FailureRestarts: 1, Workers: convoy.WorkerCounts{Active: 1, Failed: 1},
-				Delete: []string{"llm-worker-0", "llm-worker-1"}, RequeueAfter: 10 * time.Second, Started: true},
-		},
-		"restartPolicy ExitCode: a kill that broke the other rank's collective restarts the gang": {
-			job: runningJob.Clone().FailurePolicy(convoy.RestartExitCode, 3).Obj(),
-			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).exit(1).finishedAt(time.Unix(1002, 0)).obj(),
-				makePod(job.Obj(), "worker", 1).exit(137).finishedAt(time.Unix(1000, 0)).obj()},
-			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonPodFailed),
-				RestartCount: 1, FailureRestarts: 1, Workers: convoy.WorkerCounts{Failed: 2},
-				Delete: []string{"llm-worker-0", "llm-worker-1"}, RequeueAfter: 10 * time.Second, Started: true},
-		},
-		"restartPolicy ExitCode: the program error that came first fails the job": {
-			job: runningJob.Clone().FailurePolicy(convoy.RestartExitCode, 3).Obj(),
-			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).exit(137).finishedAt(time.Unix(1002, 0)).obj(),
-				makePod(job.Obj(), "worker", 1).exit(1).finishedAt(time.Unix(1000, 0)).obj()},
-			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonNonRetryableExitCode),
-				FailureReason: convoy.ReasonNonRetryableExitCode, Workers: convoy.WorkerCounts{Failed: 2},
-				Delete: []string{}, Started: true, Finished: true},
-		},
-		"a pod preempted by the scheduler restarts the gang without spending the budget": {
-			job:  runningJob.Clone().Obj(),
-			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).disrupted(corev1.PodReasonPreemptionByScheduler).deleting().obj(), makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).obj()},
-			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonNodeLost, convoy.ConditionPreempted, convoy.ReasonPreempted),
-				RestartCount: 1, Workers: convoy.WorkerCounts{Active: 1, Failed: 1}, Delete: []string{"llm-worker-1"}, Started: true},
-		},
-		"a pod whose node is gone restarts the gang without spending the budget": {
-			job:       runningJob.Clone().Obj(),
-			pods:      []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).node("gone").obj(), makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).obj()},
-			goneNodes: map[string]bool{"gone": true},
-			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonNodeLost),
-				RestartCount: 1, DisruptionRestarts: 1, Workers: convoy.WorkerCounts{Active: 1, Failed: 1}, Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true},
-		},
-		"pods lost more often than disruptionLimit: failed with DisruptionLimitExceeded": {
-			job:       runningJob.Clone().Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start, RestartCount: 10, DisruptionRestarts: 10}).Obj(),
-			pods:      []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).node("gone").attempt(10).obj(), makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).attempt(10).obj()},
-			goneNodes: map[string]bool{"gone": true},
-			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonDisruptionLimitExceeded),
-				RestartCount: 10, DisruptionRestarts: 10, FailureReason: convoy.ReasonDisruptionLimitExceeded, Workers: convoy.WorkerCounts{Active: 1, Failed: 1},
-				Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true, Finished: true},
-		},
-		"a second restart for lost pods waits the backoff": {
-			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 2, DisruptionRestarts: 2, Conditions: []metav1.Condition{
-				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
-				cond(convoy.ConditionRestarting, metav1.ConditionTrue, convoy.ReasonNodeLost, now.Add(-5*time.Second))}}).Obj(),
-			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonNodeLost),
-				RestartCount: 2, DisruptionRestarts: 2, RequeueAfter: 5 * time.Second, Started: true},
-		},
-		"a pod gone from a running gang without being seen terminating restarts the gang": {
-			job:  runningJob.Clone().Obj(),
-			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 1).phase(corev1.PodRunning).obj()},
-			want: outcome{State: convoy.StateRestarting, Reasons: with(admitted, convoy.ConditionRestarting, convoy.ReasonNodeLost),
-				RestartCount: 1, DisruptionRestarts: 1, Workers: convoy.WorkerCounts{Active: 1}, Delete: []string{"llm-worker-1"}, Started: true},
-		},
-		"a lost pod's gang restarts at once": {
-			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 1, Conditions: []metav1.Condition{
-				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
-				cond(convoy.ConditionRestarting, metav1.ConditionTrue, convoy.ReasonNodeLost, now)}}).Obj(),
-			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				RestartCount: 1, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
-		},
-		"activeDeadlineSeconds passed: failed with DeadlineExceeded": {
-			job:  runningJob.Clone().Deadline(3600).Obj(),
-			pods: gang(job.Obj(), corev1.PodRunning),
-			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonDeadlineExceeded),
-				FailureReason: convoy.ReasonDeadlineExceeded, Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true, Finished: true},
-		},
-		"activeDeadlineSeconds not yet passed: wake up at the deadline": {
-			job:  runningJob.Clone().Deadline(3700).Obj(),
-			pods: gang(job.Obj(), corev1.PodRunning),
-			want: outcome{State: convoy.StateRunning, Reasons: with(admitted, convoy.ConditionRunning, convoy.ReasonPodsRunning),
-				Workers: convoy.WorkerCounts{Active: 2}, Children: true, RequeueAfter: 100 * time.Second, Started: true},
-		},
-		"suspended by the user: pods deleted, deadline clock reset": {
-			job:  runningJob.Clone().Suspend(true).Obj(),
-			pods: gang(job.Obj(), corev1.PodRunning),
-			want: outcome{State: convoy.StateSuspended, Reasons: with(admitted, convoy.ConditionSuspended, convoy.ReasonUserSuspended),
-				Workers: convoy.WorkerCounts{Active: 2}, Delete: []string{"llm-worker-0", "llm-worker-1"}, RestartCount: 1},
-		},
-		"suspended with a queue: queued for admission": {
-			job:  job.Clone().Queue("team-a").Suspend(true).Obj(),
-			want: outcome{State: convoy.StateQueued, Reasons: map[string]string{convoy.ConditionQueued: convoy.ReasonWaitingForAdmission}},
-		},
-		"preempted by the queue: queued again, the whole gang deleted and counted until gone": {
-			job:   runningJob.Clone().Queue("team-a").Suspend(true).Obj(),
-			pods:  gang(job.Obj(), corev1.PodRunning),
-			queue: QueueStatus{WaitingMessage: "waiting", Preempted: "preempted by TrainingJob ns/urgent"},
-			want: outcome{State: convoy.StateQueued, Reasons: map[string]string{convoy.ConditionQueued: convoy.ReasonWaitingForAdmission,
-				convoy.ConditionPreempted: convoy.ReasonPreempted}, Workers: convoy.WorkerCounts{Active: 2}, Delete: []string{"llm-worker-0", "llm-worker-1"},
-				RestartCount: 1},
-		},
-		"resumed while the suspended gang still terminates: wait": {
-			job: job.Clone().Status(convoy.TrainingJobStatus{Conditions: []metav1.Condition{
-				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
-				cond(convoy.ConditionSuspended, metav1.ConditionTrue, convoy.ReasonUserSuspended, t0)}}).Obj(),
-			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).deleting().obj()},
-			want: outcome{State: convoy.StateSuspended, Reasons: with(admitted, convoy.ConditionSuspended, convoy.ReasonUserSuspended)},
-		},
-		"resumed once the pods are gone: the gang starts again": {
-			job: job.Clone().Status(convoy.TrainingJobStatus{Conditions: []metav1.Condition{
-				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
-				cond(convoy.ConditionSuspended, metav1.ConditionTrue, convoy.ReasonUserSuspended, t0)}}).Obj(),
-			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
-		},
-		"admitted by the queue: runs": {
-			job:  job.Clone().Queue("team-a").Suspend(false).Obj(),
-			want: outcome{State: convoy.StateInitializing, Reasons: map[string]string{convoy.ConditionAdmitted: convoy.ReasonAdmitted, convoy.ConditionInitializing: convoy.ReasonPodsCreated}, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
-		},
-		"target accuracy reached: completed early, the gang stopped": {
-			job: runningJob.Clone().TargetAccuracy(0.9).Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start,
-				CurrentEpoch: 4, Metrics: &convoy.TrainingMetrics{Accuracy: ptr.To(0.91)}}).Obj(),
-			pods: gang(job.Obj(), corev1.PodRunning),
-			want: outcome{State: convoy.StateCompleted, Reasons: with(admitted, convoy.ConditionCompleted, convoy.ReasonTargetAccuracy),
-				Workers: convoy.WorkerCounts{Active: 2}, Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true, Finished: true},
-		},
-		"no improvement for the patience: completed by early stopping": {
-			job: runningJob.Clone().Patience(3).Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start,
-				CurrentEpoch: 8, Best: &convoy.BestMetric{Name: "loss", Value: 0.2, Epoch: 5}}).Obj(),
-			pods: gang(job.Obj(), corev1.PodRunning),
-			want: outcome{State: convoy.StateCompleted, Reasons: with(admitted, convoy.ConditionCompleted, convoy.ReasonEarlyStopping),
-				Workers: convoy.WorkerCounts{Active: 2}, Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true, Finished: true},
-		},
-		"finished with a TTL not yet passed: wake up then": {
-			job: job.Clone().TTL(7200).Status(convoy.TrainingJobStatus{StartTime: start, CompletionTime: start, Conditions: []metav1.Condition{
-				cond(convoy.ConditionCompleted, metav1.ConditionTrue, convoy.ReasonAllWorkersSucceeded, t0)}}).Obj(),
-			want: outcome{State: convoy.StateCompleted, Reasons: map[string]string{convoy.ConditionCompleted: convoy.ReasonAllWorkersSucceeded},
-				RequeueAfter: time.Hour, Started: true, Finished: true},
-		},
-		"finished and the TTL passed: the job is deleted": {
-			job: job.Clone().TTL(60).Status(convoy.TrainingJobStatus{StartTime: start, CompletionTime: start, Conditions: []metav1.Condition{
-				cond(convoy.ConditionFailed, metav1.ConditionTrue, convoy.ReasonPodFailed, t0)}}).Obj(),
-			want: outcome{State: convoy.StateFailed, Reasons: map[string]string{convoy.ConditionFailed: convoy.ReasonPodFailed},
-				DeleteJob: true, Started: true, Finished: true},
-		},
-	}
+// testDecide runs decide on each case, as the phase tests do: a phase is tested by what the whole
+// state machine makes of an observation that reaches it.
+func testDecide(t *testing.T, cases map[string]decideCase) {
+	t.Helper()
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			p, err := mlframework.For(tc.job.Spec.Framework)
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := summarize(decide(observation{job: tc.job, plugin: p, pods: tc.pods, goneNodes: tc.goneNodes, queue: tc.queue, now: now, backoff: DefaultBackoff}))
-			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
+			plan := decide(observation{job: tc.job, plugin: p, pods: tc.pods, goneNodes: tc.goneNodes, queue: tc.queue, now: now, backoff: DefaultBackoff})
+			if diff := cmp.Diff(tc.want, summarize(plan), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("decide (-want,+got):\n%s", diff)
+			}
+			for condType, part := range tc.says {
+				if c := meta.FindStatusCondition(plan.status.Conditions, condType); c == nil || !strings.Contains(c.Message, part) {
+					t.Errorf("condition %s = %+v, want a message that says %q", condType, c, part)
+				}
 			}
 		})
 	}
 }
 
-// TestDecideSaysWhyTheGangIsNotPlaced: the Initializing condition carries the scheduler's words.
-func TestDecideSaysWhyTheGangIsNotPlaced(t *testing.T) {
-	job := utiltesting.MakeTrainingJob("llm", "ns").Workers(2).Obj()
-	why := "ns/llm needs 2 pod(s) × 8 GPU(s) in one rack; the best rack (z/b/r) has room for 1 pod (8 free GPUs)"
-	pods := []*corev1.Pod{makePod(job, "worker", 0).obj(), makePod(job, "worker", 1).unschedulable(why).obj()}
-	p, _ := mlframework.For(job.Spec.Framework)
-	got := decide(observation{job: job, plugin: p, pods: pods, now: now, backoff: DefaultBackoff})
-	c := meta.FindStatusCondition(got.status.Conditions, convoy.ConditionInitializing)
-	want := `0 of 2 pods are running; scheduler "convoy-scheduler" cannot place the gang: ` + why
-	if c == nil || c.Reason != convoy.ReasonUnschedulable || c.Message != want {
-		t.Errorf("Initializing condition = %+v, want reason %s, message %q", c, convoy.ReasonUnschedulable, want)
+// twoWorkers is the job the phase tests start from (two PyTorch workers), as applied and as
+// running since t0.
+func twoWorkers() (job, runningJob *utiltesting.TrainingJobWrapper) {
+	job = utiltesting.MakeTrainingJob("llm", "ns").Workers(2)
+	return job, job.Clone().Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start})
+}
+
+var (
+	start  = &metav1.Time{Time: t0}
+	w0, w1 = mlframework.Replica{Role: mlframework.RoleWorker, Rank: 0}, mlframework.Replica{Role: mlframework.RoleWorker, Rank: 1}
+	// admitted are the true conditions of a job without a queue before its gang's own.
+	admitted = map[string]string{convoy.ConditionAdmitted: convoy.ReasonNoQueue}
+)
+
+// with returns m with the condition types and reasons of kv added.
+func with(m map[string]string, kv ...string) map[string]string {
+	out := maps.Clone(m)
+	for i := 0; i < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
 	}
+	return out
 }
 
 func TestDecideKeepsTransitionTimes(t *testing.T) {
@@ -484,42 +271,6 @@ func TestDecideKeepsTransitionTimes(t *testing.T) {
 	want.Resources = &convoy.ResourcesStatus{GPUs: 2, Nodes: 1, Placement: "1 node"}
 	if diff := cmp.Diff(*want, got.status, cmpopts.IgnoreFields(metav1.Condition{}, "Message")); diff != "" {
 		t.Errorf("a running job's status changed on a quiet reconcile (-want,+got):\n%s", diff)
-	}
-}
-
-func TestRetryableExitCode(t *testing.T) {
-	cases := map[string]struct {
-		code  int32
-		known bool
-		want  bool
-	}{
-		"no exit code (rejected by the node)": {known: false, want: true},
-		"exit 1: the program's error":         {code: 1, known: true},
-		"exit 127: command not found":         {code: 127, known: true},
-		"exit 128":                            {code: 128, known: true},
-		"SIGINT":                              {code: 130, known: true, want: true},
-		"SIGKILL, as after an OOM kill":       {code: 137, known: true, want: true},
-		"SIGTERM":                             {code: 143, known: true, want: true},
-		"SIGSEGV is a bug":                    {code: 139, known: true},
-		"SIGABRT is a bug":                    {code: 134, known: true},
-		"SIGBUS is a bug":                     {code: 135, known: true},
-		"255 is not a signal":                 {code: 255, known: true},
-	}
-	for name, tc := range cases {
-		t.Run(name, func(t *testing.T) {
-			if got := RetryableExitCode(tc.code, tc.known); got != tc.want {
-				t.Errorf("RetryableExitCode(%d, %v) = %v, want %v", tc.code, tc.known, got, tc.want)
-			}
-		})
-	}
-}
-
-func TestBackoffDelay(t *testing.T) {
-	b := Backoff{Base: 10 * time.Second, Max: time.Minute}
-	for n, want := range map[int32]time.Duration{0: 0, 1: 10 * time.Second, 2: 20 * time.Second, 3: 40 * time.Second, 4: time.Minute, 30: time.Minute} {
-		if got := b.delay(n); got != want {
-			t.Errorf("delay(%d) = %v, want %v", n, got, want)
-		}
 	}
 }
 

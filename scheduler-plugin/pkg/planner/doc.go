@@ -47,4 +47,11 @@ limitations under the License.
 // are placed first, and each smaller shape's pods fill the nodes the gang already uses before they
 // are placed as a gang of their own inside the domain. With PodNeeds each pod takes its own CPU
 // and memory from its node's Spare as the plan goes.
+//
+// In the code, Place checks the gang and hands it to placeIn (one GPU count, place.go) or
+// placeMixed (mixed.go), which calls placeIn for each shape's pods inside the domain it chose.
+// placeIn makes a placement per call: init counts every domain's room and free GPUs, place walks
+// the levels up from the node (rule 3), distribute splits the pods among a domain's children, and
+// better, betterNode, strands and leastStrands are the orders of rule 5; each step is tested on
+// its own (placement_test.go), and the whole against every choice (place_oracle_test.go).
 package planner

@@ -363,195 +363,89 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, room func(i int, mask GPUSet) i
 			return nil, &Unplaceable{Message: msg}
 		}
 	}
+	var p placement
+	p.init(c, g, free, room)
+	return p.place()
+}
+
+// placement is one placement of a gang of one GPU count on free GPUs, from its required level up:
+// the room (caps) and free GPUs (frees) of every domain at every level, and the steps that choose
+// among the domains. placeIn makes one per call; its steps are tested on their own.
+type placement struct {
+	c    *Cluster
+	ix   *index
+	g    Gang
+	free []GPUSet
+	// need is the number of pods to place.
+	need int32
+	// caps[l][d] is how many of the gang's pods domain d of level l admits; frees[l][d] its free
+	// GPUs (of nodes not excluded).
+	caps, frees [numLevels][]int32
+	// kidsOf[l] is distribute's list of children at level l, kept between calls: a call at level l
+	// only calls the level below.
+	kidsOf [numLevels][]int32
+}
+
+// init counts every domain's room and free GPUs for g on free.
+func (p *placement) init(c *Cluster, g Gang, free []GPUSet, room func(i int, mask GPUSet) int) {
 	ix := c.index()
-	var caps, frees [numLevels][]int32
+	p.c, p.ix, p.g, p.free, p.need = c, ix, g, free, int32(g.Pods)
 	for l := LevelNode; l <= LevelCluster; l++ {
-		caps[l] = make([]int32, ix.count[l])
-		frees[l] = make([]int32, ix.count[l])
+		p.caps[l] = make([]int32, ix.count[l])
+		p.frees[l] = make([]int32, ix.count[l])
 	}
 	for i := range c.Nodes {
 		if room != nil {
-			caps[LevelNode][i] = int32(room(i, free[i]))
+			p.caps[LevelNode][i] = int32(room(i, free[i]))
 		} else {
-			caps[LevelNode][i] = int32(c.nodeCap(i, free[i], g.GPUsPerPod))
+			p.caps[LevelNode][i] = int32(c.nodeCap(i, free[i], g.GPUsPerPod))
 		}
 		if !c.Nodes[i].Excluded {
-			frees[LevelNode][i] = int32(free[i].Len())
+			p.frees[LevelNode][i] = int32(free[i].Len())
 		}
 	}
 	for l := LevelRack; l <= LevelCluster; l++ {
 		for d := range ix.count[l-1] {
-			p := ix.parent[l-1][d]
-			caps[l][p] += caps[l-1][d]
-			frees[l][p] += frees[l-1][d]
+			par := ix.parent[l-1][d]
+			p.caps[l][par] += p.caps[l-1][d]
+			p.frees[l][par] += p.frees[l-1][d]
 		}
 	}
-	// better orders domains of one level for best fit: least room, fewest free GPUs, fullest
-	// parent, then name.
-	better := func(l Level, a, b int32) bool {
-		if caps[l][a] != caps[l][b] {
-			return caps[l][a] < caps[l][b]
-		}
-		if frees[l][a] != frees[l][b] {
-			return frees[l][a] < frees[l][b]
-		}
-		if l < LevelCluster {
-			pa, pb := ix.parent[l][a], ix.parent[l][b]
-			if frees[l+1][pa] != frees[l+1][pb] {
-				return frees[l+1][pa] < frees[l+1][pb]
-			}
-		}
-		return ix.names[l][a] < ix.names[l][b]
-	}
-	// betterNode orders the nodes that hold a whole gang: the fewest free GPUs (best fit in GPUs),
-	// then the smallest in CPU and memory (which keeps the largest for the pods that need them),
-	// then the least room for the gang's pods, the fullest rack, the node whose CPU and memory the
-	// gang would fill most, and the name. Room comes after free GPUs: the node whose CPU holds the
-	// fewest pods is not the best fit when the pod would leave its other GPUs without CPU. The
-	// rack comes before Fill: between nodes of one size, Fill mostly counts the pods already
-	// there, and ranked before the rack it spreads small gangs over racks.
-	betterNode := func(a, b int32) bool {
-		na, nb := &c.Nodes[a], &c.Nodes[b]
-		if frees[LevelNode][a] != frees[LevelNode][b] {
-			return frees[LevelNode][a] < frees[LevelNode][b]
-		}
-		if s := compareSize(na, nb); s != 0 {
-			return s < 0
-		}
-		if caps[LevelNode][a] != caps[LevelNode][b] {
-			return caps[LevelNode][a] < caps[LevelNode][b]
-		}
-		if pa, pb := ix.parent[LevelNode][a], ix.parent[LevelNode][b]; frees[LevelRack][pa] != frees[LevelRack][pb] {
-			return frees[LevelRack][pa] < frees[LevelRack][pb]
-		}
-		if na.Fill != nb.Fill {
-			return na.Fill > nb.Fill
-		}
-		return ix.names[LevelNode][a] < ix.names[LevelNode][b]
-	}
-	need := int32(g.Pods)
+}
+
+// place chooses, at the smallest level with a domain that holds the gang (up to its required
+// level), the domain whose plan spans the fewest racks, then the one that strands the fewest GPUs,
+// then the best fit, and returns its plan; or why no domain holds the gang.
+func (p *placement) place() (*Plan, error) {
+	c, ix, need := p.c, p.ix, p.need
 	top := LevelCluster
-	if g.Required {
-		top = max(g.Level, LevelNode)
-	}
-	// distribute returns the takes that put need pods in domain d of level l: its children of the
-	// most room first, until one can hold the rest, which the best fit among those does.
-	// kidsOf[l] is distribute's list of children at level l, kept between calls: a call at level l
-	// only calls the level below.
-	var kidsOf [numLevels][]int32
-	var distribute func(takes []take, l Level, d int32, need int32) []take
-	distribute = func(takes []take, l Level, d int32, need int32) []take {
-		if l == LevelNode {
-			return append(takes, take{unit{int(d), free[d]}, int(need)})
-		}
-		kids := kidsOf[l][:0]
-		for _, k := range ix.children[l][d] {
-			if caps[l-1][k] > 0 {
-				kids = append(kids, k)
-			}
-		}
-		kidsOf[l] = kids
-		slices.SortFunc(kids, func(a, b int32) int {
-			if caps[l-1][a] != caps[l-1][b] {
-				return cmp.Compare(caps[l-1][b], caps[l-1][a])
-			}
-			if better(l-1, a, b) {
-				return -1
-			}
-			return 1
-		})
-		if l == LevelRack && c.PartlyUsedFirst {
-			takes, need, kids = c.takePartlyUsed(takes, kids, free, caps[LevelNode], frees[LevelNode], need)
-		}
-		for need > 0 && len(kids) > 0 {
-			fit := -1
-			for j, k := range kids {
-				if caps[l-1][k] >= need && (fit < 0 || better(l-1, k, kids[fit])) {
-					fit = j
-				}
-			}
-			if fit >= 0 {
-				return distribute(takes, l-1, kids[fit], need)
-			}
-			j := 0
-			if l == LevelRack {
-				j = tightest(kids, caps[LevelNode], need)
-			}
-			takes = distribute(takes, l-1, kids[j], caps[l-1][kids[j]])
-			need -= caps[l-1][kids[j]]
-			kids = slices.Delete(kids, j, j+1)
-		}
-		return takes
-	}
-	racksOf := func(takes []take) int {
-		racks := map[int32]bool{}
-		for _, t := range takes {
-			racks[ix.of[LevelRack][t.node]] = true
-		}
-		return len(racks)
-	}
-	// strands is how many GPUs takes would strand, less those it would fill: the free GPUs left on
-	// the nodes it takes that are partly used after it, less those free before on partly used ones.
-	strands := func(takes []take) int32 {
-		var n int32
-		for _, t := range takes {
-			before := frees[LevelNode][t.node]
-			n += c.stranded(t.node, before-int32(t.pods*g.GPUsPerPod)) - c.stranded(t.node, before)
-		}
-		return n
-	}
-	// leastStrands is the fewest GPUs a plan in rack r can strand. A plan strands, less what it
-	// fills, the healthy GPUs of the free nodes it opens less the gang's GPUs: a pod on a partly
-	// used node fills as many stranded GPUs as it takes. The free nodes it opens hold at least the
-	// pods that the rack's partly used nodes have no room for.
-	leastStrands := func(r int32) int32 {
-		var partPods, openPods, openGPUs int32
-		for _, i := range ix.children[LevelRack][r] {
-			k := caps[LevelNode][i]
-			if k == 0 {
-				continue
-			}
-			if c.stranded(int(i), frees[LevelNode][i]) > 0 {
-				partPods += k
-				continue
-			}
-			openPods = max(openPods, k)
-			if h := c.healthy(int(i)); openGPUs == 0 || h < openGPUs {
-				openGPUs = h
-			}
-		}
-		n := -need * int32(g.GPUsPerPod)
-		if rest := need - partPods; rest > 0 && openPods > 0 {
-			n += (rest + openPods - 1) / openPods * openGPUs
-		}
-		return n
+	if p.g.Required {
+		top = max(p.g.Level, LevelNode)
 	}
 	for l := LevelNode; l <= top; l++ {
-		// At the smallest level with a domain that holds the gang: the domain whose plan spans the
-		// fewest racks, then the one that strands the fewest GPUs, then the best fit.
 		var best []take
 		bestD, bestRacks, bestStrands := int32(-1), 0, int32(0)
 		for d := range int32(ix.count[l]) {
-			if caps[l][d] < need {
+			if p.caps[l][d] < need {
 				continue
 			}
 			if l == LevelNode {
-				if bestD < 0 || betterNode(d, bestD) {
+				if bestD < 0 || p.betterNode(d, bestD) {
 					bestD = d
 				}
 				continue
 			}
 			if l == LevelRack && bestD >= 0 {
-				if least := leastStrands(d); least > bestStrands || least == bestStrands && !better(l, d, bestD) {
+				if least := p.leastStrands(d); least > bestStrands || least == bestStrands && !p.better(l, d, bestD) {
 					continue // no plan in d beats the best
 				}
 			}
-			takes := distribute(nil, l, d, need)
-			r, st := 1, strands(takes)
+			takes := p.distribute(nil, l, d, need)
+			r, st := 1, p.strands(takes)
 			if l > LevelRack {
-				r = racksOf(takes)
+				r = p.racksOf(takes)
 			}
-			if bestD < 0 || r < bestRacks || r == bestRacks && (st < bestStrands || st == bestStrands && better(l, d, bestD)) {
+			if bestD < 0 || r < bestRacks || r == bestRacks && (st < bestStrands || st == bestStrands && p.better(l, d, bestD)) {
 				best, bestD, bestRacks, bestStrands = takes, d, r, st
 			}
 		}
@@ -559,11 +453,152 @@ func (c *Cluster) placeIn(g Gang, free []GPUSet, room func(i int, mask GPUSet) i
 			continue
 		}
 		if best == nil {
-			best = distribute(nil, l, bestD, need)
+			best = p.distribute(nil, l, bestD, need)
 		}
-		return c.plan(g, best, free, l, ix.names[l][bestD]), nil
+		return c.plan(p.g, best, p.free, l, ix.names[l][bestD]), nil
 	}
-	return nil, &Unplaceable{Message: c.explain(g, caps, frees)}
+	return nil, &Unplaceable{Message: c.explain(p.g, p.caps, p.frees)}
+}
+
+// better orders domains of one level for best fit: least room, fewest free GPUs, fullest parent,
+// then name.
+func (p *placement) better(l Level, a, b int32) bool {
+	caps, frees, ix := &p.caps, &p.frees, p.ix
+	if caps[l][a] != caps[l][b] {
+		return caps[l][a] < caps[l][b]
+	}
+	if frees[l][a] != frees[l][b] {
+		return frees[l][a] < frees[l][b]
+	}
+	if l < LevelCluster {
+		pa, pb := ix.parent[l][a], ix.parent[l][b]
+		if frees[l+1][pa] != frees[l+1][pb] {
+			return frees[l+1][pa] < frees[l+1][pb]
+		}
+	}
+	return ix.names[l][a] < ix.names[l][b]
+}
+
+// betterNode orders the nodes that hold a whole gang: the fewest free GPUs (best fit in GPUs),
+// then the smallest in CPU and memory (which keeps the largest for the pods that need them), then
+// the least room for the gang's pods, the fullest rack, the node whose CPU and memory the gang
+// would fill most, and the name. Room comes after free GPUs: the node whose CPU holds the fewest
+// pods is not the best fit when the pod would leave its other GPUs without CPU. The rack comes
+// before Fill: between nodes of one size, Fill mostly counts the pods already there, and ranked
+// before the rack it spreads small gangs over racks.
+func (p *placement) betterNode(a, b int32) bool {
+	caps, frees, ix := &p.caps, &p.frees, p.ix
+	na, nb := &p.c.Nodes[a], &p.c.Nodes[b]
+	if frees[LevelNode][a] != frees[LevelNode][b] {
+		return frees[LevelNode][a] < frees[LevelNode][b]
+	}
+	if s := compareSize(na, nb); s != 0 {
+		return s < 0
+	}
+	if caps[LevelNode][a] != caps[LevelNode][b] {
+		return caps[LevelNode][a] < caps[LevelNode][b]
+	}
+	if pa, pb := ix.parent[LevelNode][a], ix.parent[LevelNode][b]; frees[LevelRack][pa] != frees[LevelRack][pb] {
+		return frees[LevelRack][pa] < frees[LevelRack][pb]
+	}
+	if na.Fill != nb.Fill {
+		return na.Fill > nb.Fill
+	}
+	return ix.names[LevelNode][a] < ix.names[LevelNode][b]
+}
+
+// distribute appends the takes that put need pods in domain d of level l: its children of the
+// most room first, until one can hold the rest, which the best fit among those does.
+func (p *placement) distribute(takes []take, l Level, d int32, need int32) []take {
+	if l == LevelNode {
+		return append(takes, take{unit{int(d), p.free[d]}, int(need)})
+	}
+	caps := &p.caps
+	kids := p.kidsOf[l][:0]
+	for _, k := range p.ix.children[l][d] {
+		if caps[l-1][k] > 0 {
+			kids = append(kids, k)
+		}
+	}
+	p.kidsOf[l] = kids
+	slices.SortFunc(kids, func(a, b int32) int {
+		if caps[l-1][a] != caps[l-1][b] {
+			return cmp.Compare(caps[l-1][b], caps[l-1][a])
+		}
+		if p.better(l-1, a, b) {
+			return -1
+		}
+		return 1
+	})
+	if l == LevelRack && p.c.PartlyUsedFirst {
+		takes, need, kids = p.c.takePartlyUsed(takes, kids, p.free, caps[LevelNode], p.frees[LevelNode], need)
+	}
+	for need > 0 && len(kids) > 0 {
+		fit := -1
+		for j, k := range kids {
+			if caps[l-1][k] >= need && (fit < 0 || p.better(l-1, k, kids[fit])) {
+				fit = j
+			}
+		}
+		if fit >= 0 {
+			return p.distribute(takes, l-1, kids[fit], need)
+		}
+		j := 0
+		if l == LevelRack {
+			j = tightest(kids, caps[LevelNode], need)
+		}
+		takes = p.distribute(takes, l-1, kids[j], caps[l-1][kids[j]])
+		need -= caps[l-1][kids[j]]
+		kids = slices.Delete(kids, j, j+1)
+	}
+	return takes
+}
+
+// racksOf is the number of racks takes spans.
+func (p *placement) racksOf(takes []take) int {
+	racks := map[int32]bool{}
+	for _, t := range takes {
+		racks[p.ix.of[LevelRack][t.node]] = true
+	}
+	return len(racks)
+}
+
+// strands is how many GPUs takes would strand, less those it would fill: the free GPUs left on
+// the nodes it takes that are partly used after it, less those free before on partly used ones.
+func (p *placement) strands(takes []take) int32 {
+	var n int32
+	for _, t := range takes {
+		before := p.frees[LevelNode][t.node]
+		n += p.c.stranded(t.node, before-int32(t.pods*p.g.GPUsPerPod)) - p.c.stranded(t.node, before)
+	}
+	return n
+}
+
+// leastStrands is the fewest GPUs a plan in rack r can strand. A plan strands, less what it fills,
+// the healthy GPUs of the free nodes it opens less the gang's GPUs: a pod on a partly used node
+// fills as many stranded GPUs as it takes. The free nodes it opens hold at least the pods that the
+// rack's partly used nodes have no room for.
+func (p *placement) leastStrands(r int32) int32 {
+	var partPods, openPods, openGPUs int32
+	for _, i := range p.ix.children[LevelRack][r] {
+		k := p.caps[LevelNode][i]
+		if k == 0 {
+			continue
+		}
+		if p.c.stranded(int(i), p.frees[LevelNode][i]) > 0 {
+			partPods += k
+			continue
+		}
+		openPods = max(openPods, k)
+		if h := p.c.healthy(int(i)); openGPUs == 0 || h < openGPUs {
+			openGPUs = h
+		}
+	}
+	n := -p.need * int32(p.g.GPUsPerPod)
+	if rest := p.need - partPods; rest > 0 && openPods > 0 {
+		n += (rest + openPods - 1) / openPods * openGPUs
+	}
+	return n
 }
 
 // takePartlyUsed fills the partly used nodes among a rack's nodes, least room first, with up to

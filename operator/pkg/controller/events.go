@@ -27,6 +27,9 @@ import (
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 )
 
+// actionReconcile is the action of the events on a condition's change: the operator reconciled the job.
+const actionReconcile = "Reconcile"
+
 // warningConditions are the conditions whose arrival is a Warning event.
 var warningConditions = map[string]bool{
 	convoy.ConditionFailed:        true,
@@ -53,9 +56,9 @@ func (r *Reconciler) emitEvents(job *convoy.TrainingJob, old *convoy.TrainingJob
 			if warningConditions[c.Type] || warningReasons[c.Reason] {
 				eventType = corev1.EventTypeWarning
 			}
-			r.Recorder.Event(job, eventType, c.Reason, c.Message)
+			r.Recorder.Eventf(job, nil, eventType, c.Reason, actionReconcile, "%s", c.Message)
 		case c.Type == convoy.ConditionSuspended && c.Status == metav1.ConditionFalse && prev != nil && prev.Status == metav1.ConditionTrue:
-			r.Recorder.Event(job, corev1.EventTypeNormal, c.Reason, c.Message)
+			r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, c.Reason, actionReconcile, "%s", c.Message)
 		}
 	}
 }
@@ -71,14 +74,18 @@ func setCondition(st *convoy.TrainingJobStatus, job *convoy.TrainingJob, condTyp
 // maxMessage is the API's limit of a condition message (metav1.Condition's maxLength).
 const maxMessage = 32768
 
-// truncate cuts a message (an API server's or scheduler's words can be long) to maxMessage bytes,
-// at a rune boundary, saying that it was cut.
+// truncate cuts a message (an API server's or scheduler's words can be long) to maxMessage bytes.
 func truncate(message string) string {
-	if len(message) <= maxMessage {
+	return Truncate(message, maxMessage)
+}
+
+// Truncate cuts message to at most limit bytes, at a rune boundary, saying that it was cut.
+func Truncate(message string, limit int) string {
+	if len(message) <= limit {
 		return message
 	}
 	const cut = "… (truncated)"
-	end := maxMessage - len(cut)
+	end := limit - len(cut)
 	for end > 0 && !utf8.RuneStart(message[end]) {
 		end--
 	}

@@ -103,7 +103,7 @@ func (r *Reconciler) publishFailed(ctx context.Context, job *convoy.TrainingJob,
 	if err := r.writeStatus(ctx, job, st); err != nil {
 		return ignoreConflict(err)
 	}
-	r.Recorder.Event(job, corev1.EventTypeWarning, convoy.ReasonPublishFailed, meta.FindStatusCondition(st.Conditions, convoy.ConditionModelPublished).Message)
+	r.Recorder.Eventf(job, nil, corev1.EventTypeWarning, convoy.ReasonPublishFailed, "Publish", "%s", meta.FindStatusCondition(st.Conditions, convoy.ConditionModelPublished).Message)
 	return nil
 }
 

@@ -36,7 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -73,7 +73,7 @@ type Reconciler struct {
 	Client client.Client
 	// APIReader reads past the cache; it confirms that a node is gone before pods on it are lost.
 	APIReader client.Reader
-	Recorder  record.EventRecorder
+	Recorder  events.EventRecorder
 	Metrics   *metrics.Recorder
 	Options   builder.Options
 	// Queue reports on jobs that name a queue; nil until the queue integration is wired in.
@@ -567,7 +567,7 @@ func (r *Reconciler) forceDeletePods(ctx context.Context, job *convoy.TrainingJo
 			return fmt.Errorf("force-deleting pod %s: %w", pod.Name, err)
 		}
 		if err == nil {
-			r.Recorder.Eventf(job, corev1.EventTypeWarning, ReasonPodForceDeleted,
+			r.Recorder.Eventf(job, pod, corev1.EventTypeWarning, ReasonPodForceDeleted, "ForceDeletePod",
 				"pod %s was still terminating after its grace period on node %s, which is not Ready: deleted without waiting for its kubelet", pod.Name, pod.Spec.NodeName)
 		}
 	}

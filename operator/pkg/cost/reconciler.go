@@ -27,7 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -44,6 +44,9 @@ const (
 	ReasonInvalidPriceList = "InvalidPriceList"
 	// ReasonPriceListLoaded: every key is in use.
 	ReasonPriceListLoaded = "PriceListLoaded"
+
+	// actionLoad is the events' action: reading the price list.
+	actionLoad = "LoadPriceList"
 )
 
 // Book reads the price list ConfigMap from a cache of its own (the operator's main cache holds
@@ -116,7 +119,7 @@ func describe(source string, errs []KeyError) string {
 // are in use or which are not and why: a wrong price shows where the administrator edits it.
 type PriceListReconciler struct {
 	Book     *Book
-	Recorder record.EventRecorder
+	Recorder events.EventRecorder
 }
 
 // SetupWithManager watches the price list through the Book's cache.
@@ -139,13 +142,13 @@ func (r *PriceListReconciler) Reconcile(ctx context.Context, _ ctrl.Request) (ct
 	}
 	if len(errs) > 0 {
 		ctrl.LoggerFrom(ctx).Info("Price list has keys that are not used", "configMap", r.Book.key, "problem", prices.Problem)
-		r.Recorder.Event(cm, corev1.EventTypeWarning, ReasonInvalidPriceList, prices.Problem+": usage those keys would price stays unpriced")
+		r.Recorder.Eventf(cm, nil, corev1.EventTypeWarning, ReasonInvalidPriceList, actionLoad, "%s: usage those keys would price stays unpriced", prices.Problem)
 		return ctrl.Result{}, nil
 	}
 	if prices.List == nil {
-		r.Recorder.Event(cm, corev1.EventTypeWarning, ReasonInvalidPriceList, prices.Source+" has no prices: add currency and gpu.<product>[.spot|.on-demand] keys (docs/operations.md)")
+		r.Recorder.Eventf(cm, nil, corev1.EventTypeWarning, ReasonInvalidPriceList, actionLoad, "%s has no prices: add currency and gpu.<product>[.spot|.on-demand] keys (docs/operations.md)", prices.Source)
 		return ctrl.Result{}, nil
 	}
-	r.Recorder.Eventf(cm, corev1.EventTypeNormal, ReasonPriceListLoaded, "prices in %s are in use", prices.List.Currency)
+	r.Recorder.Eventf(cm, nil, corev1.EventTypeNormal, ReasonPriceListLoaded, actionLoad, "prices in %s are in use", prices.List.Currency)
 	return ctrl.Result{}, nil
 }

@@ -190,6 +190,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		return nil, err
 	}
 
+	recorder := eventRecorder{mgr.GetEventRecorder("convoy-operator")}
 	c := mgr.GetClient()
 	if opts.WrapClient != nil {
 		c = opts.WrapClient(c)
@@ -200,7 +201,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		if err != nil {
 			return nil, err
 		}
-		pl := &cost.PriceListReconciler{Book: book, Recorder: mgr.GetEventRecorderFor("convoy-operator")}
+		pl := &cost.PriceListReconciler{Book: book, Recorder: recorder}
 		if err := pl.SetupWithManager(mgr, priceCache); err != nil {
 			return nil, err
 		}
@@ -209,7 +210,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	r := &controller.Reconciler{
 		Client:    c,
 		APIReader: mgr.GetAPIReader(),
-		Recorder:  mgr.GetEventRecorderFor("convoy-operator"),
+		Recorder:  recorder,
 		Metrics:   metrics.NewRecorder(),
 		Options: builder.Options{ProgressURL: opts.ProgressURL, ProgressCA: cert.CAPEM, JobNetworkPolicy: opts.JobNetworkPolicy,
 			PublishImage: publishImage(ctx, mgr.GetAPIReader(), opts)},
@@ -222,7 +223,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		return nil, err
 	}
 
-	sweeps := &sweep.Reconciler{Client: c, Recorder: mgr.GetEventRecorderFor(sweep.Name)}
+	sweeps := &sweep.Reconciler{Client: c, Recorder: eventRecorder{mgr.GetEventRecorder(sweep.Name)}}
 	if w, ok := opts.Queue.(sweep.WorkloadActivator); ok {
 		sweeps.Workloads = w
 	}
@@ -237,7 +238,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		}
 	}
 	if err := mgr.Add(&progress.Server{Listener: listener, TLS: tlsConfig, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		CheckpointURI: builder.CheckpointURI, Recorder: mgr.GetEventRecorderFor("convoy-operator")}); err != nil {
+		CheckpointURI: builder.CheckpointURI, Recorder: recorder}); err != nil {
 		return nil, err
 	}
 	return mgr, nil

@@ -40,7 +40,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	tokencache "k8s.io/apiserver/pkg/authentication/token/cache"
 	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -102,7 +102,7 @@ type Server struct {
 	// storage): a reported checkpoint must lie under it.
 	CheckpointURI func(*convoy.TrainingJob) string
 	// Recorder, when set, records an Event on the job when its tracker run is first recorded.
-	Recorder record.EventRecorder
+	Recorder events.EventRecorder
 
 	mu      sync.Mutex
 	pending map[types.NamespacedName]*batch
@@ -461,7 +461,7 @@ func (s *Server) write(ctx context.Context, key types.NamespacedName, updates []
 		return s.Client.Status().Update(ctx, job)
 	})
 	if err == nil && tracked != nil && s.Recorder != nil {
-		s.Recorder.Eventf(written, corev1.EventTypeNormal, ReasonTrackingRun, "every attempt logs into tracker run %s", trackingSummary(tracked))
+		s.Recorder.Eventf(written, nil, corev1.EventTypeNormal, ReasonTrackingRun, "RecordProgress", "every attempt logs into tracker run %s", trackingSummary(tracked))
 	}
 	for i, u := range updates {
 		u.done <- cmp.Or(refused[i], err)

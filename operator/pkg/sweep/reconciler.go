@@ -30,7 +30,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -64,7 +64,7 @@ type WorkloadActivator interface {
 // its TrainingJob's status, and stops, pauses and promotes trials as Decide says.
 type Reconciler struct {
 	Client   client.Client
-	Recorder record.EventRecorder
+	Recorder events.EventRecorder
 	Metrics  *Metrics
 	// Workloads pauses trials that name a queue; without it they are paused through spec.suspend.
 	Workloads WorkloadActivator
@@ -164,7 +164,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			if !plan.Finish.Succeeded {
 				reason, typ = EventFailed, corev1.EventTypeWarning
 			}
-			r.Recorder.Event(sw, typ, reason, plan.Finish.Reason+": "+plan.Finish.Message)
+			r.Recorder.Eventf(sw, nil, typ, reason, "Finish", "%s: %s", plan.Finish.Reason, plan.Finish.Message)
 		}
 	}
 	r.Metrics.Observe(sw)
@@ -175,21 +175,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			errs = append(errs, err)
 			continue
 		}
-		r.Recorder.Event(sw, corev1.EventTypeNormal, EventTrialStopped, c.Name+": "+c.Message)
+		r.Recorder.Eventf(sw, nil, corev1.EventTypeNormal, EventTrialStopped, "StopTrial", "%s: %s", c.Name, c.Message)
 	}
 	for _, c := range plan.Pause {
 		if err := r.pause(ctx, byName[c.Name], c.Rung, true); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		r.Recorder.Event(sw, corev1.EventTypeNormal, EventTrialPaused, c.Name+": "+c.Message)
+		r.Recorder.Eventf(sw, nil, corev1.EventTypeNormal, EventTrialPaused, "PauseTrial", "%s: %s", c.Name, c.Message)
 	}
 	for _, c := range plan.Resume {
 		if err := r.pause(ctx, byName[c.Name], c.Rung, false); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		r.Recorder.Event(sw, corev1.EventTypeNormal, EventTrialPromoted, c.Name+": "+c.Message)
+		r.Recorder.Eventf(sw, nil, corev1.EventTypeNormal, EventTrialPromoted, "ResumeTrial", "%s: %s", c.Name, c.Message)
 	}
 	if plan.Finish == nil {
 		for _, t := range plan.Create {
@@ -205,7 +205,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				continue
 			}
 			log.V(2).Info("Created a trial", "trainingJob", klog.KObj(job))
-			r.Recorder.Event(sw, corev1.EventTypeNormal, EventTrialCreated, fmt.Sprintf("%s: %s", job.Name, formatAssignments(t.Assignments)))
+			r.Recorder.Eventf(sw, job, corev1.EventTypeNormal, EventTrialCreated, "CreateTrial", "%s: %s", job.Name, formatAssignments(t.Assignments))
 		}
 	}
 	return ctrl.Result{}, errors.Join(errs...)

@@ -29,6 +29,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -438,7 +440,7 @@ func (w *worker) publish(ctx context.Context, node *corev1.Node, current *convoy
 			}}},
 		}
 		if err := w.write("create", reason, func() error {
-			return w.a.client.Patch(ctx, obj, client.Apply, client.FieldOwner(w.a.opts.FieldManager), client.ForceOwnership)
+			return w.a.applyGPUNode(ctx, obj, false)
 		}); err != nil {
 			w.log.Error(err, "Creating the GPUNode")
 			return
@@ -452,7 +454,7 @@ func (w *worker) publish(ctx context.Context, node *corev1.Node, current *convoy
 		Status:     desired,
 	}
 	if err := w.write("status", reason, func() error {
-		return w.a.client.Status().Patch(ctx, obj, client.Apply, client.FieldOwner(w.a.opts.FieldManager), client.ForceOwnership)
+		return w.a.applyGPUNode(ctx, obj, true)
 	}); err != nil {
 		w.log.Error(err, "Publishing the GPUNode status")
 		if apierrors.IsNotFound(err) {
@@ -462,6 +464,26 @@ func (w *worker) publish(ctx context.Context, node *corev1.Node, current *convoy
 	}
 	w.written, w.older = obj, older
 	w.log.V(2).Info("Published the GPUNode status", "reason", reason, "healthy", desired.Healthy, "free", desired.Free)
+}
+
+// applyGPUNode server-side applies obj, or its status, as the agent's field manager, taking over
+// fields another manager holds, and reads the API server's answer back into obj.
+func (a *Agent) applyGPUNode(ctx context.Context, obj *convoy.GPUNode, status bool) error {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return err
+	}
+	ac := &unstructured.Unstructured{Object: u}
+	if status {
+		err = a.client.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(ac), client.FieldOwner(a.opts.FieldManager), client.ForceOwnership)
+	} else {
+		err = a.client.Apply(ctx, client.ApplyConfigurationFromUnstructured(ac), client.FieldOwner(a.opts.FieldManager), client.ForceOwnership)
+	}
+	if err != nil {
+		return err
+	}
+	*obj = convoy.GPUNode{}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(ac.Object, obj)
 }
 
 // publishLabels applies the GPU Feature Discovery labels that no other field manager owns.

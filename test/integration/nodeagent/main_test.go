@@ -113,7 +113,7 @@ func applyKustomization(ctx context.Context, c *framework.Cluster, dir string) e
 		if len(u.Object) == 0 {
 			return nil
 		}
-		if err := c.Client.Patch(ctx, u, client.Apply, client.FieldOwner("nodeagent-test"), client.ForceOwnership); err != nil {
+		if err := c.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("nodeagent-test"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 		return nil

@@ -40,6 +40,7 @@ import (
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent/nvmlmock"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 const nodeNameExtra = "authentication.kubernetes.io/node-name"
@@ -110,13 +111,13 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	statusApply := func(name string, opts ...client.SubResourcePatchOption) error {
+	statusApply := func(name string, opts ...client.SubResourceApplyOption) error {
 		g := &convoy.GPUNode{
 			TypeMeta:   metav1.TypeMeta{APIVersion: convoy.GroupVersion.String(), Kind: "GPUNode"},
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Status:     convoy.GPUNodeStatus{GPUs: []convoy.GPUDevice{{Index: 0, Health: convoy.GPUHealthy}}},
 		}
-		return agentClient.Status().Patch(ctx, g, client.Apply, append(opts, client.FieldOwner(nodeagent.FieldManager), client.ForceOwnership)...)
+		return agentClient.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(util.Unstructured(t, g)), append(opts, client.FieldOwner(nodeagent.FieldManager), client.ForceOwnership)...)
 	}
 	// Admission policies take effect a moment after they are created: wait for the first refusal,
 	// without writing anything (dry run).
@@ -162,7 +163,7 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 		"a GPUNode for another name": {
 			write: func() error {
 				g := &convoy.GPUNode{TypeMeta: metav1.TypeMeta{APIVersion: convoy.GroupVersion.String(), Kind: "GPUNode"}, ObjectMeta: metav1.ObjectMeta{Name: ownZ}}
-				return agentClient.Patch(ctx, g, client.Apply, client.FieldOwner(nodeagent.FieldManager))
+				return agentClient.Apply(ctx, client.ApplyConfigurationFromUnstructured(util.Unstructured(t, g)), client.FieldOwner(nodeagent.FieldManager))
 			},
 			want: "may write only GPUNode " + ownX + ", not " + ownZ,
 		},
@@ -233,7 +234,7 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: ownX},
 		Status:     convoy.GPUNodeStatus{GPUs: []convoy.GPUDevice{{Index: 0, Health: convoy.GPUHealthy}}},
 	}
-	err = uc.Status().Patch(ctx, g, client.Apply, client.FieldOwner(nodeagent.FieldManager), client.ForceOwnership)
+	err = uc.Status().Apply(ctx, client.ApplyConfigurationFromUnstructured(util.Unstructured(t, g)), client.FieldOwner(nodeagent.FieldManager), client.ForceOwnership)
 	if !isForbidden(err) || !strings.Contains(err.Error(), "token names no node") {
 		t.Errorf("unbound token writing own-x's GPUNode: %v; want Forbidden, the token names no node", err)
 	}

@@ -242,7 +242,7 @@ func applyFile(ctx context.Context, c client.Client, path string) error {
 		if len(obj.Object) == 0 {
 			continue
 		}
-		if err := c.Patch(ctx, &obj, client.Apply, client.FieldOwner("convoy-scheduler-test"), client.ForceOwnership); err != nil {
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(&obj), client.FieldOwner("convoy-scheduler-test"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying %s %s from %s: %w", obj.GetKind(), obj.GetName(), path, err)
 		}
 	}

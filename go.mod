@@ -29,6 +29,7 @@ require (
 	github.com/go-openapi/swag/pools v0.27.1 // indirect
 	github.com/mitchellh/go-homedir v1.1.0 // indirect
 	github.com/moby/ipvs v1.1.0 // indirect
+	github.com/onsi/gomega v1.44.0 // indirect
 	github.com/vbatts/tar-split v0.12.1 // indirect
 	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/vishvananda/netns v0.0.5 // indirect
@@ -37,6 +38,7 @@ require (
 	k8s.io/cri-streaming v0.0.0 // indirect
 	k8s.io/kube-proxy v0.0.0 // indirect
 	k8s.io/streaming v0.36.3 // indirect
+	sigs.k8s.io/cluster-inventory-api v0.0.0-20251028164203-2e3fabb46733 // indirect
 	sigs.k8s.io/knftables v0.0.21 // indirect
 )
 

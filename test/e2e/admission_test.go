@@ -34,10 +34,12 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	utiltestingapi "sigs.k8s.io/kueue/pkg/util/testing/v1beta2"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // placementCheck is deploy/queue's AdmissionCheck of convoy-scheduler's placement check.
@@ -127,7 +129,7 @@ func TestJobWithoutPlaceIsNotAdmittedUntilRoomAppears(t *testing.T) {
 		t.Errorf("Queued says %q, want the quota reserved and the planner's reason naming the rack it needs", msg)
 	}
 	t.Logf("Queued: %s", msg)
-	e.consistently("big stays unadmitted, without pods", 5*time.Second, func() (bool, string) {
+	util.Consistently(e.t, 250*time.Millisecond, 5*time.Second, "big stays unadmitted, without pods", func() (bool, string) {
 		j := e.get("big")
 		return !admitted(j) && len(e.pods("big")) == 0, fmt.Sprintf("admitted %v, %d pods", admitted(j), len(e.pods("big")))
 	})
@@ -151,7 +153,7 @@ func TestJobInFlavorWithoutNodesIsNotAdmitted(t *testing.T) {
 		return strings.Contains(queuedMessage(j), noPlace)
 	})
 	t.Logf("Queued: %s", queuedMessage(j))
-	e.consistently("a100 stays unadmitted", 3*time.Second, func() (bool, string) {
+	util.Consistently(e.t, 250*time.Millisecond, 3*time.Second, "a100 stays unadmitted", func() (bool, string) {
 		return !admitted(e.get("a100")), "admitted"
 	})
 }
@@ -184,7 +186,7 @@ func TestTwoJobsRaceForTheLastRack(t *testing.T) {
 		t.Fatalf("waiting for one job admitted and the other told it has no place: %v", err)
 	}
 	e.waitRunningInRack(winner, 4, "rack-0-1-1")
-	e.consistently(loser+" stays unadmitted while "+winner+" runs", 5*time.Second, func() (bool, string) {
+	util.Consistently(e.t, 250*time.Millisecond, 5*time.Second, loser+" stays unadmitted while "+winner+" runs", func() (bool, string) {
 		j := e.get(loser)
 		return !admitted(j) && len(e.pods(loser)) == 0, queuedMessage(j)
 	})
@@ -266,7 +268,7 @@ func TestNodeChangeSendsBookingBackThroughTheCheck(t *testing.T) {
 		return !workloadAdmitted(wl) && c != nil && c.State == kueue.CheckStatePending && strings.Contains(c.Message, noPlace)
 	})
 	t.Logf("big's check: %s: %s", findCheck(wl).State, findCheck(wl).Message)
-	e.consistently("big stays unadmitted, without pods, while the node is cordoned", 3*time.Second, func() (bool, string) {
+	util.Consistently(e.t, 250*time.Millisecond, 3*time.Second, "big stays unadmitted, without pods, while the node is cordoned", func() (bool, string) {
 		j := e.get("big")
 		return !admitted(j) && len(e.pods("big")) == 0, fmt.Sprintf("admitted %v, %d pods", admitted(j), len(e.pods("big")))
 	})
@@ -402,19 +404,15 @@ func (e *env) createIdleWorkload(name string) {
 // GPUs of its own without the placement check.
 func (e *env) uncheckedQueue(name string, gpus int) {
 	e.t.Helper()
-	cq := &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: e.ns + "-" + name}, Spec: kueue.ClusterQueueSpec{
-		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: e.ns}},
-		ResourceGroups: []kueue.ResourceGroup{{
-			CoveredResources: []corev1.ResourceName{framework.ResourceGPU, corev1.ResourceCPU, corev1.ResourceMemory},
-			Flavors: []kueue.FlavorQuotas{{Name: flavor, Resources: []kueue.ResourceQuota{
-				{Name: framework.ResourceGPU, NominalQuota: resource.MustParse(strconv.Itoa(gpus))},
-				{Name: corev1.ResourceCPU, NominalQuota: resource.MustParse("10k")},
-				{Name: corev1.ResourceMemory, NominalQuota: resource.MustParse("100Ti")}}}},
-		}},
-	}}
+	cq := utiltestingapi.MakeClusterQueue(e.ns + "-" + name).
+		NamespaceSelector(&metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: e.ns}}).
+		ResourceGroup(*utiltestingapi.MakeFlavorQuotas(flavor).
+			Resource(framework.ResourceGPU, strconv.Itoa(gpus)).
+			Resource(corev1.ResourceCPU, "10k").
+			Resource(corev1.ResourceMemory, "100Ti").Obj()).
+		Obj()
 	must(e.t, e.k.Create(e.t.Context(), cq))
-	must(e.t, e.k.Create(e.t.Context(), &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name},
-		Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(cq.Name)}}))
+	must(e.t, e.k.Create(e.t.Context(), utiltestingapi.MakeLocalQueue(name, e.ns).ClusterQueue(cq.Name).Obj()))
 	e.t.Cleanup(func() { _ = e.k.Delete(context.Background(), cq) })
 }
 
@@ -487,14 +485,4 @@ func (e *env) waitWorkloadWhere(which string, pick func(*kueue.Workload) bool, w
 		e.t.Fatalf("waiting for %s to be %s: %v; its status: %+v", which, what, err, wl)
 	}
 	return wl
-}
-
-// consistently fails the test when cond does not hold at any poll during d.
-func (e *env) consistently(what string, d time.Duration, cond func() (bool, string)) {
-	e.t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
-		if ok, why := cond(); !ok {
-			e.t.Fatalf("%s: %s", what, why)
-		}
-	}
 }

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // TestSchedulerPreemptionWaitsForTheVictimsCheckpoint: four low-priority gangs that checkpoint
@@ -64,7 +65,7 @@ func TestSchedulerPreemptionWaitsForTheVictimsCheckpoint(t *testing.T) {
 			if p.DeletionTimestamp != nil {
 				continue
 			}
-			if got := envOf(&p, "CONVOY_RESUME_FROM"); got != cp.Latest {
+			if got := util.EnvOf(&p, "CONVOY_RESUME_FROM"); got != cp.Latest {
 				t.Errorf("pod %s of the preempted gang resumes from %q, want %q", p.Name, got, cp.Latest)
 			}
 		}
@@ -117,17 +118,8 @@ func TestReclaimNoticeMovesTheGangToAnotherNode(t *testing.T) {
 		if p.Spec.NodeName == doomed {
 			t.Errorf("pod %s of the moved gang landed back on %s, which carries the notice", p.Name, doomed)
 		}
-		if got := envOf(&p, "CONVOY_RESUME_FROM"); got != cp.Latest {
+		if got := util.EnvOf(&p, "CONVOY_RESUME_FROM"); got != cp.Latest {
 			t.Errorf("pod %s resumes from %q, want %q", p.Name, got, cp.Latest)
 		}
 	}
-}
-
-func envOf(pod *corev1.Pod, name string) string {
-	for _, v := range pod.Spec.Containers[0].Env {
-		if v.Name == name {
-			return v.Value
-		}
-	}
-	return ""
 }

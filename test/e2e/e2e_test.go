@@ -48,11 +48,13 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	utiltestingapi "sigs.k8s.io/kueue/pkg/util/testing/v1beta2"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 func TestMain(m *testing.M) {
@@ -137,26 +139,17 @@ func (e *env) clusterQueue(gpus int, fl kueue.ResourceFlavorReference, checks *k
 	e.t.Helper()
 	ctx := e.t.Context()
 	e.namespace()
-	quota := func(name corev1.ResourceName, q string) kueue.ResourceQuota {
-		return kueue.ResourceQuota{Name: name, NominalQuota: resource.MustParse(q)}
-	}
-	cq := &kueue.ClusterQueue{
-		ObjectMeta: metav1.ObjectMeta{Name: e.ns},
-		Spec: kueue.ClusterQueueSpec{
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: e.ns}},
-			AdmissionChecksStrategy: checks,
-			Preemption:              &kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyLowerPriority},
-			ResourceGroups: []kueue.ResourceGroup{{
-				CoveredResources: []corev1.ResourceName{framework.ResourceGPU, corev1.ResourceCPU, corev1.ResourceMemory},
-				Flavors: []kueue.FlavorQuotas{{Name: fl, Resources: []kueue.ResourceQuota{
-					quota(framework.ResourceGPU, strconv.Itoa(gpus)), quota(corev1.ResourceCPU, "10k"), quota(corev1.ResourceMemory, "100Ti"),
-				}}},
-			}},
-		},
-	}
+	cq := utiltestingapi.MakeClusterQueue(e.ns).
+		NamespaceSelector(&metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: e.ns}}).
+		Preemption(kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyLowerPriority}).
+		ResourceGroup(*utiltestingapi.MakeFlavorQuotas(string(fl)).
+			Resource(framework.ResourceGPU, strconv.Itoa(gpus)).
+			Resource(corev1.ResourceCPU, "10k").
+			Resource(corev1.ResourceMemory, "100Ti").Obj()).
+		Obj()
+	cq.Spec.AdmissionChecksStrategy = checks
 	must(e.t, e.k.Create(ctx, cq))
-	must(e.t, e.k.Create(ctx, &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "training"},
-		Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(e.ns)}}))
+	must(e.t, e.k.Create(ctx, utiltestingapi.MakeLocalQueue("training", e.ns).ClusterQueue(e.ns).Obj()))
 	e.t.Cleanup(func() {
 		ctx := context.Background()
 		_ = e.k.DeleteAllOf(ctx, &convoy.TrainingJob{}, client.InNamespace(e.ns))
@@ -205,19 +198,7 @@ func (e *env) get(name string) *convoy.TrainingJob {
 // waitJob waits until cond holds for the job and returns it.
 func (e *env) waitJob(name, what string, cond func(*convoy.TrainingJob) bool) *convoy.TrainingJob {
 	e.t.Helper()
-	var job *convoy.TrainingJob
-	err := wait.PollUntilContextTimeout(e.t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		j := &convoy.TrainingJob{}
-		if err := e.k.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, j); err != nil {
-			return false, nil
-		}
-		job = j
-		return cond(j), nil
-	})
-	if err != nil {
-		e.t.Fatalf("waiting for %s to be %s: %v; its status: %+v", name, what, err, statusOf(job))
-	}
-	return job
+	return util.WaitJob(e.t, e.k, 200*time.Millisecond, timeout, client.ObjectKey{Namespace: e.ns, Name: name}, "to be "+what, cond)
 }
 
 func (e *env) waitState(name string, state convoy.TrainingJobState) *convoy.TrainingJob {
@@ -272,13 +253,6 @@ func (e *env) requireWholeGang(name string, workers int) []corev1.Pod {
 		e.t.Errorf("%s's pods are in racks %q, want one rack", name, racks)
 	}
 	return pods
-}
-
-func statusOf(job *convoy.TrainingJob) any {
-	if job == nil {
-		return "not found"
-	}
-	return job.Status
 }
 
 func must(t *testing.T, err error) {

@@ -43,6 +43,7 @@ import (
 	"github.com/convoy-dev/convoy/test/framework"
 	"github.com/convoy-dev/convoy/test/monitoring"
 	"github.com/convoy-dev/convoy/test/sweepsim"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // EnvRequirePrometheus set (make test-e2e sets it, after installing Debian's prometheus) makes a
@@ -346,15 +347,7 @@ func (p *prometheus) get(path string, query url.Values, out any) error {
 // poll waits up to a minute until cond holds, failing with its last word otherwise.
 func (p *prometheus) poll(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-		ok, msg := cond()
-		last = msg
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v; last: %s", what, err, last)
-	}
+	util.Eventually(t, 500*time.Millisecond, time.Minute, what, cond)
 }
 
 // waitTargetsUp waits until Prometheus has scraped every target successfully.

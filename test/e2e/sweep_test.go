@@ -35,6 +35,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/sweepsim"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // sweepTimeout bounds a whole sweep: trials of a few one-second epochs, queued, placed and run.
@@ -281,7 +282,7 @@ func TestSweepEarlyStoppingFreesQuotaForTheNextTrial(t *testing.T) {
 
 	stopped := e.waitJob("median-1", "early-stopped", func(j *convoy.TrainingJob) bool { return j.Status.IsFinished() })
 	if c := meta.FindStatusCondition(stopped.Status.Conditions, convoy.ConditionCompleted); stopped.Status.State != convoy.StateCompleted || c == nil || c.Reason != convoy.ReasonEarlyStopped {
-		t.Fatalf("median-1 (x=3) is %s, want Completed with reason EarlyStopped; status %+v", stopped.Status.State, statusOf(stopped))
+		t.Fatalf("median-1 (x=3) is %s, want Completed with reason EarlyStopped; %s", stopped.Status.State, util.JobSummary(stopped))
 	}
 	if stopped.Status.CurrentEpoch >= 6 {
 		t.Errorf("median-1 ran all %d epochs; the median rule should have stopped it", stopped.Status.CurrentEpoch)

@@ -14,15 +14,38 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package util holds helpers that Convoy's integration tests, e2e tests and benchmarks share.
 package util
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/convoy-dev/convoy/test/framework"
 )
+
+// ApplyYAML server-side applies every object of a multi-document YAML stream as fieldOwner,
+// taking over fields another manager holds, as kubectl apply --server-side --force-conflicts would.
+func ApplyYAML(ctx context.Context, c client.Client, data []byte, fieldOwner string) error {
+	return framework.EachYAMLDoc(data, func(doc []byte) error {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
+			return err
+		}
+		if len(u.Object) == 0 {
+			return nil
+		}
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+		return nil
+	})
+}
 
 // Unstructured is obj as an unstructured object, for a server-side apply through
 // client.ApplyConfigurationFromUnstructured (c.Apply, c.Status().Apply). It fails the test if obj

@@ -56,6 +56,7 @@ import (
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 var (
@@ -181,7 +182,9 @@ func fragment(b *testing.B, c *framework.Cluster) {
 	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		b.Fatal(err)
 	}
-	waitDefaultServiceAccount(b, c, ns)
+	if err := util.WaitDefaultServiceAccount(b.Context(), c.Client, ns); err != nil {
+		b.Fatal(err)
+	}
 	seen := map[string]bool{}
 	for _, n := range fleet.Nodes() {
 		rack := n.Rack
@@ -195,15 +198,6 @@ func fragment(b *testing.B, c *framework.Cluster) {
 				Resources: corev1.ResourceRequirements{Requests: gpus, Limits: gpus}}}}}); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-func waitDefaultServiceAccount(b *testing.B, c *framework.Cluster, ns string) {
-	b.Helper()
-	if err := wait.PollUntilContextTimeout(b.Context(), 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		return c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{}) == nil, nil
-	}); err != nil {
-		b.Fatalf("waiting for the default ServiceAccount of %s: %v", ns, err)
 	}
 }
 
@@ -231,7 +225,9 @@ func queue(b *testing.B, c *framework.Cluster, m mode) {
 			b.Fatal(err)
 		}
 	}
-	waitDefaultServiceAccount(b, c, m.ns)
+	if err := util.WaitDefaultServiceAccount(b.Context(), c.Client, m.ns); err != nil {
+		b.Fatal(err)
+	}
 }
 
 func job(ns string, i int, a arrival) *convoy.TrainingJob {

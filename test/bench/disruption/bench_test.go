@@ -20,7 +20,7 @@ limitations under the License.
 //
 //	go test ./test/bench/disruption -run '^$' -bench BenchmarkWorkLost -benchtime 1x -timeout 30m [-preemptions 20]
 //
-// The cluster is test/framework's with the real Kueue manager and the operator (queue/queuetest)
+// The cluster is test/framework's with the real Kueue manager and the operator (test/util/queuetest)
 // and deploy/queue's priority classes. Each preemption: a low-priority gang of 2 × 8 GPUs runs in
 // a ClusterQueue of 16 GPUs; the benchmark plays its training code through the real progress
 // endpoint, reporting a random number of epochs (1 to 3 × the checkpoint frequency) and a
@@ -55,8 +55,8 @@ import (
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
-	"github.com/convoy-dev/convoy/queue/queuetest"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util/queuetest"
 )
 
 var (

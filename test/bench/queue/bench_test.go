@@ -23,7 +23,7 @@ limitations under the License.
 //
 // The cluster is test/framework's (kube-apiserver, etcd, kube-controller-manager, kwok) with the
 // real Kueue manager configured by deploy/kueue and the operator with the queue integration and
-// its webhook (queue/queuetest), all on this machine. Each kind gets its own namespace and its own
+// its webhook (test/util/queuetest), all on this machine. Each kind gets its own namespace and its own
 // ClusterQueue with identical quotas, large enough for every job: admission is limited by the
 // components, never by quota. Jobs are created by 16 clients sharing one rate limit (200 QPS); no
 // scheduler runs, so admitted pods stay Pending.
@@ -64,8 +64,9 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
-	"github.com/convoy-dev/convoy/queue/queuetest"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
+	"github.com/convoy-dev/convoy/test/util/queuetest"
 )
 
 var (
@@ -218,7 +219,7 @@ func admit(ctx context.Context, c *framework.Cluster, k kind, namespace string, 
 			return result{}, err
 		}
 	}
-	if err := waitDefaultServiceAccount(ctx, c, namespace); err != nil {
+	if err := util.WaitDefaultServiceAccount(ctx, c.Client, namespace); err != nil {
 		return result{}, err
 	}
 
@@ -382,21 +383,6 @@ func clusterQueue(name string, n int) *kueue.ClusterQueue {
 				}}},
 			}},
 		},
-	}
-}
-
-func waitDefaultServiceAccount(ctx context.Context, c *framework.Cluster, namespace string) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "default"}, &corev1.ServiceAccount{}); err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("the default ServiceAccount of %s: %w", namespace, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
-		}
 	}
 }
 

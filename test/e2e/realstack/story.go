@@ -34,6 +34,7 @@ import (
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/framework"
 	"github.com/convoy-dev/convoy/test/images"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // Story settings: a 2-worker PyTorch job of the digits example that trains long enough for a
@@ -453,15 +454,5 @@ func (e *Env) KillContainer(ctx context.Context, pod *corev1.Pod) error {
 }
 
 func (e *Env) kubectlStdin(ctx context.Context, stdin string, args ...string) (string, error) {
-	c := e.Cluster
-	cmd := exec.CommandContext(ctx, c.BinDir+"/kubectl", args...)
-	cmd.Env = append(cmd.Environ(), "KUBECONFIG="+c.KubeconfigPath)
-	if stdin != "" {
-		cmd.Stdin = strings.NewReader(stdin)
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out), nil
+	return util.KubectlStdin(ctx, e.Cluster, stdin, args...)
 }

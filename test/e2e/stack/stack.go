@@ -47,6 +47,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // Process and binary names of Convoy's components, and the namespace deploy/ runs them in.
@@ -473,14 +474,7 @@ func (s *Stack) StartAgent(ctx context.Context, name string, args ...string) err
 // Kubectl runs bin/kubectl as the cluster's administrator and returns its combined output.
 // kubectl finds its plugins (kubectl-kueue) in bin/.
 func (s *Stack) Kubectl(ctx context.Context, args ...string) (string, error) {
-	c := s.Cluster
-	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kubectl"), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "PATH="+c.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("kubectl %s: %w\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out), nil
+	return util.Kubectl(ctx, s.Cluster, args...)
 }
 
 func (s *Stack) path(rel string) string { return filepath.Join(s.Root, filepath.FromSlash(rel)) }

@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,6 +35,7 @@ import (
 	"github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/publish"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // namespace creates the test's namespace name (framework.Unique) and returns its name.
@@ -281,17 +281,6 @@ func TestShapeIsImmutableUnlessSuspended(t *testing.T) {
 	}
 }
 
-// kubectl runs the kubectl built into bin/ against the cluster and returns its output.
-func kubectl(t *testing.T, c *framework.Cluster, args ...string) string {
-	t.Helper()
-	cmd := exec.Command(filepath.Join(c.BinDir, "kubectl"), append([]string{"--kubeconfig", c.KubeconfigPath}, args...)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
-}
-
 func TestKubectlPrintsTheColumns(t *testing.T) {
 	c := cluster(t)
 	ctx := context.Background()
@@ -310,7 +299,7 @@ func TestKubectlPrintsTheColumns(t *testing.T) {
 	if err := c.Client.Status().Update(ctx, job); err != nil {
 		t.Fatal(err)
 	}
-	out := kubectl(t, c, "get", "trainingjobs", "-n", ns)
+	out := util.MustKubectl(t, c, "get", "trainingjobs", "-n", ns)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	defer func() {
 		// The tracker run's page and the published model's digest: in -o wide and describe.
@@ -320,12 +309,12 @@ func TestKubectlPrintsTheColumns(t *testing.T) {
 		if err := c.Client.Status().Update(ctx, job); err != nil {
 			t.Fatal(err)
 		}
-		wide := strings.Split(strings.TrimSpace(kubectl(t, c, "get", "trainingjobs", "-n", ns, "-o", "wide")), "\n")
+		wide := strings.Split(strings.TrimSpace(util.MustKubectl(t, c, "get", "trainingjobs", "-n", ns, "-o", "wide")), "\n")
 		header, row := strings.Fields(wide[0]), strings.Fields(wide[1])
 		if !strings.HasSuffix(strings.Join(header, " "), "AGE RUN MODEL") || row[len(row)-2] != url || row[len(row)-1] != digest {
 			t.Errorf("kubectl get -o wide:\n%s\nwant RUN %s and MODEL %s last", strings.Join(wide, "\n"), url, digest)
 		}
-		if d := kubectl(t, c, "describe", "trainingjob", "llama", "-n", ns); !strings.Contains(d, url) || !strings.Contains(d, digest) {
+		if d := util.MustKubectl(t, c, "describe", "trainingjob", "llama", "-n", ns); !strings.Contains(d, url) || !strings.Contains(d, digest) {
 			t.Errorf("kubectl describe does not show the run %s and the model %s:\n%s", url, digest, d)
 		}
 	}()
@@ -338,10 +327,10 @@ func TestKubectlPrintsTheColumns(t *testing.T) {
 	if got, want := strings.Fields(lines[1])[:8], []string{"llama", "Running", "PodsRunning", "45%", "3", "4", "32", "team-a"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("kubectl get trainingjobs row = %v, want %v", got, want)
 	}
-	if short := kubectl(t, c, "get", "tj", "-n", ns, "-o", "name"); strings.TrimSpace(short) != "trainingjob.convoy.dev/llama" {
+	if short := util.MustKubectl(t, c, "get", "tj", "-n", ns, "-o", "name"); strings.TrimSpace(short) != "trainingjob.convoy.dev/llama" {
 		t.Errorf("kubectl get tj = %q, want the short name to work", short)
 	}
-	if doc := kubectl(t, c, "explain", "trainingjob.spec.numWorkers"); !strings.Contains(doc, "number of worker pods in the gang") {
+	if doc := util.MustKubectl(t, c, "explain", "trainingjob.spec.numWorkers"); !strings.Contains(doc, "number of worker pods in the gang") {
 		t.Errorf("kubectl explain trainingjob.spec.numWorkers does not show the field's documentation:\n%s", doc)
 	}
 
@@ -359,7 +348,7 @@ func TestKubectlPrintsTheColumns(t *testing.T) {
 	if err := c.Client.Status().Update(ctx, gn); err != nil {
 		t.Fatal(err)
 	}
-	out = kubectl(t, c, "get", "gpunodes", gn.Name)
+	out = util.MustKubectl(t, c, "get", "gpunodes", gn.Name)
 	lines = strings.Split(strings.TrimSpace(out), "\n")
 	if got, want := strings.Fields(lines[0]), []string{"NAME", "GPUS", "PRODUCT", "HEALTHY", "FREE", "AGE"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("kubectl get gpunodes header = %v, want %v", got, want)

@@ -31,6 +31,7 @@ import (
 
 	"github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // sweepExample reads examples/sweep/tpe.yaml as kubectl would send it, into namespace ns.
@@ -166,14 +167,14 @@ func TestKubectlPrintsTheSweepColumns(t *testing.T) {
 	if err := c.Client.Status().Update(ctx, sweep); err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(kubectl(t, c, "get", "sweeps", "-n", ns)), "\n")
+	lines := strings.Split(strings.TrimSpace(util.MustKubectl(t, c, "get", "sweeps", "-n", ns)), "\n")
 	if got, want := strings.Join(strings.Fields(lines[0]), " "), "NAME STATE TRIALS BEST COST AGE"; got != want {
 		t.Errorf("kubectl get sweeps header = %q, want %q", got, want)
 	}
 	if got, want := strings.Join(strings.Fields(lines[1])[:6], " "), "lr Running 2/3/1/0 0.125 24.50 USD"; got != want {
 		t.Errorf("kubectl get sweeps row = %q, want %q", got, want)
 	}
-	if doc := kubectl(t, c, "explain", "trainingsweep.spec.objective.goal"); !strings.Contains(doc, "ends the sweep") {
+	if doc := util.MustKubectl(t, c, "explain", "trainingsweep.spec.objective.goal"); !strings.Contains(doc, "ends the sweep") {
 		t.Errorf("kubectl explain does not show the field's documentation:\n%s", doc)
 	}
 }

@@ -46,6 +46,7 @@ import (
 	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 	testframework "github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // TestPyTorchWithTorchrun runs each pod's command as `torchrun train.py`: torchrun reads its
@@ -100,7 +101,7 @@ func TestJAX(t *testing.T) {
 	if err := yaml.UnmarshalStrict(data, job); err != nil {
 		t.Fatalf("deploy/samples/jax.yaml: %v", err)
 	}
-	job.Spec.Networking = &convoy.NetworkingSpec{MasterPort: freePort(t)}
+	job.Spec.Networking = &convoy.NetworkingSpec{MasterPort: int32(util.FreePort(t))}
 	out := runGang(t, job, func(pod *corev1.Pod) []string {
 		c := pod.Spec.Containers[0]
 		return append(slices.Clone(c.Command), c.Args...)
@@ -128,17 +129,7 @@ func writeScript(t *testing.T, script string) string {
 func gang(t *testing.T, fw convoy.Framework, workers, gpus int32) *convoy.TrainingJob {
 	t.Helper()
 	return utiltesting.MakeTrainingJob("llm", "team-a").Framework(fw).Workers(workers).GPUs(gpus).
-		MasterPort(freePort(t)).Command([]string{"train"}).Obj()
-}
-
-// freePort is a free local port for the job's rendezvous.
-func freePort(t *testing.T) int32 {
-	t.Helper()
-	ports, err := testframework.FreePorts(1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return int32(ports[0])
+		MasterPort(int32(util.FreePort(t))).Command([]string{"train"}).Obj()
 }
 
 // runGang starts one process per pod of the job with the pod's environment and returns every

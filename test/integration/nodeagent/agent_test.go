@@ -34,6 +34,7 @@ import (
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent/nvmlmock"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 func TestPublishesGPUNodesAndLabels(t *testing.T) {
@@ -91,7 +92,7 @@ func TestPublishesGPUNodesAndLabels(t *testing.T) {
 	// The framework created the nodes with nvidia.com/gpu.product: the agent leaves that label to
 	// its owner and adds memory and count.
 	// Each node's labels are written by its own agent, after its GPUNode: wait for both.
-	eventually(t, 10*time.Second, "GPU labels on the nodes", func() (bool, error) {
+	util.EventuallyErr(t, 20*time.Millisecond, 10*time.Second, "GPU labels on the nodes", func() (bool, error) {
 		p, h := getNode(t, c, pubPCIe), getNode(t, c, pubH100)
 		return p.Labels[convoy.LabelGPUCount] == "4" && p.Labels[convoy.LabelGPUMemory] == "46068" &&
 			h.Labels[convoy.LabelGPUCount] == "8" && h.Labels[convoy.LabelGPUMemory] == "81559", nil
@@ -195,7 +196,7 @@ func TestNoWritesWhenNothingChanged(t *testing.T) {
 	opts := nodeagent.Options{Nodes: []string{node}, PollInterval: 100 * time.Millisecond, Heartbeat: time.Hour}
 	run := startAgent(t, nil, nvmlmock.ProfileNVLinkPairs8, opts)
 	waitGPUNode(t, c, node, 20*time.Second, "8 healthy GPUs", published(8, 8))
-	eventually(t, 10*time.Second, "GPU labels", func() (bool, error) {
+	util.EventuallyErr(t, 20*time.Millisecond, 10*time.Second, "GPU labels", func() (bool, error) {
 		return getNode(t, c, node).Labels[convoy.LabelGPUCount] == "8", nil
 	})
 	run.waitPolls(t, 3)
@@ -207,7 +208,7 @@ func TestNoWritesWhenNothingChanged(t *testing.T) {
 	if err := srv.SetLoad(0, 80, 10<<30); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the utilization metric", func() (bool, error) {
+	util.EventuallyErr(t, 20*time.Millisecond, 5*time.Second, "the utilization metric", func() (bool, error) {
 		return run.metric(t, "convoy_gpu_utilization_percent", map[string]string{"node": node, "gpu": "0"}) == 80, nil
 	})
 	run.waitPolls(t, 20)
@@ -249,7 +250,7 @@ func TestNoWritesWhenNothingChanged(t *testing.T) {
 	}
 	// The agent counts a write once the API server has answered it: the test may see the write
 	// first.
-	eventually(t, 5*time.Second, "a heartbeat write counted", func() (bool, error) {
+	util.EventuallyErr(t, 20*time.Millisecond, 5*time.Second, "a heartbeat write counted", func() (bool, error) {
 		return beat.metric(t, "convoy_node_agent_publishes_total", map[string]string{"reason": "heartbeat"}) >= 1, nil
 	})
 }

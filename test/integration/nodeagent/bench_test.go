@@ -34,6 +34,7 @@ import (
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent/nvmlmock"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // benchFleet is an agent serving n fake nodes, set up once per size for all runs of a benchmark.
@@ -113,7 +114,7 @@ func fleet(b *testing.B, n int) *benchFleet {
 	f.run = newAgent(b, sa, nvmlmock.ProfileH100x8, nodeagent.Options{
 		Nodes: f.nodes, PollInterval: benchPoll, Heartbeat: time.Hour,
 	})
-	eventually(b, 5*time.Minute, fmt.Sprintf("%d GPUNodes published", n), func() (bool, error) {
+	util.EventuallyErr(b, 20*time.Millisecond, 5*time.Minute, fmt.Sprintf("%d GPUNodes published", n), func() (bool, error) {
 		list := &convoy.GPUNodeList{}
 		if err := c.Client.List(ctx, list); err != nil {
 			return false, err

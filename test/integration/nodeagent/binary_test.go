@@ -21,7 +21,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -35,6 +34,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 var (
@@ -71,16 +71,6 @@ func agentBinary(t *testing.T) string {
 	return agentBin
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func TestBinaryServesFakeNodes(t *testing.T) {
 	c := cluster(t)
 	binA := framework.Unique(t, "bin-a")
@@ -101,7 +91,7 @@ func TestBinaryServesFakeNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", util.FreePort(t))
 	if err := c.StartProcess("convoy-node-agent", bin, []string{
 		"--kubeconfig=" + kubeconfig,
 		"--nvml=mock:a100-8",

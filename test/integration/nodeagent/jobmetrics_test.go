@@ -31,6 +31,7 @@ import (
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent/nvmlmock"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // TestGPUUseOfATrainingJob: the agent labels the GPUs a TrainingJob's pods hold with the job, so
@@ -85,7 +86,7 @@ func TestGPUUseOfATrainingJob(t *testing.T) {
 		}
 		return n, sum
 	}
-	eventually(t, 10*time.Second, "the job's GPU series", func() (bool, error) {
+	util.EventuallyErr(t, 20*time.Millisecond, 10*time.Second, "the job's GPU series", func() (bool, error) {
 		n, sum := series("trainingjob_gpu_utilization_percent")
 		return n == 4 && sum == 200, nil
 	})
@@ -99,7 +100,7 @@ func TestGPUUseOfATrainingJob(t *testing.T) {
 	if err := c.Client.Delete(ctx, worker("llm-worker-1", ""), client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the ended pod's series gone", func() (bool, error) {
+	util.EventuallyErr(t, 20*time.Millisecond, 10*time.Second, "the ended pod's series gone", func() (bool, error) {
 		n, sum := series("trainingjob_gpu_utilization_percent")
 		return n == 2 && sum == 60, fmt.Errorf("%d series, sum %v", n, sum)
 	})

@@ -35,18 +35,17 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
-	"sigs.k8s.io/yaml"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent/nvmlmock"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 func TestMain(m *testing.M) {
@@ -105,19 +104,7 @@ func applyKustomization(ctx context.Context, c *framework.Cluster, dir string) e
 		}
 		return err
 	}
-	return framework.EachYAMLDoc(out, func(doc []byte) error {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal(doc, &u.Object); err != nil {
-			return err
-		}
-		if len(u.Object) == 0 {
-			return nil
-		}
-		if err := c.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("nodeagent-test"), client.ForceOwnership); err != nil {
-			return fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
-		}
-		return nil
-	})
+	return util.ApplyYAML(ctx, c.Client, out, "nodeagent-test")
 }
 
 // createNodes creates fake GPU nodes with the framework's labels, nvidia.com/gpu.product among them.
@@ -189,11 +176,8 @@ func (r *agentRun) stop() {
 // metric sums the samples of a metric family whose labels include want.
 func (r *agentRun) metric(t testing.TB, name string, want map[string]string) float64 {
 	t.Helper()
-	families, err := r.registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return framework.SumSeries(families, name, want)
+	sum, _ := util.Gathered(t, r.registry, name, want)
+	return sum
 }
 
 func (r *agentRun) polls(t testing.TB) float64 {
@@ -208,27 +192,9 @@ func (r *agentRun) writes(t testing.TB) float64 {
 func (r *agentRun) waitPolls(t testing.TB, n float64) {
 	t.Helper()
 	target := r.polls(t) + n
-	eventually(t, 30*time.Second, fmt.Sprintf("%v more polls", n), func() (bool, error) {
+	util.EventuallyErr(t, 20*time.Millisecond, 30*time.Second, fmt.Sprintf("%v more polls", n), func() (bool, error) {
 		return r.polls(t) >= target, nil
 	})
-}
-
-// eventually polls cond every 20 ms until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var lastErr error
-	for {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		lastErr = err
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting %v for %s: %v", timeout, what, lastErr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func getGPUNode(t testing.TB, c *framework.Cluster, name string) (*convoy.GPUNode, error) {
@@ -242,7 +208,7 @@ func getGPUNode(t testing.TB, c *framework.Cluster, name string) (*convoy.GPUNod
 func waitGPUNode(t testing.TB, c *framework.Cluster, name string, timeout time.Duration, what string, cond func(*convoy.GPUNode) bool) *convoy.GPUNode {
 	t.Helper()
 	var g *convoy.GPUNode
-	eventually(t, timeout, fmt.Sprintf("GPUNode %s: %s", name, what), func() (bool, error) {
+	util.EventuallyErr(t, 20*time.Millisecond, timeout, fmt.Sprintf("GPUNode %s: %s", name, what), func() (bool, error) {
 		var err error
 		if g, err = getGPUNode(t, c, name); err != nil {
 			return false, err
@@ -277,7 +243,7 @@ func nodeEvents(t testing.TB, c *framework.Cluster, node, reason string) []event
 func waitEvent(t testing.TB, c *framework.Cluster, node, reason string) eventsv1.Event {
 	t.Helper()
 	var found []eventsv1.Event
-	eventually(t, 10*time.Second, fmt.Sprintf("a %s Event on node %s", reason, node), func() (bool, error) {
+	util.EventuallyErr(t, 20*time.Millisecond, 10*time.Second, fmt.Sprintf("a %s Event on node %s", reason, node), func() (bool, error) {
 		found = nodeEvents(t, c, node, reason)
 		return len(found) > 0, nil
 	})

@@ -121,7 +121,7 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 	}
 	// Admission policies take effect a moment after they are created: wait for the first refusal,
 	// without writing anything (dry run).
-	eventually(t, 30*time.Second, "the admission policies to refuse own-x's agent writing own-y's GPUNode", func() (bool, error) {
+	util.EventuallyErr(t, 20*time.Millisecond, 30*time.Second, "the admission policies to refuse own-x's agent writing own-y's GPUNode", func() (bool, error) {
 		err := statusApply(ownY, client.DryRunAll)
 		return isForbidden(err), err
 	})
@@ -129,7 +129,7 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 	// The policies type-check against the objects they match: kubectl shows no warnings.
 	for _, name := range []string{"convoy-node-agent-gpunodes", "convoy-node-agent-node-labels", "convoy-node-agent-events"} {
 		p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
-		eventually(t, 10*time.Second, "policy "+name+" type-checked", func() (bool, error) {
+		util.EventuallyErr(t, 20*time.Millisecond, 10*time.Second, "policy "+name+" type-checked", func() (bool, error) {
 			err := c.Client.Get(ctx, client.ObjectKey{Name: name}, p)
 			return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.TypeChecking != nil, err
 		})
@@ -140,7 +140,7 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 
 	run := startAgent(t, cfg, nvmlmock.ProfileH100x8, nodeagent.Options{NodeName: ownX, PollInterval: 200 * time.Millisecond})
 	waitGPUNode(t, c, ownX, 20*time.Second, "published by its own agent", published(8, 8))
-	eventually(t, 10*time.Second, "own-x's GPU labels", func() (bool, error) {
+	util.EventuallyErr(t, 20*time.Millisecond, 10*time.Second, "own-x's GPU labels", func() (bool, error) {
 		return getNode(t, c, ownX).Labels[convoy.LabelGPUCount] == "8", nil
 	})
 	// Its Events about its own node pass too.

@@ -30,12 +30,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/cost"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // priceList is the administrator's ConfigMap the tests price with: per hour, high enough that a
@@ -151,8 +153,8 @@ func TestCostIsThePriceListsArithmetic(t *testing.T) {
 	}
 	labels := map[string]string{"namespace": e.ns, "training_job": "cost"}
 	e.eventually("the cost metrics", func() (bool, string) {
-		amount, _ := metricValue(t, "trainingjob_cost_total", labels)
-		hours, _ := metricValue(t, "trainingjob_gpu_hours_total", labels)
+		amount, _ := util.Gathered(t, ctrlmetrics.Registry, "trainingjob_cost_total", labels)
+		hours, _ := util.Gathered(t, ctrlmetrics.Registry, "trainingjob_gpu_hours_total", labels)
 		return amount == *c.Amount && hours == c.GPUHours, fmt.Sprintf("trainingjob_cost_total %v, trainingjob_gpu_hours_total %v", amount, hours)
 	})
 
@@ -192,7 +194,7 @@ func TestBudgetStopsTheJob(t *testing.T) {
 	e.eventually("the budget's checkpoint request", func() (bool, string) {
 		job := e.job("capped")
 		c := meta.FindStatusCondition(job.Status.Conditions, convoy.ConditionCheckpointRequested)
-		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("cost %+v; %s", job.Status.Cost, conditionSummary(job))
+		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("cost %+v; %s", job.Status.Cost, util.ConditionSummary(job.Status.Conditions))
 	})
 	if job := e.job("capped"); job.Status.State != convoy.StateRunning {
 		t.Errorf("state %s while the gang is asked to checkpoint, want Running", job.Status.State)

@@ -38,6 +38,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // defaultStorageClass is the cluster's default StorageClass in these tests; nothing provisions it,
@@ -123,7 +124,7 @@ func TestDesignExampleMinimal(t *testing.T) {
 	name := e.applyExample("minimal.yaml")
 	pods := e.waitPods(name, 1, 0)
 	pod := pods[name+"-worker-0"]
-	if pod == nil || envOf(pod, "MODEL") != "resnet18" || envOf(pod, "DATASET") != "mnist" || envOf(pod, "WORLD_SIZE") != "1" {
+	if pod == nil || util.EnvOf(pod, "MODEL") != "resnet18" || util.EnvOf(pod, "DATASET") != "mnist" || util.EnvOf(pod, "WORLD_SIZE") != "1" {
 		t.Fatalf("pods %v: want %s-worker-0 with MODEL resnet18, DATASET mnist, WORLD_SIZE 1", pods, name)
 	}
 	if got := pod.Spec.Containers[0].Resources.Limits[convoy.ResourceGPU]; got.Value() != 1 {
@@ -169,8 +170,8 @@ func TestDesignExampleDistributed(t *testing.T) {
 		if pod == nil {
 			t.Fatalf("no worker %d among %v", i, pods)
 		}
-		if envOf(pod, "PET_NNODES") != "4" || envOf(pod, "PET_NPROC_PER_NODE") != "8" || envOf(pod, "NODE_RANK") != fmt.Sprint(i) ||
-			envOf(pod, "MASTER_ADDR") != name+"-worker-0."+name+"."+e.ns+".svc" || envOf(pod, "NCCL_IB_DISABLE") != "0" {
+		if util.EnvOf(pod, "PET_NNODES") != "4" || util.EnvOf(pod, "PET_NPROC_PER_NODE") != "8" || util.EnvOf(pod, "NODE_RANK") != fmt.Sprint(i) ||
+			util.EnvOf(pod, "MASTER_ADDR") != name+"-worker-0."+name+"."+e.ns+".svc" || util.EnvOf(pod, "NCCL_IB_DISABLE") != "0" {
 			t.Errorf("pod %s torchrun and NCCL environment: %v", pod.Name, pod.Spec.Containers[0].Env)
 		}
 		if _, claim := checkpointMount(pod); claim != name+"-checkpoints" {
@@ -188,10 +189,10 @@ func TestDesignExampleResume(t *testing.T) {
 	e.startOperator()
 	name := e.applyExample("resume.yaml")
 	for _, pod := range e.waitPods(name, 2, 0) {
-		if got := envOf(pod, "CONVOY_RESUME_FROM"); got != "s3://checkpoints/team-a/llama-pretrain/epoch-20" {
+		if got := util.EnvOf(pod, "CONVOY_RESUME_FROM"); got != "s3://checkpoints/team-a/llama-pretrain/epoch-20" {
 			t.Errorf("pod %s CONVOY_RESUME_FROM = %q, want spec.checkpoint.resumeFrom", pod.Name, got)
 		}
-		if got := envOf(pod, "CONVOY_CHECKPOINT_URI"); got != "s3://checkpoints/team-a/llama-continued" {
+		if got := util.EnvOf(pod, "CONVOY_CHECKPOINT_URI"); got != "s3://checkpoints/team-a/llama-continued" {
 			t.Errorf("pod %s CONVOY_CHECKPOINT_URI = %q", pod.Name, got)
 		}
 	}
@@ -216,7 +217,7 @@ func TestDesignExampleCheckpointWithoutStorage(t *testing.T) {
 		if claim != claimName || mount.MountPath != "/checkpoints" || mount.SubPath != "" || mount.ReadOnly {
 			t.Errorf("pod %s mounts claim %q as %+v, want %s read-write at /checkpoints", pod.Name, claim, mount, claimName)
 		}
-		if envOf(pod, "CONVOY_CHECKPOINT_URI") != "/checkpoints/"+e.ns+"/"+name || envOf(pod, "CONVOY_CHECKPOINT_FREQUENCY") != "5" {
+		if util.EnvOf(pod, "CONVOY_CHECKPOINT_URI") != "/checkpoints/"+e.ns+"/"+name || util.EnvOf(pod, "CONVOY_CHECKPOINT_FREQUENCY") != "5" {
 			t.Errorf("pod %s checkpoint environment: %v", pod.Name, pod.Spec.Containers[0].Env)
 		}
 	}
@@ -294,8 +295,8 @@ func TestSharedClaimGetsSubPath(t *testing.T) {
 		for _, pod := range e.waitPods(job, n, 0) {
 			mount, claim := checkpointMount(pod)
 			want := corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints/" + e.ns + "/" + job, SubPath: e.ns + "/" + job}
-			if claim != "team-checkpoints" || mount != want || envOf(pod, "CONVOY_CHECKPOINT_URI") != want.MountPath {
-				t.Errorf("pod %s mounts claim %q as %+v with CONVOY_CHECKPOINT_URI %q, want team-checkpoints as %+v", pod.Name, claim, mount, envOf(pod, "CONVOY_CHECKPOINT_URI"), want)
+			if claim != "team-checkpoints" || mount != want || util.EnvOf(pod, "CONVOY_CHECKPOINT_URI") != want.MountPath {
+				t.Errorf("pod %s mounts claim %q as %+v with CONVOY_CHECKPOINT_URI %q, want team-checkpoints as %+v", pod.Name, claim, mount, util.EnvOf(pod, "CONVOY_CHECKPOINT_URI"), want)
 			}
 		}
 	}

@@ -45,6 +45,7 @@ import (
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // TestLifecycleToCompletion follows a job from apply to Completed: its PodGroup, pods, Services
@@ -86,7 +87,7 @@ func TestLifecycleToCompletion(t *testing.T) {
 		if got := pod.Spec.Containers[0].Resources.Limits["nvidia.com/gpu"]; got.Value() != 8 {
 			t.Errorf("pod %s GPU limit = %s, want 8", name, got.String())
 		}
-		if envOf(pod, "MASTER_ADDR") != "llm-worker-0.llm."+e.ns+".svc" || envOf(pod, "PET_NNODES") != "2" {
+		if util.EnvOf(pod, "MASTER_ADDR") != "llm-worker-0.llm."+e.ns+".svc" || util.EnvOf(pod, "PET_NNODES") != "2" {
 			t.Errorf("pod %s torchrun environment: %v", name, pod.Spec.Containers[0].Env)
 		}
 	}
@@ -118,7 +119,7 @@ func TestLifecycleToCompletion(t *testing.T) {
 		t.Errorf("resources = %+v, want 2 nodes and a placement", r)
 	}
 	e.eventually("trainingjob_allocated_gpus of the running gang", func() (bool, string) {
-		got, _ := metricValue(t, "trainingjob_allocated_gpus", map[string]string{"namespace": e.ns, "training_job": "llm"})
+		got, _ := util.Gathered(t, ctrlmetrics.Registry, "trainingjob_allocated_gpus", map[string]string{"namespace": e.ns, "training_job": "llm"})
 		return got == 16, fmt.Sprint(got)
 	})
 
@@ -138,7 +139,7 @@ func TestLifecycleToCompletion(t *testing.T) {
 // stateCount is trainingjob_total for a namespace and state.
 func stateCount(t *testing.T, namespace string, state convoy.TrainingJobState) float64 {
 	t.Helper()
-	v, _ := metricValue(t, "trainingjob_total", map[string]string{"namespace": namespace, "state": string(state)})
+	v, _ := util.Gathered(t, ctrlmetrics.Registry, "trainingjob_total", map[string]string{"namespace": namespace, "state": string(state)})
 	return v
 }
 
@@ -151,7 +152,7 @@ func TestFailedWorkerRestartsGangFromCheckpoint(t *testing.T) {
 		Checkpoint(convoy.CheckpointSpec{Enabled: true, ResumeFrom: "s3://models/base",
 			Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "ckpt"}}).Obj())
 	pods := e.startGang("ft", 2, 0)
-	if got := envOf(pods["ft-worker-0"], "CONVOY_RESUME_FROM"); got != "s3://models/base" {
+	if got := util.EnvOf(pods["ft-worker-0"], "CONVOY_RESUME_FROM"); got != "s3://models/base" {
 		t.Errorf("first run CONVOY_RESUME_FROM = %q, want spec.checkpoint.resumeFrom", got)
 	}
 
@@ -185,7 +186,7 @@ func TestFailedWorkerRestartsGangFromCheckpoint(t *testing.T) {
 		if oldUIDs[string(p.UID)] {
 			t.Errorf("pod %s was not recreated", name)
 		}
-		if got := envOf(p, "CONVOY_RESUME_FROM"); got != "s3://ckpt/"+e.ns+"/ft/epoch-2" {
+		if got := util.EnvOf(p, "CONVOY_RESUME_FROM"); got != "s3://ckpt/"+e.ns+"/ft/epoch-2" {
 			t.Errorf("pod %s CONVOY_RESUME_FROM = %q, want the reported checkpoint", name, got)
 		}
 	}
@@ -219,7 +220,7 @@ func TestBackoffLimitExceeded(t *testing.T) {
 		return len(pods) == 1 && failedKept, fmt.Sprint(len(pods), " pods")
 	})
 	e.waitEvents("bo", convoy.ReasonBackoffLimitExceeded)
-	if got, _ := metricValue(t, "trainingjob_failed_total", map[string]string{"reason": convoy.ReasonBackoffLimitExceeded}); got < 1 {
+	if got, _ := util.Gathered(t, ctrlmetrics.Registry, "trainingjob_failed_total", map[string]string{"reason": convoy.ReasonBackoffLimitExceeded}); got < 1 {
 		t.Errorf("trainingjob_failed_total{reason=BackoffLimitExceeded} = %v", got)
 	}
 }
@@ -286,7 +287,7 @@ func TestLostPodsRestartWithoutSpendingBudget(t *testing.T) {
 	}
 	e.eventually("a restart after the node is gone", func() (bool, string) {
 		job = e.job("lost")
-		return job.Status.RestartCount == 3, fmt.Sprintf("restartCount %d, %s", job.Status.RestartCount, conditionSummary(job))
+		return job.Status.RestartCount == 3, fmt.Sprintf("restartCount %d, %s", job.Status.RestartCount, util.ConditionSummary(job.Status.Conditions))
 	})
 	if job.Status.FailureRestarts != 0 || job.Status.State == convoy.StateFailed {
 		t.Errorf("lost pods spent the failure budget: %+v", job.Status)
@@ -366,7 +367,7 @@ func TestProgressReports(t *testing.T) {
 		t.Errorf("metrics (-want,+got):\n%s", diff)
 	}
 	e.eventually("trainingjob_current_epoch", func() (bool, string) {
-		v, _ := metricValue(t, "trainingjob_current_epoch", map[string]string{"namespace": e.ns, "training_job": "mine"})
+		v, _ := util.Gathered(t, ctrlmetrics.Registry, "trainingjob_current_epoch", map[string]string{"namespace": e.ns, "training_job": "mine"})
 		return v == 4, fmt.Sprint(v)
 	})
 
@@ -721,7 +722,7 @@ func TestTTLDeletesFinishedJob(t *testing.T) {
 		}
 	}
 	e.eventually("its metric series to go", func() (bool, string) {
-		_, found := metricValue(t, "trainingjob_current_epoch", map[string]string{"namespace": e.ns, "training_job": "ttl"})
+		_, found := util.Gathered(t, ctrlmetrics.Registry, "trainingjob_current_epoch", map[string]string{"namespace": e.ns, "training_job": "ttl"})
 		return !found, "still exported"
 	})
 }
@@ -815,7 +816,7 @@ func TestFrameworkChildren(t *testing.T) {
 	mx := e.waitPods("mx", 4, 0)
 	roles := map[string]string{}
 	for name, p := range mx {
-		roles[name] = p.Labels[convoy.LabelReplicaRole] + "/" + envOf(p, "DMLC_ROLE")
+		roles[name] = p.Labels[convoy.LabelReplicaRole] + "/" + util.EnvOf(p, "DMLC_ROLE")
 	}
 	want := map[string]string{"mx-scheduler": "scheduler/scheduler", "mx-ps-0": "ps/server", "mx-worker-0": "worker/worker", "mx-worker-1": "worker/worker"}
 	if diff := cmp.Diff(want, roles); diff != "" {
@@ -825,31 +826,4 @@ func TestFrameworkChildren(t *testing.T) {
 	if err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "mx"}, pg); err != nil || pg.Spec.MinMember != 4 {
 		t.Errorf("MXNet PodGroup minMember = %d (%v), want 4", pg.Spec.MinMember, err)
 	}
-}
-
-// metricValue reads a series from the registry the operator's manager serves: the value of the
-// first series of name whose labels include want, and whether there is one.
-func metricValue(t *testing.T, name string, want map[string]string) (float64, bool) {
-	t.Helper()
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if !framework.HasLabels(m, want) {
-				continue
-			}
-			switch {
-			case m.Gauge != nil:
-				return m.Gauge.GetValue(), true
-			case m.Counter != nil:
-				return m.Counter.GetValue(), true
-			}
-		}
-	}
-	return 0, false
 }

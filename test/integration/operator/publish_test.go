@@ -24,6 +24,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -46,6 +47,7 @@ import (
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	"github.com/convoy-dev/convoy/operator/pkg/publish"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 var (
@@ -215,7 +217,7 @@ func (e *env) completeWith(job string, epoch int32) *convoy.TrainingJob {
 	w0 := pods[job+"-worker-0"]
 	if epoch > 0 {
 		e.report(w0, "progress", progress.Report{Epoch: ptr.To(epoch), Metrics: map[string]float64{"loss": 0.25, "accuracy": 0.9}})
-		e.report(w0, "checkpoint", progress.Checkpoint{Path: fmt.Sprintf("%s/epoch-%d", envOf(w0, "CONVOY_CHECKPOINT_URI"), epoch), Epoch: epoch})
+		e.report(w0, "checkpoint", progress.Checkpoint{Path: fmt.Sprintf("%s/epoch-%d", util.EnvOf(w0, "CONVOY_CHECKPOINT_URI"), epoch), Epoch: epoch})
 	}
 	e.finishPod(job+"-worker-0", 0)
 	return e.waitState(job, convoy.StateCompleted)
@@ -261,7 +263,7 @@ func (e *env) waitModelCondition(job, reason string) *convoy.TrainingJob {
 	e.eventually(fmt.Sprintf("ModelPublished %s on %s", reason, job), func() (bool, string) {
 		tj = e.job(job)
 		c := meta.FindStatusCondition(tj.Status.Conditions, convoy.ConditionModelPublished)
-		return c != nil && c.Reason == reason, conditionSummary(tj)
+		return c != nil && c.Reason == reason, util.ConditionSummary(tj.Status.Conditions)
 	})
 	return tj
 }
@@ -287,7 +289,7 @@ func TestModelPublishedWhenJobCompletes(t *testing.T) {
 	checkpoint := "/checkpoints/" + e.ns + "/pub/epoch-2"
 	for _, want := range []string{"publish", "--checkpoint=" + checkpoint, "--image=" + image, "--docker-config=" + builder.RegistryConfigDir + "/config.json",
 		"--annotation=" + publish.AnnotationEpoch + "=2", "--annotation=" + publish.AnnotationJob + "=" + e.ns + "/pub"} {
-		if !contains(c.Args, want) {
+		if !slices.Contains(c.Args, want) {
 			t.Errorf("publish pod args %q lack %q", c.Args, want)
 		}
 	}

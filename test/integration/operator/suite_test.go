@@ -38,6 +38,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,7 +51,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -63,6 +63,7 @@ import (
 	"github.com/convoy-dev/convoy/operator/pkg/operator"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 func TestMain(m *testing.M) {
@@ -221,15 +222,7 @@ func operatorLogger(e *env) logr.Logger {
 // eventually polls cond until it holds, failing the test with cond's last word after timeout.
 func (e *env) eventually(what string, cond func() (bool, string)) {
 	e.t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(e.t.Context(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, msg := cond()
-		last = msg
-		return ok, nil
-	})
-	if err != nil {
-		e.t.Fatalf("waiting for %s: %v; last: %s", what, err, last)
-	}
+	util.Eventually(e.t, 50*time.Millisecond, timeout, what, cond)
 }
 
 func (e *env) create(obj client.Object) {
@@ -252,23 +245,7 @@ func (e *env) job(name string) *convoy.TrainingJob {
 // waitState waits until the job's state is want and returns the job.
 func (e *env) waitState(name string, want convoy.TrainingJobState) *convoy.TrainingJob {
 	e.t.Helper()
-	var job *convoy.TrainingJob
-	e.eventually(fmt.Sprintf("TrainingJob %s to be %s", name, want), func() (bool, string) {
-		job = &convoy.TrainingJob{}
-		if err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: e.ns, Name: name}, job); err != nil {
-			return false, err.Error()
-		}
-		return job.Status.State == want, fmt.Sprintf("state %q, conditions %s", job.Status.State, conditionSummary(job))
-	})
-	return job
-}
-
-func conditionSummary(job *convoy.TrainingJob) string {
-	var parts []string
-	for _, c := range job.Status.Conditions {
-		parts = append(parts, fmt.Sprintf("%s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message))
-	}
-	return strings.Join(parts, "; ")
+	return util.WaitState(e.t, e.k, 50*time.Millisecond, timeout, client.ObjectKey{Namespace: e.ns, Name: name}, want)
 }
 
 func (e *env) wantCondition(job *convoy.TrainingJob, condType, reason string) *metav1.Condition {
@@ -314,7 +291,7 @@ func (e *env) waitPods(job string, n int, attempt int32) map[string]*corev1.Pod 
 		}
 		tj := &convoy.TrainingJob{}
 		_ = e.k.Get(e.t.Context(), client.ObjectKey{Namespace: e.ns, Name: job}, tj)
-		return got == n && len(pods) == n, fmt.Sprintf("pods %v; job restartCount %d, %s", seen, tj.Status.RestartCount, conditionSummary(tj))
+		return got == n && len(pods) == n, fmt.Sprintf("pods %v; job restartCount %d, %s", seen, tj.Status.RestartCount, util.ConditionSummary(tj.Status.Conditions))
 	})
 	return pods
 }
@@ -377,15 +354,6 @@ func (e *env) finishPod(name string, exitCode int32) {
 	}
 }
 
-func envOf(pod *corev1.Pod, name string) string {
-	for _, v := range pod.Spec.Containers[0].Env {
-		if v.Name == name {
-			return v.Value
-		}
-	}
-	return ""
-}
-
 // events returns the reasons of the events recorded for the job, oldest first.
 func (e *env) events(job string) []string {
 	e.t.Helper()
@@ -408,21 +376,12 @@ func (e *env) waitEvents(job string, want ...string) {
 	e.eventually(fmt.Sprintf("events %v of %s", want, job), func() (bool, string) {
 		got := e.events(job)
 		for _, w := range want {
-			if !contains(got, w) {
+			if !slices.Contains(got, w) {
 				return false, fmt.Sprint(got)
 			}
 		}
 		return true, ""
 	})
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // podToken mints the token the kubelet would project into the pod: for progress.Audience, bound
@@ -469,7 +428,7 @@ func (e *env) progressClient(pod *corev1.Pod) func(path, token string, body any)
 	}
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, MaxIdleConnsPerHost: 64}}
 	e.t.Cleanup(hc.CloseIdleConnections)
-	url := envOf(pod, "CONVOY_PROGRESS_URL")
+	url := util.EnvOf(pod, "CONVOY_PROGRESS_URL")
 	return func(path, token string, body any) (int, string) {
 		payload, err := json.Marshal(body)
 		if err != nil {

@@ -24,6 +24,7 @@ import (
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // TestTrackingRunAcrossRestarts: every attempt of a job logs into one tracker run. W&B's run id is
@@ -44,7 +45,7 @@ func TestTrackingRunAcrossRestarts(t *testing.T) {
 	for name, p := range pods {
 		for variable, want := range map[string]string{"WANDB_PROJECT": "llm", "WANDB_RUN_ID": wandbID, "WANDB_RESUME": "allow",
 			"MLFLOW_TRACKING_URI": "http://mlflow.example:5000", "MLFLOW_RUN_ID": ""} {
-			if got := envOf(p, variable); got != want {
+			if got := util.EnvOf(p, variable); got != want {
 				t.Errorf("first attempt's pod %s: %s = %q, want %q", name, variable, got, want)
 			}
 		}
@@ -78,10 +79,10 @@ func TestTrackingRunAcrossRestarts(t *testing.T) {
 	e.waitEvents("tr", convoy.ReasonPodFailed)
 	pods = e.waitPods("tr", 2, 1)
 	for name, p := range pods {
-		if got := envOf(p, "MLFLOW_RUN_ID"); got != runID {
+		if got := util.EnvOf(p, "MLFLOW_RUN_ID"); got != runID {
 			t.Errorf("restarted pod %s: MLFLOW_RUN_ID = %q, want the recorded run %s", name, got, runID)
 		}
-		if got := envOf(p, "WANDB_RUN_ID"); got != wandbID {
+		if got := util.EnvOf(p, "WANDB_RUN_ID"); got != wandbID {
 			t.Errorf("restarted pod %s: WANDB_RUN_ID = %q, want %s as before", name, got, wandbID)
 		}
 	}

@@ -29,6 +29,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // checkpointingJob is trainingJob checkpointing to S3 every 5 epochs, given grace seconds to
@@ -49,7 +50,7 @@ func (e *env) runVictim(grace int32) ([]corev1.Pod, string) {
 	e.localQueue(e.ns)
 	e.create(checkpointingJob(e.ns, "low", "low", grace))
 	pods := e.startGang(e.ns, "low", 2)
-	uri := envOf(&pods[0], "CONVOY_CHECKPOINT_URI")
+	uri := util.EnvOf(&pods[0], "CONVOY_CHECKPOINT_URI")
 	e.reportCheckpoint(&pods[0], progress.Checkpoint{Path: uri + "/epoch-5", Epoch: 5})
 	return pods, uri
 }
@@ -130,7 +131,7 @@ func (e *env) preemptorRunsThenVictimResumes(want string) {
 	}
 	e.waitState(e.ns, "high", convoy.StateCompleted)
 	for _, pod := range e.startGang(e.ns, "low", 2) {
-		if got := envOf(&pod, "CONVOY_RESUME_FROM"); got != want {
+		if got := util.EnvOf(&pod, "CONVOY_RESUME_FROM"); got != want {
 			e.t.Errorf("pod %s CONVOY_RESUME_FROM = %q, want %s", pod.Name, got, want)
 		}
 	}

@@ -32,11 +32,13 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	utiltestingapi "sigs.k8s.io/kueue/pkg/util/testing/v1beta2"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // trainingJob is a PyTorch gang of workers × gpus in namespace, in LocalQueue queue at priority.
@@ -161,8 +163,7 @@ func TestBorrowedQuotaIsReclaimed(t *testing.T) {
 	e.create(clusterQueue(e.ns, e.ns, 8, ptr.To[int64](8), nil, reclaim))
 	e.create(clusterQueue(lenderNS, e.ns, 8, nil, ptr.To[int64](8), reclaim))
 	e.localQueue(e.ns)
-	e.create(&kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: lenderNS, Name: "q"},
-		Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(lenderNS)}})
+	e.create(utiltestingapi.MakeLocalQueue("q", lenderNS).ClusterQueue(lenderNS).Obj())
 
 	e.create(trainingJob(e.ns, "borrower", "q", "normal", 2, 8))
 	e.waitJob(e.ns, "borrower", "admitted", func(j *convoy.TrainingJob) bool { return j.Status.Admission != nil })
@@ -258,7 +259,7 @@ func TestHighPriorityJobPreemptsAWholeGangThatResumesFromItsCheckpoint(t *testin
 	e.waitState(e.ns, "high", convoy.StateCompleted)
 	resumed := e.startGang(e.ns, "low", 2)
 	for _, pod := range resumed {
-		if got := envOf(&pod, "CONVOY_RESUME_FROM"); got != checkpoint {
+		if got := util.EnvOf(&pod, "CONVOY_RESUME_FROM"); got != checkpoint {
 			t.Errorf("pod %s CONVOY_RESUME_FROM = %q, want %q", pod.Name, got, checkpoint)
 		}
 	}
@@ -433,7 +434,7 @@ func TestJobWithMinWorkersRunsWithTheWorkersTheQuotaAllows(t *testing.T) {
 		t.Errorf("Workload admission = %+v, want 3 workers", a)
 	}
 	for _, pod := range e.startGang(e.ns, "elastic", 3) {
-		if got := envOf(&pod, "WORLD_SIZE"); got != "3" {
+		if got := util.EnvOf(&pod, "WORLD_SIZE"); got != "3" {
 			t.Errorf("pod %s has WORLD_SIZE %q, want 3", pod.Name, got)
 		}
 	}

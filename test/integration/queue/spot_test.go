@@ -33,6 +33,7 @@ import (
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // spotFirstQueue creates the ClusterQueue team-a of deploy/queue-spot-first, as kustomize renders
@@ -160,7 +161,7 @@ func TestReclaimNoticeMovesTheGangBeforeTheNodeGoes(t *testing.T) {
 		t.Fatalf("admitted to flavor %q, want h100-spot", got)
 	}
 	pods := e.bindGang("llm", 2, doomed)
-	uri := envOf(&pods[0], "CONVOY_CHECKPOINT_URI")
+	uri := util.EnvOf(&pods[0], "CONVOY_CHECKPOINT_URI")
 	e.reportCheckpoint(&pods[0], progress.Checkpoint{Path: uri + "/epoch-5", Epoch: 5})
 
 	node := &corev1.Node{}
@@ -210,7 +211,7 @@ func TestReclaimNoticeMovesTheGangBeforeTheNodeGoes(t *testing.T) {
 	}
 
 	for _, p := range e.bindGang("llm", 2, other) {
-		if got := envOf(&p, "CONVOY_RESUME_FROM"); got != uri+"/epoch-7" {
+		if got := util.EnvOf(&p, "CONVOY_RESUME_FROM"); got != uri+"/epoch-7" {
 			t.Errorf("pod %s resumes from %q, want the checkpoint reported when asked, %s/epoch-7", p.Name, got, uri)
 		}
 	}

@@ -19,7 +19,7 @@ limitations under the License.
 // pinned module and installed from its release manifests with deploy/kueue's configuration, and
 // the operator with the queue integration, built by operator.New as the binary builds it and run
 // as the convoy-operator ServiceAccount with the generated RBAC, its webhook registered from
-// deploy/kueue/webhook.yaml and pointed at the test process (queue/queuetest). deploy/queue is
+// deploy/kueue/webhook.yaml and pointed at the test process (test/util/queuetest). deploy/queue is
 // applied as an administrator would.
 //
 // No scheduler runs, and deploy/queue's ClusterQueues run without its placement admission check: a
@@ -31,7 +31,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -39,20 +39,19 @@ import (
 	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	utiltestingapi "sigs.k8s.io/kueue/pkg/util/testing/v1beta2"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
-	"github.com/convoy-dev/convoy/queue/queuetest"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
+	"github.com/convoy-dev/convoy/test/util/queuetest"
 )
 
 func TestMain(m *testing.M) {
@@ -194,11 +193,7 @@ func setup(c *framework.Cluster) (*suite, error) {
 // kubectl runs kubectl as the cluster's admin and fails the test when it fails.
 func (e *env) kubectl(args ...string) string {
 	e.t.Helper()
-	out, err := e.Kubectl(e.t.Context(), args...)
-	if err != nil {
-		e.t.Fatalf("%v\n%s", err, out)
-	}
-	return out
+	return util.MustKubectl(e.t, e.Cluster, args...)
 }
 
 func (e *env) createNamespace(name string) {
@@ -206,24 +201,15 @@ func (e *env) createNamespace(name string) {
 	if err := e.k.Create(e.t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
 		e.t.Fatal(err)
 	}
-	e.eventually("the default ServiceAccount of "+name, func() (bool, string) {
-		err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: name, Name: "default"}, &corev1.ServiceAccount{})
-		return err == nil, fmt.Sprint(err)
-	})
+	if err := util.WaitDefaultServiceAccount(e.t.Context(), e.k, name); err != nil {
+		e.t.Fatal(err)
+	}
 }
 
 // eventually polls cond until it holds, failing the test with cond's last word after timeout.
 func (e *env) eventually(what string, cond func() (bool, string)) {
 	e.t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(e.t.Context(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, msg := cond()
-		last = msg
-		return ok, nil
-	})
-	if err != nil {
-		e.t.Fatalf("waiting for %s: %v; last: %s", what, err, last)
-	}
+	util.Eventually(e.t, 100*time.Millisecond, timeout, what, cond)
 }
 
 func (e *env) create(obj client.Object) {
@@ -236,39 +222,24 @@ func (e *env) create(obj client.Object) {
 // clusterQueue is a ClusterQueue of H100 on-demand GPUs (with ample cpu and memory) that admits
 // jobs from every namespace.
 func clusterQueue(name, cohort string, gpus int64, borrowing, lending *int64, preemption kueue.ClusterQueuePreemption) *kueue.ClusterQueue {
-	quota := func(name corev1.ResourceName, nominal resource.Quantity, borrow, lend *int64) kueue.ResourceQuota {
-		q := kueue.ResourceQuota{Name: name, NominalQuota: nominal}
-		if borrow != nil {
-			q.BorrowingLimit = ptr.To(*resource.NewQuantity(*borrow, resource.DecimalSI))
+	limit := func(n *int64) string {
+		if n == nil {
+			return ""
 		}
-		if lend != nil {
-			q.LendingLimit = ptr.To(*resource.NewQuantity(*lend, resource.DecimalSI))
-		}
-		return q
+		return strconv.FormatInt(*n, 10)
 	}
-	return &kueue.ClusterQueue{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: kueue.ClusterQueueSpec{
-			CohortName:        kueue.CohortReference(cohort),
-			NamespaceSelector: &metav1.LabelSelector{},
-			Preemption:        &preemption,
-			ResourceGroups: []kueue.ResourceGroup{{
-				CoveredResources: []corev1.ResourceName{convoy.ResourceGPU, corev1.ResourceCPU, corev1.ResourceMemory},
-				Flavors: []kueue.FlavorQuotas{{Name: "h100-on-demand", Resources: []kueue.ResourceQuota{
-					quota(convoy.ResourceGPU, *resource.NewQuantity(gpus, resource.DecimalSI), borrowing, lending),
-					quota(corev1.ResourceCPU, resource.MustParse("1000"), nil, nil),
-					quota(corev1.ResourceMemory, resource.MustParse("10Ti"), nil, nil),
-				}}},
-			}},
-		},
-	}
+	return utiltestingapi.MakeClusterQueue(name).Cohort(kueue.CohortReference(cohort)).Preemption(preemption).
+		ResourceGroup(*utiltestingapi.MakeFlavorQuotas("h100-on-demand").
+			Resource(convoy.ResourceGPU, strconv.FormatInt(gpus, 10), limit(borrowing), limit(lending)).
+			Resource(corev1.ResourceCPU, "1000").
+			Resource(corev1.ResourceMemory, "10Ti").Obj()).
+		Obj()
 }
 
 // localQueue creates the LocalQueue "q" of the test's namespace, pointing at clusterQueue.
 func (e *env) localQueue(clusterQueue string) {
 	e.t.Helper()
-	e.create(&kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "q"},
-		Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(clusterQueue)}})
+	e.create(utiltestingapi.MakeLocalQueue("q", e.ns).ClusterQueue(clusterQueue).Obj())
 }
 
 func (e *env) job(namespace, name string) *convoy.TrainingJob {
@@ -283,29 +254,12 @@ func (e *env) job(namespace, name string) *convoy.TrainingJob {
 // waitJob waits until cond holds for the job and returns it.
 func (e *env) waitJob(namespace, name, what string, cond func(*convoy.TrainingJob) bool) *convoy.TrainingJob {
 	e.t.Helper()
-	var job *convoy.TrainingJob
-	e.eventually(fmt.Sprintf("TrainingJob %s/%s %s", namespace, name, what), func() (bool, string) {
-		job = &convoy.TrainingJob{}
-		if err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: namespace, Name: name}, job); err != nil {
-			return false, err.Error()
-		}
-		return cond(job), fmt.Sprintf("state %q, suspend %v, admission %+v, conditions %s", job.Status.State,
-			job.IsSuspended(), job.Status.Admission, conditionSummary(job))
-	})
-	return job
+	return util.WaitJob(e.t, e.k, 100*time.Millisecond, timeout, client.ObjectKey{Namespace: namespace, Name: name}, what, cond)
 }
 
 func (e *env) waitState(namespace, name string, want convoy.TrainingJobState) *convoy.TrainingJob {
 	e.t.Helper()
-	return e.waitJob(namespace, name, "to be "+string(want), func(j *convoy.TrainingJob) bool { return j.Status.State == want })
-}
-
-func conditionSummary(job *convoy.TrainingJob) string {
-	var parts []string
-	for _, c := range job.Status.Conditions {
-		parts = append(parts, fmt.Sprintf("%s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message))
-	}
-	return strings.Join(parts, "; ")
+	return util.WaitState(e.t, e.k, 100*time.Millisecond, timeout, client.ObjectKey{Namespace: namespace, Name: name}, want)
 }
 
 func condition(job *convoy.TrainingJob, condType string) *metav1.Condition {
@@ -400,15 +354,6 @@ func (e *env) bind(pod *corev1.Pod, node string) {
 	if err != nil {
 		e.t.Fatalf("binding %s to %s: %v", pod.Name, node, err)
 	}
-}
-
-func envOf(pod *corev1.Pod, name string) string {
-	for _, v := range pod.Spec.Containers[0].Env {
-		if v.Name == name {
-			return v.Value
-		}
-	}
-	return ""
 }
 
 // reportCheckpoint posts a checkpoint to the operator's progress endpoint as the pod's training

@@ -20,7 +20,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -29,9 +28,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -40,6 +36,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 const (
@@ -87,7 +84,7 @@ func TestAgentPublishesTheMachinesGPUs(t *testing.T) {
 	t.Cleanup(func() { _ = c.StopProcess(agentProcess) })
 
 	g := &convoy.GPUNode{}
-	eventually(t, 60*time.Second, "the agent's GPUNode with NVMLAvailable=True", func() (bool, error) {
+	util.EventuallyErr(t, 100*time.Millisecond, 60*time.Second, "the agent's GPUNode with NVMLAvailable=True", func() (bool, error) {
 		if err := c.CheckProcesses(); err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +118,7 @@ func TestAgentPublishesTheMachinesGPUs(t *testing.T) {
 		convoy.LabelGPUCount:   strconv.Itoa(len(want)),
 		convoy.LabelGPUMemory:  strconv.FormatInt(want[0].MemoryMiB, 10),
 	}
-	eventually(t, 10*time.Second, "the GPU labels on the Node", func() (bool, error) {
+	util.EventuallyErr(t, 100*time.Millisecond, 10*time.Second, "the GPU labels on the Node", func() (bool, error) {
 		if err := c.Client.Get(ctx, client.ObjectKey{Name: nodeName}, node); err != nil {
 			return false, err
 		}
@@ -184,11 +181,11 @@ func podHoldsAGPU(t *testing.T, c *framework.Cluster, n int32) {
 			return count == want && g.Status.Free == n-want, fmt.Errorf("holders %q, free %d", holders, g.Status.Free)
 		}
 	}
-	eventually(t, 15*time.Second, "one GPU held by the pod", held(1))
+	util.EventuallyErr(t, 100*time.Millisecond, 15*time.Second, "one GPU held by the pod", held(1))
 	if err := c.Client.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "the GPU free again", held(0))
+	util.EventuallyErr(t, 100*time.Millisecond, 15*time.Second, "the GPU free again", held(0))
 }
 
 // busyGPU loads GPU 0 with PyTorch: memory held and matrix products, for a few seconds.
@@ -198,9 +195,9 @@ func busyGPU(t *testing.T, metricsURL string, gpu smiGPU) {
 	}
 	gpuLabel := map[string]string{"gpu": strconv.Itoa(gpu.Index)}
 	statusWrites := func() float64 {
-		return metric(t, metricsURL, "convoy_node_agent_publishes_total", map[string]string{"kind": "status"})
+		return util.Scraped(t, metricsURL, "convoy_node_agent_publishes_total", map[string]string{"kind": "status"})
 	}
-	idle := metric(t, metricsURL, "convoy_gpu_memory_used_bytes", gpuLabel)
+	idle := util.Scraped(t, metricsURL, "convoy_gpu_memory_used_bytes", gpuLabel)
 	writesBefore := statusWrites()
 
 	const holdGiB = 8
@@ -230,38 +227,22 @@ while time.time() < end:
 	if line, err := bufio.NewReader(stdout).ReadString('\n'); err != nil || line != "loaded\n" {
 		t.Fatalf("the PyTorch load did not start: %q, %v", line, err)
 	}
-	var used, util float64
-	eventually(t, 15*time.Second, "the load in the agent's metrics", func() (bool, error) {
-		used = metric(t, metricsURL, "convoy_gpu_memory_used_bytes", gpuLabel)
-		util = max(util, metric(t, metricsURL, "convoy_gpu_utilization_percent", gpuLabel))
-		return used >= idle+holdGiB*gib && util > 0, fmt.Errorf("memory in use %.2f GiB (idle %.2f GiB), utilization %.0f%%", used/gib, idle/gib, util)
+	var used, utilization float64
+	util.EventuallyErr(t, 100*time.Millisecond, 15*time.Second, "the load in the agent's metrics", func() (bool, error) {
+		used = util.Scraped(t, metricsURL, "convoy_gpu_memory_used_bytes", gpuLabel)
+		utilization = max(utilization, util.Scraped(t, metricsURL, "convoy_gpu_utilization_percent", gpuLabel))
+		return used >= idle+holdGiB*gib && utilization > 0, fmt.Errorf("memory in use %.2f GiB (idle %.2f GiB), utilization %.0f%%", used/gib, idle/gib, utilization)
 	})
-	t.Logf("GPU %d busy: %.2f GiB in use (idle %.2f GiB), utilization %.0f%%", gpu.Index, used/gib, idle/gib, util)
+	t.Logf("GPU %d busy: %.2f GiB in use (idle %.2f GiB), utilization %.0f%%", gpu.Index, used/gib, idle/gib, utilization)
 	cancel()
 	_ = load.Wait()
-	eventually(t, 15*time.Second, "the memory freed in the agent's metrics", func() (bool, error) {
-		used = metric(t, metricsURL, "convoy_gpu_memory_used_bytes", gpuLabel)
+	util.EventuallyErr(t, 100*time.Millisecond, 15*time.Second, "the memory freed in the agent's metrics", func() (bool, error) {
+		used = util.Scraped(t, metricsURL, "convoy_gpu_memory_used_bytes", gpuLabel)
 		return used < idle+gib, fmt.Errorf("memory in use %.2f GiB, idle was %.2f GiB", used/gib, idle/gib)
 	})
 	if w := statusWrites(); w != writesBefore {
 		t.Errorf("%v GPUNode status writes while the GPU was busy: utilization and memory in use are sampled, not changes", w-writesBefore)
 	}
-}
-
-// metric sums the samples of a metric family of the agent's /metrics whose labels include want.
-func metric(t *testing.T, url, name string, want map[string]string) float64 {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatalf("reading the agent's metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("parsing the agent's metrics: %v", err)
-	}
-	return framework.SumSeries([]*dto.MetricFamily{families[name]}, name, want)
 }
 
 func agentLog(t *testing.T, c *framework.Cluster) string {
@@ -277,19 +258,4 @@ func agentLog(t *testing.T, c *framework.Cluster) string {
 	}
 	t.Fatalf("no %s process", agentProcess)
 	return ""
-}
-
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting %v for %s: %v", timeout, what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

@@ -29,13 +29,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // namespace creates a namespace for the test and, at its end, deletes the test's pods and
@@ -302,27 +302,12 @@ func get(t *testing.T, c client.Client, ns string, names []string) []*corev1.Pod
 	return out
 }
 
-// waitFor polls cond every 200 ms until it holds, failing the test after timeout with what the
-// last poll saw.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, state := cond()
-		last = state
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting %v for %s: %v; last seen: %s", timeout, what, err, last)
-	}
-}
-
 // waitUnschedulable waits until every named pod's PodScheduled message contains want, and fails
 // the test for any pod bound.
 func waitUnschedulable(t *testing.T, c client.Client, ns string, names []string, want string) {
 	t.Helper()
 	var pods []*corev1.Pod
-	waitFor(t, 30*time.Second, "every pod of the gang to show why it is unschedulable", func() (bool, string) {
+	util.Eventually(t, 200*time.Millisecond, 30*time.Second, "every pod of the gang to show why it is unschedulable", func() (bool, string) {
 		pods = get(t, c, ns, names)
 		return all(pods, func(p *corev1.Pod) bool { return strings.Contains(unschedulableMessage(p), want) }), describe(pods)
 	})
@@ -337,7 +322,7 @@ func waitUnschedulable(t *testing.T, c client.Client, ns string, names []string,
 func waitBound(t *testing.T, c client.Client, ns string, names []string, timeout time.Duration) []*corev1.Pod {
 	t.Helper()
 	var pods []*corev1.Pod
-	waitFor(t, timeout, fmt.Sprintf("pods %v to bind", names), func() (bool, string) {
+	util.Eventually(t, 200*time.Millisecond, timeout, fmt.Sprintf("pods %v to bind", names), func() (bool, string) {
 		pods = get(t, c, ns, names)
 		return all(pods, func(p *corev1.Pod) bool { return p != nil && p.Spec.NodeName != "" }), describe(pods)
 	})

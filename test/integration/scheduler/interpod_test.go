@@ -19,6 +19,7 @@ package scheduler
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -28,6 +29,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // podTerm is a required (anti-)affinity term selecting pods with label key=value, by topologyKey.
@@ -244,7 +246,7 @@ func TestGangMovesOffANodeAFilterRejects(t *testing.T) {
 	t.Cleanup(func() { _ = e.c.Client.Delete(context.Background(), pv) })
 	// The PV controller then marks both Bound, at its next sync (every 15 s); the scheduler
 	// reads them after that.
-	waitFor(t, 2*bindTimeout, "the volume and claim to show Bound", func() (bool, string) {
+	util.Eventually(t, 200*time.Millisecond, 2*bindTimeout, "the volume and claim to show Bound", func() (bool, string) {
 		var v corev1.PersistentVolume
 		var c corev1.PersistentVolumeClaim
 		if err := e.c.Client.Get(t.Context(), client.ObjectKeyFromObject(pv), &v); err != nil {

@@ -35,6 +35,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // scrape is one reading of the scheduler's /metrics.
@@ -159,7 +160,7 @@ func TestMetricsShowGangsPlacedAndTurnedAway(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 10*time.Second, "convoy_scheduler_gangs_waiting_for_room to fall back once the gang is deleted", func() (bool, string) {
+	util.Eventually(t, 200*time.Millisecond, 10*time.Second, "convoy_scheduler_gangs_waiting_for_room to fall back once the gang is deleted", func() (bool, string) {
 		now := e.metrics(t).value("convoy_scheduler_gangs_waiting_for_room", nil)
 		return now == before.value("convoy_scheduler_gangs_waiting_for_room", nil), fmt.Sprintf("gauge %v", now)
 	})

@@ -35,6 +35,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 const bindTimeout = 30 * time.Second
@@ -271,7 +272,7 @@ func TestHighPriorityGangPreemptsWholeLowerGangs(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("nodes of the preemptor (-the victim's nodes,+got):\n%s", diff)
 	}
-	waitFor(t, 10*time.Second, "both pods of low-big to be deleted", func() (bool, string) {
+	util.Eventually(t, 200*time.Millisecond, 10*time.Second, "both pods of low-big to be deleted", func() (bool, string) {
 		mu.Lock()
 		defer mu.Unlock()
 		return deleted[big.pods[0].Name] != nil && deleted[big.pods[1].Name] != nil, describe(get(t, e.c.Client, ns, big.names()))
@@ -470,7 +471,7 @@ func TestCancelledPreemptorLeavesNoClaim(t *testing.T) {
 	waitBound(t, e.c.Client, ns, victim.names(), bindTimeout)
 
 	urgent := makeGang(ns, "urgent", 1, 8).Priority(highPriority).create(t, e.c.Client)
-	waitFor(t, bindTimeout, "the low gang to be preempted", func() (bool, string) {
+	util.Eventually(t, 200*time.Millisecond, bindTimeout, "the low gang to be preempted", func() (bool, string) {
 		p := get(t, e.c.Client, ns, victim.names())[0]
 		return p != nil && p.DeletionTimestamp != nil, describe([]*corev1.Pod{p})
 	})
@@ -486,7 +487,7 @@ func TestCancelledPreemptorLeavesNoClaim(t *testing.T) {
 		t.Fatal(err)
 	}
 	release()
-	waitFor(t, bindTimeout, "the victim and the cancelled gang to be gone", func() (bool, string) {
+	util.Eventually(t, 200*time.Millisecond, bindTimeout, "the victim and the cancelled gang to be gone", func() (bool, string) {
 		pods := get(t, e.c.Client, ns, append(victim.names(), urgent.names()...))
 		return all(pods, func(p *corev1.Pod) bool { return p == nil }), describe(pods)
 	})
@@ -639,7 +640,7 @@ func TestGangStartsWhenItsGPUsRecover(t *testing.T) {
 	e.nodes(t, specs, makeGPUNode(node, 8).Unhealthy(2, 5).Obj())
 
 	gang := makeGang(ns, "whole-node", 1, 8).create(t, e.c.Client)
-	waitFor(t, bindTimeout, "the pod to show why it does not fit", func() (bool, string) {
+	util.Eventually(t, 200*time.Millisecond, bindTimeout, "the pod to show why it does not fit", func() (bool, string) {
 		pods := get(t, e.c.Client, ns, gang.names())
 		return all(pods, func(p *corev1.Pod) bool {
 			return strings.Contains(unschedulableMessage(p), "needs 1 pod(s) × 8 GPU(s)")
@@ -672,7 +673,7 @@ func TestGangWaitsForItsPodGroup(t *testing.T) {
 		}
 	}
 	want := "waiting for PodGroup " + ns + "/late-podgroup: create it, or remove the pod's scheduling.x-k8s.io/pod-group label"
-	waitFor(t, bindTimeout, "every pod to say it waits for its PodGroup", func() (bool, string) {
+	util.Eventually(t, 200*time.Millisecond, bindTimeout, "every pod to say it waits for its PodGroup", func() (bool, string) {
 		pods := get(t, e.c.Client, ns, gang.names())
 		return all(pods, func(p *corev1.Pod) bool { return unschedulableMessage(p) == want }), describe(pods)
 	})
@@ -739,7 +740,7 @@ func TestRestartWhileGangWaitsAtPermit(t *testing.T) {
 		}
 		return n
 	}
-	waitFor(t, bindTimeout, "three pods to wait at Permit", func() (bool, string) {
+	util.Eventually(t, 200*time.Millisecond, bindTimeout, "three pods to wait at Permit", func() (bool, string) {
 		return waiting() >= 3, describe(get(t, e.c.Client, ns, gang.names()))
 	})
 
@@ -756,7 +757,7 @@ func TestRestartWhileGangWaitsAtPermit(t *testing.T) {
 	if err := e.c.Client.Delete(t.Context(), foreign); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the fourth pod to be gone", func() (bool, string) {
+	util.Eventually(t, 200*time.Millisecond, 10*time.Second, "the fourth pod to be gone", func() (bool, string) {
 		return get(t, e.c.Client, ns, []string{foreign.Name})[0] == nil, ""
 	})
 	fourth := makePod(ns, foreign.Name, 8)
@@ -957,7 +958,7 @@ func TestGangWhoseMasterAsksMoreCPUPreemptsTwoGangs(t *testing.T) {
 		t.Errorf("CPUs of the gang's pods by node = %v, want the master's 60 and a worker's 30 on one node, 60 on the other: %v", cpus, describe(pods))
 	}
 	for _, g := range low {
-		waitFor(t, 10*time.Second, g.pg.Name+" to be evicted", func() (bool, string) {
+		util.Eventually(t, 200*time.Millisecond, 10*time.Second, g.pg.Name+" to be evicted", func() (bool, string) {
 			p := get(t, e.c.Client, ns, g.names())[0]
 			return p == nil, describe([]*corev1.Pod{p})
 		})
@@ -983,7 +984,7 @@ func TestMixedGangPreemptsOnlyTheGangItsPodsNeed(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("nodes of the launcher and the worker (-want,+got):\n%s", diff)
 	}
-	waitFor(t, 10*time.Second, "low-whole to be evicted", func() (bool, string) {
+	util.Eventually(t, 200*time.Millisecond, 10*time.Second, "low-whole to be evicted", func() (bool, string) {
 		p := get(t, e.c.Client, ns, whole.names())[0]
 		return p == nil, describe([]*corev1.Pod{p})
 	})

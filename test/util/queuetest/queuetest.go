@@ -46,6 +46,7 @@ import (
 	"github.com/convoy-dev/convoy/operator/pkg/operator"
 	"github.com/convoy-dev/convoy/queue"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // The operator's namespace and ServiceAccount, as deploy/ names them.
@@ -125,7 +126,7 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Env, error
 		}
 	}
 
-	webhookAddr, err := freeAddr()
+	webhookAddr, err := util.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -202,27 +203,9 @@ func (e *Env) startOperator(ctx context.Context, opts Options, q controller.Queu
 	return nil
 }
 
-// Kubectl runs bin/kubectl as the cluster's admin. kubectl finds its plugins, kubectl-kueue among
-// them, in bin/; a plugin takes no flags before its name, so the kubeconfig comes from the
-// environment.
+// Kubectl runs kubectl as the cluster's admin (util.Kubectl).
 func (e *Env) Kubectl(ctx context.Context, args ...string) (string, error) {
-	c := e.Cluster
-	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kubectl"), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "PATH="+c.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return string(out), fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
-	}
-	return string(out), nil
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return util.Kubectl(ctx, e.Cluster, args...)
 }
 
 // waitTLS waits until a TLS server with a certificate from caPEM answers at addr.

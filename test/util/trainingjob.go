@@ -1,0 +1,81 @@
+/*
+Copyright The Convoy Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package util
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+)
+
+// ConditionSummary is conditions on one line, Type=Status(Reason: Message) each, for a failure
+// message.
+func ConditionSummary(conditions []metav1.Condition) string {
+	parts := make([]string, 0, len(conditions))
+	for _, c := range conditions {
+		parts = append(parts, fmt.Sprintf("%s=%s(%s: %s)", c.Type, c.Status, c.Reason, c.Message))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// JobSummary is what a failure message says of a TrainingJob: its state, whether it is suspended,
+// its admission and its conditions; "not found" for nil.
+func JobSummary(job *convoy.TrainingJob) string {
+	if job == nil {
+		return "not found"
+	}
+	return fmt.Sprintf("state %q, suspend %v, admission %+v, conditions %s", job.Status.State,
+		job.IsSuspended(), job.Status.Admission, ConditionSummary(job.Status.Conditions))
+}
+
+// WaitJob reads the TrainingJob key every interval until cond holds for it, and returns it. After
+// timeout it fails the test with what and the job's summary.
+func WaitJob(t testing.TB, c client.Reader, interval, timeout time.Duration, key client.ObjectKey, what string, cond func(*convoy.TrainingJob) bool) *convoy.TrainingJob {
+	t.Helper()
+	var job *convoy.TrainingJob
+	Eventually(t, interval, timeout, fmt.Sprintf("TrainingJob %s %s", key, what), func() (bool, string) {
+		j := &convoy.TrainingJob{}
+		if err := c.Get(t.Context(), key, j); err != nil {
+			return false, err.Error()
+		}
+		job = j
+		return cond(j), JobSummary(j)
+	})
+	return job
+}
+
+// WaitState waits until the TrainingJob key's state is want, and returns the job.
+func WaitState(t testing.TB, c client.Reader, interval, timeout time.Duration, key client.ObjectKey, want convoy.TrainingJobState) *convoy.TrainingJob {
+	t.Helper()
+	return WaitJob(t, c, interval, timeout, key, "to be "+string(want), func(j *convoy.TrainingJob) bool { return j.Status.State == want })
+}
+
+// EnvOf is the value of the environment variable name in the pod's first container, "" when unset.
+func EnvOf(pod *corev1.Pod, name string) string {
+	for _, v := range pod.Spec.Containers[0].Env {
+		if v.Name == name {
+			return v.Value
+		}
+	}
+	return ""
+}

@@ -468,21 +468,18 @@ func (e *env) waitWorkload(name, what string, cond func(*kueue.Workload) bool) *
 func (e *env) waitWorkloadWhere(which string, pick func(*kueue.Workload) bool, what string, cond func(*kueue.Workload) bool) *kueue.Workload {
 	e.t.Helper()
 	var wl *kueue.Workload
-	err := wait.PollUntilContextTimeout(e.t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	util.Eventually(e.t, 200*time.Millisecond, timeout, which+" to be "+what, func() (bool, string) {
 		wls := &kueue.WorkloadList{}
-		if err := e.k.List(ctx, wls, client.InNamespace(e.ns)); err != nil {
-			return false, nil
+		if err := e.k.List(e.t.Context(), wls, client.InNamespace(e.ns)); err != nil {
+			return false, err.Error()
 		}
 		for i := range wls.Items {
 			if pick(&wls.Items[i]) {
 				wl = &wls.Items[i]
-				return cond(wl), nil
+				return cond(wl), fmt.Sprintf("its status: %+v", wl.Status)
 			}
 		}
-		return false, nil
+		return false, "no such Workload"
 	})
-	if err != nil {
-		e.t.Fatalf("waiting for %s to be %s: %v; its status: %+v", which, what, err, wl)
-	}
 	return wl
 }

@@ -83,17 +83,14 @@ func (e *env) createSweep(sw *convoy.TrainingSweep) {
 func (e *env) waitSweep(name, what string, cond func(*convoy.TrainingSweep) bool) *convoy.TrainingSweep {
 	e.t.Helper()
 	var sw *convoy.TrainingSweep
-	err := wait.PollUntilContextTimeout(e.t.Context(), 500*time.Millisecond, sweepTimeout, true, func(ctx context.Context) (bool, error) {
+	util.Eventually(e.t, 500*time.Millisecond, sweepTimeout, fmt.Sprintf("sweep %s to be %s", name, what), func() (bool, string) {
 		s := &convoy.TrainingSweep{}
-		if err := e.k.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, s); err != nil {
-			return false, nil
+		if err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: e.ns, Name: name}, s); err != nil {
+			return false, err.Error()
 		}
 		sw = s
-		return cond(s), nil
+		return cond(s), fmt.Sprintf("its status: %+v", sweepStatusOf(s))
 	})
-	if err != nil {
-		e.t.Fatalf("waiting for sweep %s to be %s: %v; its status: %+v", name, what, err, sweepStatusOf(sw))
-	}
 	return sw
 }
 

@@ -51,6 +51,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	utiltestingapi "sigs.k8s.io/kueue/pkg/util/testing/v1beta2"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -204,22 +205,16 @@ func fragment(b *testing.B, c *framework.Cluster) {
 // queue creates the mode's namespace, its ClusterQueue of 128 GPUs and the LocalQueue "q".
 func queue(b *testing.B, c *framework.Cluster, m mode) {
 	ctx := b.Context()
-	quota := func(name corev1.ResourceName, q string) kueue.ResourceQuota {
-		return kueue.ResourceQuota{Name: name, NominalQuota: resource.MustParse(q)}
-	}
+	cq := utiltestingapi.MakeClusterQueue(m.ns).
+		NamespaceSelector(&metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: m.ns}}).
+		ResourceGroup(*utiltestingapi.MakeFlavorQuotas(flavor).
+			Resource(framework.ResourceGPU, "128").Resource(corev1.ResourceCPU, "10k").Resource(corev1.ResourceMemory, "100Ti").Obj()).
+		Obj()
+	cq.Spec.AdmissionChecksStrategy = m.checks
 	for _, obj := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: m.ns}},
-		&kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: m.ns}, Spec: kueue.ClusterQueueSpec{
-			NamespaceSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: m.ns}},
-			AdmissionChecksStrategy: m.checks,
-			ResourceGroups: []kueue.ResourceGroup{{
-				CoveredResources: []corev1.ResourceName{framework.ResourceGPU, corev1.ResourceCPU, corev1.ResourceMemory},
-				Flavors: []kueue.FlavorQuotas{{Name: flavor, Resources: []kueue.ResourceQuota{
-					quota(framework.ResourceGPU, "128"), quota(corev1.ResourceCPU, "10k"), quota(corev1.ResourceMemory, "100Ti")}}},
-			}},
-		}},
-		&kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: m.ns, Name: "q"},
-			Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(m.ns)}},
+		cq,
+		utiltestingapi.MakeLocalQueue("q", m.ns).ClusterQueue(m.ns).Obj(),
 	} {
 		if err := c.Client.Create(ctx, obj); err != nil {
 			b.Fatal(err)

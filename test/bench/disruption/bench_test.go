@@ -43,19 +43,20 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	utiltestingapi "sigs.k8s.io/kueue/pkg/util/testing/v1beta2"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 	"github.com/convoy-dev/convoy/test/util/queuetest"
 )
 
@@ -103,8 +104,7 @@ func BenchmarkWorkLost(b *testing.B) {
 	if err := c.CreateNodes(ctx, nodes...); err != nil {
 		b.Fatal(err)
 	}
-	if err := c.Client.Create(ctx, &kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: flavor},
-		Spec: kueue.ResourceFlavorSpec{NodeLabels: map[string]string{convoy.LabelGPUProduct: product}}}); err != nil {
+	if err := c.Client.Create(ctx, utiltestingapi.MakeResourceFlavor(flavor).NodeLabel(convoy.LabelGPUProduct, product).Obj()); err != nil {
 		b.Fatal(err)
 	}
 	modes := []mode{{"stopped at once (preemptionGraceSeconds 0)", 0}, {"checkpoint before the stop (preemptionGraceSeconds 60)", 60}}
@@ -160,23 +160,14 @@ func (r *run) must(err error) {
 func (r *run) setup() {
 	k := r.c.Client
 	r.must(k.Create(r.ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: r.ns}}))
-	quota := func(name corev1.ResourceName, q string) kueue.ResourceQuota {
-		return kueue.ResourceQuota{Name: name, NominalQuota: resource.MustParse(q)}
-	}
-	r.must(k.Create(r.ctx, &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: r.ns}, Spec: kueue.ClusterQueueSpec{
-		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: r.ns}},
-		Preemption:        &kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyLowerPriority},
-		ResourceGroups: []kueue.ResourceGroup{{
-			CoveredResources: []corev1.ResourceName{convoy.ResourceGPU, corev1.ResourceCPU, corev1.ResourceMemory},
-			Flavors: []kueue.FlavorQuotas{{Name: flavor, Resources: []kueue.ResourceQuota{
-				quota(convoy.ResourceGPU, "16"), quota(corev1.ResourceCPU, "1000"), quota(corev1.ResourceMemory, "10Ti")}}},
-		}},
-	}}))
-	r.must(k.Create(r.ctx, &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Namespace: r.ns, Name: "q"},
-		Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(r.ns)}}))
-	r.poll("the default ServiceAccount", func(context.Context) (bool, error) {
-		return k.Get(r.ctx, client.ObjectKey{Namespace: r.ns, Name: "default"}, &corev1.ServiceAccount{}) == nil, nil
-	})
+	r.must(k.Create(r.ctx, utiltestingapi.MakeClusterQueue(r.ns).
+		NamespaceSelector(&metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: r.ns}}).
+		Preemption(kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyLowerPriority}).
+		ResourceGroup(*utiltestingapi.MakeFlavorQuotas(flavor).
+			Resource(convoy.ResourceGPU, "16").Resource(corev1.ResourceCPU, "1000").Resource(corev1.ResourceMemory, "10Ti").Obj()).
+		Obj()))
+	r.must(k.Create(r.ctx, utiltestingapi.MakeLocalQueue("q", r.ns).ClusterQueue(r.ns).Obj()))
+	r.must(util.WaitDefaultServiceAccount(r.ctx, k, r.ns))
 }
 
 func (r *run) job(name, priority string) *convoy.TrainingJob {

@@ -60,6 +60,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	utiltestingapi "sigs.k8s.io/kueue/pkg/util/testing/v1beta2"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -136,8 +137,7 @@ func BenchmarkAdmission(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(env.Stop)
-	if err := c.Client.Create(ctx, &kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: flavor},
-		Spec: kueue.ResourceFlavorSpec{NodeLabels: map[string]string{convoy.LabelGPUProduct: "NVIDIA-H100-80GB-HBM3"}}}); err != nil {
+	if err := c.Client.Create(ctx, utiltestingapi.MakeResourceFlavor(flavor).NodeLabel(convoy.LabelGPUProduct, "NVIDIA-H100-80GB-HBM3").Obj()); err != nil {
 		b.Fatal(err)
 	}
 	round := 0
@@ -367,23 +367,13 @@ func (h handlerFuncs) OnDelete(any)                {}
 // clusterQueue admits n jobs of podsPerJob pods at once: quota is never what limits admission.
 func clusterQueue(name string, n int) *kueue.ClusterQueue {
 	pods := int64(n * podsPerJob)
-	quota := func(r corev1.ResourceName, q resource.Quantity) kueue.ResourceQuota {
-		return kueue.ResourceQuota{Name: r, NominalQuota: q}
-	}
-	return &kueue.ClusterQueue{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: kueue.ClusterQueueSpec{
-			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": name}},
-			ResourceGroups: []kueue.ResourceGroup{{
-				CoveredResources: []corev1.ResourceName{convoy.ResourceGPU, corev1.ResourceCPU, corev1.ResourceMemory},
-				Flavors: []kueue.FlavorQuotas{{Name: flavor, Resources: []kueue.ResourceQuota{
-					quota(convoy.ResourceGPU, *resource.NewQuantity(pods, resource.DecimalSI)),
-					quota(corev1.ResourceCPU, *resource.NewQuantity(pods, resource.DecimalSI)),
-					quota(corev1.ResourceMemory, *resource.NewQuantity(pods<<30, resource.BinarySI)),
-				}}},
-			}},
-		},
-	}
+	return utiltestingapi.MakeClusterQueue(name).
+		NamespaceSelector(&metav1.LabelSelector{MatchLabels: map[string]string{corev1.LabelMetadataName: name}}).
+		ResourceGroup(*utiltestingapi.MakeFlavorQuotas(flavor).
+			Resource(convoy.ResourceGPU, resource.NewQuantity(pods, resource.DecimalSI).String()).
+			Resource(corev1.ResourceCPU, resource.NewQuantity(pods, resource.DecimalSI).String()).
+			Resource(corev1.ResourceMemory, resource.NewQuantity(pods<<30, resource.BinarySI).String()).Obj()).
+		Obj()
 }
 
 var requestTotal = regexp.MustCompile(`^apiserver_request_total\{(.*)\} (\S+)$`)

@@ -196,25 +196,7 @@ func TestInvalidSpecsAreRejectedNamingTheField(t *testing.T) {
 		i++
 		t.Run(name, func(t *testing.T) {
 			u := fromYAML(t, strings.Replace(validSpec, "NAME", fmt.Sprintf("invalid-%d", i), 1))
-			var patch map[string]any
-			if err := yaml.Unmarshal([]byte(tc.spec), &patch); err != nil {
-				t.Fatal(err)
-			}
-			spec := u.Object["spec"].(map[string]any)
-			for k, v := range patch {
-				if v == nil {
-					delete(spec, k)
-				} else {
-					spec[k] = v
-				}
-			}
-			err := c.Client.Create(ctx, u)
-			if err == nil {
-				t.Fatalf("the API server accepted an invalid spec; want an error containing %q", tc.want)
-			}
-			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error = %v\nwant an Invalid error containing %q", err, tc.want)
-			}
+			wantInvalid(t, c, u, tc.spec, tc.want)
 			// Rejected means nothing was stored.
 			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(u), &v1alpha1.TrainingJob{}); !apierrors.IsNotFound(err) {
 				t.Errorf("after the rejection Get returned %v, want NotFound", err)
@@ -378,5 +360,30 @@ func TestModelImageValidationAgreesWithOras(t *testing.T) {
 		if (apiErr == nil) != (orasErr == nil) {
 			t.Errorf("%q: the API server says %v, oras-go %v", ref, apiErr, orasErr)
 		}
+	}
+}
+
+// wantInvalid merges the YAML patch into u's spec (a null value removes the field), creates u and
+// fails the test unless the API server refuses it as Invalid with an error that contains want.
+func wantInvalid(t *testing.T, c *framework.Cluster, u *unstructured.Unstructured, patchYAML, want string) {
+	t.Helper()
+	var patch map[string]any
+	if err := yaml.Unmarshal([]byte(patchYAML), &patch); err != nil {
+		t.Fatal(err)
+	}
+	spec := u.Object["spec"].(map[string]any)
+	for k, v := range patch {
+		if v == nil {
+			delete(spec, k)
+		} else {
+			spec[k] = v
+		}
+	}
+	err := c.Client.Create(t.Context(), u)
+	if err == nil {
+		t.Fatalf("the API server accepted an invalid %s; want an error containing %q", u.GetKind(), want)
+	}
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error = %v\nwant an Invalid error containing %q", err, want)
 	}
 }

@@ -24,10 +24,8 @@ import (
 	"strings"
 	"testing"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/framework"
@@ -114,25 +112,7 @@ func TestInvalidSweepsAreRejectedNamingTheField(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			u := fromYAML(t, "{}")
 			u.Object = sweepExample(t, ns, fmt.Sprintf("invalid-%d", i))
-			var patch map[string]any
-			if err := yaml.Unmarshal([]byte(tc.spec), &patch); err != nil {
-				t.Fatal(err)
-			}
-			spec := u.Object["spec"].(map[string]any)
-			for k, v := range patch {
-				if v == nil {
-					delete(spec, k)
-				} else {
-					spec[k] = v
-				}
-			}
-			err := c.Client.Create(ctx, u)
-			if err == nil {
-				t.Fatalf("the API server accepted an invalid sweep; want an error containing %q", tc.want)
-			}
-			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("error = %v\nwant an Invalid error containing %q", err, tc.want)
-			}
+			wantInvalid(t, c, u, tc.spec, tc.want)
 		})
 	}
 	t.Run("hyperband without epochs", func(t *testing.T) {

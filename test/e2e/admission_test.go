@@ -348,7 +348,7 @@ func TestBookingOutlivesASchedulerFailover(t *testing.T) {
 	rival := e.job("rival", 4, 8, "")
 	rival.Spec.Scheduling.Queue = "rival"
 	e.create(rival)
-	e.consistently("the rival stays off the rack booked for idle while idle's check holds it", 6*time.Second, func() (bool, string) {
+	util.Consistently(t, 250*time.Millisecond, 6*time.Second, "the rival stays off the rack booked for idle while idle's check holds it", func() (bool, string) {
 		c := findCheck(e.waitWorkload("idle", "read", func(*kueue.Workload) bool { return true }))
 		for _, p := range e.pods("rival") {
 			if slices.Contains(free, p.Spec.NodeName) && c.State == kueue.CheckStateReady && strings.HasPrefix(c.Message, "convoy-scheduler holds") {

@@ -75,8 +75,8 @@ const (
 	ReasonPodFailed     = "PodFailed"
 	ReasonNodeLost      = "NodeLost"
 	// ReasonNodeReclaimed: a node of the gang carries a reclaim notice (a spot interruption, a
-	// provisioner's disruption taint); the gang checkpoints and moves before the node goes, without
-	// spending backoffLimit or disruptionLimit.
+	// provisioner's disruption taint, a cordon before a drain); the gang checkpoints and moves before
+	// the node goes, without spending backoffLimit or disruptionLimit.
 	ReasonNodeReclaimed        = "NodeReclaimed"
 	ReasonBackoff              = "Backoff"
 	ReasonBackoffLimitExceeded = "BackoffLimitExceeded"
@@ -99,6 +99,9 @@ const (
 	ReasonStopRequested   = "StopRequested"
 	ReasonCheckpointSaved = "CheckpointSaved"
 	ReasonGraceExpired    = "GraceExpired"
+	// ReasonStoppedBeforeCheckpoint: the gang stopped before it answered (a drain evicted it, its
+	// node was lost, a pod failed) and restarts from the checkpoint it had.
+	ReasonStoppedBeforeCheckpoint = "StoppedBeforeCheckpoint"
 	// ReasonBudgetExceeded: status.cost.amount reached spec.budget; the job checkpointed (within
 	// spec.checkpoint.preemptionGraceSeconds) and failed.
 	ReasonBudgetExceeded = "BudgetExceeded"

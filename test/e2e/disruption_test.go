@@ -18,10 +18,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -122,4 +124,109 @@ func TestReclaimNoticeMovesTheGangToAnotherNode(t *testing.T) {
 			t.Errorf("pod %s resumes from %q, want %q", p.Name, got, cp.Latest)
 		}
 	}
+}
+
+// TestCordonMovesTheGangAfterItsCheckpoint: a gang of 2 × 8 GPUs that checkpoints only when asked
+// runs on two nodes; `kubectl cordon` of one of them, the first step of a drain, makes the operator
+// ask the gang for a checkpoint (simtrainer writes one) and restart it on other nodes from it,
+// spending neither backoffLimit nor disruptionLimit. `kubectl drain` of the node then finds no pod
+// of the gang to evict.
+func TestCordonMovesTheGangAfterItsCheckpoint(t *testing.T) {
+	e := setup(t)
+	doomed := e.gangToDrain("llm")
+	util.MustKubectl(t, e.Cluster, "cordon", doomed)
+
+	moved := e.waitMovedOff("llm", doomed)
+	c := meta.FindStatusCondition(moved.Status.Conditions, convoy.ConditionCheckpointRequested)
+	if c == nil || c.Reason != convoy.ReasonCheckpointSaved {
+		t.Errorf("CheckpointRequested = %+v, want False with reason %s", c, convoy.ReasonCheckpointSaved)
+	}
+	if msg := e.warning("llm", convoy.ReasonNodeReclaimed); !strings.Contains(msg, "node "+doomed+" is cordoned") {
+		t.Errorf("the %s event says %q, want it to name the cordon of %s", convoy.ReasonNodeReclaimed, msg, doomed)
+	}
+	cp := moved.Status.Checkpoint
+	if cp == nil || cp.Epoch == 0 {
+		t.Fatalf("status.checkpoint = %+v, want the checkpoint simtrainer wrote when asked", cp)
+	}
+	for _, p := range e.requireWholeGang("llm", 2) {
+		if got := util.EnvOf(&p, "CONVOY_RESUME_FROM"); got != cp.Latest {
+			t.Errorf("pod %s resumes from %q, want %q", p.Name, got, cp.Latest)
+		}
+	}
+	out := util.MustKubectl(t, e.Cluster, "drain", doomed, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=60s")
+	if strings.Contains(out, "evicting pod") {
+		t.Errorf("kubectl drain after the move evicted pods:\n%s", out)
+	}
+}
+
+// TestDrainMovesTheGangWithoutSpendingItsBudget: `kubectl drain` of a node of a running gang
+// evicts the gang's pod there at once, as it does any pod. The operator restarts the whole gang
+// on other nodes as for a reclaim notice (reason NodeReclaimed), spending neither backoffLimit nor
+// disruptionLimit, and the drain completes.
+func TestDrainMovesTheGangWithoutSpendingItsBudget(t *testing.T) {
+	e := setup(t)
+	doomed := e.gangToDrain("llm")
+	out := util.MustKubectl(t, e.Cluster, "drain", doomed, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=60s")
+	t.Logf("kubectl drain:\n%s", out)
+
+	moved := e.waitMovedOff("llm", doomed)
+	if msg := e.warning("llm", convoy.ReasonNodeReclaimed); !strings.Contains(msg, "EvictionByEvictionAPI") || !strings.Contains(msg, "without spending backoffLimit or disruptionLimit") {
+		t.Errorf("the %s event says %q, want the eviction, and no budget spent", convoy.ReasonNodeReclaimed, msg)
+	}
+	if c := meta.FindStatusCondition(moved.Status.Conditions, convoy.ConditionCheckpointRequested); c != nil && c.Status == metav1.ConditionTrue {
+		t.Errorf("CheckpointRequested = %+v after the gang moved, want it answered or closed", c)
+	}
+}
+
+// gangToDrain runs the job name, a gang of 2 × 8 GPUs that checkpoints only when asked
+// (simtrainer), and returns the node of its first pod, which the test's cleanup uncordons.
+func (e *env) gangToDrain(name string) string {
+	e.t.Helper()
+	e.queue(16)
+	job := e.job(name, 2, 8, "normal")
+	job.Spec.Checkpoint = &convoy.CheckpointSpec{Enabled: true, Frequency: 1000, PreemptionGraceSeconds: ptr.To[int32](300),
+		Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "ckpt"}}
+	e.create(job)
+	e.waitState(name, convoy.StateRunning)
+	node := e.requireWholeGang(name, 2)[0].Spec.NodeName
+	e.t.Cleanup(func() { _, _ = e.Kubectl(context.Background(), "uncordon", node) })
+	return node
+}
+
+// waitMovedOff waits until the job runs again after one restart, and fails the test unless the
+// restart spent no budget and no pod of the gang runs on node.
+func (e *env) waitMovedOff(name, node string) *convoy.TrainingJob {
+	e.t.Helper()
+	moved := e.waitJob(name, "moved off "+node, func(j *convoy.TrainingJob) bool {
+		return j.Status.RestartCount == 1 && j.Status.State == convoy.StateRunning
+	})
+	if st := moved.Status; st.FailureRestarts != 0 || st.DisruptionRestarts != 0 {
+		e.t.Errorf("failureRestarts %d, disruptionRestarts %d after the move, want 0 and 0", st.FailureRestarts, st.DisruptionRestarts)
+	}
+	for _, p := range e.requireWholeGang(name, 2) {
+		if p.Spec.NodeName == node {
+			e.t.Errorf("pod %s of the moved gang landed back on %s", p.Name, node)
+		}
+	}
+	return moved
+}
+
+// warning waits for the job's Warning event of reason and returns its message.
+func (e *env) warning(job, reason string) string {
+	e.t.Helper()
+	var msg string
+	util.Eventually(e.t, 200*time.Millisecond, timeout, "a Warning event "+reason+" on "+job, func() (bool, string) {
+		events := &corev1.EventList{}
+		if err := e.k.List(e.t.Context(), events, client.InNamespace(e.ns)); err != nil {
+			return false, err.Error()
+		}
+		for _, ev := range events.Items {
+			if ev.InvolvedObject.Name == job && ev.Reason == reason && ev.Type == corev1.EventTypeWarning {
+				msg = ev.Message
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events, none of reason %s", len(events.Items), reason)
+	})
+	return msg
 }

@@ -82,8 +82,9 @@ func main() {
 	flag.IntVar(&queueOpts.Burst, "kueue-api-burst", 100, "Burst of requests of Kueue's job reconciler.")
 	noticeTaints := flag.String("reclaim-notice-taints", strings.Join(convoy.DefaultReclaimNoticeTaints, ","), "Comma-separated node taint keys that announce a node's removal (a spot interruption, a provisioner's disruption): every gang with a pod on such a node checkpoints and moves first, without spending backoffLimit. Empty: none.")
 	noticeConditions := flag.String("reclaim-notice-conditions", "", "Comma-separated node condition types that announce a node's removal while True, as --reclaim-notice-taints does.")
+	cordonNotice := flag.Bool("cordon-is-notice", true, "A cordoned node (kubectl cordon or drain) is a notice too: its gangs checkpoint and move off it. false: gangs stay on cordoned nodes.")
 	flag.Parse()
-	opts.ReclaimNotice = controller.ReclaimNotice{Taints: commaList(*noticeTaints), Conditions: commaList(*noticeConditions)}
+	opts.ReclaimNotice = controller.ReclaimNotice{Taints: commaList(*noticeTaints), Conditions: commaList(*noticeConditions), IgnoreCordon: !*cordonNotice}
 	opts.InsecureMetrics = !*metricsSecure
 	queueOpts.MaxConcurrentReconciles = opts.MaxConcurrentReconciles
 	queueOpts.Namespace = opts.Namespace

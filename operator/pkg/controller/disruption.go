@@ -91,12 +91,17 @@ func preemptAttempt(job *convoy.TrainingJob, pg *schedv1alpha1.PodGroup) string 
 }
 
 // lostPods is the phase of a gang that lost pods to something other than their own code
-// (lostCause): it restarts whole from the latest checkpoint without spending backoffLimit. A gang
-// the scheduler preempted is Preempted and restarts when it fits again; the others spend
-// disruptionLimit.
+// (lostCause): it restarts whole from the latest checkpoint without spending backoffLimit. A pod
+// lost from a node with a reclaim notice (a drain's eviction, before or while the gang
+// checkpointed) moves the gang as the notice does, spending no budget; a gang the scheduler
+// preempted is Preempted and restarts when it fits again; the others spend disruptionLimit.
 func (d *decision) lostPods() bool {
 	if len(d.t.lost) == 0 {
 		return false
+	}
+	if d.t.noticedMsg != "" {
+		d.restart(convoy.ReasonNodeReclaimed, d.t.noticedMsg+"; restarting the whole gang on other nodes from the latest checkpoint without spending backoffLimit or disruptionLimit", false)
+		return true
 	}
 	if d.t.preemptMsg != "" {
 		d.set(convoy.ConditionPreempted, metav1.ConditionTrue, convoy.ReasonPreempted, d.t.preemptMsg+"; the gang restarts when it fits again")

@@ -30,19 +30,36 @@ import (
 
 // ReclaimNotice says which node taints and conditions announce a node's removal. A gang with a
 // pod on such a node checkpoints (checkpointFirst) and is restarted elsewhere before the node goes,
-// without spending backoffLimit or disruptionLimit.
+// without spending backoffLimit or disruptionLimit. A cordoned node (kubectl cordon, the first
+// step of kubectl drain, of a cluster autoscaler's scale-down or a node upgrade) is such a notice
+// too, unless IgnoreCordon. A pod of the gang evicted from a noticed node (a drain does not wait for
+// the checkpoint) moves the gang as the notice does, without spending a budget either.
 type ReclaimNotice struct {
 	// Taints are taint keys, of any value and effect (convoy.DefaultReclaimNoticeTaints when nil).
 	Taints []string
 	// Conditions are node condition types that announce the removal while True.
 	Conditions []string
+	// IgnoreCordon leaves gangs on cordoned nodes: a cordon is not a notice.
+	IgnoreCordon bool
 }
 
-// DefaultReclaimNotice is the notice of Karpenter, GKE and the AWS node termination handler.
+// DefaultReclaimNotice is the notice of Karpenter, GKE and the AWS node termination handler, and a
+// cordon.
 var DefaultReclaimNotice = ReclaimNotice{Taints: convoy.DefaultReclaimNoticeTaints}
+
+// orDefault is n, with DefaultReclaimNotice's taints when it names neither taints nor conditions.
+func (n ReclaimNotice) orDefault() ReclaimNotice {
+	if n.Taints == nil && n.Conditions == nil {
+		n.Taints = DefaultReclaimNotice.Taints
+	}
+	return n
+}
 
 // noticeOn returns the reclaim notice the node carries, in words; "" when none.
 func (n ReclaimNotice) noticeOn(node *corev1.Node) string {
+	if node.Spec.Unschedulable && !n.IgnoreCordon {
+		return fmt.Sprintf("node %s is cordoned, to be drained", node.Name)
+	}
 	for _, t := range node.Spec.Taints {
 		if slices.Contains(n.Taints, t.Key) {
 			return fmt.Sprintf("node %s carries the reclaim notice taint %s", node.Name, t.ToString())
@@ -57,7 +74,7 @@ func (n ReclaimNotice) noticeOn(node *corev1.Node) string {
 }
 
 // stripNode keeps of a cached node what the operator reads: its metadata (no managed fields), its
-// taints and the conditions of a notice, so that a fleet's nodes cost the cache little.
+// taints, its cordon and the conditions of a notice, so that a fleet's nodes cost the cache little.
 func (n ReclaimNotice) stripNode(obj any) (any, error) {
 	node, ok := obj.(*corev1.Node)
 	if !ok {
@@ -67,6 +84,7 @@ func (n ReclaimNotice) stripNode(obj any) (any, error) {
 	out.ManagedFields = nil
 	out.Annotations = nil
 	out.Spec.Taints = node.Spec.Taints
+	out.Spec.Unschedulable = node.Spec.Unschedulable
 	for _, c := range node.Status.Conditions {
 		if slices.Contains(n.Conditions, string(c.Type)) {
 			out.Status.Conditions = append(out.Status.Conditions, c)

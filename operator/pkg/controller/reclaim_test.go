@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -42,6 +43,7 @@ func TestDecideMovesAGangOffANoticedNode(t *testing.T) {
 	asked := cond(convoy.ConditionCheckpointRequested, metav1.ConditionTrue, convoy.ReasonStopRequested, now.Add(-10*time.Second))
 	type want struct {
 		requested           metav1.ConditionStatus
+		stoppedFirst        bool
 		restarting          string
 		deleted             int
 		restartCount        int32
@@ -51,6 +53,8 @@ func TestDecideMovesAGangOffANoticedNode(t *testing.T) {
 	cases := map[string]struct {
 		job     *convoy.TrainingJob
 		notices map[string]string
+		// evicted: the first pod was evicted (DisruptionTarget, being deleted), as a drain does.
+		evicted bool
 		want    want
 	}{
 		"notice: asked to checkpoint, the pods kept": {
@@ -69,6 +73,17 @@ func TestDecideMovesAGangOffANoticedNode(t *testing.T) {
 			notices: notice,
 			want:    want{restarting: convoy.ReasonNodeReclaimed, deleted: 2, restartCount: 1},
 		},
+		"evicted from the noticed node (a drain): moved without spending a budget": {
+			job:     checkpointing.Clone().Status(convoy.TrainingJobStatus{Conditions: append(running(t0), asked), StartTime: started}).Obj(),
+			notices: notice,
+			evicted: true,
+			want:    want{requested: metav1.ConditionFalse, stoppedFirst: true, restarting: convoy.ReasonNodeReclaimed, deleted: 1, restartCount: 1},
+		},
+		"evicted from a node without a notice: a disruption restart": {
+			job:     checkpointing.Clone().Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: started}).Obj(),
+			evicted: true,
+			want:    want{restarting: convoy.ReasonNodeLost, deleted: 1, restartCount: 1, disruption: 1},
+		},
 		"notice on another node: runs on": {
 			job:     checkpointing.Clone().Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: started}).Obj(),
 			notices: map[string]string{"node-b": "node node-b carries the reclaim notice"},
@@ -78,10 +93,16 @@ func TestDecideMovesAGangOffANoticedNode(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p, _ := mlframework.For(tc.job.Spec.Framework)
 			pods := runningAttempt(tc.job)
+			if tc.evicted {
+				pods[0].DeletionTimestamp = ptr.To(metav1.NewTime(now))
+				pods[0].Status.Conditions = append(pods[0].Status.Conditions, corev1.PodCondition{Type: corev1.DisruptionTarget,
+					Status: corev1.ConditionTrue, Reason: "EvictionByEvictionAPI", Message: "Eviction API: evicting"})
+			}
 			got := decide(observation{job: tc.job, plugin: p, pods: pods, reclaimNotices: tc.notices, now: now, backoff: DefaultBackoff})
 			var g want
 			if c := meta.FindStatusCondition(got.status.Conditions, convoy.ConditionCheckpointRequested); c != nil {
 				g.requested = c.Status
+				g.stoppedFirst = c.Reason == convoy.ReasonStoppedBeforeCheckpoint
 			}
 			if c := meta.FindStatusCondition(got.status.Conditions, convoy.ConditionRestarting); c != nil && c.Status == metav1.ConditionTrue {
 				g.restarting = c.Reason
@@ -93,4 +114,48 @@ func TestDecideMovesAGangOffANoticedNode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestNoticeOn: the notice a node carries, in words: a notice taint of any value and effect, a
+// notice condition while True, a cordon unless IgnoreCordon; none otherwise.
+func TestNoticeOn(t *testing.T) {
+	notice := ReclaimNotice{Taints: []string{"karpenter.sh/disrupted"}, Conditions: []string{"ImpendingNodeTermination"}}
+	cordoned := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: corev1.NodeSpec{Unschedulable: true}}
+	cases := map[string]struct {
+		notice ReclaimNotice
+		node   *corev1.Node
+		want   string
+	}{
+		"taint": {notice: notice, node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: corev1.NodeSpec{
+			Taints: []corev1.Taint{{Key: "karpenter.sh/disrupted", Effect: corev1.TaintEffectNoSchedule}}}},
+			want: "node n carries the reclaim notice taint karpenter.sh/disrupted:NoSchedule"},
+		"condition true": {notice: notice, node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: "ImpendingNodeTermination", Status: corev1.ConditionTrue, Reason: "SpotInterruption"}}}},
+			want: "node n has the reclaim notice condition ImpendingNodeTermination (SpotInterruption)"},
+		"condition false": {notice: notice, node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Status: corev1.NodeStatus{
+			Conditions: []corev1.NodeCondition{{Type: "ImpendingNodeTermination", Status: corev1.ConditionFalse}}}}},
+		"other taint": {notice: notice, node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: corev1.NodeSpec{
+			Taints: []corev1.Taint{{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule}}}}},
+		"cordon":                {notice: notice, node: cordoned, want: "node n is cordoned, to be drained"},
+		"cordon, IgnoreCordon":  {notice: ReclaimNotice{IgnoreCordon: true}, node: cordoned},
+		"cordon, default":       {notice: ReclaimNotice{}.orDefault(), node: cordoned, want: "node n is cordoned, to be drained"},
+		"stripped node, cordon": {notice: notice, node: strip(t, notice, cordoned), want: "node n is cordoned, to be drained"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.notice.noticeOn(tc.node); got != tc.want {
+				t.Errorf("noticeOn = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// strip is the node as the operator's cache keeps it.
+func strip(t *testing.T, n ReclaimNotice, node *corev1.Node) *corev1.Node {
+	t.Helper()
+	out, err := n.stripNode(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.(*corev1.Node)
 }

@@ -102,9 +102,7 @@ type Reconciler struct {
 // objects cost the operator no memory. Of nodes it keeps the metadata, the taints and the
 // conditions of notice (a zero notice: DefaultReclaimNotice).
 func CacheOptions(notice ReclaimNotice) cache.Options {
-	if notice.Taints == nil && notice.Conditions == nil {
-		notice = DefaultReclaimNotice
-	}
+	notice = notice.orDefault()
 	req, err := labels.NewRequirement(convoy.LabelJobName, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant, valid label key
@@ -130,9 +128,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 	if r.Backoff == (Backoff{}) {
 		r.Backoff = DefaultBackoff
 	}
-	if r.Notice.Taints == nil && r.Notice.Conditions == nil {
-		r.Notice = DefaultReclaimNotice
-	}
+	r.Notice = r.Notice.orDefault()
 	if r.NewSSHKeyPair == nil {
 		r.NewSSHKeyPair = builder.NewSSHKeyPair
 	}

@@ -223,6 +223,10 @@ func (d *decision) restart(reason, message string, counted bool) {
 		d.st.FailureRestarts++
 	}
 	d.set(convoy.ConditionRestarting, metav1.ConditionTrue, reason, message)
+	if meta.IsStatusConditionTrue(d.st.Conditions, convoy.ConditionCheckpointRequested) {
+		d.set(convoy.ConditionCheckpointRequested, metav1.ConditionFalse, convoy.ReasonStoppedBeforeCheckpoint,
+			"the gang stopped before it reported a checkpoint ("+reason+"): it resumes from the latest checkpoint before")
+	}
 	d.clear(convoy.ConditionInitializing, convoy.ReasonPodsCreated, "the gang is restarting")
 	d.clear(convoy.ConditionRunning, convoy.ReasonPodsRunning, "the gang is restarting")
 	d.st.PodsRefusedSince = nil

@@ -37,10 +37,11 @@ type tally struct {
 	// those without a pod of the current attempt.
 	failed, lost, missing []mlframework.Replica
 	// lostMsg says why the first lost pod was lost; preemptMsg the same of the first the scheduler
-	// preempted ("" when none).
-	lostMsg, preemptMsg string
-	workers             convoy.WorkerCounts
-	running, succeeded  int
+	// preempted; noticedMsg of the first lost from a node with a reclaim notice, with the notice
+	// ("" when none).
+	lostMsg, preemptMsg, noticedMsg string
+	workers                         convoy.WorkerCounts
+	running, succeeded              int
 	// allSucceeded: every replica that must succeed (mlframework.Plugin.MustSucceed) did.
 	allSucceeded bool
 }
@@ -69,6 +70,9 @@ func countAttempt(o observation, restartCount int32) tally {
 			t.workers.Failed++
 			if t.lostMsg == "" {
 				t.lostMsg = msg
+			}
+			if notice := o.reclaimNotices[pod.Spec.NodeName]; notice != "" && t.noticedMsg == "" {
+				t.noticedMsg = msg + ": " + notice
 			}
 			if reason == corev1.PodReasonPreemptionByScheduler && t.preemptMsg == "" {
 				t.preemptMsg = msg

@@ -226,6 +226,61 @@ func TestReclaimNoticeMovesTheGangBeforeTheNodeGoes(t *testing.T) {
 	}
 }
 
+// noticeCondition is the node condition the suite's operator takes as a reclaim notice while True,
+// as a node problem detector or a provider's agent might set it.
+const noticeCondition = "ImpendingNodeTermination"
+
+// TestReclaimNoticeConditionMovesTheGang: a reclaim notice given by a node condition alone (the
+// operator's --reclaim-notice-conditions), without a taint, asks the gang on that node for a
+// checkpoint, names the condition, and restarts the gang from the checkpoint it reports, spending
+// neither backoffLimit nor disruptionLimit.
+func TestReclaimNoticeConditionMovesTheGang(t *testing.T) {
+	e := newEnv(t)
+	e.spotFirstQueue()
+	doomed := e.ns + "-a"
+	if err := e.c.CreateNodes(e.t.Context(), framework.NodeSpec{Name: doomed, GPUs: 16, GPUProduct: h100,
+		Labels: map[string]string{capacityType: convoy.CapacityTypeSpot},
+		Taints: []corev1.Taint{{Key: "convoy.dev/spot", Value: "true", Effect: corev1.TaintEffectNoSchedule}}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = e.k.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: doomed}})
+	})
+
+	job := e.capacityJob("llm", convoy.CapacitySpot, 2)
+	job.Spec.Checkpoint = &convoy.CheckpointSpec{Enabled: true, Frequency: 5, PreemptionGraceSeconds: ptr.To[int32](600),
+		Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "ckpt"}}
+	e.create(job)
+	pods := e.bindGang("llm", 2, doomed)
+	uri := util.EnvOf(&pods[0], "CONVOY_CHECKPOINT_URI")
+
+	node := &corev1.Node{}
+	if err := e.k.Get(e.t.Context(), client.ObjectKey{Name: doomed}, node); err != nil {
+		t.Fatal(err)
+	}
+	node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{Type: noticeCondition, Status: corev1.ConditionTrue,
+		Reason: "SpotInterruption", Message: "the provider reclaims the instance in 2 minutes", LastTransitionTime: metav1.Now()})
+	if err := e.k.Status().Update(e.t.Context(), node); err != nil {
+		t.Fatal(err)
+	}
+	asked := e.waitJob(e.ns, "llm", "asked to checkpoint", func(j *convoy.TrainingJob) bool {
+		return condition(j, convoy.ConditionCheckpointRequested) != nil
+	})
+	if msg := condition(asked, convoy.ConditionCheckpointRequested).Message; !strings.Contains(msg, "node "+doomed+" has the reclaim notice condition "+noticeCondition+" (SpotInterruption)") {
+		t.Errorf("CheckpointRequested does not name the node and its condition: %q", msg)
+	}
+	e.reportCheckpoint(&pods[0], progress.Checkpoint{Path: uri + "/epoch-3", Epoch: 3})
+	moved := e.waitJob(e.ns, "llm", "restarted for the notice", func(j *convoy.TrainingJob) bool {
+		return j.Status.RestartCount == 1
+	})
+	if c := meta.FindStatusCondition(moved.Status.Conditions, convoy.ConditionCheckpointRequested); c == nil || c.Reason != convoy.ReasonCheckpointSaved {
+		t.Errorf("CheckpointRequested = %+v, want False with reason %s", c, convoy.ReasonCheckpointSaved)
+	}
+	if st := moved.Status; st.FailureRestarts != 0 || st.DisruptionRestarts != 0 {
+		t.Errorf("failureRestarts %d, disruptionRestarts %d; want 0 and 0: a move for a notice spends no budget", st.FailureRestarts, st.DisruptionRestarts)
+	}
+}
+
 // bindGang waits for n live pods of the job's current attempt, binds those unbound to node and
 // waits until the job is Running.
 func (e *env) bindGang(job string, n int, node string) []corev1.Pod {

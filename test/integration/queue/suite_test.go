@@ -48,6 +48,7 @@ import (
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/controller"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	"github.com/convoy-dev/convoy/test/framework"
 	"github.com/convoy-dev/convoy/test/util"
@@ -173,6 +174,8 @@ func setup(c *framework.Cluster) (*suite, error) {
 	s.Env, err = queuetest.Start(ctx, c, queuetest.Options{
 		LogLevel:   zapcore.Level(-3),
 		WrapClient: func(k client.Client) client.Client { return holdingClient{Client: k, s: s} },
+		ReclaimNotice: controller.ReclaimNotice{Taints: convoy.DefaultReclaimNoticeTaints,
+			Conditions: []string{noticeCondition}},
 	})
 	if err != nil {
 		return nil, err

@@ -64,6 +64,8 @@ type Options struct {
 	// QPS and Burst limit the operator's requests, 100 and 200 (the binary's defaults) when zero.
 	QPS   float32
 	Burst int
+	// ReclaimNotice is the operator's reclaim notice (controller.DefaultReclaimNotice when zero).
+	ReclaimNotice controller.ReclaimNotice
 }
 
 // Env is a running Kueue and operator.
@@ -188,6 +190,7 @@ func (e *Env) startOperator(ctx context.Context, opts Options, q controller.Queu
 		Backoff:          controller.Backoff{Base: time.Second, Max: 2 * time.Second},
 		WrapClient:       opts.WrapClient,
 		Queue:            q,
+		ReclaimNotice:    opts.ReclaimNotice,
 	})
 	if err != nil {
 		return err

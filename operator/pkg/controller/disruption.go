@@ -100,7 +100,7 @@ func (d *decision) lostPods() bool {
 		return false
 	}
 	if d.t.noticedMsg != "" {
-		d.restart(convoy.ReasonNodeReclaimed, d.t.noticedMsg+"; restarting the whole gang on other nodes from the latest checkpoint without spending backoffLimit or disruptionLimit", false)
+		d.moveOffNotice(d.t.noticedMsg)
 		return true
 	}
 	if d.t.preemptMsg != "" {

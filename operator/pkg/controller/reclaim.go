@@ -133,6 +133,12 @@ func (d *decision) reclaimNotice() bool {
 	if d.waitForCheckpoint(notice) {
 		return true
 	}
-	d.restart(convoy.ReasonNodeReclaimed, notice+"; restarting the whole gang on other nodes from the latest checkpoint without spending backoffLimit or disruptionLimit", false)
+	d.moveOffNotice(notice)
 	return true
+}
+
+// moveOffNotice restarts the gang whole on other nodes for a reclaim notice (why says which, and
+// on what), spending neither backoffLimit nor disruptionLimit.
+func (d *decision) moveOffNotice(why string) {
+	d.restart(convoy.ReasonNodeReclaimed, why+"; restarting the whole gang on other nodes from the latest checkpoint without spending backoffLimit or disruptionLimit", false)
 }

@@ -195,8 +195,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 // the places the leader booked.
 func (r *Reconciler) mirror(ctx context.Context, wl *kueue.Workload, check *kueue.AdmissionCheckState, key string) error {
 	workload := client.ObjectKeyFromObject(wl).String()
-	ns, name, _ := strings.Cut(key, "/")
-	if check.State != kueue.CheckStateReady || !strings.HasPrefix(check.Message, gangcore.BookingMessagePrefix) || len(r.state.PodGroupPods(ns, name)) > 0 {
+	if check.State != kueue.CheckStateReady || !strings.HasPrefix(check.Message, gangcore.BookingMessagePrefix) || r.podsCame(key) {
 		r.releaseFor(workload)
 		return nil
 	}
@@ -229,7 +228,7 @@ func (r *Reconciler) keepBooking(ctx context.Context, wl *kueue.Workload, check 
 		if !strings.HasPrefix(check.Message, gangcore.BookingMessagePrefix) {
 			return reconcile.Result{}, nil
 		}
-		if ns, name, _ := strings.Cut(key, "/"); len(r.state.PodGroupPods(ns, name)) > 0 {
+		if r.podsCame(key) {
 			return reconcile.Result{}, r.setChecks(ctx, wl, checks, kueue.CheckStateReady, PlacedMessage)
 		}
 		at = check.LastTransitionTime.Time
@@ -251,6 +250,13 @@ func (r *Reconciler) keepBooking(ctx context.Context, wl *kueue.Workload, check 
 		r.state.DateBooking(key, at)
 	}
 	return reconcile.Result{RequeueAfter: min(r.opts.Recheck, r.opts.BookingTimeout-r.clock.Since(at))}, nil
+}
+
+// podsCame reports whether the scheduler sees pods of the gang key ("namespace/podgroup"): they
+// take, or have taken, the place booked for them.
+func (r *Reconciler) podsCame(key string) bool {
+	ns, name, _ := strings.Cut(key, "/")
+	return len(r.state.PodGroupPods(ns, name)) > 0
 }
 
 // PlacedMessage is the message of a Ready check whose gang's pods have taken the place booked for

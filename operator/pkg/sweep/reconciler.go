@@ -154,6 +154,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	status.Cost = cost.Sum(costs)
 
+	// Trials are stopped before the status that counts them stopped (or the sweep finished) is
+	// written: a reader of a finished sweep finds each of its trials finished.
+	for _, c := range plan.Stop {
+		if err := r.stop(ctx, byName[c.Name], c.Message); err != nil {
+			return ctrl.Result{}, fmt.Errorf("stopping trial %s: %w", c.Name, err)
+		}
+		r.Recorder.Eventf(sw, nil, corev1.EventTypeNormal, EventTrialStopped, "StopTrial", "%s: %s", c.Name, c.Message)
+	}
 	if !equality.Semantic.DeepEqual(&sw.Status, status) {
 		sw.Status = *status
 		if err := r.Client.Status().Update(ctx, sw); err != nil {
@@ -170,13 +178,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	r.Metrics.Observe(sw)
 
 	var errs []error
-	for _, c := range plan.Stop {
-		if err := r.stop(ctx, byName[c.Name], c.Message); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		r.Recorder.Eventf(sw, nil, corev1.EventTypeNormal, EventTrialStopped, "StopTrial", "%s: %s", c.Name, c.Message)
-	}
 	for _, c := range plan.Pause {
 		if err := r.pause(ctx, byName[c.Name], c.Rung, true); err != nil {
 			errs = append(errs, err)

@@ -89,13 +89,13 @@ type ResourceUsage struct {
 	MemoryGiBSeconds float64 `json:"memoryGiBSeconds,omitempty"`
 }
 
-// CostTotal is the summed cost of a sweep's trials.
+// CostTotal is a sweep's or a trial's cost: GPU-hours, and the amount where every part is priced.
 type CostTotal struct {
-	// gpuHours are the GPU-hours of every trial.
+	// gpuHours are the GPU-hours summed.
 	// +optional
 	GPUHours float64 `json:"gpuHours,omitempty"`
 
-	// amount is the trials' amounts summed, in currency. Absent while a trial has no amount.
+	// amount is the amounts summed, in currency. Absent while some part has no amount.
 	// +optional
 	Amount *float64 `json:"amount,omitempty"`
 

@@ -387,6 +387,9 @@ type TrialStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
+	// cost is the trial's cost as its TrainingJob last showed it.
+	// +optional
+	Cost *CostTotal `json:"cost,omitempty"`
 }
 
 // BestTrial is the trial with the best objective so far.
@@ -482,9 +485,13 @@ type TrainingSweepStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=200
 	TrialStatuses []TrialStatus `json:"trialStatuses,omitempty"`
-	// cost sums the cost of the sweep's trials that exist.
+	// cost sums the cost of the sweep's trials, deleted trials included.
 	// +optional
 	Cost *CostTotal `json:"cost,omitempty"`
+	// deletedTrialsCost is the cost of the trials whose TrainingJobs were deleted, as their last
+	// status showed it: the GPUs they held stay spent, so cost keeps counting them.
+	// +optional
+	DeletedTrialsCost *CostTotal `json:"deletedTrialsCost,omitempty"`
 	// startTime is when the sweep was first reconciled.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`

@@ -1285,6 +1285,11 @@ func (in *TrainingSweepStatus) DeepCopyInto(out *TrainingSweepStatus) {
 		*out = new(CostTotal)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.DeletedTrialsCost != nil {
+		in, out := &in.DeletedTrialsCost, &out.DeletedTrialsCost
+		*out = new(CostTotal)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.StartTime != nil {
 		in, out := &in.StartTime, &out.StartTime
 		*out = (*in).DeepCopy()
@@ -1351,6 +1356,11 @@ func (in *TrialStatus) DeepCopyInto(out *TrialStatus) {
 		in, out := &in.Observations, &out.Observations
 		*out = make([]Observation, len(*in))
 		copy(*out, *in)
+	}
+	if in.Cost != nil {
+		in, out := &in.Cost, &out.Cost
+		*out = new(CostTotal)
+		(*in).DeepCopyInto(*out)
 	}
 }
 

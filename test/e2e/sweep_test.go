@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"iter"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -316,19 +317,34 @@ func TestSweepEarlyStoppingFreesQuotaForTheNextTrial(t *testing.T) {
 		t.Errorf("best trial %+v, want median-2 (x=0.3, the optimum)", b)
 	}
 	// The sweep's cost is its trials' summed: here GPU-hours, as no price list is installed.
+	var summed float64
 	e.waitSweep("median", "its trials' GPU-hours summed", func(s *convoy.TrainingSweep) bool {
 		trials := &convoy.TrainingJobList{}
 		if err := e.k.List(t.Context(), trials, client.InNamespace(e.ns), client.MatchingLabels{convoy.LabelSweepName: "median"}); err != nil {
 			return false
 		}
-		sum := 0.0
+		summed = 0
 		for _, j := range trials.Items {
 			if j.Status.Cost != nil {
-				sum += j.Status.Cost.GPUHours
+				summed += j.Status.Cost.GPUHours
 			}
 		}
-		return sum > 0 && s.Status.Cost != nil && math.Abs(s.Status.Cost.GPUHours-sum) < 1e-6
+		return summed > 0 && s.Status.Cost != nil && math.Abs(s.Status.Cost.GPUHours-summed) < 1e-6
 	})
+	// A deleted trial's GPU-hours were spent: the sweep's cost keeps them.
+	gone := e.get("median-1")
+	if gone.Status.Cost == nil || gone.Status.Cost.GPUHours == 0 {
+		t.Fatalf("median-1 ran but shows no cost: %+v", gone.Status.Cost)
+	}
+	must(t, e.k.Delete(t.Context(), gone))
+	kept := e.waitSweep("median", "median-1 deleted, its cost kept", func(s *convoy.TrainingSweep) bool {
+		return !slices.ContainsFunc(s.Status.TrialStatuses, func(tr convoy.TrialStatus) bool { return tr.Name == "median-1" }) &&
+			s.Status.DeletedTrialsCost != nil
+	})
+	if d := kept.Status.DeletedTrialsCost; math.Abs(d.GPUHours-gone.Status.Cost.GPUHours) > 1e-6 || math.Abs(kept.Status.Cost.GPUHours-summed) > 1e-6 {
+		t.Errorf("after deleting median-1 (%.6f GPU-h) the sweep shows cost %+v, deleted trials %+v; want the %.6f GPU-h summed before",
+			gone.Status.Cost.GPUHours, kept.Status.Cost, d, summed)
+	}
 	events, err := e.Kubectl(t.Context(), "get", "events", "-n", e.ns, "--field-selector", "involvedObject.name=median", "-o", "custom-columns=REASON:.reason,MESSAGE:.message")
 	must(t, err)
 	if !strings.Contains(events, "TrialEarlyStopped") || !strings.Contains(events, "median-1") {

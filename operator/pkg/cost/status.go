@@ -140,3 +140,11 @@ func Sum(costs []*convoy.CostStatus) *convoy.CostTotal {
 	}
 	return &total
 }
+
+// Of is a total as a cost that Sum adds to others; nil stays nil.
+func Of(t *convoy.CostTotal) *convoy.CostStatus {
+	if t == nil {
+		return nil
+	}
+	return &convoy.CostStatus{GPUHours: t.GPUHours, Amount: t.Amount, Currency: t.Currency}
+}

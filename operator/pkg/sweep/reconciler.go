@@ -148,9 +148,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return 0
 	})
 	summarize(status, trials, plan, now)
-	costs := make([]*convoy.CostStatus, len(jobs.Items))
+	status.DeletedTrialsCost = deletedTrialsCost(&sw.Status, trials)
+	costs := []*convoy.CostStatus{cost.Of(status.DeletedTrialsCost)}
 	for i := range jobs.Items {
-		costs[i] = jobs.Items[i].Status.Cost
+		costs = append(costs, jobs.Items[i].Status.Cost)
 	}
 	status.Cost = cost.Sum(costs)
 
@@ -239,6 +240,7 @@ func observe(sw *convoy.TrainingSweep, jobs []convoy.TrainingJob) []Trial {
 			t.Rung = int32(rung)
 		}
 		t.State = trialState(job)
+		t.Cost = cost.Sum([]*convoy.CostStatus{job.Status.Cost})
 		if t.State == convoy.TrialFailed || t.State == convoy.TrialEarlyStopped {
 			t.Message = conditionMessage(job)
 		}
@@ -251,6 +253,22 @@ func observe(sw *convoy.TrainingSweep, jobs []convoy.TrainingJob) []Trial {
 	}
 	slices.SortFunc(out, func(a, b Trial) int { return a.Index - b.Index })
 	return out
+}
+
+// deletedTrialsCost adds to the cost the sweep kept of deleted trials the last cost it showed of
+// each trial whose TrainingJob is gone.
+func deletedTrialsCost(prev *convoy.TrainingSweepStatus, trials []Trial) *convoy.CostTotal {
+	present := make(map[string]bool, len(trials))
+	for _, t := range trials {
+		present[t.Name] = true
+	}
+	costs := []*convoy.CostStatus{cost.Of(prev.DeletedTrialsCost)}
+	for _, t := range prev.TrialStatuses {
+		if !present[t.Name] {
+			costs = append(costs, cost.Of(t.Cost))
+		}
+	}
+	return cost.Sum(costs)
 }
 
 // addObservation adds an observation: a trial resumed from an earlier checkpoint reports its epochs again.

@@ -21,6 +21,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 )
@@ -73,6 +74,59 @@ func TestAddObservation(t *testing.T) {
 			got := addObservation(tc.have, convoy.Observation{Epoch: tc.add, Value: float64(tc.add)})
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDeletedTrialsCost(t *testing.T) {
+	usd := func(hours, amount float64) *convoy.CostTotal {
+		return &convoy.CostTotal{GPUHours: hours, Amount: &amount, Currency: "USD"}
+	}
+	trial := func(name string, c *convoy.CostTotal) convoy.TrialStatus {
+		return convoy.TrialStatus{Name: name, Cost: c}
+	}
+	present := func(names ...string) []Trial {
+		var out []Trial
+		for _, n := range names {
+			out = append(out, Trial{TrialStatus: convoy.TrialStatus{Name: n}})
+		}
+		return out
+	}
+	cases := map[string]struct {
+		prev   convoy.TrainingSweepStatus
+		trials []Trial
+		want   *convoy.CostTotal
+	}{
+		"every trial still there": {
+			prev:   convoy.TrainingSweepStatus{TrialStatuses: []convoy.TrialStatus{trial("a", usd(1, 4))}},
+			trials: present("a"),
+		},
+		"a deleted trial's last cost is kept": {
+			prev:   convoy.TrainingSweepStatus{TrialStatuses: []convoy.TrialStatus{trial("a", usd(1, 4)), trial("b", usd(2, 8))}},
+			trials: present("a"),
+			want:   &convoy.CostTotal{GPUHours: 2, Amount: ptr.To(8.0), Currency: "USD", Summary: "8.00 USD"},
+		},
+		"added to the trials deleted before": {
+			prev: convoy.TrainingSweepStatus{DeletedTrialsCost: usd(0.5, 2),
+				TrialStatuses: []convoy.TrialStatus{trial("a", usd(1, 4))}},
+			want: &convoy.CostTotal{GPUHours: 1.5, Amount: ptr.To(6.0), Currency: "USD", Summary: "6.00 USD"},
+		},
+		"kept as it was while nothing more is deleted": {
+			prev:   convoy.TrainingSweepStatus{DeletedTrialsCost: usd(0.5, 2), TrialStatuses: []convoy.TrialStatus{trial("a", usd(1, 4))}},
+			trials: present("a"),
+			want:   &convoy.CostTotal{GPUHours: 0.5, Amount: ptr.To(2.0), Currency: "USD", Summary: "2.00 USD"},
+		},
+		"an unpriced deleted trial leaves GPU-hours only": {
+			prev: convoy.TrainingSweepStatus{DeletedTrialsCost: usd(0.5, 2),
+				TrialStatuses: []convoy.TrialStatus{trial("a", &convoy.CostTotal{GPUHours: 3})}},
+			want: &convoy.CostTotal{GPUHours: 3.5, Summary: "3.50 GPU-h"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, deletedTrialsCost(&tc.prev, tc.trials)); diff != "" {
+				t.Errorf("deletedTrialsCost (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -1036,7 +1036,7 @@ type AdmissionStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Run",type=string,JSONPath=`.status.tracking.url`,priority=1
 // +kubebuilder:printcolumn:name="Model",type=string,JSONPath=`.status.model.digest`,priority=1
-// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 48",message="metadata.name must be at most 48 characters: pod names <name>-worker-<rank> must fit a 63-character DNS label"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 48",message="metadata.name must be at most 48 characters: the pods' hostnames <name>-worker-<rank> must fit a 63-character DNS label"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must start with a letter and contain only lowercase letters, digits and '-': it names the job's Service"
 type TrainingJob struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -122,8 +122,9 @@ func (g *bindingGate) open(ctx context.Context) error {
 	return client.IgnoreNotFound(g.k.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: g.ns, Name: gateName}}))
 }
 
-// workerName is the pod name of the job's worker of rank.
+// workerName is the pod name of the job's worker of rank in the gang's first attempt: the gate
+// holds back a new job's first bindings.
 func workerName(job string, rank int) string {
 	return jobs.PodName(&convoy.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: job}},
-		jobs.Replica{Role: jobs.RoleWorker, Rank: int32(rank)})
+		jobs.Replica{Role: jobs.RoleWorker, Rank: int32(rank)}, 0)
 }

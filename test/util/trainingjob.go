@@ -26,7 +26,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
+
+// WorkerPod is the name of the pod of job's worker of rank in restart attempt attempt
+// (mlframework.PodName): <job>-worker-<rank> in the first attempt, <job>-worker-<rank>-r<attempt> after.
+func WorkerPod(job string, rank, attempt int32) string {
+	return mlframework.PodName(&convoy.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: job}},
+		mlframework.Replica{Role: mlframework.RoleWorker, Rank: rank}, attempt)
+}
 
 // ConditionSummary is conditions on one line, Type=Status(Reason: Message) each, for a failure
 // message.

@@ -20,6 +20,9 @@ limitations under the License.
 package builder
 
 import (
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -40,6 +43,8 @@ type Options struct {
 	ScheduleTimeoutSeconds int32
 	// JobNetworkPolicy gives every job the NetworkPolicy NetworkPolicy returns.
 	JobNetworkPolicy bool
+	// DisruptionBudget gives every job the PodDisruptionBudget DisruptionBudget returns.
+	DisruptionBudget bool
 	// PublishImage is the operator's own image, which the publish pod runs (PublishPod).
 	PublishImage string
 }
@@ -83,6 +88,21 @@ func PodLabels(job *convoy.TrainingJob, r mlframework.Replica) map[string]string
 		schedv1alpha1.PodGroupLabel: job.Name,
 		convoy.LabelRestartAttempt:  itoa(job.Status.RestartCount),
 	}
+}
+
+// PodReplica is the replica a pod of the gang was created for, read from its labels (PodLabels);
+// false for a pod without them. Pods are told apart by their labels, not their names, which
+// change from one restart attempt to the next (mlframework.PodName).
+func PodReplica(pod *corev1.Pod) (mlframework.Replica, bool) {
+	role, ok := pod.Labels[convoy.LabelReplicaRole]
+	if !ok {
+		return mlframework.Replica{}, false
+	}
+	rank, err := strconv.ParseInt(pod.Labels[convoy.LabelReplicaRank], 10, 32)
+	if err != nil {
+		return mlframework.Replica{}, false
+	}
+	return mlframework.Replica{Role: mlframework.Role(role), Rank: int32(rank)}, true
 }
 
 // topologyAnnotations carry spec.scheduling.topology to the scheduler, on pods and the PodGroup.

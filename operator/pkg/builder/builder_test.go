@@ -78,7 +78,7 @@ func TestPodGolden(t *testing.T) {
 	gpus := resource.MustParse("8")
 	want := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: "llm-worker-1", Namespace: "team-a",
+			Name: "llm-worker-1-r1", Namespace: "team-a",
 			Labels: map[string]string{
 				"convoy.dev/job-name": "llm", "training-job": "llm", "convoy.dev/role": "worker", "convoy.dev/rank": "1",
 				"scheduling.x-k8s.io/pod-group": "llm", "convoy.dev/restart-attempt": "1",

@@ -33,11 +33,10 @@ import (
 // environment, secure defaults, and the gang's scheduling constraints. Restarts are the operator's,
 // for the whole gang, so the pod's restartPolicy is Never.
 func Pod(job *convoy.TrainingJob, r mlframework.Replica, p mlframework.Plugin, opts Options) *corev1.Pod {
-	name := mlframework.PodName(job, r)
 	pod := &corev1.Pod{
-		ObjectMeta: objectMeta(job, name, PodLabels(job, r)),
+		ObjectMeta: objectMeta(job, mlframework.PodName(job, r, job.Status.RestartCount), PodLabels(job, r)),
 		Spec: corev1.PodSpec{
-			Hostname:      name,
+			Hostname:      mlframework.HostName(job, r),
 			Subdomain:     job.Name,
 			RestartPolicy: corev1.RestartPolicyNever,
 			SchedulerName: job.SchedulerName(),

@@ -18,7 +18,6 @@ package controller
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -132,17 +131,12 @@ func (d *decision) schedulerPreemption() bool {
 // seen, so one that vanished since was deleted or evicted so fast (a force delete, or kwok) that
 // it was never seen terminating. The gang restarts whole, as for a lost pod.
 func (d *decision) vanishedPods() bool {
-	if !d.isTrue(convoy.ConditionRunning) {
+	if !d.isTrue(convoy.ConditionRunning) || len(d.t.missing) == 0 {
 		return false
 	}
-	for _, r := range d.t.missing {
-		name := mlframework.PodName(d.job, r)
-		if !slices.ContainsFunc(d.o.pods, func(pod *corev1.Pod) bool { return pod.Name == name }) {
-			d.restartLost(fmt.Sprintf("pod %s of the running gang was deleted or evicted", name))
-			return true
-		}
-	}
-	return false
+	name := mlframework.PodName(d.job, d.t.missing[0], d.st.RestartCount)
+	d.restartLost(fmt.Sprintf("pod %s of the running gang was deleted or evicted", name))
+	return true
 }
 
 // restartLost restarts the gang for lost pods (what says which), or fails the job when its pods

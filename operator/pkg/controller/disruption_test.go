@@ -157,8 +157,8 @@ func TestLostPods(t *testing.T) {
 			goneNodes: map[string]bool{"gone": true},
 			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonDisruptionLimitExceeded),
 				RestartCount: 10, DisruptionRestarts: 10, FailureReason: convoy.ReasonDisruptionLimitExceeded, Workers: convoy.WorkerCounts{Active: 1, Failed: 1},
-				Delete: []string{"llm-worker-0", "llm-worker-1"}, Started: true, Finished: true},
-			says: map[string]string{convoy.ConditionFailed: "node gone of pod llm-worker-0 no longer exists after 10 restarts for lost pods; spec.failurePolicy.disruptionLimit is 10"},
+				Delete: []string{"llm-worker-0-r10", "llm-worker-1-r10"}, Started: true, Finished: true},
+			says: map[string]string{convoy.ConditionFailed: "node gone of pod llm-worker-0-r10 no longer exists after 10 restarts for lost pods; spec.failurePolicy.disruptionLimit is 10"},
 		},
 		"a pod gone from a running gang without being seen terminating restarts the gang": {
 			job:  runningJob.Clone().Obj(),

@@ -77,7 +77,7 @@ func (e *expectations) pending(job *convoy.TrainingJob, replicas []mlframework.R
 	}
 	var out []mlframework.Replica
 	for _, r := range replicas {
-		if at, ok := x.names[mlframework.PodName(job, r)]; !ok || now.Sub(at) > expectationTTL {
+		if at, ok := x.names[mlframework.PodName(job, r, job.Status.RestartCount)]; !ok || now.Sub(at) > expectationTTL {
 			out = append(out, r)
 		}
 	}

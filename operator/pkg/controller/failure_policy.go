@@ -24,7 +24,6 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
-	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 // failurePolicy is the phase of a gang with a failed pod, by spec.failurePolicy: restartPolicy
@@ -37,7 +36,7 @@ func (d *decision) failurePolicy() bool {
 	}
 	pods := make([]*corev1.Pod, 0, len(d.t.failed))
 	for _, r := range d.t.failed {
-		pods = append(pods, d.t.current[mlframework.PodName(d.job, r)])
+		pods = append(pods, d.t.current[r])
 	}
 	pod := firstFailed(pods)
 	what := describeFailure(pod)

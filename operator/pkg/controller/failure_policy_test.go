@@ -42,8 +42,8 @@ func TestFailurePolicy(t *testing.T) {
 			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).attempt(2).phase(corev1.PodRunning).obj(), makePod(job.Obj(), "worker", 1).attempt(2).exit(1).obj()},
 			want: outcome{State: convoy.StateFailed, Reasons: with(admitted, convoy.ConditionFailed, convoy.ReasonBackoffLimitExceeded),
 				RestartCount: 2, FailureRestarts: 2, FailureReason: convoy.ReasonBackoffLimitExceeded, Workers: convoy.WorkerCounts{Active: 1, Failed: 1},
-				Delete: []string{"llm-worker-0"}, Started: true, Finished: true},
-			says: map[string]string{convoy.ConditionFailed: "pod llm-worker-1 failed with exit code 1; see `kubectl logs -n ns llm-worker-1` after 2 restarts; spec.failurePolicy.backoffLimit is 2"},
+				Delete: []string{"llm-worker-0-r2"}, Started: true, Finished: true},
+			says: map[string]string{convoy.ConditionFailed: "pod llm-worker-1-r2 failed with exit code 1; see `kubectl logs -n ns llm-worker-1-r2` after 2 restarts; spec.failurePolicy.backoffLimit is 2"},
 		},
 		"restartPolicy Never: the first failure fails the job": {
 			job:  runningJob.Clone().FailurePolicy(convoy.RestartNever, 3).Obj(),

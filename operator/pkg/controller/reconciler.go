@@ -482,7 +482,7 @@ func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, pl
 	ctrl.LoggerFrom(ctx).V(2).Info("Creating pods", "count", len(replicas), "restartAttempt", job.Status.RestartCount)
 	names := make([]string, len(replicas))
 	for i, rep := range replicas {
-		names[i] = mlframework.PodName(job, rep)
+		names[i] = mlframework.PodName(job, rep, job.Status.RestartCount)
 	}
 	r.expect.created(job, names, r.Clock.Now())
 	return parallel(len(replicas), func(i int) error {

@@ -39,8 +39,10 @@ func (d *decision) startup() bool {
 	t := &d.t
 	d.p.ensureChildren = true
 	for _, r := range t.missing {
-		// A pod of an earlier attempt with the same name must be gone first.
-		if !slices.ContainsFunc(d.o.pods, func(pod *corev1.Pod) bool { return pod.Name == mlframework.PodName(d.job, r) }) {
+		// Each attempt names its pods apart (mlframework.PodName); a pod of another attempt that
+		// has the name all the same must be gone first.
+		name := mlframework.PodName(d.job, r, d.st.RestartCount)
+		if !slices.ContainsFunc(d.o.pods, func(pod *corev1.Pod) bool { return pod.Name == name }) {
 			d.p.create = append(d.p.create, r)
 		}
 	}
@@ -74,7 +76,7 @@ func (d *decision) startup() bool {
 		reason, msg = c.Reason, c.Message
 	}
 	// Only the gang's pods count: one it no longer has is deleted by this reconcile.
-	gangPods := slices.DeleteFunc(slices.Collect(maps.Values(t.current)), func(pod *corev1.Pod) bool { return !t.want[pod.Name] })
+	gangPods := slices.Collect(maps.Values(t.current))
 	if placed, all := lastPlaced(gangPods); all && len(gangPods) == total {
 		timeout := startupTimeout(d.job)
 		if left := placed.Add(timeout).Sub(d.o.now); left > 0 {

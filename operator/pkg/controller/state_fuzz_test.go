@@ -17,6 +17,7 @@ limitations under the License.
 package controller
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,6 +33,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/builder"
 	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 	"github.com/convoy-dev/convoy/operator/pkg/testing/apivalidation"
@@ -71,9 +73,9 @@ func checkPlan(t *testing.T, o observation, p plan) {
 	t.Helper()
 	job, st := o.job, &p.status
 	replicas := o.plugin.Replicas(job)
-	want := map[string]bool{}
-	for _, r := range replicas {
-		want[mlframework.PodName(job, r)] = true
+	inGang := func(pod *corev1.Pod) bool {
+		r, ok := builder.PodReplica(pod)
+		return ok && slices.Contains(replicas, r)
 	}
 	observed := map[string]*corev1.Pod{}
 	for _, pod := range o.pods {
@@ -83,9 +85,9 @@ func checkPlan(t *testing.T, o observation, p plan) {
 	// Creates: replicas of the gang, each once, never over a pod of the same name.
 	created := map[string]bool{}
 	for _, r := range p.create {
-		name := mlframework.PodName(job, r)
+		name := mlframework.PodName(job, r, st.RestartCount)
 		switch {
-		case !want[name]:
+		case !slices.Contains(replicas, r):
 			t.Errorf("creates %s, which is not a replica of the gang %v", name, replicas)
 		case created[name]:
 			t.Errorf("creates %s twice", name)
@@ -122,7 +124,7 @@ func checkPlan(t *testing.T, o observation, p plan) {
 	for _, pod := range o.pods {
 		if pod.DeletionTimestamp == nil && !deleted[pod.Name] && !isFinished(pod) {
 			alive++
-			if !want[pod.Name] {
+			if !inGang(pod) {
 				t.Errorf("keeps %s, which is not a replica of the gang", pod.Name)
 			}
 		}
@@ -140,7 +142,7 @@ func checkPlan(t *testing.T, o observation, p plan) {
 	case finished:
 		attempt := strconv.Itoa(int(st.RestartCount))
 		for _, pod := range p.delete {
-			if isFinished(pod) && want[pod.Name] && pod.Labels[convoy.LabelRestartAttempt] == attempt {
+			if isFinished(pod) && inGang(pod) && pod.Labels[convoy.LabelRestartAttempt] == attempt {
 				t.Errorf("a finished job deletes its finished pod %s: its logs go with it", pod.Name)
 			}
 		}

@@ -78,8 +78,20 @@ func (w *podWrapper) node(name string) *podWrapper {
 	return w
 }
 
+// attempt makes the pod one of restart attempt n, named as that attempt names it.
 func (w *podWrapper) attempt(n int) *podWrapper {
 	w.Labels[convoy.LabelRestartAttempt] = strconv.Itoa(n)
+	r, _ := builder.PodReplica(&w.Pod)
+	job := &convoy.TrainingJob{ObjectMeta: metav1.ObjectMeta{Name: w.Labels[convoy.LabelJobName]}}
+	w.Name = mlframework.PodName(job, r, int32(n))
+	w.UID = types.UID("uid-" + w.Name)
+	return w
+}
+
+// named renames the pod, keeping its labels.
+func (w *podWrapper) named(name string) *podWrapper {
+	w.Name = name
+	w.UID = types.UID("uid-" + name)
 	return w
 }
 

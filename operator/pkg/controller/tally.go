@@ -17,11 +17,13 @@ limitations under the License.
 package controller
 
 import (
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/builder"
 	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
@@ -29,9 +31,9 @@ import (
 type tally struct {
 	// attempt is the current restart attempt, as pods label it.
 	attempt string
-	// current are the pods of the current attempt by name; want are the names of the gang's replicas.
-	current  map[string]*corev1.Pod
-	want     map[string]bool
+	// current are the pods of the current attempt by the replica their labels name (pod names
+	// change with the attempt); only replicas of the gang are in it.
+	current  map[mlframework.Replica]*corev1.Pod
 	replicas []mlframework.Replica
 	// failed are the replicas whose pod failed; lost those whose pod was lost (lostCause); missing
 	// those without a pod of the current attempt.
@@ -49,17 +51,16 @@ type tally struct {
 // countAttempt tallies the pods of the job's current attempt.
 func countAttempt(o observation, restartCount int32) tally {
 	job := o.job
-	t := tally{attempt: strconv.Itoa(int(restartCount)), current: map[string]*corev1.Pod{}, want: map[string]bool{},
+	t := tally{attempt: strconv.Itoa(int(restartCount)), current: map[mlframework.Replica]*corev1.Pod{},
 		replicas: o.plugin.Replicas(job), allSucceeded: true}
 	for _, pod := range o.pods {
-		if pod.Labels[convoy.LabelRestartAttempt] == t.attempt {
-			t.current[pod.Name] = pod
+		r, ok := builder.PodReplica(pod)
+		if ok && pod.Labels[convoy.LabelRestartAttempt] == t.attempt && slices.Contains(t.replicas, r) && t.current[r] == nil {
+			t.current[r] = pod
 		}
 	}
 	for _, r := range t.replicas {
-		name := mlframework.PodName(job, r)
-		t.want[name] = true
-		pod := t.current[name]
+		pod := t.current[r]
 		if pod == nil {
 			t.missing = append(t.missing, r)
 			t.allSucceeded = t.allSucceeded && !o.plugin.MustSucceed(r)
@@ -100,6 +101,12 @@ func countAttempt(o observation, restartCount int32) tally {
 	return t
 }
 
+// holds reports whether pod is the current attempt's pod of one of the gang's replicas.
+func (t *tally) holds(pod *corev1.Pod) bool {
+	r, ok := builder.PodReplica(pod)
+	return ok && t.current[r] == pod
+}
+
 // tally is the phase that counts the current attempt's pods into status.workers and
 // status.resources, and deletes the pods of earlier attempts and those the gang no longer has.
 // It never decides the reconcile.
@@ -107,6 +114,6 @@ func (d *decision) tally() bool {
 	d.t = countAttempt(d.o, d.st.RestartCount)
 	d.st.Workers = d.t.workers
 	d.st.Resources = resources(d.job, d.o.pods, d.o.nodes)
-	d.deleteWhere(func(pod *corev1.Pod) bool { return d.t.current[pod.Name] != nil && d.t.want[pod.Name] })
+	d.deleteWhere(d.t.holds)
 	return false
 }

@@ -34,14 +34,25 @@ import (
 func TestTally(t *testing.T) {
 	job, runningJob := twoWorkers()
 	testDecide(t, map[string]decideCase{
-		"pods of an earlier attempt are deleted and not mistaken for the new gang": {
-			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 1, Conditions: running(t0)}).Obj(),
+		"pods of an earlier attempt are deleted and not mistaken for the new gang, whose pods have names of their own": {
+			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 1, Conditions: []metav1.Condition{
+				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0)}}).Obj(),
 			pods: []*corev1.Pod{
 				makePod(job.Obj(), "worker", 0).attempt(1).phase(corev1.PodRunning).obj(),
 				makePod(job.Obj(), "worker", 1).attempt(0).exit(1).obj(),
 			},
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				RestartCount: 1, Workers: convoy.WorkerCounts{Active: 1}, Delete: []string{"llm-worker-1"}, Children: true, Started: true},
+				RestartCount: 1, Workers: convoy.WorkerCounts{Active: 1}, Create: []mlframework.Replica{{Role: mlframework.RoleWorker, Rank: 1}},
+				Delete: []string{"llm-worker-1"}, Children: true, Started: true},
+		},
+		"a pod of the current attempt is the gang's by its labels, whatever its name (an earlier operator version named every attempt alike)": {
+			job: runningJob.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 2, Conditions: running(t0)}).Obj(),
+			pods: []*corev1.Pod{
+				makePod(job.Obj(), "worker", 0).attempt(2).phase(corev1.PodRunning).named("llm-worker-0").obj(),
+				makePod(job.Obj(), "worker", 1).attempt(2).phase(corev1.PodRunning).obj(),
+			},
+			want: outcome{State: convoy.StateRunning, Reasons: with(admitted, convoy.ConditionRunning, convoy.ReasonPodsRunning),
+				RestartCount: 2, Workers: convoy.WorkerCounts{Active: 2}, Children: true, Started: true},
 		},
 
 		"a pod of a rank the gang no longer has is deleted; the gang's own run on": {
@@ -86,11 +97,11 @@ func TestCountAttempt(t *testing.T) {
 	}
 	got := countAttempt(observation{job: job, plugin: plugin, pods: pods, goneNodes: map[string]bool{"gone": true}}, 1)
 	want := counts{Failed: []mlframework.Replica{w(3)}, Lost: []mlframework.Replica{w(1)}, Missing: []mlframework.Replica{w(2)},
-		LostMsg: "node gone of pod llm-worker-1 no longer exists", Workers: convoy.WorkerCounts{Active: 1, Failed: 2}, Running: 1}
+		LostMsg: "node gone of pod llm-worker-1-r1 no longer exists", Workers: convoy.WorkerCounts{Active: 1, Failed: 2}, Running: 1}
 	if diff := cmp.Diff(want, counts{got.failed, got.lost, got.missing, got.lostMsg, got.workers, got.running, got.succeeded, got.allSucceeded}); diff != "" {
 		t.Errorf("countAttempt (-want,+got):\n%s", diff)
 	}
-	if got.attempt != "1" || len(got.current) != 3 || got.current["llm-worker-2"] != nil {
+	if got.attempt != "1" || len(got.current) != 3 || got.current[w(2)] != nil {
 		t.Errorf("current attempt %q holds %v, want attempt 1 without llm-worker-2 of attempt 0", got.attempt, names(slices.Collect(maps.Values(got.current))))
 	}
 }

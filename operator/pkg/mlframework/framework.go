@@ -45,17 +45,30 @@ type Replica struct {
 	Rank int32
 }
 
-// PodName is the replica's pod name: <job>-worker-<rank>, <job>-ps-<rank> or <job>-scheduler.
-func PodName(job *convoy.TrainingJob, r Replica) string {
+// HostName is the replica's hostname, the same in every restart attempt: <job>-worker-<rank>,
+// <job>-ps-<rank> or <job>-scheduler.
+func HostName(job *convoy.TrainingJob, r Replica) string {
 	if r.Role == RoleScheduler {
 		return job.Name + "-scheduler"
 	}
 	return job.Name + "-" + string(r.Role) + "-" + strconv.Itoa(int(r.Rank))
 }
 
+// PodName is the name of the replica's pod in restart attempt attempt (status.restartCount): its
+// HostName in attempt 0, and HostName-r<attempt> after, so that no pod of a restarted gang takes
+// the name of a pod of an earlier attempt. kubectl drain retries an eviction a
+// PodDisruptionBudget refused by the pod's name: a gang moved off the node under the same names
+// would be evicted again on its new nodes.
+func PodName(job *convoy.TrainingJob, r Replica, attempt int32) string {
+	if attempt == 0 {
+		return HostName(job, r)
+	}
+	return HostName(job, r) + "-r" + strconv.Itoa(int(attempt))
+}
+
 // Host is the replica's stable DNS name: its hostname in the subdomain of the job's headless Service.
 func Host(job *convoy.TrainingJob, r Replica) string {
-	return PodName(job, r) + "." + job.Name + "." + job.Namespace + ".svc"
+	return HostName(job, r) + "." + job.Name + "." + job.Namespace + ".svc"
 }
 
 // HostPort is Host with the job's rendezvous port.

@@ -17,10 +17,13 @@ limitations under the License.
 package mlframework
 
 import (
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
@@ -224,15 +227,59 @@ func TestReplicasAndSuccess(t *testing.T) {
 				if p.MustSucceed(r) {
 					must = append(must, r)
 				}
-				names = append(names, PodName(tc.job, r))
+				names = append(names, HostName(tc.job, r))
 			}
 			if diff := cmp.Diff(tc.mustSucceed, must); diff != "" {
 				t.Errorf("MustSucceed (-want,+got):\n%s", diff)
 			}
 			if diff := cmp.Diff(tc.wantNames, names); diff != "" {
-				t.Errorf("pod names (-want,+got):\n%s", diff)
+				t.Errorf("host names (-want,+got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestPodNames: each restart attempt names the gang's pods apart, so that nothing that follows a
+// pod by name (kubectl drain) mistakes a later attempt's pod for it; the hostname, and so every
+// address the framework's environment holds, is the same in every attempt.
+func TestPodNames(t *testing.T) {
+	job := utiltesting.MakeTrainingJob("llm", "ns").Framework(convoy.FrameworkMXNet).Workers(2).ParameterServers(1).Obj()
+	cases := []struct {
+		replica Replica
+		attempt int32
+		want    string
+	}{
+		{Replica{RoleWorker, 0}, 0, "llm-worker-0"},
+		{Replica{RoleWorker, 0}, 1, "llm-worker-0-r1"},
+		{Replica{RoleWorker, 1}, 12, "llm-worker-1-r12"},
+		{Replica{RolePS, 0}, 3, "llm-ps-0-r3"},
+		{Replica{RoleScheduler, 0}, 0, "llm-scheduler"},
+		{Replica{RoleScheduler, 0}, 2, "llm-scheduler-r2"},
+	}
+	seen := map[string]bool{}
+	for _, tc := range cases {
+		got := PodName(job, tc.replica, tc.attempt)
+		if got != tc.want {
+			t.Errorf("PodName(%v, attempt %d) = %q, want %q", tc.replica, tc.attempt, got, tc.want)
+		}
+		if seen[got] {
+			t.Errorf("two pods named %q", got)
+		}
+		seen[got] = true
+		if host := HostName(job, tc.replica); !strings.HasPrefix(got, host) || Host(job, tc.replica) != host+".llm.ns.svc" {
+			t.Errorf("attempt %d of %v: pod %q, host %q, DNS name %q; want the pod named after its host and the DNS name the same in every attempt",
+				tc.attempt, tc.replica, got, host, Host(job, tc.replica))
+		}
+	}
+	// The longest job name the API takes (48), the largest rank the hostname's 63 characters
+	// leave and the largest attempt: the pod name is still a valid DNS subdomain.
+	long := utiltesting.MakeTrainingJob(strings.Repeat("a", 48), "ns").Obj()
+	r := Replica{RoleWorker, 9999999}
+	if host := HostName(long, r); len(validation.IsDNS1123Label(host)) > 0 {
+		t.Errorf("hostname %q is no DNS label: %v", host, validation.IsDNS1123Label(host))
+	}
+	if name := PodName(long, r, math.MaxInt32); len(validation.IsDNS1123Subdomain(name)) > 0 {
+		t.Errorf("pod name %q is no DNS subdomain: %v", name, validation.IsDNS1123Subdomain(name))
 	}
 }
 

@@ -206,7 +206,7 @@ func TestBackoffLimitExceeded(t *testing.T) {
 	e.startGang("bo", 2, 0)
 	e.finishPod("bo-worker-0", 3)
 	e.startGang("bo", 2, 1)
-	e.finishPod("bo-worker-0", 3)
+	e.finishPod(util.WorkerPod("bo", 0, 1), 3)
 
 	job := e.waitState("bo", convoy.StateFailed)
 	c := e.wantCondition(job, convoy.ConditionFailed, convoy.ReasonBackoffLimitExceeded)
@@ -216,7 +216,7 @@ func TestBackoffLimitExceeded(t *testing.T) {
 	t.Logf("Failed: %s", c.Message)
 	e.eventually("the rest of the gang to stop", func() (bool, string) {
 		pods := e.pods("bo")
-		_, failedKept := pods["bo-worker-0"]
+		_, failedKept := pods[util.WorkerPod("bo", 0, 1)]
 		return len(pods) == 1 && failedKept, fmt.Sprint(len(pods), " pods")
 	})
 	e.waitEvents("bo", convoy.ReasonBackoffLimitExceeded)

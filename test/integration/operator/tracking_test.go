@@ -88,7 +88,7 @@ func TestTrackingRunAcrossRestarts(t *testing.T) {
 	}
 	e.bindAll("tr")
 	e.waitState("tr", convoy.StateRunning)
-	w0 = pods["tr-worker-0"]
+	w0 = pods[util.WorkerPod("tr", 0, 1)]
 	if code, answer := e.post(w0, "tracking", e.podToken(w0, progress.Audience), progress.Tracking{MLflowRunID: "fresh-run"}); code != http.StatusConflict {
 		t.Errorf("the restarted rank 0 reporting a new run: %d %s, want 409", code, answer)
 	}

@@ -25,6 +25,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,6 +80,9 @@ func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob
 			return err
 		}
 	}
+	if err := r.ensureDisruptionBudget(ctx, job, plugin); err != nil {
+		return err
+	}
 	pg := builder.PodGroup(job, builder.Pods(job, plugin, r.Options), r.Options)
 	if err := ensure(ctx, r.Client, job, pg, &schedv1alpha1.PodGroup{}, func(want, have *schedv1alpha1.PodGroup) bool {
 		changed := false
@@ -119,6 +123,29 @@ func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob
 				return &childConflict{kind: "Secret", namespace: job.Namespace, name: secret.Name}
 			}
 		}
+	}
+	return nil
+}
+
+// ensureDisruptionBudget keeps the job's PodDisruptionBudget as builder.DisruptionBudget has it,
+// and deletes the one the job owns when the operator gives jobs none.
+func (r *Reconciler) ensureDisruptionBudget(ctx context.Context, job *convoy.TrainingJob, plugin mlframework.Plugin) error {
+	pdb := builder.DisruptionBudget(job, plugin, r.Options)
+	if pdb != nil {
+		return ensure(ctx, r.Client, job, pdb, &policyv1.PodDisruptionBudget{}, func(want, have *policyv1.PodDisruptionBudget) bool {
+			if equality.Semantic.DeepEqual(want.Spec, have.Spec) {
+				return false
+			}
+			have.Spec = want.Spec
+			return true
+		})
+	}
+	have := &policyv1.PodDisruptionBudget{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(job), have); err != nil || !metav1.IsControlledBy(have, job) {
+		return client.IgnoreNotFound(err)
+	}
+	if err := r.Client.Delete(ctx, have, client.Preconditions{UID: &have.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting PodDisruptionBudget %s: %w", have.Name, err)
 	}
 	return nil
 }

@@ -29,6 +29,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -45,6 +46,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -116,6 +118,7 @@ func CacheOptions(notice ReclaimNotice) cache.Options {
 		// Checkpoint claims, labelled for their job whether it owns them or not.
 		&corev1.PersistentVolumeClaim{}: owned,
 		&networkingv1.NetworkPolicy{}:   owned,
+		&policyv1.PodDisruptionBudget{}: owned,
 		&corev1.Node{}:                  {Transform: notice.stripNode},
 	}}
 }
@@ -161,6 +164,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		Owns(&schedv1alpha1.PodGroup{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&networkingv1.NetworkPolicy{}).
+		// The disruption controller rewrites a budget's status as pods come and go: only its spec
+		// and its deletion matter here.
+		Owns(&policyv1.PodDisruptionBudget{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnNode), ctrlbuilder.WithPredicates(r.Notice.nodeEvents()))
 	if q, ok := r.Queue.(ManagedQueue); ok {
 		if err := q.SetupWithManager(ctx, mgr); err != nil {
@@ -200,6 +206,7 @@ func (r *Reconciler) jobsOnNode(ctx context.Context, node client.Object) []recon
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=scheduling.x-k8s.io,resources=podgroups,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 

@@ -87,6 +87,11 @@ type Options struct {
 	// JobNetworkPolicy gives every job a NetworkPolicy that lets its pods accept connections only
 	// from its own gang (builder.NetworkPolicy).
 	JobNetworkPolicy bool
+	// DisruptionBudget gives every job a PodDisruptionBudget that makes the Eviction API refuse to
+	// evict its running gang (builder.DisruptionBudget), so that kubectl drain waits while the gang
+	// checkpoints and moves off the cordoned node. It needs a cordon to be a notice: with
+	// ReclaimNotice.IgnoreCordon no job gets one, since nothing would move the gang.
+	DisruptionBudget bool
 	// PublishImage is the image of the pod that publishes a completed job's model (the operator's
 	// own, which has `convoy-operator publish`). Empty: the image of the operator's pod PodName.
 	PublishImage string
@@ -122,6 +127,7 @@ var Defaults = Options{
 	PriceList:               cost.DefaultPriceList,
 	MaxConcurrentReconciles: 16,
 	Backoff:                 controller.DefaultBackoff,
+	DisruptionBudget:        true,
 }
 
 // Scheme has every type the operator reads or writes.
@@ -213,7 +219,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Recorder:  recorder,
 		Metrics:   metrics.NewRecorder(),
 		Options: builder.Options{ProgressURL: opts.ProgressURL, ProgressCA: cert.CAPEM, JobNetworkPolicy: opts.JobNetworkPolicy,
-			PublishImage: publishImage(ctx, mgr.GetAPIReader(), opts)},
+			DisruptionBudget: opts.DisruptionBudget && !opts.ReclaimNotice.IgnoreCordon, PublishImage: publishImage(ctx, mgr.GetAPIReader(), opts)},
 		Backoff: opts.Backoff,
 		Queue:   opts.Queue,
 		Notice:  opts.ReclaimNotice,

@@ -32,6 +32,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -224,6 +225,10 @@ func trimPod(obj any) (any, error) {
 	}
 	if v, ok := p.Labels[convoy.LabelJobName]; ok {
 		keep.Labels = map[string]string{convoy.LabelJobName: v}
+	}
+	// A TrainingJob's pod is deleted, not evicted, from a failed GPU (evict.go).
+	if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "TrainingJob" {
+		keep.OwnerReferences = []metav1.OwnerReference{*ref}
 	}
 	keep.Spec.NodeName = p.Spec.NodeName
 	trim := func(cs []corev1.Container) []corev1.Container {

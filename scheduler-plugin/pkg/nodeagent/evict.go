@@ -85,9 +85,17 @@ func (e *Eviction) stillHeld(s *convoy.GPUNodeStatus) bool {
 	return false
 }
 
+// ofTrainingJob reports whether a TrainingJob controls the pod: it is a pod of a Convoy gang.
+func ofTrainingJob(pod *corev1.Pod) bool {
+	ref := metav1.GetControllerOf(pod)
+	return ref != nil && ref.Kind == "TrainingJob" && strings.HasPrefix(ref.APIVersion, convoy.GroupVersion.Group+"/")
+}
+
 // evict asks the API server to evict each pending pod that still holds its unhealthy GPUs and is
-// bound to this node. An eviction refused (a PodDisruptionBudget, an API error) is retried at the
-// next poll while the pod holds the GPU; one that succeeded, or whose pod is gone, is done.
+// bound to this node. A pod of a TrainingJob whose eviction its gang's PodDisruptionBudget refuses
+// is deleted instead. An eviction refused otherwise (another PodDisruptionBudget, an API error) is
+// retried at the next poll while the pod holds the GPU; one that succeeded, or whose pod is gone,
+// is done.
 func (w *worker) evict(ctx context.Context, node *corev1.Node, s *convoy.GPUNodeStatus) {
 	pending := w.evictions[:0]
 	for _, e := range w.evictions {
@@ -111,6 +119,12 @@ func (w *worker) evict(ctx context.Context, node *corev1.Node, s *convoy.GPUNode
 		eviction := &policyv1.Eviction{DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}}
 		target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		err := w.a.client.SubResource("eviction").Create(ctx, target, eviction)
+		if apierrors.IsTooManyRequests(err) && ofTrainingJob(pod) {
+			// A TrainingJob's PodDisruptionBudget refuses every eviction of its running gang, so that
+			// a drain waits for the gang's checkpoint; a failed GPU cannot wait. The operator restarts
+			// the gang elsewhere for the deleted pod, as for an evicted one.
+			err = w.a.client.Delete(ctx, pod, client.Preconditions{UID: &uid})
+		}
 		switch {
 		case err == nil:
 			w.log.Info("Evicted the pod holding an unhealthy GPU", "pod", e.Pod, "reason", e.Reason)

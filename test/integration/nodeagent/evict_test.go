@@ -23,16 +23,21 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent/nvmlmock"
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // The DaemonSet's agent, with its own RBAC and admission policies, evicts the pod holding a GPU
@@ -114,4 +119,79 @@ func TestUnhealthyGPUEvictsItsPod(t *testing.T) {
 	if n := len(nodeEvents(t, c, node, nodeagent.ReasonPodEvicted)); n != 1 {
 		t.Errorf("%d PodEvicted Events, want 1: one eviction per transition", n)
 	}
+}
+
+// A pod of a TrainingJob's gang, whose PodDisruptionBudget refuses to evict it, is deleted instead
+// when its GPU fails: the budget makes drains wait for a checkpoint, and a failed GPU cannot wait.
+// A pod of no TrainingJob that a budget protects is left to the budget, its eviction retried.
+func TestUnhealthyGPUDeletesTheGangPodItsBudgetProtects(t *testing.T) {
+	c := cluster(t)
+	node := framework.Unique(t, "evict-pdb")
+	ns := framework.Unique(t, "evict-pdb")
+	ctx := context.Background()
+	createNodes(t, c, 8, node)
+	cfg := nodeBoundConfig(t, c, node)
+	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	job := utiltesting.MakeTrainingJob("llm", ns).Obj()
+	if err := c.Client.Create(ctx, job); err != nil {
+		t.Fatal(err)
+	}
+	gangPod := gpuPod(ns, "llm-worker-0", node, 2, "2,3")
+	gangPod.Labels = map[string]string{convoy.LabelJobName: "llm"}
+	gangPod.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(job, convoy.GroupVersion.WithKind("TrainingJob"))}
+	other := gpuPod(ns, "other", node, 2, "4,5")
+	other.Labels = map[string]string{"app": "other"}
+	one := intstr.FromInt32(1)
+	for _, p := range []*corev1.Pod{gangPod, other} {
+		if err := c.Client.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+		// Running and Ready, as its kubelet would report it: a budget protects only such pods.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+				return err
+			}
+			p.Status.Phase = corev1.PodRunning
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+			return c.Client.Status().Update(ctx, p)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		pdb := &policyv1.PodDisruptionBudget{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: p.Name},
+			Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: &one, Selector: &metav1.LabelSelector{MatchLabels: p.Labels}},
+		}
+		if err := c.Client.Create(ctx, pdb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := startAgent(t, cfg, nvmlmock.ProfileH100x8, nodeagent.Options{NodeName: node, PollInterval: 200 * time.Millisecond, EvictOnUnhealthy: true})
+	waitGPUNode(t, c, node, 20*time.Second, "both pods holding their GPUs", func(g *convoy.GPUNode) bool {
+		h := holders(g)
+		return len(h[ns+"/llm-worker-0"]) == 2 && len(h[ns+"/other"]) == 2
+	})
+	for _, gpu := range []int{3, 5} {
+		if err := run.fleet.Inject(node, gpu, nvmlmock.Fault{Kind: nvmlmock.FaultXID, XID: 79}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	util.EventuallyErr(t, 100*time.Millisecond, 20*time.Second, "the gang's pod deleted", func() (bool, error) {
+		p := &corev1.Pod{}
+		err := c.Client.Get(ctx, client.ObjectKeyFromObject(gangPod), p)
+		return apierrors.IsNotFound(err) || err == nil && p.DeletionTimestamp != nil, err
+	})
+	e := waitEvent(t, c, node, nodeagent.ReasonPodEvicted)
+	if e.Related == nil || e.Related.Name != "llm-worker-0" || !strings.Contains(e.Note, "GPU 3") {
+		t.Errorf("Event related %+v: %q; want one about %s/llm-worker-0 naming GPU 3", e.Related, e.Note, ns)
+	}
+	util.Consistently(t, 200*time.Millisecond, 3*time.Second, "the budget keeps the pod of no TrainingJob", func() (bool, string) {
+		p := &corev1.Pod{}
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(other), p); err != nil || p.DeletionTimestamp != nil {
+			return false, "other is gone or going"
+		}
+		return true, ""
+	})
 }

@@ -19,6 +19,7 @@ package nodeagent
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -37,6 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/nodeagent/nvmlmock"
 	"github.com/convoy-dev/convoy/test/framework"
@@ -127,7 +129,7 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 	})
 
 	// The policies type-check against the objects they match: kubectl shows no warnings.
-	for _, name := range []string{"convoy-node-agent-gpunodes", "convoy-node-agent-node-labels", "convoy-node-agent-events"} {
+	for _, name := range []string{"convoy-node-agent-gpunodes", "convoy-node-agent-node-labels", "convoy-node-agent-events", "convoy-node-agent-pod-deletes"} {
 		p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
 		util.EventuallyErr(t, 20*time.Millisecond, 10*time.Second, "policy "+name+" type-checked", func() (bool, error) {
 			err := c.Client.Get(ctx, client.ObjectKey{Name: name}, p)
@@ -149,6 +151,28 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 	}
 	waitEvent(t, c, ownX, nodeagent.ReasonGPUUnhealthy)
 
+	// Pods the agent must not delete (the deletes are dry runs: a policy that let one through
+	// deletes nothing). A TrainingJob owns one of them on each node.
+	ns := framework.Unique(t, "own-pods")
+	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	tj := utiltesting.MakeTrainingJob("llm", ns).Obj()
+	if err := c.Client.Create(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	podOf := func(node string, ofJob bool) *corev1.Pod {
+		p := gpuPod(ns, fmt.Sprintf("%s-%v", node, ofJob), node, 1, "")
+		if ofJob {
+			p.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(tj, convoy.GroupVersion.WithKind("TrainingJob"))}
+		}
+		return p
+	}
+	for _, p := range []*corev1.Pod{podOf(ownY, true), podOf(ownX, false)} {
+		if err := c.Client.Create(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
 	labels := func(node string, l map[string]string) error {
 		return agentClient.Apply(ctx, corev1ac.Node(node).WithLabels(l), client.FieldOwner(nodeagent.FieldManager))
 	}
@@ -200,6 +224,14 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 				return err
 			},
 			want: "may report Events only about that node",
+		},
+		"deleting a TrainingJob's pod on another node": {
+			write: func() error { return agentClient.Delete(ctx, podOf(ownY, true), client.DryRunAll) },
+			want:  "may delete only pods bound to that node",
+		},
+		"deleting a pod of its node that no TrainingJob controls": {
+			write: func() error { return agentClient.Delete(ctx, podOf(ownX, false), client.DryRunAll) },
+			want:  "may delete only pods of a TrainingJob",
 		},
 		"deleting its own GPUNode (RBAC)": {
 			write: func() error {

@@ -133,7 +133,7 @@ func TestReclaimNoticeMovesTheGangToAnotherNode(t *testing.T) {
 // of the gang to evict.
 func TestCordonMovesTheGangAfterItsCheckpoint(t *testing.T) {
 	e := setup(t)
-	doomed := e.gangToDrain("llm")
+	doomed := e.gangToDrain("llm", 300, nil)
 	util.MustKubectl(t, e.Cluster, "cordon", doomed)
 
 	moved := e.waitMovedOff("llm", doomed)
@@ -159,33 +159,89 @@ func TestCordonMovesTheGangAfterItsCheckpoint(t *testing.T) {
 	}
 }
 
-// TestDrainMovesTheGangWithoutSpendingItsBudget: `kubectl drain` of a node of a running gang
-// evicts the gang's pod there at once, as it does any pod. The operator restarts the whole gang
-// on other nodes as for a reclaim notice (reason NodeReclaimed), spending neither backoffLimit nor
-// disruptionLimit, and the drain completes.
-func TestDrainMovesTheGangWithoutSpendingItsBudget(t *testing.T) {
+// TestDrainWaitsForTheGangsCheckpoint: `kubectl drain` of a node of a running gang, with no
+// cordon before it. The gang's PodDisruptionBudget makes the Eviction API refuse its pod there
+// (429, which the drain retries every 5 s) while the operator, seeing the cordon the drain begins
+// with, asks the gang for a checkpoint and restarts it on other nodes from it (NodeReclaimed),
+// spending neither backoffLimit nor disruptionLimit. The drain then finds the pod gone and
+// completes; the new attempt's pods, named apart from the old, are never evicted by its retries.
+func TestDrainWaitsForTheGangsCheckpoint(t *testing.T) {
 	e := setup(t)
-	doomed := e.gangToDrain("llm")
-	out := util.MustKubectl(t, e.Cluster, "drain", doomed, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=60s")
+	doomed := e.gangToDrain("llm", 300, nil)
+	began := metav1.Now().Rfc3339Copy()
+	out := util.MustKubectl(t, e.Cluster, "drain", doomed, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=240s")
 	t.Logf("kubectl drain:\n%s", out)
+	if !strings.Contains(out, "disruption budget") {
+		t.Errorf("kubectl drain never met the gang's disruption budget, so its wait proves nothing:\n%s", out)
+	}
 
 	moved := e.waitMovedOff("llm", doomed)
-	if msg := e.warning("llm", convoy.ReasonNodeReclaimed); !strings.Contains(msg, "EvictionByEvictionAPI") || !strings.Contains(msg, "without spending backoffLimit or disruptionLimit") {
-		t.Errorf("the %s event says %q, want the eviction, and no budget spent", convoy.ReasonNodeReclaimed, msg)
+	c := meta.FindStatusCondition(moved.Status.Conditions, convoy.ConditionCheckpointRequested)
+	if c == nil || c.Reason != convoy.ReasonCheckpointSaved {
+		t.Errorf("CheckpointRequested = %+v, want False with reason %s", c, convoy.ReasonCheckpointSaved)
 	}
-	if c := meta.FindStatusCondition(moved.Status.Conditions, convoy.ConditionCheckpointRequested); c != nil && c.Status == metav1.ConditionTrue {
-		t.Errorf("CheckpointRequested = %+v after the gang moved, want it answered or closed", c)
+	cp := moved.Status.Checkpoint
+	if cp == nil || cp.Time == nil || cp.Time.Before(&began) || cp.Attempt != 0 {
+		t.Fatalf("status.checkpoint = %+v, want one the first attempt reported after the drain began (%s)", cp, began)
+	}
+	e.wantMovedFrom("llm", doomed, "node "+doomed+" is cordoned", cp.Latest)
+}
+
+// TestDrainMovesAGangThatNeverCheckpointsAtTheGrace: a gang whose trainer never answers the
+// request for a checkpoint holds `kubectl drain` back only for spec.checkpoint.preemptionGraceSeconds:
+// then the operator moves it (NodeReclaimed, GraceExpired), spending no budget, and the drain completes.
+func TestDrainMovesAGangThatNeverCheckpointsAtTheGrace(t *testing.T) {
+	e := setup(t)
+	doomed := e.gangToDrain("mute", 15, func(j *convoy.TrainingJob) {
+		j.Spec.Hyperparameters.AdditionalParams = map[string]string{"sim-checkpoint": "never"}
+	})
+	out := util.MustKubectl(t, e.Cluster, "drain", doomed, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=240s")
+	t.Logf("kubectl drain:\n%s", out)
+
+	moved := e.waitMovedOff("mute", doomed)
+	c := meta.FindStatusCondition(moved.Status.Conditions, convoy.ConditionCheckpointRequested)
+	if c == nil || c.Reason != convoy.ReasonGraceExpired {
+		t.Errorf("CheckpointRequested = %+v, want False with reason %s", c, convoy.ReasonGraceExpired)
+	}
+	if cp := moved.Status.Checkpoint; cp != nil {
+		t.Errorf("status.checkpoint = %+v from a gang that never checkpoints", cp)
+	}
+	e.wantMovedFrom("mute", doomed, "node "+doomed+" is cordoned", "")
+}
+
+// wantMovedFrom fails the test unless the job's NodeReclaimed Warning says notice and no budget
+// spent, and every pod of its gang resumes from checkpoint (CONVOY_RESUME_FROM; "" for none).
+func (e *env) wantMovedFrom(name, node, notice, checkpoint string) {
+	e.t.Helper()
+	if msg := e.warning(name, convoy.ReasonNodeReclaimed); !strings.Contains(msg, notice) || !strings.Contains(msg, "without spending backoffLimit or disruptionLimit") {
+		e.t.Errorf("the %s event says %q, want %q and no budget spent", convoy.ReasonNodeReclaimed, msg, notice)
+	}
+	for _, p := range e.requireWholeGang(name, 2) {
+		if got := util.EnvOf(&p, "CONVOY_RESUME_FROM"); got != checkpoint {
+			e.t.Errorf("pod %s resumes from %q, want %q", p.Name, got, checkpoint)
+		}
+	}
+	pods := &corev1.PodList{}
+	must(e.t, e.k.List(e.t.Context(), pods, client.InNamespace(e.ns), client.MatchingFields{"spec.nodeName": node}))
+	for _, p := range pods.Items {
+		if p.Labels[convoy.LabelJobName] == name {
+			e.t.Errorf("pod %s of the gang is still on the drained node %s", p.Name, node)
+		}
 	}
 }
 
 // gangToDrain runs the job name, a gang of 2 × 8 GPUs that checkpoints only when asked
-// (simtrainer), and returns the node of its first pod, which the test's cleanup uncordons.
-func (e *env) gangToDrain(name string) string {
+// (simtrainer) with a grace of graceSeconds, changed by edit when not nil, and returns the node
+// of its first pod, which the test's cleanup uncordons.
+func (e *env) gangToDrain(name string, graceSeconds int32, edit func(*convoy.TrainingJob)) string {
 	e.t.Helper()
 	e.queue(16)
 	job := e.job(name, 2, 8, "normal")
-	job.Spec.Checkpoint = &convoy.CheckpointSpec{Enabled: true, Frequency: 1000, PreemptionGraceSeconds: ptr.To[int32](300),
+	job.Spec.Checkpoint = &convoy.CheckpointSpec{Enabled: true, Frequency: 1000, PreemptionGraceSeconds: ptr.To(graceSeconds),
 		Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "ckpt"}}
+	if edit != nil {
+		edit(job)
+	}
 	e.create(job)
 	e.waitState(name, convoy.StateRunning)
 	node := e.requireWholeGang(name, 2)[0].Spec.NodeName

@@ -29,6 +29,9 @@ limitations under the License.
 // annotation convoy.dev/sim-exit-code, which kwok's convoy-sim-exit stage of test/e2e/stack turns
 // into a Succeeded pod), so it completes with AllWorkersSucceeded.
 //
+// A job whose hyperparameters.additionalParams set sim-checkpoint to "never" never checkpoints,
+// even when asked: a trainer that ignores the operator's request.
+//
 // A job whose hyperparameters.additionalParams name a sim-objective (test/sweepsim) reports as
 // its loss that objective of its additionalParams x and y, epoch by epoch along
 // sweepsim.Curve; sim-objective "fail" makes its workers exit 1 at the first epoch.
@@ -77,6 +80,9 @@ const (
 	// annotationSimExitCode makes kwok end a fake pod's containers with that exit code
 	// (test/e2e/stack.AnnotationSimExitCode).
 	annotationSimExitCode = "convoy.dev/sim-exit-code"
+	// paramCheckpoint, set to "never" in hyperparameters.additionalParams, makes the gang never
+	// checkpoint.
+	paramCheckpoint = "sim-checkpoint"
 	// defaultEpochs is the operator's default of spec.hyperparameters.epochs.
 	defaultEpochs = 10
 )
@@ -250,7 +256,7 @@ func (t *trainer) report(ctx context.Context, job *convoy.TrainingJob, pod *core
 	freq, _ := strconv.Atoi(env["CONVOY_CHECKPOINT_FREQUENCY"])
 	asked := reply.CheckpointRequested
 	if uri := env["CONVOY_CHECKPOINT_URI"]; uri != "" && job.Spec.Checkpoint != nil && job.Spec.Checkpoint.Enabled &&
-		(asked || int(g.epoch)%max(freq, 1) == 0) {
+		additionalParams(job)[paramCheckpoint] != "never" && (asked || int(g.epoch)%max(freq, 1) == 0) {
 		path := fmt.Sprintf("%s/epoch-%d", strings.TrimSuffix(uri, "/"), g.epoch)
 		if _, err := post(ctx, httpClient, url+"/checkpoint", g.token, map[string]any{"path": path, "epoch": g.epoch}); err != nil {
 			return err

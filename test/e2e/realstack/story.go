@@ -197,10 +197,11 @@ func (e *Env) RunStory(ctx context.Context, namespace string, w io.Writer) (*Sto
 	}
 	say("Admitted by Kueue, placed whole by convoy-scheduler, Running: %s", describePods(pods))
 
-	if res.ResolvedMaster, err = e.resolve(ctx, namespace, pods[1].Name, fmt.Sprintf("%s.%s.%s.svc", pods[0].Name, storyJob, namespace)); err != nil {
+	// Rank 0's DNS name is its hostname's, the same in every restart attempt (its pod's name is not).
+	if res.ResolvedMaster, err = e.resolve(ctx, namespace, pods[1].Name, fmt.Sprintf("%s.%s.%s.svc", pods[0].Spec.Hostname, storyJob, namespace)); err != nil {
 		return nil, err
 	}
-	say("Cluster DNS: %s.%s.%s.svc resolves to %s in %s", pods[0].Name, storyJob, namespace, res.ResolvedMaster, pods[1].Name)
+	say("Cluster DNS: %s.%s.%s.svc resolves to %s in %s", pods[0].Spec.Hostname, storyJob, namespace, res.ResolvedMaster, pods[1].Name)
 	if res.GPUs, err = e.allocatedGPUs(ctx, namespace, pods); err != nil {
 		return nil, err
 	}

@@ -123,15 +123,20 @@ func TestPyTorchJobTrainsIsKilledAndResumesFromItsCheckpoint(t *testing.T) {
 		t.Errorf("status.metrics = %+v, want the accuracy the training reached (≥ 0.85)", m)
 	}
 	// Each rank's log shows its own training, and rank 0's final accuracy is the one in the status.
+	// The restarted gang's pods are named for their attempt (<job>-worker-<rank>-r<n>).
+	finalMaster := ""
 	for pod, log := range res.Logs {
-		rank := pod[strings.LastIndex(pod, "-")+1:]
+		rank := rankOf(pod)
+		if rank == "0" {
+			finalMaster = pod
+		}
 		if !strings.Contains(log, "rank="+rank+" ") {
 			t.Errorf("kubectl logs %s has no line of rank %s:\n%s", pod, rank, log)
 		}
 	}
-	final := regexp.MustCompile(`final accuracy=([0-9.]+)`).FindStringSubmatch(res.Logs[master])
+	final := regexp.MustCompile(`final accuracy=([0-9.]+)`).FindStringSubmatch(res.Logs[finalMaster])
 	if final == nil {
-		t.Fatalf("kubectl logs %s has no final accuracy:\n%s", master, res.Logs[master])
+		t.Fatalf("kubectl logs %q (rank 0) has no final accuracy:\n%s", finalMaster, res.Logs[finalMaster])
 	}
 	if got, _ := strconv.ParseFloat(final[1], 64); m != nil && m.Accuracy != nil && fmt.Sprintf("%.4f", got) != fmt.Sprintf("%.4f", *m.Accuracy) {
 		t.Errorf("status.metrics.accuracy = %v, the log says %v", *m.Accuracy, got)
@@ -535,4 +540,11 @@ spec:
 			t.Errorf("pod %s of the restarted gang has no CONVOY_RESUME_FROM", p.Name)
 		}
 	}
+}
+
+// rankOf is the rank in a gang pod's name: <job>-worker-<rank>, or <job>-worker-<rank>-r<attempt>
+// for a restart attempt.
+func rankOf(pod string) string {
+	pod = regexp.MustCompile(`-r[0-9]+$`).ReplaceAllString(pod, "")
+	return pod[strings.LastIndex(pod, "-")+1:]
 }

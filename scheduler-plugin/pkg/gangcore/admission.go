@@ -59,9 +59,9 @@ func (s *State) Book(ctx context.Context, workload, key string, pods []*corev1.P
 	}
 	elig := s.nodeNeeds(g.pending[0], g)
 	cl, _ := s.view(ctx, nodes, viewOptions{gang: g, elig: elig})
-	if b := s.bookings[key]; b != nil {
+	if b := s.book.bookings[key]; b != nil {
 		if bookingFits(cl, b) {
-			s.bookedFor[key] = workload
+			s.book.bookedFor[key] = workload
 			return bookingMessage(b), nil
 		}
 		s.dropBookingLocked(key)
@@ -76,9 +76,7 @@ func (s *State) Book(ctx context.Context, workload, key string, pods []*corev1.P
 	for i, pod := range g.pending {
 		b.slots[pod.UID] = assignedSlot(pl.Assignments[i], g.gpusOf(i))
 	}
-	s.bookings[key] = b
-	s.bookedFor[key] = workload
-	s.indexSlotsLocked(key, b)
+	s.book.book(key, workload, b)
 	return bookingMessage(b), nil
 }
 
@@ -86,7 +84,7 @@ func (s *State) Book(ctx context.Context, workload, key string, pods []*corev1.P
 func (s *State) BookedAt(key string) (at time.Time, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if b := s.bookings[key]; b != nil {
+	if b := s.book.bookings[key]; b != nil {
 		return b.created, true
 	}
 	return time.Time{}, false
@@ -97,7 +95,7 @@ func (s *State) BookedAt(key string) (at time.Time, ok bool) {
 func (s *State) DateBooking(key string, at time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if b := s.bookings[key]; b != nil {
+	if b := s.book.bookings[key]; b != nil {
 		b.created = at
 	}
 }
@@ -108,7 +106,7 @@ func (s *State) ReleaseBooking(key string) {
 	dropped := s.dropBookingLocked(key)
 	s.mu.Unlock()
 	if dropped {
-		s.moreRoom()
+		s.waiters.moreRoom()
 	}
 }
 
@@ -116,9 +114,9 @@ func (s *State) ReleaseBooking(key string) {
 func (s *State) Bookings() map[string]string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[string]string, len(s.bookings))
-	for key := range s.bookings {
-		out[key] = s.bookedFor[key]
+	out := make(map[string]string, len(s.book.bookings))
+	for key := range s.book.bookings {
+		out[key] = s.book.bookedFor[key]
 	}
 	return out
 }
@@ -127,14 +125,12 @@ func (s *State) Bookings() map[string]string {
 // take over.
 func (s *State) useBookingLocked(key string) { s.dropBookingLocked(key) }
 
+// dropBookingLocked drops the gang's booking, if any, and reports whether it had one: its GPUs
+// may make room.
 func (s *State) dropBookingLocked(key string) bool {
-	b := s.bookings[key]
-	if b == nil {
+	if !s.book.unbook(key) {
 		return false
 	}
-	delete(s.bookings, key)
-	delete(s.bookedFor, key)
-	s.unindexSlotsLocked(b)
 	s.bump()
 	return true
 }
@@ -225,9 +221,9 @@ func (s *State) nodesNow() ([]fwk.NodeInfo, error) {
 	s.mu.Lock()
 	on := map[string][]*corev1.Pod{}
 	for _, p := range pods {
-		node := s.nodeOf(p)
+		node := s.gangs.nodeOf(p)
 		if node == "" {
-			if r, ok := s.reserved[p.UID]; ok {
+			if r, ok := s.book.reserved[p.UID]; ok {
 				node = r.node
 			}
 		}

@@ -91,7 +91,7 @@ func TestBookingHoldsTheGangsPlaceUntilItsPodsArePlanned(t *testing.T) {
 		}
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
-		return len(h.state.members("ns", "a")) == 2, nil
+		return len(h.state.gangs.members("ns", "a")) == 2, nil
 	}); err != nil {
 		t.Fatal("the informer does not show a's pods")
 	}

@@ -50,38 +50,49 @@ func (s *State) Rejected(ctx context.Context, pod *corev1.Pod, node, plugin, mes
 	if pg := PodGroupName(pod); pg != "" {
 		defer s.retryGang(pod.Namespace, pg)
 	} else {
-		defer s.retry(key, func() map[string]*corev1.Pod { return map[string]*corev1.Pod{key: pod} })
+		defer s.waiters.retry(key, func() map[string]*corev1.Pod { return map[string]*corev1.Pod{key: pod} })
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	m := s.avoid[key]
-	if m == nil {
-		m = map[string]avoidance{}
-		s.avoid[key] = m
-	}
-	m[node] = avoidance{plugin: plugin, message: message, at: s.now()}
+	s.avoid.add(key, node, avoidance{plugin: plugin, message: message, at: s.now()})
 	klog.FromContext(ctx).V(2).Info("A filter rejected the gang's planned node; planning without it",
 		"gang", key, "pod", klog.KObj(pod), "node", node, "plugin", plugin, "message", message)
-	if s.plans[key] != nil {
+	if s.book.plans[key] != nil {
 		s.dropPlanLocked(key, dropNodeRejected, fmt.Sprintf("%s rejected node %s", plugin, node))
 	}
 }
 
-// avoidedLocked returns the nodes out of the gang's plans, forgetting those out for avoidTTL.
-func (s *State) avoidedLocked(key string) map[string]avoidance {
-	m := s.avoid[key]
-	now := s.now()
+// avoidList holds, by gang, the planned nodes another plugin's Filter rejected, each out of the
+// gang's plans for avoidTTL. It has no lock: State.mu guards it.
+type avoidList map[string]map[string]avoidance
+
+// add leaves node out of the gang's plans from a.at.
+func (l avoidList) add(key, node string, a avoidance) {
+	m := l[key]
+	if m == nil {
+		m = map[string]avoidance{}
+		l[key] = m
+	}
+	m[node] = a
+}
+
+// avoided returns the nodes out of the gang's plans at now, forgetting those out for avoidTTL.
+func (l avoidList) avoided(key string, now time.Time) map[string]avoidance {
+	m := l[key]
 	for node, a := range m {
 		if now.Sub(a.at) >= avoidTTL {
 			delete(m, node)
 		}
 	}
 	if len(m) == 0 {
-		delete(s.avoid, key)
+		delete(l, key)
 		return nil
 	}
 	return m
 }
+
+// forget puts every node back in the gang's plans: the gang changed, or it is bound.
+func (l avoidList) forget(key string) { delete(l, key) }
 
 // avoidedMessage says which nodes a gang that does not fit left out, and why, for its message.
 func avoidedMessage(m map[string]avoidance) string {

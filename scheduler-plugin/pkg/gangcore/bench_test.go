@@ -85,7 +85,7 @@ func BenchmarkPlanFor(b *testing.B) {
 			return func(b *testing.B) {
 				for b.Loop() {
 					h.state.mu.Lock()
-					h.state.deletePlanLocked(key)
+					h.state.book.remove(key)
 					h.state.mu.Unlock()
 					if _, st := h.state.PlanFor(ctx, pod, infos); !st.IsSuccess() {
 						b.Fatal(st)
@@ -151,8 +151,8 @@ func BenchmarkPreemptFor(b *testing.B) {
 			b.Run(fmt.Sprintf("nodes=%d/cpu=%d", n, cpu), func(b *testing.B) {
 				for b.Loop() {
 					h.state.mu.Lock()
-					h.state.deletePlanLocked("ns/urgent")
-					delete(h.state.preemptions, "ns/urgent")
+					h.state.book.remove("ns/urgent")
+					delete(h.state.preemptions.inProgress, "ns/urgent")
 					h.state.mu.Unlock()
 					v, st := h.state.PreemptFor(ctx, gang[0], infos, PreemptOptions{Wait: time.Minute})
 					if !st.IsSuccess() {

@@ -21,4 +21,45 @@ limitations under the License.
 //
 // A gang is a scheduler-plugins PodGroup: the pods labelled scheduling.x-k8s.io/pod-group in one
 // namespace. A GPU pod without that label is a gang of one.
+//
+// # Parts
+//
+// A State is one per scheduler (Shared; every profile's GangPlacement gets the same one) and
+// composes parts of one job each:
+//
+//   - gangRegistry (gangs.go): who makes up each gang: the pods labelled for each PodGroup, the
+//     node of each pod this scheduler bound before the informer shows it, and each PodGroup's
+//     minMember and creation time; whether a gang is complete.
+//   - gpuInventory (gpunodes.go): the GPUNodes, converted, and which changed since the last view.
+//   - nodeCache (nodecache.go): each node's base, what its GPUs look like before any gang's view
+//     of them, recomputed only when the node's pods or GPUNode change.
+//   - planBook (planbook.go): the plans, the admission check's bookings (admission.go), an index
+//     of their slots by node, and the pods' reservations; verdicts (verdict.go): the gangs found
+//     not to fit until the cluster changes; avoidList (avoid.go): the planned nodes other filters
+//     rejected.
+//   - preemptions (preempt.go): the evictions in progress for preemptor gangs, and the gangs
+//     preemption cannot help.
+//   - waiters (wake.go): the pods whose gang found no room, activated when GPUs free up, and the
+//     retries, with backoff, of gangs whose plan was dropped.
+//
+// The State's own files use them: a pod's gang (gang.go) and what its pods need of a node
+// (eligibility.go) become the planner's view of the cluster (view.go), with each node's victims
+// numbered for preemption (victims.go); plan.go, preempt.go, held.go and admission.go plan, check,
+// preempt and book against that view; gate.go holds pods until their gang is planned.
+//
+// # Locks
+//
+// Each lock guards the fields its comment names:
+//
+//   - State.mu guards the plan book, verdicts, preemptions, avoid list, node cache and the last
+//     view: a gang is planned, checked and preempted for against one consistent picture of them,
+//     so these parts have no lock of their own.
+//   - gpuInventory.mu guards the GPUNodes; a view holds it while it reads them.
+//   - gangRegistry.mu guards the PodGroups; the pod index and the bound pods are lock-free.
+//   - waiters.mu guards the waiting pods and the armed retries.
+//
+// They are taken in that order: State.mu first, then gpuInventory.mu or gangRegistry.mu, never
+// both at once; waiters.mu is taken alone. The scheduling queue calls Gate (PreEnqueue) under its
+// own lock, which Activate takes too: so Gate takes only gangRegistry.mu and reads the State's
+// sync.Maps, and nothing calls Activate while it holds one of these locks.
 package gangcore

@@ -578,7 +578,7 @@ func TestNodeView(t *testing.T) {
 			}
 			h := newHarness(t, []*corev1.Node{node}, tc.pods, inv...)
 			ni, _ := h.snap.NodeInfos().Get("a")
-			pn := nodeView(h.state.base(ni, h.state.gpuNode("a")), &gang{key: "other", pendingUIDs: nil}, nil, nil, false)
+			pn := nodeView(h.state.nodes.base(ni, h.state.inventory.get("a"), h.state.book), &gang{key: "other", pendingUIDs: nil}, nil, nil, false)
 			if got := FormatGPUIndices(pn.Free); got != tc.wantFree || pn.Indexed != tc.indexed {
 				t.Errorf("free = %q indexed %v, want %q indexed %v", got, pn.Indexed, tc.wantFree, tc.indexed)
 			}
@@ -812,9 +812,9 @@ func TestGPUNodeWakesWaitingPods(t *testing.T) {
 	// Activated pods are forgotten until their gang again finds no room.
 	h.state.SetGPUNode(inventory("b", 8))
 	waitActivated([]string{"ns/job-0"})
-	h.state.waitMu.Lock()
-	n := len(h.state.waiting)
-	h.state.waitMu.Unlock()
+	h.state.waiters.mu.Lock()
+	n := len(h.state.waiters.waiting)
+	h.state.waiters.mu.Unlock()
 	if n != 0 {
 		t.Errorf("%d pods wait for room after their activation, want 0", n)
 	}
@@ -858,7 +858,7 @@ func TestUnreserveRetriesTheGang(t *testing.T) {
 	if diff := cmp.Diff(both, got); diff != "" {
 		t.Errorf("activated 2.5s after the second drop (-want +got):\n%s", diff)
 	}
-	if d := h.state.retryBackoff.Get("ns/job"); d != 2*retryDelay {
+	if d := h.state.waiters.backoff.Get("ns/job"); d != 2*retryDelay {
 		t.Errorf("the gang's retry delay after 2 retries = %v, want %v", d, 2*retryDelay)
 	}
 	// A bound gang starts over.
@@ -868,7 +868,7 @@ func TestUnreserveRetriesTheGang(t *testing.T) {
 	h.state.Reserve(pods[1], st1.Slot.Node)
 	h.state.Bound(pods[0])
 	h.state.Bound(pods[1])
-	if d := h.state.retryBackoff.Get("ns/job"); d != 0 {
+	if d := h.state.waiters.backoff.Get("ns/job"); d != 0 {
 		t.Errorf("the gang's retry delay after it was bound = %v, want 0 (reset)", d)
 	}
 }
@@ -882,7 +882,7 @@ func TestViewFollowsGPUNodesAndNodeOrder(t *testing.T) {
 	plan := func(infos []fwk.NodeInfo) string {
 		t.Helper()
 		h.state.mu.Lock()
-		h.state.deletePlanLocked("ns/job")
+		h.state.book.remove("ns/job")
 		h.state.mu.Unlock()
 		st, status := h.state.PlanFor(context.Background(), pod, infos)
 		if !status.IsSuccess() {
@@ -971,9 +971,9 @@ func TestClaimsOnAgreesWithClaims(t *testing.T) {
 		h.state.mu.Lock()
 		defer h.state.mu.Unlock()
 		for _, probe := range []*gang{{key: "ns/g0", priority: 1}, {key: "ns/g1", priority: 5}, {key: "ns/other", priority: 5}, {key: "ns/other", priority: 0}, {key: "ns/g3", priority: 10}} {
-			all := h.state.claims(probe)
+			all := h.state.book.claims(probe)
 			for _, n := range []string{"a", "b", "c"} {
-				got, want := h.state.claimsOn(probe, n), all[n]
+				got, want := h.state.book.claimsOn(probe, n), all[n]
 				key := func(c claim) string { return fmt.Sprintf("%v/%v", c.gpus, c.indexed) }
 				g, w := slices.Sorted(slices.Values(mapSlice(got, key))), slices.Sorted(slices.Values(mapSlice(want, key)))
 				if !slices.Equal(g, w) {
@@ -1000,9 +1000,9 @@ func TestClaimsOnAgreesWithClaims(t *testing.T) {
 	}
 	check("a gang bound")
 	h.state.mu.Lock()
-	n := len(h.state.onNode["a"]) + len(h.state.onNode["b"]) + len(h.state.onNode["c"])
+	n := len(h.state.book.onNode["a"]) + len(h.state.book.onNode["b"]) + len(h.state.book.onNode["c"])
 	slots := 0
-	for _, p := range h.state.plans {
+	for _, p := range h.state.book.plans {
 		slots += len(p.slots)
 	}
 	h.state.mu.Unlock()
@@ -1088,10 +1088,10 @@ func TestDeletedGangIsForgotten(t *testing.T) {
 	}
 	h.state.mu.Lock()
 	defer h.state.mu.Unlock()
-	if len(h.state.plans)+len(h.state.verdicts)+len(h.state.preemptVerdicts)+len(h.state.onNode) != 0 {
+	if len(h.state.book.plans)+len(h.state.verdicts.m)+len(h.state.preemptions.cannot.m)+len(h.state.book.onNode) != 0 {
 		t.Errorf("the State still holds deleted gangs: plans %v, verdicts %v, preemption verdicts %v, slots on %v",
-			slices.Collect(maps.Keys(h.state.plans)), slices.Collect(maps.Keys(h.state.verdicts)),
-			slices.Collect(maps.Keys(h.state.preemptVerdicts)), slices.Collect(maps.Keys(h.state.onNode)))
+			slices.Collect(maps.Keys(h.state.book.plans)), slices.Collect(maps.Keys(h.state.verdicts.m)),
+			slices.Collect(maps.Keys(h.state.preemptions.cannot.m)), slices.Collect(maps.Keys(h.state.book.onNode)))
 	}
 }
 

@@ -76,8 +76,8 @@ func (s *State) Gate(pod *corev1.Pod) (bool, string) {
 // pod on its own handler, and hold a complete gang for a member it already has.
 func (s *State) leader(pod *corev1.Pod) *corev1.Pod {
 	var best *corev1.Pod
-	for _, p := range s.members(pod.Namespace, PodGroupName(pod)) {
-		if s.nodeOf(p) != "" || p.DeletionTimestamp != nil || p.Spec.SchedulerName != pod.Spec.SchedulerName ||
+	for _, p := range s.gangs.members(pod.Namespace, PodGroupName(pod)) {
+		if s.gangs.nodeOf(p) != "" || p.DeletionTimestamp != nil || p.Spec.SchedulerName != pod.Spec.SchedulerName ||
 			len(p.Spec.SchedulingGates) > 0 || GPURequest(p, s.opts.GPUResource) == 0 {
 			continue
 		}
@@ -94,7 +94,7 @@ func (s *State) gatedSiblings(pod *corev1.Pod) map[string]*corev1.Pod {
 	if pg == "" {
 		return nil
 	}
-	out := s.pendingMembers(pod.Namespace, pg)
+	out := s.gangs.pendingMembers(pod.Namespace, pg)
 	delete(out, pod.Namespace+"/"+pod.Name)
 	return out
 }
@@ -141,18 +141,18 @@ func (s *State) tellUnplaceable(logger klog.Logger, pods []*corev1.Pod, msg stri
 // tellIncomplete tells the pending pods of an incomplete gang (its PodGroup not seen, or short of
 // members) why they wait, after tellDelay, if they still do: Coscheduling's PreFilter would have
 // said so in their condition, and a pod held by PreEnqueue gets none from the scheduler. Armed
-// again whenever the reason changes (see incomplete).
+// again whenever the reason changes (see gangRegistry.incomplete).
 func (s *State) tellIncomplete(logger klog.Logger, namespace, name string) {
 	time.Sleep(tellDelay)
-	pods := slices.Collect(maps.Values(s.pendingMembers(namespace, name)))
+	pods := slices.Collect(maps.Values(s.gangs.pendingMembers(namespace, name)))
 	if len(pods) == 0 {
 		return
 	}
-	why := s.incomplete(pods[0], false)
+	why := s.stillIncomplete(pods[0])
 	if why == "" {
 		return
 	}
-	s.tell(logger, pods, why, func(p *corev1.Pod) bool { return s.incomplete(p, false) != "" })
+	s.tell(logger, pods, why, func(p *corev1.Pod) bool { return s.stillIncomplete(p) != "" })
 }
 
 // tell sets the PodScheduled condition of the pods that still wait to msg, as the scheduler would
@@ -179,7 +179,7 @@ func (s *State) tell(logger klog.Logger, pods []*corev1.Pod, msg string, waiting
 				}
 				// The latest pod, after the wait.
 				p, err := s.pods.Pods(p.Namespace).Get(p.Name)
-				if err != nil || s.nodeOf(p) != "" || p.DeletionTimestamp != nil || !waiting(p) {
+				if err != nil || s.gangs.nodeOf(p) != "" || p.DeletionTimestamp != nil || !waiting(p) {
 					continue
 				}
 				status := p.Status.DeepCopy()
@@ -219,7 +219,7 @@ func (s *State) AnchorFor(pod *corev1.Pod) string {
 	}
 	anchor := ""
 	s.mu.Lock()
-	if p := s.plans[GangKey(pod)]; p != nil {
+	if p := s.book.plans[GangKey(pod)]; p != nil {
 		// Every slot of a plan lies in one domain of the gang's required level.
 		for _, sl := range p.slots {
 			anchor = sl.Node
@@ -230,8 +230,8 @@ func (s *State) AnchorFor(pod *corev1.Pod) string {
 	if anchor != "" {
 		return anchor
 	}
-	for _, p := range s.members(pod.Namespace, PodGroupName(pod)) {
-		if node := s.nodeOf(p); node != "" && p.DeletionTimestamp == nil && GPURequest(p, s.opts.GPUResource) > 0 {
+	for _, p := range s.gangs.members(pod.Namespace, PodGroupName(pod)) {
+		if node := s.gangs.nodeOf(p); node != "" && p.DeletionTimestamp == nil && GPURequest(p, s.opts.GPUResource) > 0 {
 			return node
 		}
 	}

@@ -18,10 +18,59 @@ package gangcore
 
 import (
 	"maps"
+	"sync"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 )
+
+// gpuInventory holds the GPU inventory the node agents publish in GPUNode objects, by node, and
+// the nodes whose GPUNode was set or deleted since the last view read it: the node cache drops
+// their bases there (see nodeCache.sync).
+type gpuInventory struct {
+	// mu guards nodes and changed. A view holds it while it reads the nodes' inventories.
+	mu      sync.RWMutex
+	nodes   map[string]*gpuNode
+	changed map[string]bool
+}
+
+func newGPUInventory() *gpuInventory {
+	return &gpuInventory{nodes: map[string]*gpuNode{}, changed: map[string]bool{}}
+}
+
+// set records the node's inventory and returns the one it replaces, nil for a new node.
+func (inv *gpuInventory) set(name string, n *gpuNode) (old *gpuNode) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	old = inv.nodes[name]
+	inv.nodes[name] = n
+	inv.changed[name] = true
+	return old
+}
+
+// remove forgets the node's inventory: its GPUNode was deleted.
+func (inv *gpuInventory) remove(name string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	delete(inv.nodes, name)
+	inv.changed[name] = true
+}
+
+// get returns the node's inventory, nil when the node has no GPUNode.
+func (inv *gpuInventory) get(name string) *gpuNode {
+	inv.mu.RLock()
+	defer inv.mu.RUnlock()
+	return inv.nodes[name]
+}
+
+// read calls f, under the lock, with every node's inventory and the nodes changed since the last
+// read, then forgets those changes. f must not call the inventory's other methods.
+func (inv *gpuInventory) read(f func(nodes map[string]*gpuNode, changed map[string]bool)) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	f(inv.nodes, inv.changed)
+	clear(inv.changed)
+}
 
 // gpuNode is what the plugins need of a GPUNode, computed once per update.
 type gpuNode struct {

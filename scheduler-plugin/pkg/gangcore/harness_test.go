@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -106,22 +107,9 @@ func newHarness(t testing.TB, nodes []*corev1.Node, pods []*corev1.Pod, gpuNodes
 	factory := informers.NewSharedInformerFactory(cs, 0)
 	h := &harness{t: t, cs: cs, factory: factory, nodes: nodes, activated: &activator{},
 		snap: &snapshot{cur: cache.NewSnapshot(bound(pods), nodes)}}
-	fw, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
-		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
-		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
-	}, "convoy-scheduler",
-		frameworkruntime.WithClientSet(cs),
-		frameworkruntime.WithInformerFactory(factory),
-		frameworkruntime.WithSnapshotSharedLister(h.snap),
-		frameworkruntime.WithPodNominator(nominator{}),
-		frameworkruntime.WithPodActivator(h.activated),
-		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.state, err = New(ctx, fw, Options{ZoneLabel: convoy.LabelTopologyZone, BlockLabel: convoy.LabelTopologyBlock,
-		RackLabel: convoy.LabelTopologyRack, GPUResource: convoy.ResourceGPU, PlanTimeout: time.Minute})
+	fw := profile(ctx, t, "convoy-scheduler", cs, factory, h.snap, h.activated)
+	var err error
+	h.state, err = New(ctx, fw, testOptions())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +119,34 @@ func newHarness(t testing.TB, nodes []*corev1.Node, pods []*corev1.Pod, gpuNodes
 		h.state.SetGPUNode(g)
 	}
 	return h
+}
+
+// profile is a scheduler profile's framework over cs and factory, with snap for its snapshot and
+// act recording its activations, running until ctx ends.
+func profile(ctx context.Context, t testing.TB, name string, cs kubernetes.Interface, factory informers.SharedInformerFactory,
+	snap fwk.SharedLister, act *activator) fwk.Handle {
+	t.Helper()
+	fw, err := tf.NewFramework(ctx, []tf.RegisterPluginFunc{
+		tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New),
+		tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New),
+	}, name,
+		frameworkruntime.WithClientSet(cs),
+		frameworkruntime.WithInformerFactory(factory),
+		frameworkruntime.WithSnapshotSharedLister(snap),
+		frameworkruntime.WithPodNominator(nominator{}),
+		frameworkruntime.WithPodActivator(act),
+		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fw
+}
+
+// testOptions are the State's options in the tests: the default labels and GPU resource.
+func testOptions() Options {
+	return Options{ZoneLabel: convoy.LabelTopologyZone, BlockLabel: convoy.LabelTopologyBlock,
+		RackLabel: convoy.LabelTopologyRack, GPUResource: convoy.ResourceGPU, PlanTimeout: time.Minute}
 }
 
 // deletePod deletes the pod from the API and waits until the State's informer no longer has it.

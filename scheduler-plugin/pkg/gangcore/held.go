@@ -175,7 +175,7 @@ func addPod(ni fwk.NodeInfo, p *corev1.Pod) {
 func (s *State) LeavesRoomForPlan(pod *corev1.Pod, ni fwk.NodeInfo) bool {
 	var planned []types.UID
 	s.mu.Lock()
-	if p := s.plans[GangKey(pod)]; p != nil {
+	if p := s.book.plans[GangKey(pod)]; p != nil {
 		for uid, sl := range p.slots {
 			if sl.phase == slotPlanned && sl.Node == ni.Node().Name {
 				planned = append(planned, uid)
@@ -187,7 +187,7 @@ func (s *State) LeavesRoomForPlan(pod *corev1.Pod, ni fwk.NodeInfo) bool {
 		return true
 	}
 	ni = ni.Snapshot()
-	for _, m := range s.members(pod.Namespace, PodGroupName(pod)) {
+	for _, m := range s.gangs.members(pod.Namespace, PodGroupName(pod)) {
 		if slices.Contains(planned, m.UID) {
 			addPod(ni, m)
 		}

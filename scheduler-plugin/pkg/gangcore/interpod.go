@@ -220,7 +220,7 @@ func (ip *interPodPlugins) constraints(ctx context.Context, pod *corev1.Pod, g *
 // view).
 func (s *State) withoutPending(ctx context.Context, c *interPod, g *gang) error {
 	for uid := range g.pendingUIDs {
-		r, ok := s.reserved[uid]
+		r, ok := s.book.reserved[uid]
 		if !ok {
 			continue
 		}

@@ -198,7 +198,7 @@ func replanWithLeaderHeld(t *testing.T, h *harness, leader *corev1.Pod) string {
 	h.setPods(assumed)
 
 	h.state.mu.Lock()
-	h.state.deletePlanLocked(GangKey(leader))
+	h.state.book.remove(GangKey(leader))
 	h.state.mu.Unlock()
 	cs, status = h.state.PlanFor(ctx, leader, h.nodeInfos())
 	if !status.IsSuccess() {
@@ -278,7 +278,7 @@ func TestPreemptorWaitsForTheVictimsInTheWay(t *testing.T) {
 	wantEvictedFromA(t, h, urgent, "ns/quiet", "ns/loud")
 
 	// The victim holding the planned GPUs goes first.
-	planned := h.state.plans["ns/urgent"].slots[urgent.UID].GPUs
+	planned := h.state.book.plans["ns/urgent"].slots[urgent.UID].GPUs
 	gone, stays := victims[0], victims[1]
 	if g, _ := ParseGPUIndices(stays.Annotations[AnnotationGPUIndices]); planned&^g == 0 {
 		gone, stays = stays, gone

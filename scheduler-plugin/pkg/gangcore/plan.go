@@ -32,126 +32,6 @@ import (
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 )
 
-// Slot is where a plan puts one pod.
-type Slot struct {
-	// Node is the node's name.
-	Node string
-	// GPUs are the GPUs chosen on it; Indexed tells whether they are real indices (the node has a
-	// GPUNode) or stand-ins for a count.
-	GPUs    planner.GPUSet
-	Indexed bool
-}
-
-type slotPhase int
-
-const (
-	slotPlanned slotPhase = iota
-	slotReserved
-	slotBound
-)
-
-type slot struct {
-	Slot
-	phase slotPhase
-}
-
-// plan is a gang's placement while its pods are scheduled one by one.
-type plan struct {
-	priority int32
-	created  time.Time
-	slots    map[types.UID]*slot
-	// preempting marks a plan made by preemption, waiting for its victims to go.
-	preempting bool
-	// since is when the first of the planned pods was created (see gang_time_to_bound_seconds).
-	since time.Time
-	// leftOut are the pending pods of an elastic gang the plan has no room for, and what they are
-	// told: they wait for room of their own, and start no plan or preemption while this one holds.
-	leftOut    map[types.UID]bool
-	leftOutWhy string
-}
-
-// claim is a planned, not yet reserved slot of another gang: gangs of no higher priority keep off.
-type claim struct {
-	gpus    planner.GPUSet
-	indexed bool
-}
-
-// claims returns, by node, the slots other gangs' plans, and the bookings of admitted gangs (see
-// admission.go), hold that g may not take.
-func (s *State) claims(g *gang) map[string][]claim {
-	out := map[string][]claim{}
-	for _, plans := range []map[string]*plan{s.plans, s.bookings} {
-		for key, p := range plans {
-			if key == g.key || p.priority < g.priority {
-				continue
-			}
-			for _, sl := range p.slots {
-				if sl.phase == slotPlanned {
-					out[sl.Node] = append(out[sl.Node], claim{sl.GPUs, sl.Indexed})
-				}
-			}
-		}
-	}
-	return out
-}
-
-// claimsOn returns claims(g)[node], from the plans' slots on node alone: every later pod of a gang
-// checks its slot this way, and with a backlog there are hundreds of open plans.
-func (s *State) claimsOn(g *gang, node string) []claim {
-	var out []claim
-	for _, ps := range s.onNode[node] {
-		if ps.key != g.key && ps.plan.priority >= g.priority && ps.slot.phase == slotPlanned {
-			out = append(out, claim{ps.slot.GPUs, ps.slot.Indexed})
-		}
-	}
-	return out
-}
-
-// planSlot is a slot of the plan of gang key.
-type planSlot struct {
-	key  string
-	plan *plan
-	slot *slot
-}
-
-// setPlanLocked records the gang's plan, in place of any other.
-func (s *State) setPlanLocked(key string, p *plan) {
-	s.deletePlanLocked(key)
-	s.plans[key] = p
-	gangsPlanned.Inc()
-	s.indexSlotsLocked(key, p)
-}
-
-// deletePlanLocked forgets the gang's plan, if any.
-func (s *State) deletePlanLocked(key string) {
-	p := s.plans[key]
-	if p == nil {
-		return
-	}
-	delete(s.plans, key)
-	gangsPlanned.Dec()
-	s.unindexSlotsLocked(p)
-}
-
-// indexSlotsLocked adds the slots of the gang's plan or booking to onNode.
-func (s *State) indexSlotsLocked(key string, p *plan) {
-	for _, sl := range p.slots {
-		s.onNode[sl.Node] = append(s.onNode[sl.Node], planSlot{key: key, plan: p, slot: sl})
-	}
-}
-
-// unindexSlotsLocked removes the slots of a plan or booking from onNode.
-func (s *State) unindexSlotsLocked(p *plan) {
-	for _, sl := range p.slots {
-		list := slices.DeleteFunc(s.onNode[sl.Node], func(ps planSlot) bool { return ps.plan == p })
-		if len(list) == 0 {
-			delete(s.onNode, sl.Node)
-		} else {
-			s.onNode[sl.Node] = list
-		}
-	}
-}
-
 // StateKey is the CycleState key of GangPlacement's PreFilter result.
 const StateKey fwk.StateKey = "PreFilterGangPlacement"
 
@@ -193,9 +73,9 @@ func ReadCycleState(cs fwk.CycleState) (*CycleState, error) {
 func (s *State) PlanFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeInfo) (*CycleState, *fwk.Status) {
 	st, status := s.planFor(ctx, pod, nodes)
 	if status.IsSuccess() {
-		s.roomFound(pod.UID)
+		s.waiters.found(pod.UID)
 	} else {
-		s.awaitRoom(pod)
+		s.waiters.await(pod)
 	}
 	return st, status
 }
@@ -219,7 +99,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	if p := s.plans[key]; p != nil {
+	if p := s.book.plans[key]; p != nil {
 		sl := p.slots[pod.UID]
 		var why, reason string
 		switch {
@@ -235,7 +115,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 			// Even where the slot's GPUs are free already, a victim may still stand in the way
 			// (by its anti-affinity, or its CPU): the filters would turn the node down and the
 			// gang would plan without it, losing the room it made.
-			msg := s.preemptions[key].waitMessage(key)
+			msg := s.preemptions.inProgress[key].waitMessage(key)
 			return &CycleState{Gang: key, Unplaceable: msg}, fwk.NewStatus(fwk.Unschedulable, msg)
 		case s.slotHolds(pod, key, p.priority, sl):
 			if _, open := s.open.LoadOrStore(key, true); !open {
@@ -248,7 +128,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 		logger.V(2).Info("Dropping the gang's plan", "gang", key, "reason", reason)
 		s.dropPlanLocked(key, why, reason)
 	}
-	if v, ok := s.verdicts[key]; ok && v.generation == s.generation.Load() && now.Sub(v.at) < verdictTTL {
+	if v, ok := s.verdicts.holds(key, s.generation.Load(), now); ok {
 		return &CycleState{Gang: key, Unplaceable: v.message}, fwk.NewStatus(fwk.Unschedulable, v.message)
 	}
 	start := time.Now()
@@ -272,7 +152,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	if err != nil {
 		observePlan(planUnschedulable, start)
 		err = fmt.Errorf("%w%s%s", err, s.leavingMessage(nodes), avoidedMessage(elig.avoid))
-		s.setVerdictLocked(key, verdict{generation: s.generation.Load(), at: now, message: err.Error()})
+		s.verdicts.set(key, verdict{generation: s.generation.Load(), at: now, message: err.Error()})
 		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())
 		// The siblings wait in PreEnqueue for a plan: tell them why there is none. Those that
 		// already say it, even with older numbers, are left alone.
@@ -285,7 +165,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 		return &CycleState{Gang: key, Unplaceable: err.Error()}, fwk.NewStatus(fwk.Unschedulable, err.Error())
 	}
 	observePlan(planPlanned, start)
-	s.clearVerdictLocked(key)
+	s.verdicts.clear(key)
 	s.useBookingLocked(key)
 	p := s.storePlanLocked(key, g, pl, false)
 	p.leaveOut(whole, g)
@@ -340,15 +220,7 @@ func (p *plan) leaveOut(whole, kept *gang) {
 // leavingMessage says how many GPUs pods that terminate hold: room on its way, which the gang
 // waits for; "" when none. It reads the node bases of the view just made for nodes.
 func (s *State) leavingMessage(nodes []fwk.NodeInfo) string {
-	if len(s.byPosition) != len(nodes) {
-		return ""
-	}
-	gpus, on := 0, 0
-	for _, b := range s.byPosition {
-		if b != nil && b.leaving > 0 {
-			gpus, on = gpus+b.leaving, on+1
-		}
-	}
+	gpus, on := s.nodes.leaving(len(nodes))
 	if gpus == 0 {
 		return ""
 	}
@@ -374,7 +246,7 @@ func (s *State) storePlanLocked(key string, g *gang, pl *planner.Plan, preemptin
 		}
 		p.slots[pod.UID] = assignedSlot(pl.Assignments[i], g.gpusOf(i))
 	}
-	s.setPlanLocked(key, p)
+	s.book.set(key, p)
 	return p
 }
 
@@ -397,7 +269,7 @@ func (s *State) slotHolds(pod *corev1.Pod, key string, priority int32, sl *slot)
 		return false
 	}
 	g := &gang{key: key, priority: priority, pendingUIDs: map[types.UID]bool{}}
-	pn := nodeView(s.base(ni, s.gpuNode(sl.Node)), g, s.claimsOn(g, sl.Node), nil, false)
+	pn := nodeView(s.nodes.base(ni, s.inventory.get(sl.Node), s.book), g, s.book.claimsOn(g, sl.Node), nil, false)
 	if pn.Indexed != sl.Indexed {
 		return false
 	}
@@ -407,28 +279,11 @@ func (s *State) slotHolds(pod *corev1.Pod, key string, priority int32, sl *slot)
 	return pn.Free.Len() >= GPURequest(pod, s.opts.GPUResource)
 }
 
-// setVerdictLocked remembers that the gang did not fit; it waits for room until it is planned or
-// deleted (see clearVerdictLocked).
-func (s *State) setVerdictLocked(key string, v verdict) {
-	if _, ok := s.verdicts[key]; !ok {
-		gangsWaitingForRoom.Inc()
-	}
-	s.verdicts[key] = v
-}
-
-// clearVerdictLocked forgets that the gang did not fit: it was planned, or it is gone.
-func (s *State) clearVerdictLocked(key string) {
-	if _, ok := s.verdicts[key]; ok {
-		delete(s.verdicts, key)
-		gangsWaitingForRoom.Dec()
-	}
-}
-
 // dropPlanLocked forgets a gang's plan and sends its pods waiting at Permit back to the queue, so
 // that no part of the gang binds on a stale plan. why is the reason's metric label.
 func (s *State) dropPlanLocked(key, why, reason string) {
 	gangPlansDropped.WithLabelValues(why).Inc()
-	s.deletePlanLocked(key)
+	s.book.remove(key)
 	s.open.Delete(key)
 	// Its claims are free again.
 	s.bump()
@@ -445,7 +300,7 @@ func (s *State) Reserve(pod *corev1.Pod, nodeName string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := reservation{node: nodeName}
-	if p := s.plans[GangKey(pod)]; p != nil {
+	if p := s.book.plans[GangKey(pod)]; p != nil {
 		if sl := p.slots[pod.UID]; sl != nil && sl.Node == nodeName {
 			sl.phase = slotReserved
 			if sl.Indexed {
@@ -453,7 +308,7 @@ func (s *State) Reserve(pod *corev1.Pod, nodeName string) {
 			}
 		}
 	}
-	s.reserved[pod.UID] = r
+	s.book.reserved[pod.UID] = r
 }
 
 // Unreserve releases the pod's GPUs. The gang's plan is dropped: Coscheduling sends the gang's
@@ -461,11 +316,11 @@ func (s *State) Reserve(pod *corev1.Pod, nodeName string) {
 // retryGang). The GPUs the plan held may make room for a gang that found none.
 func (s *State) Unreserve(pod *corev1.Pod) {
 	s.mu.Lock()
-	delete(s.reserved, pod.UID)
+	delete(s.book.reserved, pod.UID)
 	s.bump()
 	key := GangKey(pod)
 	dropped := false
-	if p := s.plans[key]; p != nil {
+	if p := s.book.plans[key]; p != nil {
 		if sl := p.slots[pod.UID]; sl != nil && sl.phase == slotReserved {
 			s.dropPlanLocked(key, dropUnreserved, "a pod of the gang was unreserved")
 			dropped = true
@@ -476,7 +331,7 @@ func (s *State) Unreserve(pod *corev1.Pod) {
 		if pg := PodGroupName(pod); pg != "" {
 			s.retryGang(pod.Namespace, pg)
 		}
-		s.moreRoom()
+		s.waiters.moreRoom()
 	}
 }
 
@@ -491,11 +346,11 @@ func (s *State) Bound(pod *corev1.Pod) {
 	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r, ok := s.reserved[pod.UID]; ok {
-		s.boundTo.Store(pod.UID, r.node)
+	if r, ok := s.book.reserved[pod.UID]; ok {
+		s.gangs.bound(pod.UID, r.node)
 	}
 	key := GangKey(pod)
-	p := s.plans[key]
+	p := s.book.plans[key]
 	if p == nil {
 		return
 	}
@@ -510,12 +365,12 @@ func (s *State) Bound(pod *corev1.Pod) {
 	if !p.since.IsZero() {
 		gangTimeToBound.Observe(max(s.now().Sub(p.since), 0).Seconds())
 	}
-	s.deletePlanLocked(key)
+	s.book.remove(key)
 	s.open.Delete(key)
-	s.retryBackoff.Reset(key)
-	delete(s.avoid, key)
+	s.waiters.resetBackoff(key)
+	s.avoid.forget(key)
 	if len(p.leftOut) > 0 {
-		retry = s.pendingMembers(pod.Namespace, PodGroupName(pod))
+		retry = s.gangs.pendingMembers(pod.Namespace, PodGroupName(pod))
 	}
 }
 
@@ -543,7 +398,7 @@ func (s *State) Less(a, b fwk.QueuedPodInfo) bool {
 
 func (s *State) since(p *corev1.Pod, qi fwk.QueuedPodInfo) time.Time {
 	if pg := PodGroupName(p); pg != "" {
-		if info, ok := s.podGroup(p.Namespace, pg); ok {
+		if info, ok := s.gangs.podGroup(p.Namespace, pg); ok {
 			return info.created
 		}
 	}

@@ -56,31 +56,63 @@ func (pr *preemption) waitMessage(key string) string {
 	return fmt.Sprintf("%s waits for %d terminating pod(s) of lower priority to leave the nodes planned for it", key, len(pr.victims))
 }
 
+// preemptions holds, by gang, the evictions in progress for preemptor gangs, and the verdicts
+// that preemption cannot make room for a gang. It has no lock: State.mu guards it.
+type preemptions struct {
+	inProgress map[string]*preemption
+	cannot     *verdicts
+}
+
+func newPreemptions() *preemptions {
+	return &preemptions{inProgress: map[string]*preemption{}, cannot: newVerdicts(nil)}
+}
+
+// remain reports whether a pod the gang preempted still exists (by exists) and the gang has not
+// waited for them past its deadline. A preemption found over is forgotten.
+func (ps *preemptions) remain(key string, now time.Time, exists func(victim types.NamespacedName, uid types.UID, node string) bool) bool {
+	pr := ps.inProgress[key]
+	if pr == nil {
+		return false
+	}
+	if now.After(pr.deadline) {
+		delete(ps.inProgress, key)
+		return false
+	}
+	for i, n := range pr.victims {
+		if exists(n, pr.uids[i], pr.nodes[i]) {
+			return true
+		}
+	}
+	delete(ps.inProgress, key)
+	return false
+}
+
+// forget forgets the gang's preemption and verdict: the gang is gone.
+func (ps *preemptions) forget(key string) {
+	delete(ps.inProgress, key)
+	ps.cannot.clear(key)
+}
+
 // victimsRemain reports whether pods the gang preempted still exist, in the informer or in the
 // scheduling cycle's snapshot (which lags it: a plan checked on a snapshot that still holds a
 // victim would look broken, be dropped, and preempt again), and it has not waited too long.
 func (s *State) victimsRemain(key string) bool {
-	pr := s.preemptions[key]
-	if pr == nil {
-		return false
+	return s.preemptions.remain(key, s.now(), s.victimExists)
+}
+
+// victimExists reports whether the pod uid, a victim named victim on node, is in the informer or
+// in the scheduling cycle's snapshot.
+func (s *State) victimExists(victim types.NamespacedName, uid types.UID, node string) bool {
+	if p, err := s.pods.Pods(victim.Namespace).Get(victim.Name); err == nil && p.UID == uid {
+		return true
 	}
-	if s.now().After(pr.deadline) {
-		delete(s.preemptions, key)
-		return false
-	}
-	for i, n := range pr.victims {
-		if p, err := s.pods.Pods(n.Namespace).Get(n.Name); err == nil && p.UID == pr.uids[i] {
-			return true
-		}
-		if ni, err := s.handle.SnapshotSharedLister().NodeInfos().Get(pr.nodes[i]); err == nil {
-			for _, pi := range ni.GetPods() {
-				if pi.GetPod().UID == pr.uids[i] {
-					return true
-				}
+	if ni, err := s.handle.SnapshotSharedLister().NodeInfos().Get(node); err == nil {
+		for _, pi := range ni.GetPods() {
+			if pi.GetPod().UID == uid {
+				return true
 			}
 		}
 	}
-	delete(s.preemptions, key)
 	return false
 }
 
@@ -124,18 +156,18 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	key := GangKey(pod)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if pr := s.preemptions[key]; s.victimsRemain(key) {
+	if pr := s.preemptions.inProgress[key]; s.victimsRemain(key) {
 		return nil, fwk.NewStatus(fwk.Unschedulable, pr.waitMessage(key))
 	}
 	now := s.now()
-	if v, ok := s.preemptVerdicts[key]; ok && v.generation == s.generation.Load() && now.Sub(v.at) < verdictTTL {
+	if v, ok := s.preemptions.cannot.holds(key, s.generation.Load(), now); ok {
 		return nil, fwk.NewStatus(fwk.Unschedulable, v.message)
 	}
 	cannot := func(msg string) (*Victims, *fwk.Status) {
-		s.preemptVerdicts[key] = verdict{generation: s.generation.Load(), at: now, message: msg}
+		s.preemptions.cannot.set(key, verdict{generation: s.generation.Load(), at: now, message: msg})
 		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
-	if p := s.plans[key]; p != nil && p.leftOut[pod.UID] {
+	if p := s.book.plans[key]; p != nil && p.leftOut[pod.UID] {
 		// The gang is placed without this pod: it waits for room, and evicts nothing.
 		return nil, fwk.NewStatus(fwk.Unschedulable, p.leftOutWhy)
 	}
@@ -191,7 +223,7 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 		}
 		return cannot("preempting whole lower-priority gangs would not make room either")
 	}
-	delete(s.preemptVerdicts, key)
+	s.preemptions.cannot.clear(key)
 	out := &Victims{}
 	pr := &preemption{deadline: s.now().Add(o.Wait)}
 	for _, v := range res.Victims {
@@ -235,9 +267,9 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	p := s.storePlanLocked(key, g, res.Plan, len(pr.victims) > 0)
 	p.leaveOut(whole, g)
 	if len(pr.victims) > 0 {
-		s.preemptions[key] = pr
+		s.preemptions.inProgress[key] = pr
 	}
-	s.clearVerdictLocked(key)
+	s.verdicts.clear(key)
 	out.Node = p.slots[pod.UID].Node
 	logger.V(2).Info("Preempting whole gangs", "preemptor", key, "victims", strings.Join(out.Gangs, ","), "pods", len(out.Pods),
 		"terminatingPodsAwaited", len(pr.victims)-pr.evicted, "node", out.Node)
@@ -252,7 +284,7 @@ func (s *State) victimPods(m victimMeta) []*corev1.Pod {
 			pods = append(pods, p)
 		}
 	} else {
-		pods = s.members(m.namespace, m.podGroup)
+		pods = s.gangs.members(m.namespace, m.podGroup)
 	}
 	return slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool { return p.DeletionTimestamp != nil })
 }

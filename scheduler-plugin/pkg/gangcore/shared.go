@@ -25,28 +25,44 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
+// The States of this process, one per scheduler, by the scheduler's client set: every profile of
+// a scheduler shares one State, for GPUs and plans are cluster-wide. A State is held by the
+// profiles that asked for it (Shared) until each one's context ends or its framework closes
+// GangPlacement (Release); when the last lets go, the State stops and is forgotten.
 var (
 	registryMu sync.Mutex
-	registry   = map[kubernetes.Interface]*State{}
+	registry   = map[kubernetes.Interface]*shared{}
 )
 
+// shared is a State and the frameworks, one per profile, that hold it.
+type shared struct {
+	state   *State
+	holders map[fwk.Handle]bool
+}
+
 // Shared returns the State of the scheduler that h belongs to, creating it with opts on first
-// use. Every profile of a scheduler shares one State: GPUs and plans are cluster-wide.
+// use, and holds it for h's profile until ctx ends or Release(h).
 func Shared(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	if s := registry[h.ClientSet()]; s != nil {
-		if s.opts != opts {
-			return nil, fmt.Errorf("GangPlacement has different args in two profiles (%+v and %+v): give every profile the same GangPlacementArgs", s.opts, opts)
+	e := registry[h.ClientSet()]
+	if e != nil && e.state.opts != opts {
+		return nil, fmt.Errorf("GangPlacement has different args in two profiles (%+v and %+v): give every profile the same GangPlacementArgs", e.state.opts, opts)
+	}
+	if e == nil {
+		// The State outlives the context of the profile that made it while others hold it.
+		s, err := New(context.WithoutCancel(ctx), h, opts)
+		if err != nil {
+			return nil, err
 		}
-		return s, nil
+		e = &shared{state: s, holders: map[fwk.Handle]bool{}}
+		registry[h.ClientSet()] = e
 	}
-	s, err := New(ctx, h, opts)
-	if err != nil {
-		return nil, err
+	if !e.holders[h] {
+		e.holders[h] = true
+		context.AfterFunc(ctx, func() { Release(h) })
 	}
-	registry[h.ClientSet()] = s
-	return s, nil
+	return e.state, nil
 }
 
 // Lookup returns the State GangPlacement created for h's scheduler, or nil when GangPlacement is
@@ -54,5 +70,28 @@ func Shared(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 func Lookup(h fwk.Handle) *State {
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	return registry[h.ClientSet()]
+	if e := registry[h.ClientSet()]; e != nil {
+		return e.state
+	}
+	return nil
+}
+
+// Release ends h's hold on its scheduler's State; the last hold's end stops the State and drops it
+// from the registry. Releasing a framework that holds nothing does nothing.
+func Release(h fwk.Handle) {
+	registryMu.Lock()
+	e := registry[h.ClientSet()]
+	if e == nil || !e.holders[h] {
+		registryMu.Unlock()
+		return
+	}
+	delete(e.holders, h)
+	last := len(e.holders) == 0
+	if last {
+		delete(registry, h.ClientSet())
+	}
+	registryMu.Unlock()
+	if last {
+		e.state.close()
+	}
 }

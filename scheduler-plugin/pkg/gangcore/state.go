@@ -60,8 +60,9 @@ type State struct {
 	reader       client.Reader
 	trainingJobs bool
 	now          func() time.Time
-	// stop ends the State's goroutines and removes its event handlers.
+	// stop ends the State's goroutines and removes its event handlers; done is closed then.
 	stop func()
+	done <-chan struct{}
 
 	// gangs knows the pods and PodGroup of each gang (gangs.go).
 	gangs *gangRegistry
@@ -107,7 +108,7 @@ type State struct {
 }
 
 // New makes a State and registers its event handlers. With a kubeconfig it also watches GPUNodes,
-// PodGroups and TrainingJobs. It runs until ctx ends.
+// PodGroups and TrainingJobs. It runs until ctx ends or the State is stopped (see Shared).
 func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 	registerMetrics()
 	ctx, cancel := context.WithCancel(ctx)
@@ -115,6 +116,7 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 		opts:        opts,
 		handle:      h,
 		now:         time.Now,
+		done:        ctx.Done(),
 		inventory:   newGPUInventory(),
 		waiters:     newWaiters(h.Activate, wakeDelay, retryDelay, maxRetryDelay),
 		tellLimiter: flowcontrol.NewTokenBucketRateLimiter(tellQPS, tellQPS),
@@ -179,6 +181,20 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 		}
 	}
 	return s, nil
+}
+
+// close stops the State: its goroutines end, its event handlers are removed, and its plans and
+// verdicts leave the gauges, which count those of the States still running.
+func (s *State) close() {
+	s.stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key := range s.book.plans {
+		s.book.remove(key)
+	}
+	for key := range s.verdicts.m {
+		s.verdicts.clear(key)
+	}
 }
 
 // watch starts a cache of GPUNodes, PodGroups and TrainingJobs. Without the GPUNode CRD every node

@@ -21,6 +21,7 @@ package gangplacement
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -63,6 +64,7 @@ var (
 	_ fwk.BindPlugin        = &GangPlacement{}
 	_ fwk.PostBindPlugin    = &GangPlacement{}
 	_ fwk.EnqueueExtensions = &GangPlacement{}
+	_ io.Closer             = &GangPlacement{}
 )
 
 // New makes the plugin from its GangPlacementArgs.
@@ -98,6 +100,13 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	return &GangPlacement{handle: h, state: st, gpu: corev1.ResourceName(args.GPUResourceName),
 		binds: make(chan struct{}, args.MaxConcurrentBindings)}, nil
+}
+
+// Close ends this profile's hold on the scheduler's gangcore.State (gangcore.Release): the
+// framework closes its plugins when the scheduler stops, and the State stops with the last.
+func (pl *GangPlacement) Close() error {
+	gangcore.Release(pl.handle)
+	return nil
 }
 
 // Name returns the plugin's name.

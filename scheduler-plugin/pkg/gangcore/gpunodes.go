@@ -63,13 +63,18 @@ func (inv *gpuInventory) get(name string) *gpuNode {
 	return inv.nodes[name]
 }
 
-// read calls f, under the lock, with every node's inventory and the nodes changed since the last
-// read, then forgets those changes. f must not call the inventory's other methods.
-func (inv *gpuInventory) read(f func(nodes map[string]*gpuNode, changed map[string]bool)) {
+// lockForView locks the inventory for a view and returns every node's inventory and the nodes
+// changed since the last view; unlockView forgets those changes and unlocks. In between the view
+// must not call the inventory's other methods. (Not a callback: the view's loop over 5,000 nodes
+// runs faster in the view's own frame.)
+func (inv *gpuInventory) lockForView() (nodes map[string]*gpuNode, changed map[string]bool) {
 	inv.mu.Lock()
-	defer inv.mu.Unlock()
-	f(inv.nodes, inv.changed)
+	return inv.nodes, inv.changed
+}
+
+func (inv *gpuInventory) unlockView() {
 	clear(inv.changed)
+	inv.mu.Unlock()
 }
 
 // gpuNode is what the plugins need of a GPUNode, computed once per update.

@@ -48,12 +48,10 @@ func TestNodeCacheFollowsTheInventory(t *testing.T) {
 	ni := framework.NewNodeInfo(seen, reserved, unknown)
 	ni.SetNode(node)
 	view := func(ni fwk.NodeInfo) *nodeBase {
-		var b *nodeBase
-		inv.read(func(gpus map[string]*gpuNode, changed map[string]bool) {
-			cache.sync(gpus, changed, 1)
-			b = cache.at(0, ni, gpus["a"], book)
-		})
-		return b
+		gpus, changed := inv.lockForView()
+		defer inv.unlockView()
+		cache.sync(gpus, changed, 1)
+		return cache.at(0, ni, gpus["a"], book)
 	}
 	first := view(ni)
 	if want := planner.NewGPUSet(2, 3, 4, 6); first.pn.Free != want {

@@ -69,23 +69,23 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 			}
 		}
 	}
-	s.inventory.read(func(gpus map[string]*gpuNode, changed map[string]bool) {
-		s.nodes.sync(gpus, changed, len(nodes))
-		for i, ni := range nodes {
-			node := ni.Node()
-			if node == nil {
-				continue
-			}
-			b := s.nodes.at(i, ni, gpus[node.Name], s.book)
-			// Most nodes of a busy cluster have no free GPU: without victims to count, such a
-			// node is its base, and its eligibility does not matter.
-			if vt == nil && b.pn.Free == 0 && !held[node.Name] {
-				cl.Nodes = append(cl.Nodes, b.pn)
-				continue
-			}
-			cl.Nodes = append(cl.Nodes, s.nodeFor(ctx, ni, b, o, claims[node.Name], vt, anchor))
+	gpus, changed := s.inventory.lockForView()
+	s.nodes.sync(gpus, changed, len(nodes))
+	for i, ni := range nodes {
+		node := ni.Node()
+		if node == nil {
+			continue
 		}
-	})
+		b := s.nodes.at(i, ni, gpus[node.Name], s.book)
+		// Most nodes of a busy cluster have no free GPU: without victims to count, such a node is
+		// its base, and its eligibility does not matter.
+		if vt == nil && b.pn.Free == 0 && !held[node.Name] {
+			cl.Nodes = append(cl.Nodes, b.pn)
+			continue
+		}
+		cl.Nodes = append(cl.Nodes, s.nodeFor(ctx, ni, b, o, claims[node.Name], vt, anchor))
+	}
+	s.inventory.unlockView()
 	if vt != nil {
 		s.fillWorkLost(ctx, vt)
 		cl.Victims = vt.list

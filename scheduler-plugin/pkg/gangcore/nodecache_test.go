@@ -51,7 +51,7 @@ func TestNodeCacheFollowsTheInventory(t *testing.T) {
 		gpus, changed := inv.lockForView()
 		defer inv.unlockView()
 		cache.sync(gpus, changed, 1)
-		return cache.at(0, ni, gpus["a"], book)
+		return cache.at(0, ni, gpus, book)
 	}
 	first := view(ni)
 	if want := planner.NewGPUSet(2, 3, 4, 6); first.pn.Free != want {

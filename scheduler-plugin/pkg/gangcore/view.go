@@ -70,22 +70,24 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 		}
 	}
 	gpus, changed := s.inventory.lockForView()
+	defer s.inventory.unlockView()
 	s.nodes.sync(gpus, changed, len(nodes))
 	for i, ni := range nodes {
 		node := ni.Node()
 		if node == nil {
 			continue
 		}
-		b := s.nodes.at(i, ni, gpus[node.Name], s.book)
+		b := s.nodes.at(i, ni, gpus, s.book)
+		// Each node starts as its base, in place: a planner.Node is some 200 bytes, and 5,000 of
+		// them copied through return values cost more than the rest of the loop's bookkeeping.
+		cl.Nodes = append(cl.Nodes, b.pn)
 		// Most nodes of a busy cluster have no free GPU: without victims to count, such a node is
 		// its base, and its eligibility does not matter.
 		if vt == nil && b.pn.Free == 0 && !held[node.Name] {
-			cl.Nodes = append(cl.Nodes, b.pn)
 			continue
 		}
-		cl.Nodes = append(cl.Nodes, s.nodeFor(ctx, ni, b, o, claims[node.Name], vt, anchor))
+		s.nodeFor(ctx, &cl.Nodes[len(cl.Nodes)-1], ni, b, o, claims[node.Name], vt, anchor)
 	}
-	s.inventory.unlockView()
 	if vt != nil {
 		s.fillWorkLost(ctx, vt)
 		cl.Victims = vt.list
@@ -100,19 +102,19 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 	return cl, vt
 }
 
-// nodeFor is node ni of the view for o.gang: its base b, less claims, with the gang's own pods'
-// GPUs free again, and what the gang's pods may take of it: excluded, or how many fit beside
-// their GPUs. With vt, the node's victims are numbered too.
-func (s *State) nodeFor(ctx context.Context, ni fwk.NodeInfo, b *nodeBase, o viewOptions, claims []claim, vt *victimTable, anchor *corev1.Node) planner.Node {
+// nodeFor makes pn, a copy of base b, node ni of the view for o.gang: b less claims, with the
+// gang's own pods' GPUs free again, and what the gang's pods may take of it: excluded, or how many
+// fit beside their GPUs. With vt, the node's victims are numbered too.
+func (s *State) nodeFor(ctx context.Context, pn *planner.Node, ni fwk.NodeInfo, b *nodeBase, o viewOptions, claims []claim, vt *victimTable, anchor *corev1.Node) {
 	node := ni.Node()
-	pn := nodeView(b, o.gang, claims, vt, o.lonePods)
+	viewOf(pn, b, o.gang, claims, vt, o.lonePods)
 	_, avoided := o.elig.avoid[node.Name]
 	pn.Excluded = avoided || o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang)
 	if !pn.Excluded && o.elig.interPod.excludes(ctx, ni) {
-		pn.Excluded = vt == nil || !s.evictionAdmits(ctx, &pn, ni, o, vt)
+		pn.Excluded = vt == nil || !s.evictionAdmits(ctx, pn, ni, o, vt)
 	}
 	if pn.Excluded {
-		return pn
+		return
 	}
 	var leaving []*corev1.Pod
 	if vt != nil {
@@ -128,9 +130,8 @@ func (s *State) nodeFor(ctx context.Context, ni fwk.NodeInfo, b *nodeBase, o vie
 	}
 	if vt != nil && pn.MaxPods != 0 && (pn.MaxPods < 0 || pn.MaxPods < pn.GPUs) {
 		// Victims' pods hold CPU and memory too: evicted, they give them back.
-		s.spareForVictims(&pn, b, ni, o, vt, leaving, spreadCap)
+		s.spareForVictims(pn, b, ni, o, vt, leaving, spreadCap)
 	}
-	return pn
 }
 
 // lastView is what a view keeps of the one before: its cluster, whose topology index the next
@@ -267,6 +268,12 @@ func (s *State) sameDomain(anchor, node *corev1.Node, g *gang) bool {
 // accounts for nominated pods.
 func nodeView(b *nodeBase, g *gang, claims []claim, vt *victimTable, lonePods bool) planner.Node {
 	pn := b.pn
+	viewOf(&pn, b, g, claims, vt, lonePods)
+	return pn
+}
+
+// viewOf makes pn, a copy of b.pn, nodeView's node, in place.
+func viewOf(pn *planner.Node, b *nodeBase, g *gang, claims []claim, vt *victimTable, lonePods bool) {
 	free, room := pn.Free, b.room
 	if vt != nil || len(g.pendingUIDs) > 0 {
 		pn.Holders = make([]planner.Holder, 0, len(b.holders))
@@ -300,7 +307,6 @@ func nodeView(b *nodeBase, g *gang, claims []claim, vt *victimTable, lonePods bo
 		free &^= highest(free, free.Len()-max(room, 0))
 	}
 	pn.Free = free
-	return pn
 }
 
 // spareForVictims gives pn, a node of a preemption's view whose CPU, memory or pod slots bound the

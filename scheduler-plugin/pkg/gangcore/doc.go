@@ -47,6 +47,16 @@ limitations under the License.
 // numbered for preemption (victims.go); plan.go, preempt.go, held.go and admission.go plan, check,
 // preempt and book against that view; gate.go holds pods until their gang is planned.
 //
+// # The view
+//
+// Every plan and preemption turns the scheduler's snapshot into a planner.Cluster (view.go), under
+// State.mu. The view locks the inventory once, for the whole loop over the nodes, and hands its
+// map to the node cache, which drops the bases whose GPUNode changed. The cache keeps the bases in
+// the order of the last view's nodes, which the snapshot keeps from one cycle to the next: a node
+// whose pods and GPUNode are unchanged costs no lookup by name. Each node of the cluster starts as
+// a copy of its base and is adjusted in place for the gang (its own pods' GPUs free again, other
+// plans' claims taken off, eligibility, victims); a node without a free GPU stays its base.
+//
 // # Locks
 //
 // Each lock guards the fields its comment names:

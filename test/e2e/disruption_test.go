@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/framework"
 	"github.com/convoy-dev/convoy/test/util"
 )
 
@@ -71,6 +72,64 @@ func TestSchedulerPreemptionWaitsForTheVictimsCheckpoint(t *testing.T) {
 				t.Errorf("pod %s of the preempted gang resumes from %q, want %q", p.Name, got, cp.Latest)
 			}
 		}
+	}
+}
+
+// TestSchedulerPreemptsTheGangThatLosesTheLeastWork: four low-priority gangs of 4 × 8 GPUs fill
+// the fleet, one per rack, pinned by nodeSelector. The gang on the last rack starts first and
+// checkpoints every epoch; the others start later and checkpoint only when asked. A high-priority
+// gang of the same shape makes convoy-scheduler preempt one of them: priority, size and domain tie,
+// so it preempts the gang whose last checkpoint is the most recent, which loses the least work,
+// although it has run the longest and its rack comes last.
+func TestSchedulerPreemptsTheGangThatLosesTheLeastWork(t *testing.T) {
+	e := setup(t)
+	e.queue(1000)
+	var racks []string
+	for _, n := range fleet.Nodes() {
+		if !slices.Contains(racks, n.Rack) {
+			racks = append(racks, n.Rack)
+		}
+	}
+	slices.Sort(racks)
+	lows := []string{"low-0", "low-1", "low-2", "low-3"}
+	saver := lows[len(lows)-1]
+	create := func(i int) {
+		j := e.job(lows[i], 4, 8, "low")
+		j.Spec.Scheduling.NodeSelector = map[string]string{framework.LabelRack: racks[i]}
+		j.Spec.Checkpoint = &convoy.CheckpointSpec{Enabled: true, Frequency: 1000, PreemptionGraceSeconds: ptr.To[int32](300),
+			Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "ckpt"}}
+		if lows[i] == saver {
+			j.Spec.Checkpoint.Frequency = 1
+		}
+		e.create(j)
+	}
+	create(len(lows) - 1)
+	e.waitState(saver, convoy.StateRunning)
+	for i := range len(lows) - 1 {
+		create(i)
+	}
+	for _, name := range lows {
+		e.waitState(name, convoy.StateRunning)
+	}
+	// Every other gang has run for more than 5 s when the saver reports its latest checkpoint, an
+	// epoch (1 s) after the one before it.
+	after := time.Now().Add(5 * time.Second)
+	e.waitJob(saver, "checkpointed 5 s after every gang ran", func(j *convoy.TrainingJob) bool {
+		cp := j.Status.Checkpoint
+		return cp != nil && cp.Time != nil && cp.Time.After(after)
+	})
+
+	e.create(e.job("high", 4, 8, "high"))
+	e.waitState("high", convoy.StateRunning)
+	e.requireWholeGang("high", 4)
+	var preempted []string
+	for _, name := range lows {
+		if e.get(name).Status.RestartCount > 0 {
+			preempted = append(preempted, name)
+		}
+	}
+	if !slices.Equal(preempted, []string{saver}) {
+		t.Errorf("preempted gangs: %v, want only %s, the gang that checkpointed last", preempted, saver)
 	}
 }
 

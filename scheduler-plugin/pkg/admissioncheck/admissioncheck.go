@@ -337,7 +337,7 @@ func (r *Reconciler) reconcileCheck(ctx context.Context, req reconcile.Request) 
 
 // leads reports whether this scheduler holds its leader-election Lease. It reads client-go's
 // leader_election_master_status gauge, which the scheduler's leader election sets to 1 in the
-// process that holds the Lease (cmd/kube-scheduler registers it, as upstream's main does); a
+// process that holds the Lease (cmd/convoy-scheduler registers it, as upstream's main does); a
 // Lease holder's identity, "<hostname>_<uuid>", does not tell two replicas on one host apart. It
 // is read at most once a second.
 func (r *Reconciler) leads(ctx context.Context) bool {

@@ -18,7 +18,7 @@ limitations under the License.
 // only and against a binder with no placement logic (the API ceiling), on the local control plane
 // with thousands of fake GPU nodes, in one run:
 //
-//	go build -ldflags "$LDFLAGS" -o bin/convoy-scheduler ./scheduler-plugin/cmd/kube-scheduler
+//	go build -ldflags "$LDFLAGS" -o bin/convoy-scheduler ./scheduler-plugin/cmd/convoy-scheduler
 //	go run ./test/bench/scheduler -nodes 1000,5000 -mixes mixed,whole-node
 //
 // Nodes are plain Ready Node objects (no kubelet, no kwok: the node lifecycle controller is off so

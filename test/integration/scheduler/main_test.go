@@ -96,7 +96,7 @@ func setup(t *testing.T) *env {
 
 func newEnv(ctx context.Context, c *framework.Cluster) (*env, error) {
 	if err := framework.CheckBinaries(c.BinDir, schedulerBinary); err != nil {
-		return nil, fmt.Errorf("%w; build it with: go build -ldflags %q -o bin/convoy-scheduler ./scheduler-plugin/cmd/kube-scheduler", err, framework.VersionLDFlags)
+		return nil, fmt.Errorf("%w; build it with: go build -ldflags %q -o bin/convoy-scheduler ./scheduler-plugin/cmd/convoy-scheduler", err, framework.VersionLDFlags)
 	}
 	root, err := framework.RepoRoot()
 	if err != nil {

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command kube-scheduler is the upstream kube-scheduler with scheduler-plugins' Coscheduling and
+// Command convoy-scheduler is the upstream kube-scheduler with scheduler-plugins' Coscheduling and
 // Convoy's GangGate, GangPlacement and GangPreemption plugins registered. It is configured only through
 // KubeSchedulerConfiguration: see deploy/scheduler. Coscheduling is upstream's plugin, made through
 // pkg/coscheduling: in a profile that runs GangPlacement it finds a gang's pods from GangPlacement's

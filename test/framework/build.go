@@ -19,10 +19,7 @@ package framework
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -49,64 +46,64 @@ var VersionLDFlags = strings.Join([]string{
 
 // Binary is one executable that Build puts in the bin directory.
 type Binary struct {
-	// Name is the executable's file name in the bin directory.
+	// Name is the executable's file name in the bin directory. When it differs from the last
+	// element of Package, bin/<Name> is a symbolic link to the executable go build names after the
+	// package (kubectl finds its plugin kubectl-kueue that way).
 	Name string
-	// Package is the main package to build: an import path, or a path starting with "./" relative to
-	// the module root (this repository's, or Module's when Module is set).
+	// Package is the main package to build: an import path of a module in go.mod's build list, or
+	// a path starting with "./" relative to the repository root.
 	Package string
-	// Module, when set, is "path@version" of a module with its own go.mod (kwok, the Kueue manager)
-	// that cannot share this repository's build list. It is built inside its directory in the module
-	// cache, which `go mod download -json` reports.
-	Module string
-	// LDFlags are passed to go build as -ldflags.
-	LDFlags string
 	// Static builds with CGO_ENABLED=0: an executable that needs no libc, for an image without one.
+	// It is a go build of its own, with its own compile of every package it imports: keep it to
+	// executables that import little (the pause container).
 	Static bool
-	// Project marks a binary built from this repository's own code. Project binaries are built on
-	// every Build, which the Go build cache keeps cheap; the others are rebuilt only when go.mod,
-	// go.sum, the Go version or their spec changes.
-	Project bool
 }
 
-// Binaries is everything Build builds: the local control plane and, as they are added, Convoy's
-// own commands (Project: true) and more external components (Module: "path@version").
+// BuildLDFlags are the -ldflags of every binary: the version stamps (VersionLDFlags, Kueue's
+// version) and -w, no DWARF: nothing here runs under a debugger, and the linker writes the
+// executables in about two thirds of the time. A stamp of a package a binary does not link is
+// ignored.
+var BuildLDFlags = strings.Join([]string{"-w", KueueLDFlags}, " ")
+
+// Binaries is everything Build builds: the local control plane, the components the tests run
+// (kwok, Kueue, CoreDNS, a registry, Helm) and Convoy's own commands. Each is a package of a module
+// in go.mod (the components are go.mod's `tool` lines), so one go build compiles the Kubernetes
+// libraries once for all of them.
 var Binaries = []Binary{
 	{Name: "etcd", Package: "./test/cmd/etcd"},
-	{Name: "kube-apiserver", Package: "k8s.io/kubernetes/cmd/kube-apiserver", LDFlags: VersionLDFlags},
-	{Name: "kube-controller-manager", Package: "k8s.io/kubernetes/cmd/kube-controller-manager", LDFlags: VersionLDFlags},
+	{Name: "kube-apiserver", Package: "k8s.io/kubernetes/cmd/kube-apiserver"},
+	{Name: "kube-controller-manager", Package: "k8s.io/kubernetes/cmd/kube-controller-manager"},
 	// The default scheduler of a cluster with real nodes (Options.RealNodes).
-	{Name: "kube-scheduler", Package: "k8s.io/kubernetes/cmd/kube-scheduler", LDFlags: VersionLDFlags},
-	{Name: "kubectl", Package: "k8s.io/kubernetes/cmd/kubectl", LDFlags: VersionLDFlags},
+	{Name: "kube-scheduler", Package: "k8s.io/kubernetes/cmd/kube-scheduler"},
+	{Name: "kubectl", Package: "k8s.io/kubernetes/cmd/kubectl"},
 	// The real nodes' kubelet and kube-proxy (StartRealNode).
-	{Name: "kubelet", Package: "k8s.io/kubernetes/cmd/kubelet", LDFlags: VersionLDFlags},
-	{Name: "kube-proxy", Package: "k8s.io/kubernetes/cmd/kube-proxy", LDFlags: VersionLDFlags},
-	{Name: "kwok", Module: "sigs.k8s.io/kwok@v0.7.0", Package: "./cmd/kwok"},
-	{Name: KueueManager, Module: KueueModule, Package: "./cmd/kueue", LDFlags: KueueLDFlags},
-	{Name: Kueuectl, Module: KueueModule, Package: "./cmd/kueuectl", LDFlags: KueueLDFlags},
-	{Name: "localcluster", Package: "./test/cmd/localcluster", Project: true},
-	{Name: "convoy-operator", Package: "./operator/cmd/convoy-operator", Project: true},
-	{Name: "convoy-scheduler", Package: "./scheduler-plugin/cmd/kube-scheduler", LDFlags: VersionLDFlags, Project: true},
-	{Name: "convoy-node-agent", Package: "./scheduler-plugin/cmd/convoy-node-agent", Project: true},
-	{Name: "simtrainer", Package: "./test/cmd/simtrainer", Project: true},
-	{Name: "simdeviceplugin", Package: "./test/cmd/simdeviceplugin", Project: true},
-	{Name: "pause", Package: "./test/cmd/pause", Static: true, Project: true},
-	{Name: "registry", Module: "github.com/distribution/distribution/v3@v3.1.2", Package: "./cmd/registry"},
-	{Name: "coredns", Module: "github.com/coredns/coredns@v1.14.7", Package: ".", Static: true},
+	{Name: "kubelet", Package: "k8s.io/kubernetes/cmd/kubelet"},
+	{Name: "kube-proxy", Package: "k8s.io/kubernetes/cmd/kube-proxy"},
+	{Name: "kwok", Package: KwokModule + "/cmd/kwok"},
+	{Name: KueueManager, Package: KueueModule + "/cmd/kueue"},
+	{Name: Kueuectl, Package: KueueModule + "/cmd/kueuectl"},
+	{Name: "registry", Package: "github.com/distribution/distribution/v3/cmd/registry"},
+	{Name: "coredns", Package: "github.com/coredns/coredns"},
 	// Helm, for the chart in deploy/helm (test/integration/chart).
-	{Name: "helm", Module: "helm.sh/helm/v4@v4.3.1", Package: "./cmd/helm"},
+	{Name: "helm", Package: "helm.sh/helm/v4/cmd/helm"},
+	{Name: "localcluster", Package: "./test/cmd/localcluster"},
+	{Name: "convoy-operator", Package: "./operator/cmd/convoy-operator"},
+	{Name: "convoy-scheduler", Package: "./scheduler-plugin/cmd/convoy-scheduler"},
+	{Name: "convoy-node-agent", Package: "./scheduler-plugin/cmd/convoy-node-agent"},
+	{Name: "simtrainer", Package: "./test/cmd/simtrainer"},
+	{Name: "simdeviceplugin", Package: "./test/cmd/simdeviceplugin"},
+	{Name: "pause", Package: "./test/cmd/pause", Static: true},
 }
-
-// stampFile records what the non-project binaries in the bin directory were built from.
-const stampFile = ".build-stamp"
 
 // Build builds Binaries into <root>/bin, where root is the repository root. See BuildBinaries.
 func Build(ctx context.Context, root string, log io.Writer) error {
 	return BuildBinaries(ctx, root, Binaries, log)
 }
 
-// BuildBinaries builds bins into <root>/bin and writes the go commands it runs and their output to
-// log. Binaries that are not Project binaries are skipped when all of them exist and the stamp
-// file in bin/ matches go.mod, go.sum, the Go version and their specs.
+// BuildBinaries builds bins into <root>/bin with BuildLDFlags and writes the go commands it runs
+// and their output to log. Every binary that is not Static comes from one go build, which compiles
+// each package once and links the executables in parallel; go build leaves an executable that is
+// up to date as it is (it links none of them when nothing changed), so a second Build costs seconds.
 func BuildBinaries(ctx context.Context, root string, bins []Binary, log io.Writer) error {
 	if log == nil {
 		log = io.Discard
@@ -119,105 +116,58 @@ func BuildBinaries(ctx context.Context, root string, bins []Binary, log io.Write
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return err
 	}
-
-	var pinned, project []Binary
+	var shared, static []string
+	built := map[string]string{}
 	for _, b := range bins {
 		if b.Name == "" || b.Package == "" {
 			return fmt.Errorf("binary %+v needs a Name and a Package", b)
 		}
-		if b.Project {
-			project = append(project, b)
+		base := path.Base(b.Package)
+		if other, ok := built[base]; ok {
+			return fmt.Errorf("%s and %s would both be bin/%s: go build names an executable after its package", other, b.Package, base)
+		}
+		built[base] = b.Package
+		if b.Static {
+			static = append(static, b.Package)
 		} else {
-			pinned = append(pinned, b)
+			shared = append(shared, b.Package)
 		}
 	}
-
-	if len(pinned) == 0 {
-		// Only project binaries: the stamp describes the pinned set and must stay as it is.
-		return buildGroup(ctx, root, binDir, project, log)
-	}
-	stamp, err := buildStamp(ctx, root, pinned)
-	if err != nil {
-		return err
-	}
-	stampPath := filepath.Join(binDir, stampFile)
-	if old, err := os.ReadFile(stampPath); err == nil && string(old) == stamp && allExist(binDir, pinned) {
-		fmt.Fprintf(log, "Binaries in %s are up to date with go.mod and go.sum\n", binDir)
-	} else {
-		// A half-built set must not look up to date.
-		_ = os.Remove(stampPath)
-		if err := buildGroup(ctx, root, binDir, pinned, log); err != nil {
-			return err
+	for _, group := range []struct {
+		env  []string
+		pkgs []string
+	}{{nil, shared}, {[]string{"CGO_ENABLED=0"}, static}} {
+		if len(group.pkgs) == 0 {
+			continue
 		}
-		if err := os.WriteFile(stampPath, []byte(stamp), 0o644); err != nil {
+		if err := goBuild(ctx, root, group.env, BuildLDFlags, binDir+string(filepath.Separator), group.pkgs, log); err != nil {
 			return err
 		}
 	}
-	return buildGroup(ctx, root, binDir, project, log)
-}
-
-// buildGroup builds bins: this module's packages with one go build per set of ldflags (go links
-// them in parallel), each external module in its own directory.
-func buildGroup(ctx context.Context, root, binDir string, bins []Binary, log io.Writer) error {
-	type batch struct {
-		ldflags string
-		pkgs    []string
-	}
-	var batches []*batch
-	byFlags := map[string]*batch{}
 	for _, b := range bins {
-		switch {
-		case b.Module != "":
-			if err := buildExternal(ctx, root, binDir, b, log); err != nil {
+		if base := path.Base(b.Package); base != b.Name {
+			if err := link(filepath.Join(binDir, b.Name), base); err != nil {
 				return err
 			}
-		case path.Base(b.Package) != b.Name || b.Static:
-			// go build -o dir/ names executables after the package; other names, and other
-			// environments, need their own go build.
-			if err := goBuild(ctx, root, cgoEnv(b), b.LDFlags, filepath.Join(binDir, b.Name), []string{b.Package}, log); err != nil {
-				return err
-			}
-		default:
-			bt := byFlags[b.LDFlags]
-			if bt == nil {
-				bt = &batch{ldflags: b.LDFlags}
-				byFlags[b.LDFlags] = bt
-				batches = append(batches, bt)
-			}
-			bt.pkgs = append(bt.pkgs, b.Package)
-		}
-	}
-	for _, bt := range batches {
-		if err := goBuild(ctx, root, nil, bt.ldflags, binDir+string(filepath.Separator), bt.pkgs, log); err != nil {
-			return err
 		}
 	}
 	return nil
 }
 
-// buildExternal builds b inside its module's directory in the module cache, so it uses that
-// module's own go.mod and go.sum. The directory is read-only, which go build does not mind.
-func buildExternal(ctx context.Context, root, binDir string, b Binary, log io.Writer) error {
-	dir, err := ModuleDir(ctx, root, b.Module)
-	if err != nil {
+// link makes name a symbolic link to target, replacing what was there.
+func link(name, target string) error {
+	if old, err := os.Readlink(name); err == nil && old == target {
+		return nil
+	}
+	if err := os.RemoveAll(name); err != nil {
 		return err
 	}
-	// The module's own go.mod decides everything: no workspace, and none of this repository's
-	// GOFLAGS (a -modfile or -mod=vendor would point at the wrong module).
-	env := append([]string{"GOWORK=off", "GOFLAGS=-buildvcs=false -mod=readonly"}, cgoEnv(b)...)
-	return goBuild(ctx, dir, env, b.LDFlags, filepath.Join(binDir, b.Name), []string{b.Package}, log)
+	return os.Symlink(target, name)
 }
 
-// cgoEnv is the environment that builds b as its Static field asks.
-func cgoEnv(b Binary) []string {
-	if b.Static {
-		return []string{"CGO_ENABLED=0"}
-	}
-	return nil
-}
-
-// ModuleDir returns the directory of module ("path@version") in the module cache, downloading it
-// when it is missing. root is where the go command runs (the repository root).
+// ModuleDir returns the directory of module in the module cache, downloading it when it is missing:
+// "path@version", or a bare path for the version go.mod's build list has. root is where the go
+// command runs (the repository root).
 func ModuleDir(ctx context.Context, root, module string) (string, error) {
 	dl := exec.CommandContext(ctx, "go", "mod", "download", "-json", module)
 	dl.Dir = root
@@ -255,37 +205,6 @@ func goBuild(ctx context.Context, dir string, env []string, ldflags, out string,
 		return fmt.Errorf("go build %s in %s: %w", strings.Join(pkgs, " "), dir, err)
 	}
 	return nil
-}
-
-// buildStamp hashes everything the pinned binaries depend on besides this repository's code.
-func buildStamp(ctx context.Context, root string, bins []Binary) (string, error) {
-	h := sha256.New()
-	for _, name := range []string{"go.mod", "go.sum"} {
-		data, err := os.ReadFile(filepath.Join(root, name))
-		if err != nil && (name != "go.sum" || !errors.Is(err, os.ErrNotExist)) {
-			return "", err
-		}
-		fmt.Fprintf(h, "%s %d\n", name, len(data))
-		h.Write(data)
-	}
-	goVersion, err := exec.CommandContext(ctx, "go", "env", "GOVERSION").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOVERSION: %w", err)
-	}
-	fmt.Fprintf(h, "go %s\n", bytes.TrimSpace(goVersion))
-	for _, b := range bins {
-		fmt.Fprintf(h, "%q %q %q %q %t\n", b.Name, b.Package, b.Module, b.LDFlags, b.Static)
-	}
-	return hex.EncodeToString(h.Sum(nil)) + "\n", nil
-}
-
-func allExist(dir string, bins []Binary) bool {
-	for _, b := range bins {
-		if _, err := os.Stat(filepath.Join(dir, b.Name)); err != nil {
-			return false
-		}
-	}
-	return true
 }
 
 // CheckBinaries returns an error telling the reader to run `make bin` when one of names is not an

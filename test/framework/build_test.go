@@ -18,14 +18,19 @@ package framework_test
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/convoy-dev/convoy/test/framework"
 )
 
-func TestBuildBinariesRebuildsPinnedBinariesOnlyWhenGoModChanges(t *testing.T) {
+// TestBuildBinariesBuildsEveryBinaryAndRebuildsWhatChanged: each binary is in bin/ under its name
+// (a symbolic link where the package is named otherwise), a static one too, and a second Build
+// after a source changed leaves the changed program in bin/.
+func TestBuildBinariesBuildsEveryBinaryAndRebuildsWhatChanged(t *testing.T) {
 	root := t.TempDir()
 	write := func(name, content string) {
 		t.Helper()
@@ -36,33 +41,75 @@ func TestBuildBinariesRebuildsPinnedBinariesOnlyWhenGoModChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	write("go.mod", "module example.com/build\n\ngo 1.25\n")
-	write("cmd/pinned/main.go", "package main\n\nfunc main() {}\n")
-	write("cmd/project/main.go", "package main\n\nfunc main() {}\n")
-	bins := []framework.Binary{
-		{Name: "pinned", Package: "./cmd/pinned"},
-		{Name: "renamed", Package: "./cmd/project", Project: true},
+	program := func(says string) string {
+		return "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Print(" + strconv.Quote(says) + ") }\n"
 	}
-	build := func() string {
+	write("go.mod", "module example.com/build\n\ngo 1.25\n")
+	write("cmd/kept/main.go", program("kept"))
+	write("cmd/edited/main.go", program("before"))
+	write("cmd/static/main.go", program("static"))
+	bins := []framework.Binary{
+		{Name: "kept", Package: "./cmd/kept"},
+		{Name: "renamed", Package: "./cmd/edited"},
+		{Name: "static", Package: "./cmd/static", Static: true},
+	}
+	bin := filepath.Join(root, "bin")
+	build := func() {
 		t.Helper()
 		var log strings.Builder
 		if err := framework.BuildBinaries(t.Context(), root, bins, &log); err != nil {
 			t.Fatalf("%v\n%s", err, log.String())
 		}
-		return log.String()
+		if err := framework.CheckBinaries(bin, "kept", "renamed", "static"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	says := func(name, want string) {
+		t.Helper()
+		out, err := exec.CommandContext(t.Context(), filepath.Join(bin, name)).Output()
+		if err != nil {
+			t.Fatalf("bin/%s: %v", name, err)
+		}
+		if string(out) != want {
+			t.Errorf("bin/%s printed %q, want %q", name, out, want)
+		}
 	}
 
-	if log := build(); !strings.Contains(log, "./cmd/pinned") || !strings.Contains(log, "./cmd/project") {
-		t.Errorf("first build did not build both binaries:\n%s", log)
+	build()
+	says("kept", "kept")
+	says("renamed", "before")
+	says("static", "static")
+	if target, err := os.Readlink(filepath.Join(bin, "renamed")); err != nil || target != "edited" {
+		t.Errorf("bin/renamed links to %q (%v), want edited", target, err)
 	}
-	if err := framework.CheckBinaries(filepath.Join(root, "bin"), "pinned", "renamed"); err != nil {
+	write("cmd/edited/main.go", program("after"))
+	build()
+	says("renamed", "after")
+	says("kept", "kept")
+}
+
+func TestBuildBinariesRefusesTwoExecutablesOfOneName(t *testing.T) {
+	err := framework.BuildBinaries(t.Context(), t.TempDir(), []framework.Binary{
+		{Name: "kube-scheduler", Package: "k8s.io/kubernetes/cmd/kube-scheduler"},
+		{Name: "convoy-scheduler", Package: "./cmd/kube-scheduler"},
+	}, nil)
+	if err == nil || !strings.Contains(err.Error(), "bin/kube-scheduler") {
+		t.Errorf("err = %v, want one naming bin/kube-scheduler", err)
+	}
+}
+
+// TestKueueVersionIsTheModuleGoModPins: the version the framework reports, stamps into bin/kueue
+// and takes Kueue's release manifests of is the version the binary is built from.
+func TestKueueVersionIsTheModuleGoModPins(t *testing.T) {
+	root, err := framework.RepoRoot()
+	if err != nil {
 		t.Fatal(err)
 	}
-	if log := build(); strings.Contains(log, "./cmd/pinned") || !strings.Contains(log, "./cmd/project") {
-		t.Errorf("second build must skip the pinned binary and rebuild the project one:\n%s", log)
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-m", "-f", "{{.Version}}", framework.KueueModule).Output()
+	if err != nil {
+		t.Fatalf("go list -m %s in %s: %v", framework.KueueModule, root, err)
 	}
-	write("go.mod", "module example.com/build\n\ngo 1.25\n\n// changed\n")
-	if log := build(); !strings.Contains(log, "./cmd/pinned") {
-		t.Errorf("a changed go.mod must rebuild the pinned binary:\n%s", log)
+	if got := strings.TrimSpace(string(out)); got != framework.KueueVersion {
+		t.Errorf("go.mod pins %s %s, framework.KueueVersion is %s", framework.KueueModule, got, framework.KueueVersion)
 	}
 }

@@ -23,6 +23,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -416,6 +418,14 @@ func (c *Cluster) start(ctx context.Context, opts Options, logw io.Writer) error
 		kwokEnv := []string{
 			// kwok reads ~/.kwok/kwok.yaml when it exists; point it at an empty directory instead.
 			"KWOK_WORKDIR=" + filepath.Join(c.StateDir, Kwok),
+		}
+		if !slices.ContainsFunc(opts.KwokArgs, func(arg string) bool { return strings.HasPrefix(arg, "--config") }) {
+			// kwok has no stages of its own: without a config it refuses to start.
+			stages, err := KwokArgs(ctx)
+			if err != nil {
+				return err
+			}
+			kwokArgs = append(kwokArgs, stages...)
 		}
 		if err := c.StartProcess(Kwok, Kwok, append(kwokArgs, opts.KwokArgs...), kwokEnv); err != nil {
 			return err

@@ -47,9 +47,10 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The Kueue release the framework runs, built unmodified from its own module like kwok.
+// The Kueue release the framework runs, built unmodified from the module go.mod pins (a test checks
+// that KueueVersion is that version).
 const (
-	KueueModule  = "sigs.k8s.io/kueue@" + KueueVersion
+	KueueModule  = "sigs.k8s.io/kueue"
 	KueueVersion = "v0.17.0"
 	// KueueManager is the Kueue controller manager's binary and process name.
 	KueueManager = "kueue"

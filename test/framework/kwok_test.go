@@ -27,7 +27,7 @@ import (
 	"github.com/convoy-dev/convoy/test/framework"
 )
 
-// TestKwokArgsReplacesStagesByName: the config keeps kwok's default pod stages, puts a stage of
+// TestKwokArgsReplacesStagesByName: the config keeps the default node and pod stages, puts a stage of
 // the same name in place of the default one and adds a stage of a new name.
 func TestKwokArgsReplacesStagesByName(t *testing.T) {
 	extra := strings.Replace(framework.PodDeleteKeepingFinalizers, "name: pod-delete", "name: convoy-extra", 1)
@@ -59,7 +59,7 @@ func TestKwokArgsReplacesStagesByName(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"pod-ready", "pod-complete", "pod-delete", "convoy-extra"}, names); diff != "" {
+	if diff := cmp.Diff([]string{"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pod-delete", "convoy-extra"}, names); diff != "" {
 		t.Errorf("stages in the config (-want,+got):\n%s", diff)
 	}
 	if !deleteKeepsFinalizers {

@@ -103,10 +103,10 @@ func withEnv(s Spec, env ...string) Spec {
 	return s
 }
 
-// CoreDNSSpec is CoreDNS (bin/coredns, static) reading /etc/coredns/Corefile, which the pod
-// mounts from a ConfigMap.
+// CoreDNSSpec is CoreDNS (bin/coredns, linked against glibc like every binary of the one go build
+// in test/framework) reading /etc/coredns/Corefile, which the pod mounts from a ConfigMap.
 func CoreDNSSpec(binDir string) Spec {
-	s := binaryImage(binDir, CoreDNS, StaticBase, "CoreDNS, the cluster DNS", []string{"53/tcp", "53/udp"})
+	s := binaryImage(binDir, CoreDNS, GlibcBase, "CoreDNS, the cluster DNS", []string{"53/tcp", "53/udp"})
 	s.Cmd = []string{"-conf", "/etc/coredns/Corefile"}
 	return s
 }

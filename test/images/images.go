@@ -20,7 +20,8 @@ limitations under the License.
 // bin/images/<name>, from which Push copies it to a registry.
 //
 // Builds are incremental at two levels: a layer of Debian packages is cached under
-// .cache/images/layers, keyed on the packages and their versions, and an image is rebuilt only when
+// CacheDir()/images/layers, keyed on the packages and their versions and shared by every checkout on
+// the machine, and an image is rebuilt only when
 // the hash of its inputs (its spec, its bases' keys and the bytes of its files) differs from the
 // stamp written next to its layout.
 package images
@@ -128,13 +129,31 @@ type Builder struct {
 	layers map[string]*cachedLayer // built layers by cache file
 }
 
+// EnvCacheDir, when set, names the directory of the Debian packages and layers instead of CacheDir's
+// default.
+const EnvCacheDir = "CONVOY_CACHE_DIR"
+
+// CacheDir is where Debian packages and the layers made of them are cached: $CONVOY_CACHE_DIR, or
+// convoy/ in the user's cache directory ($XDG_CACHE_HOME or ~/.cache), beside Go's build cache, so
+// that a fresh clone on a machine that built the images before does not download and compress the
+// same packages again. Every entry is keyed on what it holds, so checkouts of any commit share it.
+func CacheDir() string {
+	if dir := os.Getenv(EnvCacheDir); dir != "" {
+		return dir
+	}
+	if dir, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(dir, "convoy")
+	}
+	return filepath.Join(os.TempDir(), "convoy-cache")
+}
+
 // NewBuilder returns a Builder for the repository at root: layouts in <root>/bin/images, caches
-// in <root>/.cache, the version and revision from git (or "dev" without it).
+// in CacheDir(), the version and revision from git (or "dev" without it).
 func NewBuilder(root string) *Builder {
 	version, revision := gitVersion(root)
 	return &Builder{
 		OutDir:   filepath.Join(root, "bin", "images"),
-		CacheDir: filepath.Join(root, ".cache"),
+		CacheDir: CacheDir(),
 		Version:  version,
 		Revision: revision,
 	}

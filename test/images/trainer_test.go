@@ -40,7 +40,7 @@ print("trained", torch.__version__, convoy.NAME, tuple(torch.nn.Linear(64, 10)(x
 
 // TestTrainerImageRunsTorchAsNonRoot builds the trainer image from Debian's packages, with a
 // stand-in script and SDK, unpacks it and runs its entrypoint chrooted as the image's user. The
-// Debian layer is cached in the repository's .cache, shared with `make images`: the first run on a
+// Debian layer is cached in images.CacheDir(), shared with `make images`: the first run on a
 // machine downloads about 390 MB of packages and takes minutes. It needs root and apt.
 func TestTrainerImageRunsTorchAsNonRoot(t *testing.T) {
 	root, err := framework.RepoRoot()

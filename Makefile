@@ -2,6 +2,7 @@
 # build what they use from the Go modules pinned in go.mod (Go, gcc and make are all a machine needs).
 
 SHELL        := /usr/bin/env bash
+COMMA        := ,
 .SHELLFLAGS  := -eu -o pipefail -c
 GO           ?= go
 ROOT         := $(CURDIR)
@@ -21,16 +22,24 @@ E2E_PKGS      = $(shell $(GO) list ./test/e2e/... | grep -v -e '/test/e2e/realno
 REAL_PKGS     = ./test/e2e/realnode
 # What real nodes need from Debian (test/framework/realnode.go's RealNodeBinaries).
 REAL_NODE_DEBS = containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux
-TEST_FLAGS   ?= -count=1 -timeout=30m
+# make verify runs go vet with every check on every package, test files included: the tiers do not
+# vet again (-vet=off).
+TEST_FLAGS   ?= -count=1 -timeout=30m -vet=off
+# The tiers `make test` runs, in order, each timed (hack/tiers.sh): the budget is docs/testing.md#time-budget.
+TIERS        ?= verify test-unit test-fuzz test-monitoring bin test-integration test-e2e images test-real
 
 .PHONY: all
 all: build
 
 ##@ Build
 
+# hack/tiers.sh sets CONVOY_BUILT=bin,images once its bin and images rows have built them, so that
+# the tiers after them do not check again.
 .PHONY: bin
-bin: ## Build the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, Kueue; rebuilt only when go.mod changes) and Convoy's binaries into bin/.
+bin: ## Build the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, Kueue, ...) and Convoy's binaries into bin/, in one go build.
+ifeq ($(filter bin,$(subst $(COMMA), ,$(CONVOY_BUILT))),)
 	$(GO) run ./test/cmd/localcluster build
+endif
 
 .PHONY: build
 build: bin ## Compile every package; Convoy's binaries (convoy-operator, convoy-scheduler, convoy-node-agent) go to bin/.
@@ -38,7 +47,9 @@ build: bin ## Compile every package; Convoy's binaries (convoy-operator, convoy-
 
 .PHONY: images
 images: bin ## Convoy's container images, without Docker, as OCI layouts in bin/images/ (bases from Debian packages; rebuilt only when their inputs change). Push: go run ./test/cmd/images push --registry HOST:PORT.
+ifeq ($(filter images,$(subst $(COMMA), ,$(CONVOY_BUILT))),)
 	$(GO) run ./test/cmd/images build
+endif
 
 ##@ Code generation
 
@@ -82,7 +93,8 @@ lint: vet $(BIN)/golangci-lint ## make vet, then golangci-lint with .golangci.ya
 ##@ Test
 
 .PHONY: test
-test: verify test-unit test-fuzz test-monitoring test-integration test-e2e test-real ## Every test tier: what CI runs.
+test: ## Every test tier (TIERS), what CI runs; ends with a table of each tier's wall time against the budget.
+	@MAKE="$(MAKE)" hack/tiers.sh $(TIERS)
 
 .PHONY: test-unit
 test-unit: ## Unit tests: pure logic, no control plane; the Python SDK's tests against a local HTTP(S) server.
@@ -101,7 +113,7 @@ test-fuzz: ## Fuzz each Fuzz target for FUZZTIME (300 inputs; longer: make test-
 	@for pkg in $(FUZZ_PKGS); do \
 		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$pkg*_test.go); do \
 			echo "== $$target ($$pkg, $(FUZZTIME))"; \
-			$(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+			$(GO) test -vet=off -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 		done; \
 	done
 
@@ -147,7 +159,7 @@ test-upgrade: bin ## The e2e in-place upgrade test from an older release (not pa
 	@test -n "$(FROM)" || { echo "usage: make test-upgrade FROM=<git ref of the release to upgrade from>"; exit 2; }
 	rm -rf bin/upgrade-from && git worktree prune
 	git worktree add --detach bin/upgrade-from/src $(FROM)
-	cd bin/upgrade-from/src && $(GO) build -o ../convoy-operator ./operator/cmd/convoy-operator && $(GO) build -o ../convoy-scheduler ./scheduler-plugin/cmd/kube-scheduler
+	cd bin/upgrade-from/src && $(GO) build -o ../convoy-operator ./operator/cmd/convoy-operator && $(GO) build -o ../convoy-scheduler $$(ls -d ./scheduler-plugin/cmd/convoy-scheduler ./scheduler-plugin/cmd/kube-scheduler 2>/dev/null | head -1)
 	git worktree remove --force bin/upgrade-from/src
 	CONVOY_UPGRADE_FROM=$(CURDIR)/bin/upgrade-from $(GO) test $(TEST_FLAGS) -v -run TestUpgradeInPlace ./test/e2e
 

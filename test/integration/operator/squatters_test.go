@@ -137,3 +137,83 @@ func TestSquattedChildrenOfEveryKindAreRefused(t *testing.T) {
 		t.Errorf("cm's own ConfigMap has hyperparameters %s, want its learningRate 0.001", hp)
 	}
 }
+
+// TestSquattedTrialIsRefused: a TrainingJob created first under the name of a sweep's first trial
+// (<sweep>-0) is never taken for a trial, its results never counted: the sweep creates no trial,
+// says which job is in the way in ChildConflict and a Warning event, and once it is deleted
+// creates its own trials and the condition turns false.
+func TestSquattedTrialIsRefused(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	squatter := utiltesting.MakeTrainingJob("tune-0", e.ns).Suspend(true).Obj()
+	squatter.Labels = map[string]string{convoy.LabelSweepName: "tune"}
+	e.create(squatter)
+	template := utiltesting.MakeTrainingJob("", e.ns).Hyperparameters(convoy.Hyperparameters{
+		AdditionalParams: map[string]string{"dropout": "${trialParameters.dropout}"}}).Obj()
+	e.create(&convoy.TrainingSweep{ObjectMeta: metav1.ObjectMeta{Name: "tune"}, Spec: convoy.TrainingSweepSpec{
+		Objective:          convoy.ObjectiveSpec{Type: convoy.ObjectiveMinimize, ObjectiveMetricName: "loss"},
+		Algorithm:          convoy.AlgorithmSpec{AlgorithmName: convoy.AlgorithmRandom},
+		Parameters:         []convoy.ParameterSpec{{Name: "dropout", ParameterType: convoy.ParameterDouble, FeasibleSpace: convoy.FeasibleSpace{Min: "0", Max: "0.5"}}},
+		ParallelTrialCount: ptr.To[int32](2), MaxTrialCount: ptr.To[int32](2),
+		TrialTemplate: convoy.TrialTemplate{Spec: template.Spec},
+	}})
+	sweep := func() *convoy.TrainingSweep {
+		sw := &convoy.TrainingSweep{}
+		if err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "tune"}, sw); err != nil {
+			t.Fatal(err)
+		}
+		return sw
+	}
+	taken := "TrainingJob " + e.ns + "/tune-0"
+	e.eventually("the sweep's ChildConflict naming "+taken, func() (bool, string) {
+		c := meta.FindStatusCondition(sweep().Status.Conditions, convoy.ConditionChildConflict)
+		if c == nil {
+			return false, "none"
+		}
+		return c.Status == metav1.ConditionTrue && c.Reason == convoy.ReasonNameTaken && strings.Contains(c.Message, taken), c.Message
+	})
+	e.eventually("the sweep's Warning event naming "+taken, func() (bool, string) {
+		list := &corev1.EventList{}
+		if err := e.k.List(t.Context(), list, client.InNamespace(e.ns)); err != nil {
+			return false, err.Error()
+		}
+		for _, ev := range list.Items {
+			if ev.InvolvedObject.Kind == "TrainingSweep" && ev.Reason == convoy.ReasonNameTaken && ev.Type == corev1.EventTypeWarning && strings.Contains(ev.Message, taken) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprint(len(list.Items), " events")
+	})
+	jobs := &convoy.TrainingJobList{}
+	if err := e.k.List(t.Context(), jobs, client.InNamespace(e.ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs.Items) != 1 {
+		t.Errorf("the sweep created trials while its first trial's name is taken: %d TrainingJobs", len(jobs.Items))
+	}
+	if sw := sweep(); sw.Status.Trials != 0 || len(sw.Status.TrialStatuses) != 0 {
+		t.Errorf("the sweep counts trials %d, %v; want none", sw.Status.Trials, sw.Status.TrialStatuses)
+	}
+	if got := e.job("tune-0"); len(got.OwnerReferences) != 0 {
+		t.Errorf("the squatter was adopted: owners %v", got.OwnerReferences)
+	}
+
+	if err := e.k.Delete(t.Context(), squatter); err != nil {
+		t.Fatal(err)
+	}
+	e.eventually("the sweep's own trials tune-0 and tune-1", func() (bool, string) {
+		sw := sweep()
+		var seen []string
+		for _, name := range []string{"tune-0", "tune-1"} {
+			job := &convoy.TrainingJob{}
+			if err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: name}, job); err != nil || !metav1.IsControlledBy(job, sw) {
+				seen = append(seen, fmt.Sprint(name, ": ", err, job.OwnerReferences))
+			}
+		}
+		return len(seen) == 0, fmt.Sprint(seen)
+	})
+	e.eventually("the sweep's ChildConflict false", func() (bool, string) {
+		c := meta.FindStatusCondition(sweep().Status.Conditions, convoy.ConditionChildConflict)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == convoy.ReasonNameFree, fmt.Sprint(c)
+	})
+}

@@ -217,3 +217,22 @@ func TestSquattedTrialIsRefused(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == convoy.ReasonNameFree, fmt.Sprint(c)
 	})
 }
+
+// TestSquattedPublishPodIsNeverUsed: an unlabelled pod <job>-publish created before the job
+// completes is never taken for its publish step, whose termination message would become
+// status.model: the publish step fails, naming the pod, and the job stays Completed.
+func TestSquattedPublishPodIsNeverUsed(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator(func(o *operator.Options) { o.PublishImage = "convoy-operator:test" })
+	e.create(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pub-publish"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "publish", Image: "attacker"}}}})
+	e.create(publishJob("pub", e.ns, "registry.example.com/team/pub:v1"))
+	e.completeWith("pub", 3)
+	job := e.waitModelCondition("pub", convoy.ReasonPublishFailed)
+	if c := meta.FindStatusCondition(job.Status.Conditions, convoy.ConditionModelPublished); !strings.Contains(c.Message, "pod pub-publish") || !strings.Contains(c.Message, "is not the job's") {
+		t.Errorf("ModelPublished says %q, want it to name pod pub-publish as not the job's", c.Message)
+	}
+	if job.Status.Model != nil || job.Status.State != convoy.StateCompleted {
+		t.Errorf("status.model %v, state %s; want no model and Completed", job.Status.Model, job.Status.State)
+	}
+}

@@ -44,8 +44,10 @@ const (
 	// ConditionFailed is true once the job failed for good.
 	ConditionFailed = "Failed"
 	// ConditionChildConflict is true while an object has the name of one of the job's children
-	// (a pod, its Service, ConfigMap, PodGroup or SSH Secret) and the job does not control it: the
-	// job never uses such an object, and waits until it is deleted or the job renamed.
+	// (a pod, its Services, ConfigMap, PodGroup, PodDisruptionBudget, NetworkPolicy, SSH Secret or
+	// checkpoint claim) and the job does not control it, labelled or not: the job never uses such an
+	// object and creates no pods until it is deleted or the job renamed. A TrainingSweep has it while
+	// a TrainingJob it does not control has the name of its next trial.
 	ConditionChildConflict = "ChildConflict"
 	// ConditionCheckpointRequested is true while the operator asks the running gang for a checkpoint
 	// before it stops it (spec.checkpoint.preemptionGraceSeconds); its lastTransitionTime is when it

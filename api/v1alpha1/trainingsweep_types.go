@@ -445,7 +445,8 @@ type TrainingSweepStatus struct {
 	// state is Created, Running, Succeeded or Failed, derived from the conditions.
 	// +optional
 	State TrainingSweepState `json:"state,omitempty"`
-	// conditions are Running, Succeeded and Failed.
+	// conditions are Running, Succeeded, Failed and ChildConflict (a TrainingJob the sweep does not
+	// control has the name of its next trial).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -30,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -41,7 +41,7 @@ import (
 // them, and updates them when they drifted from what the builders return. A reconcile that finds
 // them in place makes no API call. The SSH Secret is only created, when pods are about to be.
 func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob, plugin mlframework.Plugin, creatingPods bool) error {
-	if err := ensure(ctx, r.Client, job, builder.ConfigMap(job, plugin, r.Options), &corev1.ConfigMap{},
+	if err := ensure(ctx, r, job, builder.ConfigMap(job, plugin, r.Options), &corev1.ConfigMap{},
 		func(want, have *corev1.ConfigMap) bool {
 			if maps.Equal(want.Data, have.Data) {
 				return false
@@ -56,7 +56,7 @@ func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob
 		services = append(services, s)
 	}
 	for _, svc := range services {
-		if err := ensure(ctx, r.Client, job, svc, &corev1.Service{}, func(want, have *corev1.Service) bool {
+		if err := ensure(ctx, r, job, svc, &corev1.Service{}, func(want, have *corev1.Service) bool {
 			if equality.Semantic.DeepEqual(want.Spec.Selector, have.Spec.Selector) &&
 				equality.Semantic.DeepEqual(want.Spec.Ports, have.Spec.Ports) &&
 				want.Spec.PublishNotReadyAddresses == have.Spec.PublishNotReadyAddresses {
@@ -70,7 +70,7 @@ func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob
 		}
 	}
 	if np := builder.NetworkPolicy(job, r.Options); np != nil {
-		if err := ensure(ctx, r.Client, job, np, &networkingv1.NetworkPolicy{}, func(want, have *networkingv1.NetworkPolicy) bool {
+		if err := ensure(ctx, r, job, np, &networkingv1.NetworkPolicy{}, func(want, have *networkingv1.NetworkPolicy) bool {
 			if equality.Semantic.DeepEqual(want.Spec, have.Spec) {
 				return false
 			}
@@ -84,7 +84,7 @@ func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob
 		return err
 	}
 	pg := builder.PodGroup(job, builder.Pods(job, plugin, r.Options), r.Options)
-	if err := ensure(ctx, r.Client, job, pg, &schedv1alpha1.PodGroup{}, func(want, have *schedv1alpha1.PodGroup) bool {
+	if err := ensure(ctx, r, job, pg, &schedv1alpha1.PodGroup{}, func(want, have *schedv1alpha1.PodGroup) bool {
 		changed := false
 		if !equality.Semantic.DeepEqual(want.Spec, have.Spec) {
 			have.Spec = want.Spec
@@ -115,13 +115,7 @@ func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob
 				return fmt.Errorf("creating Secret %s: %w", secret.Name, err)
 			}
 			// Secrets are not cached: read this one past the cache, only when it exists already.
-			have, err := r.metadataPastCache(ctx, "Secret", client.ObjectKeyFromObject(secret))
-			if err != nil {
-				return err
-			}
-			if !metav1.IsControlledBy(have, job) {
-				return &childConflict{kind: "Secret", namespace: job.Namespace, name: secret.Name}
-			}
+			return r.ownsTaken(ctx, job, secret)
 		}
 	}
 	return nil
@@ -132,7 +126,7 @@ func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob
 func (r *Reconciler) ensureDisruptionBudget(ctx context.Context, job *convoy.TrainingJob, plugin mlframework.Plugin) error {
 	pdb := builder.DisruptionBudget(job, plugin, r.Options)
 	if pdb != nil {
-		return ensure(ctx, r.Client, job, pdb, &policyv1.PodDisruptionBudget{}, func(want, have *policyv1.PodDisruptionBudget) bool {
+		return ensure(ctx, r, job, pdb, &policyv1.PodDisruptionBudget{}, func(want, have *policyv1.PodDisruptionBudget) bool {
 			if equality.Semantic.DeepEqual(want.Spec, have.Spec) {
 				return false
 			}
@@ -172,7 +166,7 @@ func (r *Reconciler) ensureCheckpointClaim(ctx context.Context, job *convoy.Trai
 			return fmt.Errorf("creating PersistentVolumeClaim %s: %w", want.Name, err)
 		}
 		// The cache holds only claims labelled for a job: read this one past it.
-		have, err := r.metadataPastCache(ctx, "PersistentVolumeClaim", client.ObjectKeyFromObject(want))
+		have, err := r.metadataPastCache(ctx, want)
 		if err != nil {
 			return err
 		}
@@ -202,14 +196,33 @@ func (r *Reconciler) ensureCheckpointClaim(ctx context.Context, job *convoy.Trai
 	return nil
 }
 
-// metadataPastCache reads the metadata of a core object the cache does not hold.
-func (r *Reconciler) metadataPastCache(ctx context.Context, kind string, key client.ObjectKey) (*metav1.PartialObjectMetadata, error) {
+// metadataPastCache reads the metadata of the object of obj's kind and name from the API server:
+// the cache holds only objects labelled for a job, and no Secrets.
+func (r *Reconciler) metadataPastCache(ctx context.Context, obj client.Object) (*metav1.PartialObjectMetadata, error) {
+	gvk, err := apiutil.GVKForObject(obj, r.Client.Scheme())
+	if err != nil {
+		return nil, err
+	}
 	have := &metav1.PartialObjectMetadata{}
-	have.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind(kind))
-	if err := r.APIReader.Get(ctx, key, have); err != nil {
-		return nil, fmt.Errorf("reading %s %s: %w", kind, key.Name, err)
+	have.SetGroupVersionKind(gvk)
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), have); err != nil {
+		return nil, fmt.Errorf("reading %s %s: %w", gvk.Kind, obj.GetName(), err)
 	}
 	return have, nil
+}
+
+// ownsTaken is called when creating want found its name taken: it is nil when the object of that
+// name is the job's (created by an earlier reconcile the cache has not caught up with), and a
+// childConflict when it is not.
+func (r *Reconciler) ownsTaken(ctx context.Context, job *convoy.TrainingJob, want client.Object) error {
+	have, err := r.metadataPastCache(ctx, want)
+	if err != nil {
+		return err
+	}
+	if !metav1.IsControlledBy(have, job) {
+		return &childConflict{kind: kindOf(r.Client, want), namespace: have.Namespace, name: have.Name}
+	}
+	return nil
 }
 
 // childConflict is an object with the name of one of the job's children that the job does not
@@ -223,14 +236,17 @@ func (c *childConflict) Error() string {
 }
 
 // ensure creates want when the cache has no object of its name, or else updates the cached object
-// when sync copied a difference into it. An object of that name that the job does not control is
-// an error a person must resolve.
-func ensure[T client.Object](ctx context.Context, c client.Client, job *convoy.TrainingJob, want, have T, sync func(want, have T) bool) error {
-	kind := fmt.Sprintf("%T", want)[1:]
-	err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
+// when sync copied a difference into it. An object of that name that the job does not control,
+// in the cache or (unlabelled) only on the API server, is an error a person must resolve.
+func ensure[T client.Object](ctx context.Context, r *Reconciler, job *convoy.TrainingJob, want, have T, sync func(want, have T) bool) error {
+	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), have)
 	if apierrors.IsNotFound(err) {
-		if err := c.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %s %s: %w", kind, want.GetName(), err)
+		err := r.Client.Create(ctx, want)
+		if apierrors.IsAlreadyExists(err) {
+			return r.ownsTaken(ctx, job, want)
+		}
+		if err != nil {
+			return fmt.Errorf("creating %s %s: %w", kindOf(r.Client, want), want.GetName(), err)
 		}
 		return nil
 	}
@@ -238,12 +254,21 @@ func ensure[T client.Object](ctx context.Context, c client.Client, job *convoy.T
 		return err
 	}
 	if !metav1.IsControlledBy(have, job) {
-		return &childConflict{kind: kind[strings.LastIndex(kind, ".")+1:], namespace: have.GetNamespace(), name: have.GetName()}
+		return &childConflict{kind: kindOf(r.Client, want), namespace: have.GetNamespace(), name: have.GetName()}
 	}
 	if sync(want, have) {
-		if err := c.Update(ctx, have); err != nil {
-			return fmt.Errorf("updating %s %s: %w", kind, want.GetName(), err)
+		if err := r.Client.Update(ctx, have); err != nil {
+			return fmt.Errorf("updating %s %s: %w", kindOf(r.Client, want), want.GetName(), err)
 		}
 	}
 	return nil
+}
+
+// kindOf is obj's kind, as the client's scheme knows it.
+func kindOf(c client.Client, obj client.Object) string {
+	gvk, err := apiutil.GVKForObject(obj, c.Scheme())
+	if err != nil {
+		return fmt.Sprintf("%T", obj)
+	}
+	return gvk.Kind
 }

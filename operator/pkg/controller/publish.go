@@ -19,6 +19,7 @@ package controller
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,7 +52,7 @@ func (r *Reconciler) publishModel(ctx context.Context, job *convoy.TrainingJob) 
 	case err != nil:
 		return err
 	case !metav1.IsControlledBy(pod, job):
-		return r.publishFailed(ctx, job, fmt.Sprintf("pod %s, which the job's publish step needs, is not the job's: delete it or rename the job", pod.Name))
+		return r.publishFailed(ctx, job, publishPodTaken(pod.Name))
 	}
 	msg := terminationMessage(pod)
 	switch pod.Status.Phase {
@@ -84,7 +85,15 @@ func (r *Reconciler) startPublishing(ctx context.Context, job *convoy.TrainingJo
 	case apierrors.IsForbidden(err) || apierrors.IsInvalid(err):
 		// A ResourceQuota, Pod Security admission or a webhook said no.
 		return r.publishFailed(ctx, job, fmt.Sprintf("the API server did not create pod %s: %v", pod.Name, err))
-	case err != nil && !apierrors.IsAlreadyExists(err):
+	case apierrors.IsAlreadyExists(err):
+		// Ours, not in the cache yet, or someone else's, which is never used.
+		var conflict *childConflict
+		if err := r.ownsTaken(ctx, job, pod); errors.As(err, &conflict) {
+			return r.publishFailed(ctx, job, publishPodTaken(pod.Name))
+		} else if err != nil {
+			return err
+		}
+	case err != nil:
 		return err
 	}
 	st := *job.Status.DeepCopy()
@@ -92,6 +101,11 @@ func (r *Reconciler) startPublishing(ctx context.Context, job *convoy.TrainingJo
 		Reason: convoy.ReasonPublishing, Message: fmt.Sprintf("pod %s pushes checkpoint %s to %s", pod.Name, job.Status.Checkpoint.Latest, job.ModelImage()),
 		ObservedGeneration: job.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now())})
 	return ignoreConflict(r.writeStatus(ctx, job, st))
+}
+
+// publishPodTaken says that the publish pod's name is taken by a pod that is not the job's.
+func publishPodTaken(name string) string {
+	return fmt.Sprintf("pod %s, which the job's publish step needs, is not the job's: delete it or rename the job", name)
 }
 
 // publishFailed records why the model was not published, with a Warning event.

@@ -497,11 +497,7 @@ func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, pl
 		err := r.Client.Create(ctx, pod)
 		if apierrors.IsAlreadyExists(err) {
 			// Ours, not in the cache yet, or someone else's.
-			have := &metav1.PartialObjectMetadata{}
-			have.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Pod"))
-			if err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), have); err == nil && !metav1.IsControlledBy(have, job) {
-				err = &childConflict{kind: "Pod", namespace: pod.Namespace, name: pod.Name}
-			}
+			err = r.ownsTaken(ctx, job, pod)
 		}
 		if err != nil {
 			r.expect.failed(job, pod.Name)

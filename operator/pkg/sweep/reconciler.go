@@ -24,6 +24,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -141,6 +142,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for i := range jobs.Items {
 		byName[jobs.Items[i].Name] = &jobs.Items[i]
 	}
+	create, taken, err := r.untaken(ctx, sw, plan.Create)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	plan.Create = create
 	applyToTrials(trials, plan, func(name string) int32 {
 		if j := byName[name]; j != nil && j.Status.Checkpoint != nil {
 			return j.Status.Checkpoint.Epoch
@@ -148,6 +154,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return 0
 	})
 	summarize(status, trials, plan, now)
+	trialConflict(status, taken, now)
 	status.DeletedTrialsCost = deletedTrialsCost(&sw.Status, trials)
 	costs := []*convoy.CostStatus{cost.Of(status.DeletedTrialsCost)}
 	for i := range jobs.Items {
@@ -163,10 +170,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		r.Recorder.Eventf(sw, nil, corev1.EventTypeNormal, EventTrialStopped, "StopTrial", "%s: %s", c.Name, c.Message)
 	}
+	var res ctrl.Result
+	if taken != nil {
+		res.RequeueAfter = trialConflictRetry
+	}
 	if !equality.Semantic.DeepEqual(&sw.Status, status) {
+		conflictSaid := ""
+		if c := meta.FindStatusCondition(sw.Status.Conditions, convoy.ConditionChildConflict); c != nil && c.Status == metav1.ConditionTrue {
+			conflictSaid = c.Message
+		}
 		sw.Status = *status
 		if err := r.Client.Status().Update(ctx, sw); err != nil {
 			return ctrl.Result{}, err
+		}
+		if c := meta.FindStatusCondition(status.Conditions, convoy.ConditionChildConflict); taken != nil && c.Message != conflictSaid {
+			r.Recorder.Eventf(sw, taken, corev1.EventTypeWarning, convoy.ReasonNameTaken, "CreateTrial", "%s", c.Message)
 		}
 		if plan.Finish != nil {
 			reason, typ := EventSucceeded, corev1.EventTypeNormal
@@ -200,6 +218,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 				err = r.Client.Create(ctx, job)
 			}
 			if apierrors.IsAlreadyExists(err) {
+				// Created by an earlier reconcile the cache has not caught up with, or just now by
+				// someone else: the next reconcile tells which (untaken).
+				res.RequeueAfter = trialConflictRetry
 				continue
 			}
 			if err != nil {
@@ -210,7 +231,46 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			r.Recorder.Eventf(sw, job, corev1.EventTypeNormal, EventTrialCreated, "CreateTrial", "%s: %s", job.Name, formatAssignments(t.Assignments))
 		}
 	}
-	return ctrl.Result{}, errors.Join(errs...)
+	return res, errors.Join(errs...)
+}
+
+// trialConflictRetry is how often a sweep whose next trial's name is taken looks again: the
+// TrainingJob in the way is not the sweep's, so no event of it reaches the sweep.
+const trialConflictRetry = 10 * time.Second
+
+// untaken returns the trials of create up to the first whose TrainingJob name is held by a
+// TrainingJob the sweep does not control, and that TrainingJob. The sweep never uses such a job as
+// a trial; trials are numbered in order, so none after it is created until it is gone.
+func (r *Reconciler) untaken(ctx context.Context, sw *convoy.TrainingSweep, create []NewTrial) ([]NewTrial, *convoy.TrainingJob, error) {
+	for i, t := range create {
+		job := &convoy.TrainingJob{}
+		err := r.Client.Get(ctx, client.ObjectKey{Namespace: sw.Namespace, Name: TrialName(sw.Name, t.Index)}, job)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if !metav1.IsControlledBy(job, sw) {
+			return create[:i], job, nil
+		}
+	}
+	return create, nil, nil
+}
+
+// trialConflict sets the ChildConflict condition: true naming taken, the TrainingJob that holds the
+// name of the sweep's next trial; false once a sweep that had one no longer has.
+func trialConflict(st *convoy.TrainingSweepStatus, taken *convoy.TrainingJob, now metav1.Time) {
+	if taken != nil {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: convoy.ConditionChildConflict, Status: metav1.ConditionTrue,
+			Reason: convoy.ReasonNameTaken, LastTransitionTime: now,
+			Message: fmt.Sprintf("TrainingJob %s/%s exists and is not controlled by this TrainingSweep, which will not use it as a trial: delete it or rename the sweep", taken.Namespace, taken.Name)})
+		return
+	}
+	if meta.IsStatusConditionTrue(st.Conditions, convoy.ConditionChildConflict) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: convoy.ConditionChildConflict, Status: metav1.ConditionFalse,
+			Reason: convoy.ReasonNameFree, Message: "every trial of the sweep is its own", LastTransitionTime: now})
+	}
 }
 
 // observe reads each trial's state and objective from its TrainingJob, adding the epoch it

@@ -131,3 +131,35 @@ func TestDeletedTrialsCost(t *testing.T) {
 		})
 	}
 }
+
+// TestTrialConflict: a TrainingJob in the way of the next trial is named in ChildConflict until it
+// is gone; a sweep that never had one carries no such condition.
+func TestTrialConflict(t *testing.T) {
+	now := metav1.Now()
+	squatter := &convoy.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tune-0"}}
+	taken := metav1.Condition{Type: convoy.ConditionChildConflict, Status: metav1.ConditionTrue, Reason: convoy.ReasonNameTaken, LastTransitionTime: now,
+		Message: "TrainingJob ns/tune-0 exists and is not controlled by this TrainingSweep, which will not use it as a trial: delete it or rename the sweep"}
+	free := metav1.Condition{Type: convoy.ConditionChildConflict, Status: metav1.ConditionFalse, Reason: convoy.ReasonNameFree, LastTransitionTime: now,
+		Message: "every trial of the sweep is its own"}
+	cases := map[string]struct {
+		had   []metav1.Condition
+		taken *convoy.TrainingJob
+		want  []metav1.Condition
+	}{
+		"no conflict, none before":      {},
+		"a trial's name taken":          {taken: squatter, want: []metav1.Condition{taken}},
+		"still taken":                   {had: []metav1.Condition{taken}, taken: squatter, want: []metav1.Condition{taken}},
+		"the squatter gone":             {had: []metav1.Condition{taken}, want: []metav1.Condition{free}},
+		"gone earlier: left as it was":  {had: []metav1.Condition{free}, want: []metav1.Condition{free}},
+		"taken again after being freed": {had: []metav1.Condition{free}, taken: squatter, want: []metav1.Condition{taken}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			st := &convoy.TrainingSweepStatus{Conditions: tc.had}
+			trialConflict(st, tc.taken, now)
+			if diff := cmp.Diff(tc.want, st.Conditions); diff != "" {
+				t.Errorf("conditions (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

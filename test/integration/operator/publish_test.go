@@ -287,7 +287,7 @@ func TestModelPublishedWhenJobCompletes(t *testing.T) {
 	}
 	c := pod.Spec.Containers[0]
 	checkpoint := "/checkpoints/" + e.ns + "/pub/epoch-2"
-	for _, want := range []string{"publish", "--checkpoint=" + checkpoint, "--image=" + image, "--docker-config=" + builder.RegistryConfigDir + "/config.json",
+	for _, want := range []string{"publish", "--checkpoint=" + checkpoint, "--root=" + builder.CheckpointDir, "--image=" + image, "--docker-config=" + builder.RegistryConfigDir + "/config.json",
 		"--annotation=" + publish.AnnotationEpoch + "=2", "--annotation=" + publish.AnnotationJob + "=" + e.ns + "/pub"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("publish pod args %q lack %q", c.Args, want)
@@ -318,7 +318,8 @@ func TestModelPublishedWhenJobCompletes(t *testing.T) {
 		if strings.HasPrefix(a, "--docker-config=") {
 			continue
 		}
-		args = append(args, strings.Replace(a, "--checkpoint="+builder.CheckpointDir, "--checkpoint="+root, 1))
+		a = strings.Replace(a, "--checkpoint="+builder.CheckpointDir, "--checkpoint="+root, 1)
+		args = append(args, strings.Replace(a, "--root="+builder.CheckpointDir, "--root="+root, 1))
 	}
 	var stderr bytes.Buffer
 	if code := publish.Main(t.Context(), append(args, "--plain-http", "--termination-log="+termination), io.Discard, &stderr); code != 0 {

@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	"github.com/convoy-dev/convoy/operator/pkg/publish"
 )
 
@@ -46,7 +47,8 @@ func PublishPodName(job *convoy.TrainingJob) string { return job.Name + "-publis
 
 // PublishPod is the pod that pushes the job's final checkpoint (status.checkpoint.latest) to
 // spec.output.model.image: the operator's image running `convoy-operator publish`, with the
-// checkpoint storage mounted read-only and the credentials Secret as a Docker config. It carries
+// checkpoint storage mounted read-only at CheckpointDir, which it reads nothing outside of, and
+// the credentials Secret as a Docker config outside it. It carries
 // the job-name label (the operator's cache sees it) but not the gang's PodGroup label, and runs
 // on the default scheduler: it is no part of the gang, and Kueue, which treats TrainingJobs as the
 // owners of their pods, does not queue it. The error says why the model cannot be published.
@@ -59,7 +61,7 @@ func PublishPod(job *convoy.TrainingJob, opts Options) (*corev1.Pod, error) {
 	if opts.PublishImage == "" {
 		return nil, fmt.Errorf("the operator does not know the image to publish with: run it with --publish-image, or with POD_NAME set so that it reads its own image")
 	}
-	args := []string{"publish", "--checkpoint=" + cp.Latest, "--image=" + out.Image}
+	args := []string{"publish", "--checkpoint=" + cp.Latest, "--root=" + CheckpointDir, "--image=" + out.Image}
 	annotations, err := publishAnnotations(job)
 	if err != nil {
 		return nil, err
@@ -100,6 +102,10 @@ func PublishPod(job *convoy.TrainingJob, opts Options) (*corev1.Pod, error) {
 	}
 	if s := checkpointStorage(job); s == nil || !mountCheckpoints(job, s, pod) {
 		return nil, fmt.Errorf("the checkpoint %s is not on a pvc or nfs checkpoint storage, the only ones the operator publishes from", cp.Latest)
+	}
+	// status.checkpoint.latest is checked again against the job's storage as the spec says now.
+	if loc := CheckpointURI(job); !progress.Under(cp.Latest, loc) {
+		return nil, fmt.Errorf("status.checkpoint.latest %q is not under the job's checkpoint location %s: the operator publishes only from there", cp.Latest, loc)
 	}
 	c := &pod.Spec.Containers[0]
 	for i := range c.VolumeMounts {

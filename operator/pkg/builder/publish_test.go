@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 )
 
@@ -42,7 +43,7 @@ func TestPublishPod(t *testing.T) {
 			job: base.Clone().Obj(), opts: opts,
 			check: func(t *testing.T, pod *corev1.Pod) {
 				c := pod.Spec.Containers[0]
-				want := []string{"publish", "--checkpoint=/checkpoints/team-a/llm/epoch-3", "--image=registry.example.com/team/llm:v1",
+				want := []string{"publish", "--checkpoint=/checkpoints/team-a/llm/epoch-3", "--root=" + CheckpointDir, "--image=registry.example.com/team/llm:v1",
 					"--annotation=dev.convoy.checkpoint=/checkpoints/team-a/llm/epoch-3", "--annotation=dev.convoy.epoch=3", "--annotation=dev.convoy.job=team-a/llm"}
 				if strings.Join(c.Args, " ") != strings.Join(want, " ") {
 					t.Errorf("args %q, want %q", c.Args, want)
@@ -70,7 +71,21 @@ func TestPublishPod(t *testing.T) {
 				if args[len(args)-1] != "--docker-config="+RegistryConfigDir+"/config.json" {
 					t.Errorf("args %q lack --docker-config", args)
 				}
+				// The credentials are not in the tree the publisher reads.
+				for _, m := range pod.Spec.Containers[0].VolumeMounts {
+					if m.Name == v.Name && progress.Under(m.MountPath, CheckpointDir) {
+						t.Errorf("credentials mounted at %s, inside the checkpoint storage %s", m.MountPath, CheckpointDir)
+					}
+				}
 			},
+		},
+		"a checkpoint outside the job's storage": {
+			job:  base.Clone().Status(convoy.TrainingJobStatus{Checkpoint: &convoy.CheckpointStatus{Latest: "/checkpoints/team-b/other/epoch-3", Epoch: 3}}).Obj(),
+			opts: opts, wantErr: `status.checkpoint.latest "/checkpoints/team-b/other/epoch-3" is not under the job's checkpoint location /checkpoints/team-a/llm`,
+		},
+		"a checkpoint that climbs out with ..": {
+			job:  base.Clone().Status(convoy.TrainingJobStatus{Checkpoint: &convoy.CheckpointStatus{Latest: "/checkpoints/team-a/llm/../../../var/run/secrets", Epoch: 3}}).Obj(),
+			opts: opts, wantErr: "is not under the job's checkpoint location",
 		},
 		"no checkpoint reported": {
 			job: base.Clone().Status(convoy.TrainingJobStatus{}).Obj(), opts: opts, wantErr: "the job reported no checkpoint",

@@ -38,11 +38,8 @@ import (
 // termination message, or why it failed, in the ModelPublished condition. The job's Completed
 // result is never changed by it.
 func (r *Reconciler) publishModel(ctx context.Context, job *convoy.TrainingJob) error {
-	if job.ModelImage() == "" || !meta.IsStatusConditionTrue(job.Status.Conditions, convoy.ConditionCompleted) {
-		return nil
-	}
-	if c := meta.FindStatusCondition(job.Status.Conditions, convoy.ConditionModelPublished); c != nil && c.Reason != convoy.ReasonPublishing {
-		return nil // published, or failed for good
+	if !publishing(job, &job.Status) {
+		return nil // nothing to publish, published, or failed for good
 	}
 	pod := &corev1.Pod{}
 	err := r.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: builder.PublishPodName(job)}, pod)

@@ -16,17 +16,24 @@ limitations under the License.
 
 package controller
 
-import "time"
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+)
 
 // ttlAfterFinished is the phase of a finished job: nothing more is decided of it. Its finished pods
 // stay for their logs and the others are stopped; spec.ttlSecondsAfterFinished after its
-// completion the job itself is deleted, its children with it through the garbage collector.
+// completion the job itself is deleted, its children with it through the garbage collector, but
+// not while its model is still to be published: the publish pod, a child, would go with it.
 func (d *decision) ttlAfterFinished() bool {
 	if !d.st.IsFinished() {
 		return false
 	}
 	d.deleteWhere(isFinished)
-	if ttl := d.job.Spec.TTLSecondsAfterFinished; ttl != nil {
+	if ttl := d.job.Spec.TTLSecondsAfterFinished; ttl != nil && !publishing(d.job, d.st) {
 		end := d.o.now
 		if d.st.CompletionTime != nil {
 			end = d.st.CompletionTime.Time
@@ -38,4 +45,15 @@ func (d *decision) ttlAfterFinished() bool {
 		}
 	}
 	return true
+}
+
+// publishing reports whether the job's model is still to be published: spec.output.model set, the
+// job completed, and ModelPublished not yet true or failed. The publish pod's end reconciles the
+// job again.
+func publishing(job *convoy.TrainingJob, st *convoy.TrainingJobStatus) bool {
+	if job.ModelImage() == "" || !meta.IsStatusConditionTrue(st.Conditions, convoy.ConditionCompleted) {
+		return false
+	}
+	c := meta.FindStatusCondition(st.Conditions, convoy.ConditionModelPublished)
+	return c == nil || c.Reason == convoy.ReasonPublishing
 }

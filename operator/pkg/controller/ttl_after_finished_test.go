@@ -42,6 +42,29 @@ func TestTTLAfterFinished(t *testing.T) {
 			want: outcome{State: convoy.StateFailed, Reasons: map[string]string{convoy.ConditionFailed: convoy.ReasonPodFailed},
 				DeleteJob: true, Started: true, Finished: true},
 		},
+		"its model still publishing with the TTL passed: the job kept, the publish pod with it": {
+			job: job.Clone().TTL(60).Output(convoy.ModelOutput{Image: "registry.example.com/team/llm:v1"}).Status(convoy.TrainingJobStatus{
+				StartTime: start, CompletionTime: start, Conditions: []metav1.Condition{
+					cond(convoy.ConditionCompleted, metav1.ConditionTrue, convoy.ReasonAllWorkersSucceeded, t0),
+					cond(convoy.ConditionModelPublished, metav1.ConditionFalse, convoy.ReasonPublishing, t0)}}).Obj(),
+			want: outcome{State: convoy.StateCompleted, Reasons: map[string]string{convoy.ConditionCompleted: convoy.ReasonAllWorkersSucceeded},
+				Started: true, Finished: true},
+		},
+		"its model not yet publishing with the TTL passed: the job kept": {
+			job: job.Clone().TTL(0).Output(convoy.ModelOutput{Image: "registry.example.com/team/llm:v1"}).Status(convoy.TrainingJobStatus{
+				StartTime: start, CompletionTime: start, Conditions: []metav1.Condition{
+					cond(convoy.ConditionCompleted, metav1.ConditionTrue, convoy.ReasonAllWorkersSucceeded, t0)}}).Obj(),
+			want: outcome{State: convoy.StateCompleted, Reasons: map[string]string{convoy.ConditionCompleted: convoy.ReasonAllWorkersSucceeded},
+				Started: true, Finished: true},
+		},
+		"its model published, or failed to, with the TTL passed: the job is deleted": {
+			job: job.Clone().TTL(60).Output(convoy.ModelOutput{Image: "registry.example.com/team/llm:v1"}).Status(convoy.TrainingJobStatus{
+				StartTime: start, CompletionTime: start, Conditions: []metav1.Condition{
+					cond(convoy.ConditionCompleted, metav1.ConditionTrue, convoy.ReasonAllWorkersSucceeded, t0),
+					cond(convoy.ConditionModelPublished, metav1.ConditionFalse, convoy.ReasonPublishFailed, t0)}}).Obj(),
+			want: outcome{State: convoy.StateCompleted, Reasons: map[string]string{convoy.ConditionCompleted: convoy.ReasonAllWorkersSucceeded},
+				DeleteJob: true, Started: true, Finished: true},
+		},
 
 		"finished without a TTL: its finished pods kept, the others stopped, the job kept": {
 			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, CompletionTime: start, Conditions: []metav1.Condition{

@@ -141,8 +141,8 @@ func TestUnder(t *testing.T) {
 		"/checkpoints/ns/job/./epoch-3":        false,
 		"s3://bucket/ns/job/epoch-3":           false,
 	} {
-		if got := under(p, "/checkpoints/ns/job"); got != want {
-			t.Errorf("under(%q, /checkpoints/ns/job) = %v, want %v", p, got, want)
+		if got := Under(p, "/checkpoints/ns/job"); got != want {
+			t.Errorf("Under(%q, /checkpoints/ns/job) = %v, want %v", p, got, want)
 		}
 	}
 }

@@ -323,15 +323,15 @@ func (s *Server) withinSpec(job *convoy.TrainingJob, u *update) error {
 		}
 	}
 	if c := u.checkpoint; c != nil && s.CheckpointURI != nil {
-		if loc := s.CheckpointURI(job); loc != "" && !under(c.Path, loc) {
+		if loc := s.CheckpointURI(job); loc != "" && !Under(c.Path, loc) {
 			return fmt.Errorf("checkpoint path %q is not under the job's checkpoint location %s ($CONVOY_CHECKPOINT_URI)", c.Path, loc)
 		}
 	}
 	return nil
 }
 
-// under reports whether p is dir or a path below it, with no "." or ".." segment.
-func under(p, dir string) bool {
+// Under reports whether p is dir or a path below it, with no "." or ".." segment.
+func Under(p, dir string) bool {
 	rest, ok := strings.CutPrefix(p, strings.TrimSuffix(dir, "/"))
 	if !ok || (rest != "" && !strings.HasPrefix(rest, "/")) {
 		return false

@@ -18,20 +18,25 @@ limitations under the License.
 // oras-go: each file of the checkpoint one layer, titled with its path in the checkpoint (so that
 // `oras pull` restores the directory), under an image manifest of ArtifactType annotated with the
 // job, the checkpoint's epoch and the job's latest metrics. The convoy-publish binary runs it in
-// the publish pod the operator starts when a job with spec.output.model completes.
+// the publish pod the operator starts when a job with spec.output.model completes. The checkpoint
+// is read through an os.Root: nothing outside it is read, whatever symbolic links or ".." it holds.
 package publish
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 
+	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2"
-	"oras.land/oras-go/v2/content/file"
+	"oras.land/oras-go/v2/content/memory"
 	"oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
@@ -60,6 +65,10 @@ type Options struct {
 	// Checkpoint is the checkpoint's path: a directory (every regular file under it is pushed) or
 	// one file.
 	Checkpoint string
+	// Root is a directory the checkpoint lies in that its writers cannot replace (the volume's
+	// mount point): no directory on the way from it to the checkpoint may be a symbolic link.
+	// "" is the checkpoint's own directory.
+	Root string
 	// Reference is the target, registry/repository:tag.
 	Reference string
 	// DockerConfig is a Docker config.json with the registry's credentials; "" pushes anonymously.
@@ -94,29 +103,26 @@ func Push(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	files, root, err := checkpointFiles(o.Checkpoint)
-	if err != nil {
-		return Result{}, err
-	}
-	store, err := file.New(root)
-	if err != nil {
-		return Result{}, err
-	}
-	defer store.Close()
-	layers := make([]ocispec.Descriptor, 0, len(files))
-	for _, name := range files {
-		desc, err := store.Add(ctx, name, FileMediaType, filepath.Join(root, name))
-		if err != nil {
-			return Result{}, fmt.Errorf("adding %s: %w", name, err)
+	if o.Root != "" && o.DockerConfig != "" {
+		if rel, err := filepath.Rel(filepath.Clean(o.Root), filepath.Clean(o.DockerConfig)); err == nil && filepath.IsLocal(rel) {
+			return Result{}, fmt.Errorf("the registry credentials %s lie in the checkpoint storage %s: mount them elsewhere", o.DockerConfig, o.Root)
 		}
-		layers = append(layers, desc)
 	}
-	manifest, err := oras.PackManifest(ctx, store, oras.PackManifestVersion1_1, ArtifactType,
+	src, err := openCheckpoint(o.Root, o.Checkpoint)
+	if err != nil {
+		return Result{}, err
+	}
+	defer src.root.Close()
+	layers, err := src.describe()
+	if err != nil {
+		return Result{}, err
+	}
+	manifest, err := oras.PackManifest(ctx, src.Store, oras.PackManifestVersion1_1, ArtifactType,
 		oras.PackManifestOptions{Layers: layers, ManifestAnnotations: o.Annotations})
 	if err != nil {
 		return Result{}, fmt.Errorf("packing the manifest: %w", err)
 	}
-	if err := store.Tag(ctx, manifest, ref.Reference); err != nil {
+	if err := src.Tag(ctx, manifest, ref.Reference); err != nil {
 		return Result{}, err
 	}
 	repo, err := remote.NewRepository(ref.Registry + "/" + ref.Repository)
@@ -133,43 +139,156 @@ func Push(ctx context.Context, o Options) (Result, error) {
 		client.Credential = credentials.Credential(creds)
 	}
 	repo.Client = client
-	pushed, err := oras.Copy(ctx, store, ref.Reference, repo, ref.Reference, oras.DefaultCopyOptions)
+	pushed, err := oras.Copy(ctx, src, ref.Reference, repo, ref.Reference, oras.DefaultCopyOptions)
 	if err != nil {
 		return Result{}, fmt.Errorf("pushing to %s: %w", o.Reference, err)
 	}
 	return Result{Reference: ref.String(), Digest: pushed.Digest.String()}, nil
 }
 
-// checkpointFiles lists the regular files of the checkpoint, as paths relative to the root they
-// are read from: the directory itself, or a file's directory.
-func checkpointFiles(path string) ([]string, string, error) {
-	fi, err := os.Stat(path)
+// source is what oras copies from: the checkpoint's files, read through root, and the manifest
+// and its config in memory.
+type source struct {
+	*memory.Store
+	root  *os.Root
+	files []string
+	read  map[digest.Digest]string
+}
+
+// openCheckpoint opens the checkpoint at path for reading: path must lie in dir (the checkpoint's
+// directory when dir is ""), and every directory from dir down to the checkpoint is opened as it
+// is, not through a symbolic link. A directory checkpoint is then read through its own root, a
+// file checkpoint through its directory's.
+func openCheckpoint(dir, path string) (*source, error) {
+	path = filepath.Clean(path)
+	if dir == "" {
+		dir = path
+		if fi, err := os.Stat(path); err == nil && !fi.IsDir() {
+			dir = filepath.Dir(path)
+		}
+	}
+	rel, err := filepath.Rel(filepath.Clean(dir), path)
+	if err != nil || !filepath.IsLocal(rel) && rel != "." {
+		return nil, fmt.Errorf("the checkpoint %s is not under %s, the checkpoint storage: publishing reads nothing else", path, dir)
+	}
+	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, "", fmt.Errorf("the checkpoint: %w", err)
+		return nil, fmt.Errorf("the checkpoint: %w", err)
 	}
-	if !fi.IsDir() {
-		return []string{filepath.Base(path)}, filepath.Dir(path), nil
+	parts := strings.Split(filepath.ToSlash(rel), "/")
+	if rel == "." {
+		parts = nil
 	}
+	for i, name := range parts {
+		fi, err := root.Lstat(name)
+		if err != nil {
+			root.Close()
+			return nil, fmt.Errorf("the checkpoint: %w", err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 && i < len(parts)-1 {
+			root.Close()
+			return nil, fmt.Errorf("the checkpoint %s: %s is a symbolic link: publishing follows none on the way to the checkpoint", path, filepath.Join(dir, filepath.Join(parts[:i+1]...)))
+		}
+		if !fi.IsDir() {
+			// A file checkpoint, read through its directory's root.
+			return &source{Store: memory.New(), root: root, files: []string{name}}, nil
+		}
+		sub, err := descend(root, name, fi)
+		root.Close()
+		if err != nil {
+			return nil, fmt.Errorf("the checkpoint %s: %w", path, err)
+		}
+		root = sub
+	}
+	files, err := listFiles(root)
+	if err != nil {
+		root.Close()
+		return nil, fmt.Errorf("the checkpoint %s: %w", path, err)
+	}
+	return &source{Store: memory.New(), root: root, files: files}, nil
+}
+
+// descend opens the directory name of root, which Lstat saw as fi, refusing one swapped since.
+func descend(root *os.Root, name string, fi fs.FileInfo) (*os.Root, error) {
+	sub, err := root.OpenRoot(name)
+	if err != nil {
+		return nil, err
+	}
+	if now, err := sub.Stat("."); err != nil || !os.SameFile(fi, now) {
+		sub.Close()
+		return nil, fmt.Errorf("%s changed while it was opened", name)
+	}
+	return sub, nil
+}
+
+// listFiles lists the regular files under root, sorted, as slash-separated paths: a symbolic
+// link counts as the file it leads to, inside root; one that leads out of root, or to nothing,
+// is an error.
+func listFiles(root *os.Root) ([]string, error) {
 	var files []string
-	err = filepath.WalkDir(path, func(p string, d fs.DirEntry, err error) error {
+	err := fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if d.Type().IsRegular() {
-			rel, err := filepath.Rel(path, p)
+		if d.Type()&fs.ModeSymlink != 0 {
+			fi, err := root.Stat(p)
 			if err != nil {
-				return err
+				return fmt.Errorf("%s is a symbolic link that leads out of the checkpoint or to nothing: remove it (%w)", p, err)
 			}
-			files = append(files, filepath.ToSlash(rel))
+			if !fi.Mode().IsRegular() {
+				return nil
+			}
+		} else if !d.Type().IsRegular() {
+			return nil
 		}
+		files = append(files, p)
 		return nil
 	})
 	if err != nil {
-		return nil, "", fmt.Errorf("listing the checkpoint: %w", err)
+		return nil, err
 	}
 	if len(files) == 0 {
-		return nil, "", fmt.Errorf("the checkpoint %s holds no files", path)
+		return nil, errors.New("it holds no files")
 	}
 	slices.Sort(files)
-	return files, path, nil
+	return files, nil
+}
+
+// describe reads every file once for its digest and size: one titled layer each.
+func (s *source) describe() ([]ocispec.Descriptor, error) {
+	s.read = map[digest.Digest]string{}
+	layers := make([]ocispec.Descriptor, 0, len(s.files))
+	for _, name := range s.files {
+		f, err := s.root.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("reading the checkpoint's %s: %w", name, err)
+		}
+		h := digest.Canonical.Digester()
+		size, err := io.Copy(h.Hash(), f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("reading the checkpoint's %s: %w", name, err)
+		}
+		d := h.Digest()
+		s.read[d] = name
+		layers = append(layers, ocispec.Descriptor{MediaType: FileMediaType, Digest: d, Size: size,
+			Annotations: map[string]string{ocispec.AnnotationTitle: name}})
+	}
+	return layers, nil
+}
+
+// Fetch reads a layer from the checkpoint, anything else from memory.
+func (s *source) Fetch(ctx context.Context, desc ocispec.Descriptor) (io.ReadCloser, error) {
+	if name, ok := s.read[desc.Digest]; ok {
+		return s.root.Open(name)
+	}
+	return s.Store.Fetch(ctx, desc)
+}
+
+// Exists says whether Fetch has desc.
+func (s *source) Exists(ctx context.Context, desc ocispec.Descriptor) (bool, error) {
+	if _, ok := s.read[desc.Digest]; ok {
+		return true, nil
+	}
+	return s.Store.Exists(ctx, desc)
 }

@@ -149,14 +149,51 @@ class RetentionTest(unittest.TestCase):
         for epoch in (1, 2):
             convoy.checkpoint_saved(self.save("epoch-%d.pt" % epoch), epoch)
         self.assertEqual(self.listing(), ["epoch-1.pt", "epoch-2.pt"])
-        # A rank that reports lists and deletes too; epochs 1 and 2 it was not told of.
+        # A rank that reports lists in its own list and deletes nothing: only rank 0 deletes.
         convoy.checkpoint_saved(self.save("epoch-3.pt"), 3, all_ranks=True)
         convoy.checkpoint_saved(self.save("epoch-4.pt"), 4, all_ranks=True)
-        self.assertEqual(self.listing(), [".convoy-checkpoints.json", "epoch-1.pt", "epoch-2.pt", "epoch-4.pt"])
+        self.assertEqual(self.listing(), [".convoy-checkpoints.rank-1.json"] + ["epoch-%d.pt" % e for e in range(1, 5)])
         del os.environ["RANK"], os.environ["CONVOY_CHECKPOINT_RETENTION"]
         for epoch in (5, 6, 7):
             convoy.checkpoint_saved(self.save("epoch-%d.pt" % epoch), epoch)
-        self.assertEqual(self.listing(), [".convoy-checkpoints.json", "epoch-1.pt", "epoch-2.pt"] + ["epoch-%d.pt" % e for e in range(4, 8)])
+        self.assertEqual(self.listing(), [".convoy-checkpoints.json", ".convoy-checkpoints.rank-1.json"]
+                         + ["epoch-%d.pt" % e for e in range(1, 8)])
+
+    def rank_saves(self, epoch, ranks=4):
+        """Every rank of a gang writes its shard of the checkpoint of epoch and reports it with
+        all_ranks=True, as the README's sharded example does."""
+        for r in range(ranks):
+            env = dict(os.environ, RANK=str(r))
+            convoy.Reporter(env=env).checkpoint_saved(self.save("epoch-%d-rank-%d.pt" % (epoch, r)), epoch, all_ranks=True)
+
+    def shards(self):
+        return sorted(name for name in self.listing() if name.endswith(".pt"))
+
+    def test_sharded_checkpoints_are_kept_whole(self):
+        # 4 ranks, retention 2: each checkpoint is one group of 4 shards, and only whole groups older
+        # than the newest 2 go; the newest checkpoint is never cut.
+        for epoch in (1, 2):
+            self.rank_saves(epoch)
+            self.assertEqual(self.shards(), ["epoch-%d-rank-%d.pt" % (e, r) for e in range(1, epoch + 1) for r in range(4)])
+        self.rank_saves(3)
+        # Rank 0 deletes the checkpoint of epoch 1: its own shard at once, another rank's shard once
+        # that rank has listed 2 newer ones.
+        self.rank_saves(4)
+        self.assertEqual(self.shards(), sorted(["epoch-%d-rank-%d.pt" % (e, r) for e in (3, 4) for r in range(4)]
+                                               + ["epoch-2-rank-%d.pt" % r for r in (1, 2, 3)]))
+        # The other ranks list their shards and delete nothing, nor does rank 0 touch a rank's newest.
+        os.environ["RANK"] = "3"
+        convoy.checkpoint_saved(self.save("epoch-9-rank-3.pt"), 9, all_ranks=True)
+        self.assertIn("epoch-9-rank-3.pt", self.shards())
+        self.assertIn("epoch-3-rank-3.pt", self.shards())
+
+    def test_sharded_resume_checkpoint_is_kept_whole(self):
+        self.rank_saves(1)
+        os.environ["CONVOY_RESUME_FROM"] = os.path.join(self.dir, "epoch-1-rank-0.pt")
+        for epoch in range(2, 6):
+            self.rank_saves(epoch)
+        self.assertEqual(self.shards(), sorted(["epoch-%d-rank-%d.pt" % (e, r) for e in (1, 4, 5) for r in range(4)]
+                                               + ["epoch-3-rank-%d.pt" % r for r in (1, 2, 3)]))
 
     def test_object_storage_is_left_alone(self):
         os.environ["CONVOY_CHECKPOINT_URI"] = "s3://bucket/ns/job"

@@ -28,9 +28,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -287,7 +289,7 @@ func TestModelPublishedWhenJobCompletes(t *testing.T) {
 	}
 	c := pod.Spec.Containers[0]
 	checkpoint := "/checkpoints/" + e.ns + "/pub/epoch-2"
-	for _, want := range []string{"publish", "--checkpoint=" + checkpoint, "--image=" + image, "--docker-config=" + builder.RegistryConfigDir + "/config.json",
+	for _, want := range []string{"publish", "--checkpoint=" + checkpoint, "--root=" + builder.CheckpointDir, "--image=" + image, "--docker-config=" + builder.RegistryConfigDir + "/config.json",
 		"--annotation=" + publish.AnnotationEpoch + "=2", "--annotation=" + publish.AnnotationJob + "=" + e.ns + "/pub"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("publish pod args %q lack %q", c.Args, want)
@@ -318,7 +320,8 @@ func TestModelPublishedWhenJobCompletes(t *testing.T) {
 		if strings.HasPrefix(a, "--docker-config=") {
 			continue
 		}
-		args = append(args, strings.Replace(a, "--checkpoint="+builder.CheckpointDir, "--checkpoint="+root, 1))
+		a = strings.Replace(a, "--checkpoint="+builder.CheckpointDir, "--checkpoint="+root, 1)
+		args = append(args, strings.Replace(a, "--root="+builder.CheckpointDir, "--root="+root, 1))
 	}
 	var stderr bytes.Buffer
 	if code := publish.Main(t.Context(), append(args, "--plain-http", "--termination-log="+termination), io.Discard, &stderr); code != 0 {
@@ -380,4 +383,58 @@ func TestModelPublishFailuresKeepTheJobCompleted(t *testing.T) {
 		t.Errorf("state %s, status.model %+v; want Completed and no model", job.Status.State, job.Status.Model)
 	}
 	e.waitEvents("denied", convoy.ReasonPublishFailed)
+}
+
+// TestModelPublishRechecksTheCheckpoint: a status.checkpoint.latest written by hand (anyone who may
+// write the job's status) outside the job's checkpoint location is refused before a publish pod
+// starts: ModelPublished says so with a Warning event, and no pod reads it.
+func TestModelPublishRechecksTheCheckpoint(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator(func(o *operator.Options) { o.PublishImage = "convoy-operator:test" })
+	e.create(publishJob("forged", e.ns, "registry.example.com/team/forged:v1"))
+	pods := e.startGang("forged", 1, 0)
+	w0 := pods["forged-worker-0"]
+	e.report(w0, "checkpoint", progress.Checkpoint{Path: util.EnvOf(w0, "CONVOY_CHECKPOINT_URI") + "/epoch-1", Epoch: 1})
+	forged := "/checkpoints/" + e.ns + "/forged/../../../var/run/secrets/convoy.dev/registry/config.json"
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		job := e.job("forged")
+		job.Status.Checkpoint.Latest = forged
+		return e.k.Status().Update(t.Context(), job)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.finishPod("forged-worker-0", 0)
+	e.waitState("forged", convoy.StateCompleted)
+	job := e.waitModelCondition("forged", convoy.ReasonPublishFailed)
+	if c := meta.FindStatusCondition(job.Status.Conditions, convoy.ConditionModelPublished); !strings.Contains(c.Message, "is not under the job's checkpoint location") {
+		t.Errorf("ModelPublished message %q, want the forged checkpoint refused", c.Message)
+	}
+	if _, ok := e.pods("forged")["forged-publish"]; ok {
+		t.Error("a publish pod was created for a checkpoint outside the job's location")
+	}
+	e.waitEvents("forged", convoy.ReasonPublishFailed)
+}
+
+// TestTTLWaitsForThePublish: a job whose ttlSecondsAfterFinished has passed is kept, with its
+// publish pod, while the model is pushed, and deleted once the push has ended.
+func TestTTLWaitsForThePublish(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator(func(o *operator.Options) { o.PublishImage = "convoy-operator:test" })
+	tj := publishJob("quick", e.ns, "registry.example.com/team/quick:v1")
+	tj.Spec.TTLSecondsAfterFinished = ptr.To[int32](0)
+	e.create(tj)
+	e.completeWith("quick", 1)
+	pod := e.waitPublishPod("quick")
+	e.waitModelCondition("quick", convoy.ReasonPublishing)
+	util.Consistently(t, 100*time.Millisecond, 3*time.Second, "the publishing job and its publish pod to stay", func() (bool, string) {
+		job := &convoy.TrainingJob{}
+		err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "quick"}, job)
+		return err == nil && job.DeletionTimestamp == nil, fmt.Sprint(err)
+	})
+	e.endPublishPod(pod, 0, `{"reference": "registry.example.com/team/quick:v1", "digest": "sha256:`+strings.Repeat("a", 64)+`"}`)
+	e.eventually("the job to be deleted once published", func() (bool, string) {
+		err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "quick"}, &convoy.TrainingJob{})
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
 }

@@ -125,7 +125,7 @@ class Reporter:
                 if metrics:
                     self.report(epoch=epoch, metrics=metrics, all_ranks=all_ranks)
                 recorded = self._post("checkpoint", {"path": os.fspath(path), "epoch": int(epoch)})
-            _retention.track(path, epoch, recorded, reporting, keep, env=self.env)
+            _retention.track(path, epoch, recorded, reporting, keep, env=self.env, rank=rank(self.env))
             return recorded
         except Exception:  # never into the training loop
             log.warning("convoy: reporting a checkpoint failed", exc_info=True)

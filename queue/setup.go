@@ -63,6 +63,9 @@ type Options struct {
 	// WebhookService is the Service in front of the webhook server, the name its certificate is
 	// for; DefaultWebhookService when empty.
 	WebhookService string
+	// Management is which jobs are Kueue's: it must match manageJobsWithoutQueueName and
+	// managedJobsNamespaceSelector in Kueue's configuration. Zero: the jobs that name a queue.
+	Management Management
 	// WaitForPodsReady must be true when Kueue's configuration sets waitForPodsReady: the job
 	// reconciler then reports the gang's PodsReady condition on its Workload.
 	WaitForPodsReady bool
@@ -135,7 +138,9 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 	if err := jobframework.SetupWorkloadOwnerIndex(ctx, mgr.GetFieldIndexer(), GVK); err != nil {
 		return fmt.Errorf("indexing Workloads by their TrainingJob: %w", err)
 	}
-	opts := []jobframework.Option{jobframework.WithManagerName("convoy-operator")}
+	opts := []jobframework.Option{jobframework.WithManagerName("convoy-operator"),
+		jobframework.WithManageJobsWithoutQueueName(i.opts.Management.WithoutQueueName),
+		jobframework.WithManagedJobsNamespaceSelector(i.opts.Management.selector())}
 	if i.opts.WaitForPodsReady {
 		opts = append(opts, jobframework.WithWaitForPodsReady(&configapi.WaitForPodsReady{}))
 	}
@@ -170,7 +175,7 @@ func (i *Integration) setupWebhook(mgr ctrl.Manager) error {
 		return fmt.Errorf("webhook address %q: %w", i.opts.WebhookAddr, err)
 	}
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: i.opts.WebhookCertDir})
-	wh := &Webhook{Client: mgr.GetClient()}
+	wh := &Webhook{Client: mgr.GetClient(), Management: i.opts.Management}
 	srv.Register(MutatePath, admission.WithDefaulter[*convoy.TrainingJob](mgr.GetScheme(), wh))
 	srv.Register(ValidatePath, admission.WithValidator[*convoy.TrainingJob](mgr.GetScheme(), wh))
 	srv.Register(PlacementPath, admission.WithValidator[*convoy.TrainingJob](mgr.GetScheme(), PlacementWebhook{}))

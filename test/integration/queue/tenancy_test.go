@@ -187,3 +187,60 @@ func TestUnsuspendingAQueuedJobStartsNoPodUntilKueueAdmitsIt(t *testing.T) {
 	e.waitJob(e.ns, "big", "suspended again by Kueue", func(j *convoy.TrainingJob) bool { return j.IsSuspended() })
 	e.noPodsFor("big", time.Second)
 }
+
+// childrenWebhookDown points the API server's call of the children webhook at an address where
+// nothing listens, as when the operator's webhook server is down, until the test ends.
+func (e *env) childrenWebhookDown() {
+	e.t.Helper()
+	const name = "vtrainingjob.children.convoy.dev"
+	set := func(url func(old string) string) {
+		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := e.k.Get(e.t.Context(), client.ObjectKey{Name: "convoy-trainingjob-queue"}, vwc); err != nil {
+			e.t.Fatal(err)
+		}
+		for i := range vwc.Webhooks {
+			if wh := &vwc.Webhooks[i]; wh.Name == name {
+				wh.ClientConfig.URL = ptr.To(url(*wh.ClientConfig.URL))
+			}
+		}
+		if err := e.k.Update(e.t.Context(), vwc); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	var was string
+	set(func(old string) string {
+		was = old
+		return "https://127.0.0.1:1/validate-convoy-dev-v1alpha1-trainingjob-children"
+	})
+	e.t.Cleanup(func() { set(func(string) string { return was }) })
+}
+
+// TestKueueAdmitsAndSuspendsWhileTheChildrenWebhookIsDown: Kueue's writes to a TrainingJob (its
+// job reconciler, in the operator, sets spec.suspend and the admitted flavor's node labels) do not
+// wait on the children webhook: with its server unreachable, Kueue still starts a job it admits
+// and suspends one it evicts. A user's change of a spec is still checked, and refused while the
+// webhook cannot be called.
+func TestKueueAdmitsAndSuspendsWhileTheChildrenWebhookIsDown(t *testing.T) {
+	e := newEnv(t)
+	e.create(clusterQueue(e.ns, "", 8, nil, nil, kueue.ClusterQueuePreemption{}))
+	e.localQueue(e.ns)
+	e.create(trainingJob(e.ns, "big", "q", "", 2, 8))
+	job := e.waitJob(e.ns, "big", "queued", func(j *convoy.TrainingJob) bool { return condition(j, convoy.ConditionQueued) != nil })
+	e.childrenWebhookDown()
+
+	e.kubectl("patch", "clusterqueue", e.ns, "--type", "json",
+		"-p", `[{"op": "replace", "path": "/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota", "value": 16}]`)
+	e.waitJob(e.ns, "big", "started by Kueue (spec.suspend false)", func(j *convoy.TrainingJob) bool { return !j.IsSuspended() })
+
+	if out, err := e.Kubectl(t.Context(), "patch", "trainingjob", "-n", e.ns, "big", "--type=merge", "-p", `{"spec":{"ttlSecondsAfterFinished":60}}`); err == nil ||
+		!strings.Contains(string(out), "vtrainingjob.children.convoy.dev") {
+		t.Errorf("a user's spec change went through while the children webhook was down: %v\n%s", err, out)
+	}
+
+	wl := e.workloads(job)
+	if len(wl) != 1 {
+		t.Fatalf("%d Workloads, want 1", len(wl))
+	}
+	e.kubectl("patch", "workload", "-n", e.ns, wl[0].Name, "--type=merge", "-p", `{"spec":{"active":false}}`)
+	e.waitJob(e.ns, "big", "suspended by Kueue", func(j *convoy.TrainingJob) bool { return j.IsSuspended() })
+}

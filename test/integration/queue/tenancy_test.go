@@ -17,12 +17,14 @@ limitations under the License.
 package queue
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -43,6 +45,14 @@ func (e *env) teamNamespace(gpus int64) {
 	e.kubectl("label", "namespace", e.ns, teamLabel+"="+e.ns)
 	e.create(clusterQueue(e.ns, "", gpus, nil, nil, kueue.ClusterQueuePreemption{}))
 	e.create(utiltestingapi.MakeLocalQueue("default", e.ns).ClusterQueue(e.ns).Obj())
+	// Once Kueue has seen the LocalQueue, the label and the queue are in the operator's cache too.
+	e.eventually("LocalQueue default to be active", func() (bool, string) {
+		lq := &kueue.LocalQueue{}
+		if err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: e.ns, Name: "default"}, lq); err != nil {
+			return false, err.Error()
+		}
+		return apimeta.IsStatusConditionTrue(lq.Status.Conditions, kueue.LocalQueueActive), fmt.Sprint(lq.Status.Conditions)
+	})
 }
 
 // noPodsFor checks that the job has no pod, now and for a while.
@@ -144,7 +154,7 @@ func (e *env) holdSuspension() (release func()) {
 	}
 	e.t.Cleanup(release)
 	// The policy holds once a job can no longer be suspended.
-	probe := trainingJob(e.ns, "probe", "", "", 1, 0)
+	probe := trainingJob(e.ns, "probe", "", "", 1, 1)
 	probe.Spec.Suspend = ptr.To(false)
 	e.create(probe)
 	e.eventually("the admission policy to hold spec.suspend", func() (bool, string) {
@@ -233,7 +243,7 @@ func TestKueueAdmitsAndSuspendsWhileTheChildrenWebhookIsDown(t *testing.T) {
 	e.waitJob(e.ns, "big", "started by Kueue (spec.suspend false)", func(j *convoy.TrainingJob) bool { return !j.IsSuspended() })
 
 	if out, err := e.Kubectl(t.Context(), "patch", "trainingjob", "-n", e.ns, "big", "--type=merge", "-p", `{"spec":{"ttlSecondsAfterFinished":60}}`); err == nil ||
-		!strings.Contains(string(out), "vtrainingjob.children.convoy.dev") {
+		!strings.Contains(out+err.Error(), "vtrainingjob.children.convoy.dev") {
 		t.Errorf("a user's spec change went through while the children webhook was down: %v\n%s", err, out)
 	}
 

@@ -22,6 +22,7 @@ import (
 	"net"
 	"strconv"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
@@ -175,7 +176,14 @@ func (i *Integration) setupWebhook(mgr ctrl.Manager) error {
 		return fmt.Errorf("webhook address %q: %w", i.opts.WebhookAddr, err)
 	}
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: i.opts.WebhookCertDir})
-	wh := &Webhook{Client: mgr.GetClient(), Management: i.opts.Management}
+	// A job may come right after its namespace, or after the label that makes the namespace a
+	// team's: the webhook reads namespaces from the API server, not from the cache.
+	whClient, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		Cache: &client.CacheOptions{Reader: mgr.GetCache(), DisableFor: []client.Object{&corev1.Namespace{}}}})
+	if err != nil {
+		return err
+	}
+	wh := &Webhook{Client: whClient, Management: i.opts.Management}
 	srv.Register(MutatePath, admission.WithDefaulter[*convoy.TrainingJob](mgr.GetScheme(), wh))
 	srv.Register(ValidatePath, admission.WithValidator[*convoy.TrainingJob](mgr.GetScheme(), wh))
 	srv.Register(PlacementPath, admission.WithValidator[*convoy.TrainingJob](mgr.GetScheme(), PlacementWebhook{}))

@@ -17,6 +17,7 @@ limitations under the License.
 package queue
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -149,8 +150,9 @@ func (e *env) holdSuspension() (release func()) {
 	e.create(policy)
 	e.create(binding)
 	release = func() {
-		_ = e.k.Delete(e.t.Context(), binding)
-		_ = e.k.Delete(e.t.Context(), policy)
+		ctx := context.WithoutCancel(e.t.Context())
+		_ = e.k.Delete(ctx, binding)
+		_ = e.k.Delete(ctx, policy)
 	}
 	e.t.Cleanup(release)
 	// The policy holds once a job can no longer be suspended.
@@ -204,8 +206,10 @@ func (e *env) childrenWebhookDown() {
 	e.t.Helper()
 	const name = "vtrainingjob.children.convoy.dev"
 	set := func(url func(old string) string) {
+		// Also at cleanup, once the test's context is done.
+		ctx := context.WithoutCancel(e.t.Context())
 		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-		if err := e.k.Get(e.t.Context(), client.ObjectKey{Name: "convoy-trainingjob-queue"}, vwc); err != nil {
+		if err := e.k.Get(ctx, client.ObjectKey{Name: "convoy-trainingjob-queue"}, vwc); err != nil {
 			e.t.Fatal(err)
 		}
 		for i := range vwc.Webhooks {
@@ -213,7 +217,7 @@ func (e *env) childrenWebhookDown() {
 				wh.ClientConfig.URL = ptr.To(url(*wh.ClientConfig.URL))
 			}
 		}
-		if err := e.k.Update(e.t.Context(), vwc); err != nil {
+		if err := e.k.Update(ctx, vwc); err != nil {
 			e.t.Fatal(err)
 		}
 	}

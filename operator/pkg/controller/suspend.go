@@ -49,7 +49,11 @@ func (d *decision) suspend() bool {
 	}
 	if queued {
 		msg := d.o.queue.WaitingMessage
-		if msg == "" {
+		switch {
+		case msg != "":
+		case queue == "":
+			msg = fmt.Sprintf("Kueue manages the jobs of namespace %s, and the job names no LocalQueue while the namespace has no LocalQueue \"default\": name one in spec.scheduling.queue", d.job.Namespace)
+		default:
 			msg = fmt.Sprintf("waiting for Kueue to admit the job to LocalQueue %q; `kubectl get workloads -n %s` shows why it waits", queue, d.job.Namespace)
 		}
 		d.set(convoy.ConditionQueued, metav1.ConditionTrue, convoy.ReasonWaitingForAdmission, msg)

@@ -68,7 +68,8 @@ func (e *env) noPodsFor(job string, d time.Duration) {
 
 // TestJobWithoutAQueueInATeamNamespaceRunsOnlyWithinTheTeamsQuota: in a team's namespace a job
 // that names no queue is Kueue's: it waits, suspended and without pods, in the namespace's
-// LocalQueue "default" until its ClusterQueue has room, then runs. In a namespace that is no
+// LocalQueue "default" until its ClusterQueue has room, then runs; without a LocalQueue "default"
+// it waits all the same. In a namespace that is no
 // team's, the same job runs at once, as without Kueue.
 func TestJobWithoutAQueueInATeamNamespaceRunsOnlyWithinTheTeamsQuota(t *testing.T) {
 	e := newEnv(t)
@@ -93,6 +94,22 @@ func TestJobWithoutAQueueInATeamNamespaceRunsOnlyWithinTheTeamsQuota(t *testing.
 		return j.Status.Admission != nil && j.Status.Admission.ClusterQueue == e.ns
 	})
 	e.startGang(e.ns, "unnamed", 2)
+
+	// In a team's namespace without a LocalQueue default, such a job is Kueue's all the same: it
+	// waits, and never runs outside the quota.
+	bare := e.ns + "-bare"
+	e.createNamespace(bare)
+	e.kubectl("label", "namespace", bare, teamLabel+"="+e.ns)
+	e.create(trainingJob(bare, "unnamed", "", "", 2, 8))
+	e.waitJob(bare, "unnamed", "Queued without a LocalQueue", func(j *convoy.TrainingJob) bool {
+		c := condition(j, convoy.ConditionQueued)
+		return j.IsSuspended() && c != nil && strings.Contains(c.Message, `no LocalQueue "default"`)
+	})
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if pods := e.pods(bare, "unnamed"); len(pods) > 0 {
+			t.Fatalf("a job without a queue in a team's namespace runs outside the quota: pods %v", podNames(pods))
+		}
+	}
 
 	// Outside the teams' namespaces a job without a queue is nobody's: it runs at once.
 	other := e.ns + "-free"

@@ -33,11 +33,13 @@ import (
 // ConfigMap or PodGroup the API server would refuse, as deploy/kueue/webhook.yaml names it.
 const ChildrenPath = "/validate-convoy-dev-v1alpha1-trainingjob-children"
 
-// ChildrenWebhook refuses, when a TrainingJob is created or its spec changes, a spec whose
+// ChildrenWebhook refuses, when a TrainingJob is created or a user changes its spec, a spec whose
 // children could never be created: it creates them with a server-side dry run (see
 // operator/pkg/dryrun) and names the TrainingJob field each refusal comes from, with the fix.
 // Refusals that depend on the namespace's state (a ResourceQuota, Pod Security admission) are
-// returned as warnings: the job is accepted and its status explains them when it runs.
+// returned as warnings: the job is accepted and its status explains them when it runs. The API
+// server does not call it for the operator's own updates (deploy/kueue/webhook.yaml), Kueue's start
+// and stop of a job among them, which must not wait on its dry runs.
 type ChildrenWebhook struct {
 	// Client creates the dry runs, as the operator: with the operator's permissions.
 	Client client.Client

@@ -22,6 +22,7 @@ import (
 	"net"
 	"strconv"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
@@ -63,6 +64,9 @@ type Options struct {
 	// WebhookService is the Service in front of the webhook server, the name its certificate is
 	// for; DefaultWebhookService when empty.
 	WebhookService string
+	// Management is which jobs are Kueue's: it must match manageJobsWithoutQueueName and
+	// managedJobsNamespaceSelector in Kueue's configuration. Zero: the jobs that name a queue.
+	Management Management
 	// WaitForPodsReady must be true when Kueue's configuration sets waitForPodsReady: the job
 	// reconciler then reports the gang's PodsReady condition on its Workload.
 	WaitForPodsReady bool
@@ -135,7 +139,9 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 	if err := jobframework.SetupWorkloadOwnerIndex(ctx, mgr.GetFieldIndexer(), GVK); err != nil {
 		return fmt.Errorf("indexing Workloads by their TrainingJob: %w", err)
 	}
-	opts := []jobframework.Option{jobframework.WithManagerName("convoy-operator")}
+	opts := []jobframework.Option{jobframework.WithManagerName("convoy-operator"),
+		jobframework.WithManageJobsWithoutQueueName(i.opts.Management.WithoutQueueName),
+		jobframework.WithManagedJobsNamespaceSelector(i.opts.Management.selector())}
 	if i.opts.WaitForPodsReady {
 		opts = append(opts, jobframework.WithWaitForPodsReady(&configapi.WaitForPodsReady{}))
 	}
@@ -170,7 +176,14 @@ func (i *Integration) setupWebhook(mgr ctrl.Manager) error {
 		return fmt.Errorf("webhook address %q: %w", i.opts.WebhookAddr, err)
 	}
 	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: i.opts.WebhookCertDir})
-	wh := &Webhook{Client: mgr.GetClient()}
+	// A job may come right after its namespace, or after the label that makes the namespace a
+	// team's: the webhook reads namespaces from the API server, not from the cache.
+	whClient, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		Cache: &client.CacheOptions{Reader: mgr.GetCache(), DisableFor: []client.Object{&corev1.Namespace{}}}})
+	if err != nil {
+		return err
+	}
+	wh := &Webhook{Client: whClient, Management: i.opts.Management}
 	srv.Register(MutatePath, admission.WithDefaulter[*convoy.TrainingJob](mgr.GetScheme(), wh))
 	srv.Register(ValidatePath, admission.WithValidator[*convoy.TrainingJob](mgr.GetScheme(), wh))
 	srv.Register(PlacementPath, admission.WithValidator[*convoy.TrainingJob](mgr.GetScheme(), PlacementWebhook{}))

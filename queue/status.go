@@ -31,18 +31,27 @@ import (
 	"sigs.k8s.io/kueue/pkg/controller/constants"
 	"sigs.k8s.io/kueue/pkg/controller/jobframework"
 	"sigs.k8s.io/kueue/pkg/scheduler/preemption"
+	"sigs.k8s.io/kueue/pkg/workload"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/controller"
 )
 
-// Status reports what Kueue says of the job: why it waits, where it was admitted, who preempted it.
-// It reads the job's Workload, its LocalQueue and, after a preemption, the preemptor's Workload
-// from the manager's cache.
+// Status reports what Kueue says of the job: whether it is Kueue's (Management) and admitted,
+// why it waits, where it was admitted, who preempted it. It reads the job's namespace, its
+// Workload, its LocalQueue and, after a preemption, the preemptor's Workload from the manager's
+// cache.
 func (i *Integration) Status(ctx context.Context, job *convoy.TrainingJob) (controller.QueueStatus, error) {
-	wl, err := i.workloadOf(ctx, job)
-	if err != nil || wl == nil {
+	managed, err := i.opts.Management.managesInNamespace(ctx, i.client, job)
+	if err != nil || !managed {
 		return controller.QueueStatus{}, err
+	}
+	wl, err := i.workloadOf(ctx, job)
+	if err != nil {
+		return controller.QueueStatus{}, err
+	}
+	if wl == nil {
+		return controller.QueueStatus{Managed: true, WaitingMessage: "Kueue has not created the job's Workload yet"}, nil
 	}
 	clusterQueue := ""
 	if wl.Status.Admission != nil {
@@ -61,7 +70,9 @@ func (i *Integration) Status(ctx context.Context, job *convoy.TrainingJob) (cont
 			return controller.QueueStatus{}, err
 		}
 	}
-	return describe(wl, clusterQueue, preemptor), nil
+	qs := describe(wl, clusterQueue, preemptor)
+	qs.Managed, qs.Admitted = true, workload.IsAdmitted(wl)
+	return qs, nil
 }
 
 // workloadOf returns the Workload the job controls, nil while Kueue has not created it.
@@ -101,7 +112,9 @@ func (i *Integration) preemptor(ctx context.Context, message string) (*kueue.Wor
 func describe(wl *kueue.Workload, clusterQueue string, preemptor *kueue.Workload) controller.QueueStatus {
 	var qs controller.QueueStatus
 	where := fmt.Sprintf("LocalQueue %q", wl.Spec.QueueName)
-	if clusterQueue != "" {
+	if wl.Spec.QueueName == "" {
+		where = fmt.Sprintf("no LocalQueue (the job names none and namespace %s has no LocalQueue %q: name one in spec.scheduling.queue)", wl.Namespace, constants.DefaultLocalQueueName)
+	} else if clusterQueue != "" {
 		where = fmt.Sprintf("ClusterQueue %q (LocalQueue %q)", clusterQueue, wl.Spec.QueueName)
 	}
 	if a := wl.Status.Admission; a != nil {

@@ -50,11 +50,16 @@ var (
 //     label is set from it. A job that sets only the label gets spec.scheduling.queue from it.
 //     A job created with the two naming different queues is refused, and so is an update that
 //     changes only the label to disagree; an update of spec.scheduling.queue moves the label along.
-//   - A new job that names a queue is suspended until Kueue admits it.
+//   - A new job that names no queue names LocalQueue "default" when its namespace has one
+//     (Kueue's default LocalQueue).
+//   - A new job that is Kueue's (it names a queue, or Management makes it Kueue's) is suspended
+//     until Kueue admits it.
 //   - Kueue's own rules apply: the queue may change only while the job is suspended, and so on.
 type Webhook struct {
-	// Client reads LocalQueues (Kueue's default LocalQueue rule) and the job's owners.
+	// Client reads LocalQueues (Kueue's default LocalQueue rule), namespaces and the job's owners.
 	Client client.Client
+	// Management is which jobs are Kueue's: a new one is suspended until Kueue admits it.
+	Management Management
 }
 
 var (
@@ -62,8 +67,8 @@ var (
 	_ admission.Validator[*convoy.TrainingJob] = &Webhook{}
 )
 
-// Default reconciles the queue label with spec.scheduling.queue and suspends a job that names a
-// queue when it is created.
+// Default reconciles the queue label with spec.scheduling.queue, gives a new job without a queue
+// the namespace's default LocalQueue, and suspends a new job that is Kueue's.
 func (w *Webhook) Default(ctx context.Context, job *convoy.TrainingJob) error {
 	var old *convoy.TrainingJob
 	if req, err := admission.RequestFromContext(ctx); err == nil && len(req.OldObject.Raw) > 0 {
@@ -72,13 +77,22 @@ func (w *Webhook) Default(ctx context.Context, job *convoy.TrainingJob) error {
 			return fmt.Errorf("decoding the TrainingJob before the update: %w", err)
 		}
 	}
+	if old == nil && job.QueueName() == "" {
+		jobframework.ApplyDefaultLocalQueue(job, func(namespace string) bool { return w.defaultLocalQueueExists(ctx, namespace) })
+	}
 	if errs := SyncQueueName(job, old); len(errs) > 0 {
 		return apierrors.NewInvalid(GVK.GroupKind(), job.Name, errs)
 	}
 	if old != nil {
 		return nil
 	}
-	return jobframework.ApplyDefaultForSuspend(ctx, fromObject(job), w.Client, false, nil)
+	return jobframework.ApplyDefaultForSuspend(ctx, fromObject(job), w.Client, w.Management.WithoutQueueName, w.Management.selector())
+}
+
+// defaultLocalQueueExists reports whether namespace has Kueue's default LocalQueue ("default").
+func (w *Webhook) defaultLocalQueueExists(ctx context.Context, namespace string) bool {
+	lq := &kueue.LocalQueue{}
+	return w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: string(constants.DefaultLocalQueueName)}, lq) == nil
 }
 
 // SyncQueueName makes the kueue.x-k8s.io/queue-name label and spec.scheduling.queue name the same
@@ -124,8 +138,7 @@ func (w *Webhook) ValidateCreate(_ context.Context, job *convoy.TrainingJob) (ad
 // priority class change only while the job is suspended.
 func (w *Webhook) ValidateUpdate(ctx context.Context, old, job *convoy.TrainingJob) (admission.Warnings, error) {
 	errs := append(queueAgreement(job), jobframework.ValidateJobOnUpdate(fromObject(old), fromObject(job), func(namespace string) bool {
-		lq := &kueue.LocalQueue{}
-		return w.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: string(constants.DefaultLocalQueueName)}, lq) == nil
+		return w.defaultLocalQueueExists(ctx, namespace)
 	})...)
 	return nil, toInvalid(job, errs)
 }

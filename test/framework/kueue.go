@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -70,7 +71,8 @@ type KueueOptions struct {
 	// webhooks are registered. StartKueue keeps the file's settings except the addresses, the
 	// certificate directory and leader election, which a local process needs its own of.
 	ConfigFile string
-	// FeatureGates are added to --feature-gates, after VisibilityOnDemand=false.
+	// FeatureGates ("Name=bool") are added to the configuration's featureGates, after
+	// VisibilityOnDemand=false.
 	FeatureGates []string
 	// Args are added to the manager's command line, for example "--zap-log-level=3".
 	Args []string
@@ -128,7 +130,8 @@ func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (*Kueue, er
 	if err != nil {
 		return nil, err
 	}
-	cfg, frameworks, names, err := localKueueConfig(cfg, probeAddr, metricsAddr, webhookPort, certDir)
+	gates := append([]string{"VisibilityOnDemand=false"}, opts.FeatureGates...)
+	cfg, frameworks, names, err := localKueueConfig(cfg, probeAddr, metricsAddr, webhookPort, certDir, gates)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", opts.ConfigFile, err)
 	}
@@ -202,8 +205,7 @@ func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (*Kueue, er
 	if err != nil {
 		return nil, err
 	}
-	gates := append([]string{"VisibilityOnDemand=false"}, opts.FeatureGates...)
-	args := append([]string{"--config=" + configFile, "--kubeconfig=" + kubeconfig, "--feature-gates=" + strings.Join(gates, ",")}, opts.Args...)
+	args := append([]string{"--config=" + configFile, "--kubeconfig=" + kubeconfig}, opts.Args...)
 	if err := c.StartProcess(KueueManager, KueueManager, args, nil); err != nil {
 		return nil, err
 	}
@@ -224,9 +226,10 @@ func (c *Cluster) StartKueue(ctx context.Context, opts KueueOptions) (*Kueue, er
 // kueueNames are the names Kueue's internal certificate management uses.
 type kueueNames struct{ service, secret string }
 
-// localKueueConfig rewrites Kueue's configuration for a process on loopback and returns the
-// integrations it enables.
-func localKueueConfig(data []byte, probeAddr, metricsAddr string, webhookPort int, certDir string) ([]byte, []string, kueueNames, error) {
+// localKueueConfig rewrites Kueue's configuration for a process on loopback, with gates ("Name=bool")
+// added to its featureGates (Kueue refuses featureGates and --feature-gates together), and returns
+// the integrations it enables.
+func localKueueConfig(data []byte, probeAddr, metricsAddr string, webhookPort int, certDir string, gates []string) ([]byte, []string, kueueNames, error) {
 	names := kueueNames{service: "kueue-webhook-service", secret: "kueue-webhook-server-cert"}
 	cfg := map[string]any{}
 	if err := yaml.Unmarshal(data, &cfg); err != nil {
@@ -272,6 +275,14 @@ func localKueueConfig(data []byte, probeAddr, metricsAddr string, webhookPort in
 	wh["host"], wh["port"], wh["certDir"] = "127.0.0.1", webhookPort, certDir
 	section("leaderElection")["leaderElect"] = false
 	delete(cfg, "pprofBindAddress")
+	for _, g := range gates {
+		name, value, _ := strings.Cut(g, "=")
+		on, err := strconv.ParseBool(value)
+		if err != nil {
+			return nil, nil, names, fmt.Errorf("feature gate %q: %w", g, err)
+		}
+		section("featureGates")[name] = on
+	}
 	out, err := yaml.Marshal(cfg)
 	return out, frameworks, names, err
 }

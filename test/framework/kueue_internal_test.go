@@ -54,7 +54,7 @@ manageJobsWithoutQueueName: false
 internalCertManagement: {webhookSecretName: my-secret}
 integrations: {frameworks: [batch/job], externalFrameworks: [TrainingJob.v1alpha1.convoy.dev]}
 `)
-	out, frameworks, names, err := localKueueConfig(in, "127.0.0.1:1", "127.0.0.1:2", 3, "/certs")
+	out, frameworks, names, err := localKueueConfig(in, "127.0.0.1:1", "127.0.0.1:2", 3, "/certs", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ integrations: {frameworks: [batch/job], externalFrameworks: [TrainingJob.v1alpha
 		"no frameworks":             "kind: Configuration\n",
 		"not a Configuration":       "kind: ConfigMap\n",
 	} {
-		if _, _, _, err := localKueueConfig([]byte(bad), "a:1", "a:2", 3, "/c"); err == nil || strings.TrimSpace(err.Error()) == "" {
+		if _, _, _, err := localKueueConfig([]byte(bad), "a:1", "a:2", 3, "/c", nil); err == nil || strings.TrimSpace(err.Error()) == "" {
 			t.Errorf("%s: no error", name)
 		}
 	}

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -77,6 +78,9 @@ func main() {
 	flag.StringVar(&queueOpts.CertSecret, "queue-webhook-cert-secret", "", "Secret in --namespace where the operator keeps the webhook's CA and certificate itself and injects the CA into the webhook configurations; mount it at --queue-webhook-cert-dir. Empty: the certificate comes from elsewhere (cert-manager).")
 	flag.StringVar(&queueOpts.WebhookService, "queue-webhook-service", queue.DefaultWebhookService, "Service in --namespace in front of the webhook, whose DNS name the managed certificate is for.")
 	flag.BoolVar(&queueOpts.WaitForPodsReady, "kueue-wait-for-pods-ready", false, "Report the gang's readiness to Kueue; set it when Kueue's configuration sets waitForPodsReady.")
+	flag.BoolVar(&queueOpts.Management.WithoutQueueName, "kueue-manage-jobs-without-queue-name", false, "TrainingJobs that name no queue are Kueue's too, in the namespaces --kueue-managed-jobs-namespace-selector selects: they wait for the namespace's LocalQueue \"default\". Set it as Kueue's configuration sets manageJobsWithoutQueueName.")
+	nsSelector := flag.String("kueue-managed-jobs-namespace-selector", "", "Label selector of the namespaces where --kueue-manage-jobs-without-queue-name applies (e.g. convoy.dev/team); empty: every namespace. Set it as Kueue's configuration sets managedJobsNamespaceSelector.")
+	kueueGates := flag.String("kueue-feature-gates", "", "Kueue feature gates for Kueue's job reconciler in the operator, as Kueue's configuration sets featureGates (e.g. ManagedJobsNamespaceSelectorAlwaysRespected=false).")
 	var kueueQPS float64
 	flag.Float64Var(&kueueQPS, "kueue-api-qps", 50, "Sustained requests per second of Kueue's job reconciler, apart from --kube-api-qps.")
 	flag.IntVar(&queueOpts.Burst, "kueue-api-burst", 100, "Burst of requests of Kueue's job reconciler.")
@@ -90,6 +94,15 @@ func main() {
 	queueOpts.MaxConcurrentReconciles = opts.MaxConcurrentReconciles
 	queueOpts.Namespace = opts.Namespace
 	queueOpts.QPS = float32(kueueQPS)
+	var err error
+	if queueOpts.Management.NamespaceSelector, err = queue.ParseNamespaceSelector(*nsSelector); err != nil {
+		fmt.Fprintln(os.Stderr, "--kueue-managed-jobs-namespace-selector:", err)
+		os.Exit(2)
+	}
+	if err := utilfeature.DefaultMutableFeatureGate.Set(*kueueGates); err != nil {
+		fmt.Fprintln(os.Stderr, "--kueue-feature-gates:", err)
+		os.Exit(2)
+	}
 
 	level, err := logLevel(os.Getenv("LOG_LEVEL"))
 	if err != nil {

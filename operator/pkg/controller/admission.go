@@ -25,14 +25,27 @@ import (
 )
 
 // admission is the phase of a job that is not suspended: it is Admitted, by Kueue to its
-// LocalQueue or at once without a queue. A gang that was Suspended or Queued starts again only
+// LocalQueue or at once when no queue manages it. A job the queue manages runs only once the queue
+// admits it (Kueue: its Workload is admitted), whatever spec.suspend says: a user who sets
+// spec.suspend to false does not start it. A gang that was Suspended or Queued starts again only
 // once its stopped pods are gone: the next attempt's pods take their names.
 func (d *decision) admission() bool {
-	if queue := d.job.QueueName(); queue != "" {
+	queue := d.job.QueueName()
+	switch {
+	case d.o.queue.Managed && !d.o.queue.Admitted:
+		msg := "spec.suspend is false, but Kueue has not admitted the job's Workload: no pod is created until it does"
+		if w := d.o.queue.WaitingMessage; w != "" {
+			msg += "; " + w
+		}
+		d.set(convoy.ConditionQueued, metav1.ConditionTrue, convoy.ReasonWaitingForAdmission, msg)
+		d.set(convoy.ConditionAdmitted, metav1.ConditionFalse, convoy.ReasonWaitingForAdmission, msg)
+		d.st.Admission = nil
+		return true
+	case d.o.queue.Managed || queue != "":
 		d.set(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonAdmitted,
 			fmt.Sprintf("admitted to LocalQueue %q: spec.suspend is false", queue))
 		d.st.Admission = d.o.queue.Admission
-	} else {
+	default:
 		d.set(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, "no queue is named: the job runs at once")
 	}
 	if d.isTrue(convoy.ConditionSuspended) || d.isTrue(convoy.ConditionQueued) {

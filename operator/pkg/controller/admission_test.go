@@ -55,6 +55,22 @@ func TestAdmission(t *testing.T) {
 			want: outcome{State: convoy.StateInitializing, Reasons: map[string]string{convoy.ConditionAdmitted: convoy.ReasonAdmitted, convoy.ConditionInitializing: convoy.ReasonPodsCreated}, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
 			says: map[string]string{convoy.ConditionAdmitted: `admitted to LocalQueue "team-a": spec.suspend is false`},
 		},
+		"spec.suspend set to false while Kueue has not admitted the Workload: no pod, Queued says why": {
+			job:   job.Clone().Queue("team-a").Suspend(false).Obj(),
+			queue: QueueStatus{Managed: true, WaitingMessage: `waiting in ClusterQueue "team-a" (LocalQueue "team-a")`},
+			want:  outcome{State: convoy.StateQueued, Reasons: map[string]string{convoy.ConditionQueued: convoy.ReasonWaitingForAdmission}},
+			says:  map[string]string{convoy.ConditionQueued: `spec.suspend is false, but Kueue has not admitted the job's Workload: no pod is created until it does; waiting in ClusterQueue "team-a"`},
+		},
+		"a job without a queue that Kueue manages waits for its Workload's admission": {
+			job:   job.Clone().Obj(),
+			queue: QueueStatus{Managed: true},
+			want:  outcome{State: convoy.StateQueued, Reasons: map[string]string{convoy.ConditionQueued: convoy.ReasonWaitingForAdmission}},
+		},
+		"a job without a queue runs once Kueue admits its Workload": {
+			job:   job.Clone().Obj(),
+			queue: QueueStatus{Managed: true, Admitted: true, Admission: &convoy.AdmissionStatus{ClusterQueue: "team-a"}},
+			want:  outcome{State: convoy.StateInitializing, Reasons: map[string]string{convoy.ConditionAdmitted: convoy.ReasonAdmitted, convoy.ConditionInitializing: convoy.ReasonPodsCreated}, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
+		},
 
 		"resumed from the queue once the pods are gone: Queued turns false and the gang starts": {
 			job: job.Clone().Queue("team-a").Suspend(false).Status(convoy.TrainingJobStatus{RestartCount: 1, Conditions: []metav1.Condition{

@@ -25,16 +25,23 @@ import (
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 )
 
-// Queue tells the reconciler what the queueing system knows of a job that names a queue. Kueue
-// admits a job by setting spec.suspend to false (and injecting node selectors and tolerations into
-// spec.scheduling); the reconciler only needs the words to show while the job waits and the
-// admission to record once it runs. The queue package implements it from the job's Workload.
+// Queue tells the reconciler what the queueing system knows of a job: whether the job is the
+// queue's (it names a queue, or the queue manages jobs without one in its namespace) and, for one
+// that is, whether it is admitted. Kueue admits a job by admitting its Workload, then setting
+// spec.suspend to false (and injecting node selectors and tolerations into spec.scheduling); the
+// reconciler creates pods only for an admitted job, whatever spec.suspend says. The queue package
+// implements it from the job's Workload.
 type Queue interface {
 	Status(ctx context.Context, job *convoy.TrainingJob) (QueueStatus, error)
 }
 
 // QueueStatus is what a Queue reports.
 type QueueStatus struct {
+	// Managed is true when the job is the queue's: it waits for admission and runs only once
+	// Admitted. False for a job the queue leaves alone, which runs at once.
+	Managed bool
+	// Admitted is true while the queue admits a Managed job (Kueue: its Workload is admitted).
+	Admitted bool
 	// WaitingMessage is the Queued condition's message while the job waits, for example
 	// "ClusterQueue team-a lacks 16 nvidia.com/gpu". Empty gives a generic message.
 	WaitingMessage string

@@ -252,7 +252,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 	var qs QueueStatus
-	if r.Queue != nil && job.QueueName() != "" {
+	if r.Queue != nil {
 		if qs, err = r.Queue.Status(ctx, job); err != nil {
 			return ctrl.Result{}, err
 		}

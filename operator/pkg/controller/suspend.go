@@ -32,13 +32,13 @@ func (d *decision) suspend() bool {
 	if !d.job.IsSuspended() {
 		return false
 	}
-	queue := d.job.QueueName()
+	queue, queued := d.job.QueueName(), d.o.queue.Managed || d.job.QueueName() != ""
 	// A gang stopped while it has pods (by the user, or by Kueue evicting or preempting it) is
 	// restarted when it resumes: counted once, as it stops, and not against the backoff limit.
 	// Its next pods are the next attempt's.
 	if !d.isTrue(convoy.ConditionSuspended) && !d.isTrue(convoy.ConditionQueued) && len(d.o.pods) > 0 {
 		why := "spec.suspend is true"
-		if queue != "" {
+		if queued {
 			why = cmp.Or(d.o.queue.Preempted, "Kueue evicted the job from LocalQueue "+queue)
 		}
 		if wait := checkpointFirst(d.job, d.st, d.o.pods, d.o.now, why); wait > 0 {
@@ -47,9 +47,13 @@ func (d *decision) suspend() bool {
 		}
 		d.st.RestartCount++
 	}
-	if queue != "" {
+	if queued {
 		msg := d.o.queue.WaitingMessage
-		if msg == "" {
+		switch {
+		case msg != "":
+		case queue == "":
+			msg = fmt.Sprintf("Kueue manages the jobs of namespace %s, and the job names no LocalQueue while the namespace has no LocalQueue \"default\": name one in spec.scheduling.queue", d.job.Namespace)
+		default:
 			msg = fmt.Sprintf("waiting for Kueue to admit the job to LocalQueue %q; `kubectl get workloads -n %s` shows why it waits", queue, d.job.Namespace)
 		}
 		d.set(convoy.ConditionQueued, metav1.ConditionTrue, convoy.ReasonWaitingForAdmission, msg)

@@ -299,7 +299,9 @@ func (s *Stack) setupOperator(ctx context.Context, podNetwork bool, replicas int
 }
 
 // deployedLeaderElection returns the operator's --leader-elect flags in deploy/operator/manager.yaml,
-// so that a standby takes over from a crashed leader as soon as in a cluster.
+// so that a standby takes over from a crashed leader as soon as in a cluster, and its flags that say
+// which jobs are Kueue's (--kueue-manage-jobs-without-queue-name, ...), so that it applies the rule
+// of the Kueue that runs with deploy/kueue's configuration.
 func (s *Stack) deployedLeaderElection() ([]string, error) {
 	data, err := os.ReadFile(s.path("deploy/operator/manager.yaml"))
 	if err != nil {
@@ -313,7 +315,7 @@ func (s *Stack) deployedLeaderElection() ([]string, error) {
 		}
 		for _, c := range d.Spec.Template.Spec.Containers {
 			for _, arg := range c.Args {
-				if strings.HasPrefix(arg, "--leader-elect") {
+				if strings.HasPrefix(arg, "--leader-elect") || strings.HasPrefix(arg, "--kueue-manage") || strings.HasPrefix(arg, "--kueue-feature-gates") {
 					flags = append(flags, arg)
 				}
 			}

@@ -38,9 +38,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	configapi "sigs.k8s.io/kueue/apis/config/v1beta2"
+	"sigs.k8s.io/yaml"
 
 	"github.com/convoy-dev/convoy/operator/pkg/controller"
 	"github.com/convoy-dev/convoy/operator/pkg/operator"
@@ -137,7 +140,11 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Env, error
 	if err != nil {
 		return nil, err
 	}
-	if err := e.startOperator(ctx, opts, queue.New(queue.Options{WebhookAddr: webhookAddr, WebhookCertDir: certDir})); err != nil {
+	management, err := kueueManagement(filepath.Join(root, "deploy/kueue/controller_manager_config.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	if err := e.startOperator(ctx, opts, queue.New(queue.Options{WebhookAddr: webhookAddr, WebhookCertDir: certDir, Management: management})); err != nil {
 		return nil, err
 	}
 	if err := waitTLS(ctx, webhookAddr, caPEM); err != nil {
@@ -151,6 +158,24 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Env, error
 		return nil, err
 	}
 	return e, nil
+}
+
+// kueueManagement is which jobs Kueue's configuration in file makes Kueue's, as deploy/operator's
+// flags tell the operator; it sets the configuration's feature gates in this process, where the
+// operator runs Kueue's job reconciler.
+func kueueManagement(file string) (queue.Management, error) {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return queue.Management{}, err
+	}
+	cfg := &configapi.Configuration{}
+	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+		return queue.Management{}, fmt.Errorf("%s: %w", file, err)
+	}
+	if err := utilfeature.DefaultMutableFeatureGate.SetFromMap(cfg.FeatureGates); err != nil {
+		return queue.Management{}, fmt.Errorf("%s: featureGates: %w", file, err)
+	}
+	return queue.ManagementOf(cfg)
 }
 
 // startOperator runs the operator in this process, as its ServiceAccount, until ctx ends.

@@ -18,7 +18,10 @@ package util
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -57,4 +60,18 @@ func Unstructured(t testing.TB, obj runtime.Object) *unstructured.Unstructured {
 		t.Fatalf("converting %T: %v", obj, err)
 	}
 	return &unstructured.Unstructured{Object: u}
+}
+
+// ApplyKustomization renders the kustomize base dir with the cluster's bin/kubectl and
+// server-side applies every object as fieldOwner: a base from deploy/ installed as a user would.
+func ApplyKustomization(ctx context.Context, c *framework.Cluster, dir, fieldOwner string) error {
+	out, err := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kubectl"), "kustomize", dir).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return fmt.Errorf("kubectl kustomize %s: %w: %s", dir, err, ee.Stderr)
+		}
+		return err
+	}
+	return ApplyYAML(ctx, c.Client, out, fieldOwner)
 }

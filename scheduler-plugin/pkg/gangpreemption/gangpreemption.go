@@ -175,8 +175,8 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	if pod.Spec.PreemptionPolicy != nil && *pod.Spec.PreemptionPolicy == corev1.PreemptNever {
-		return nil, fwk.NewStatus(fwk.Unschedulable, "the pod's preemptionPolicy is Never")
+	if msg := preemptsNever(pod); msg != "" {
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
 	state := gangcore.Lookup(pl.handle)
 	if state == nil {
@@ -214,6 +214,20 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod
 			"victims", strings.Join(v.Gangs, ","), "pods", len(v.Pods), "checkpointing", len(v.Checkpointing), "nominatedNode", v.Node)
 	}
 	return framework.NewPostFilterResultWithNominatedNode(v.Node), fwk.NewStatus(fwk.Success)
+}
+
+// preemptsNever says why the pod may not preempt, or "" when it may. The API server's Priority
+// admission copies the PriorityClass's preemptionPolicy into the pod's spec (and the class's policy
+// cannot change), so a gang of a class with preemptionPolicy Never waits for free GPUs, as
+// upstream's DefaultPreemption has such a pod wait.
+func preemptsNever(pod *corev1.Pod) string {
+	if pod.Spec.PreemptionPolicy == nil || *pod.Spec.PreemptionPolicy != corev1.PreemptNever {
+		return ""
+	}
+	if pod.Spec.PriorityClassName != "" {
+		return fmt.Sprintf("priority class %s has preemptionPolicy Never: the gang waits for free GPUs and preempts nothing", pod.Spec.PriorityClassName)
+	}
+	return "the pod's preemptionPolicy is Never: the gang waits for free GPUs and preempts nothing"
 }
 
 // filterStatus is the status a Filter plugin gave the node, nil when none did: a PreFilter

@@ -42,14 +42,20 @@ func TestNewRejectsWrongArgs(t *testing.T) {
 // want of GPUs, or when the pod may not preempt.
 func TestPostFilterOnlyPreemptsForGPUs(t *testing.T) {
 	never := corev1.PreemptNever
+	unplaced := &gangcore.CycleState{Gang: "ns/job", Unplaceable: "no room"}
 	cases := map[string]struct {
 		state   *gangcore.CycleState
+		class   string
 		policy  *corev1.PreemptionPolicy
 		wantMsg string
 	}{
 		"another plugin rejected the pod":     {},
 		"a filter failed on the planned node": {state: &gangcore.CycleState{Gang: "ns/job", Placed: true}},
-		"the pod's preemptionPolicy is Never": {state: &gangcore.CycleState{Gang: "ns/job", Unplaceable: "no room"}, policy: &never, wantMsg: "the pod's preemptionPolicy is Never"},
+		"the pod's preemptionPolicy is Never": {state: unplaced, policy: &never,
+			wantMsg: "the pod's preemptionPolicy is Never: the gang waits for free GPUs and preempts nothing"},
+		// The API server copies the class's preemptionPolicy into the pod.
+		"its priority class's preemptionPolicy is Never": {state: unplaced, class: "batch-high", policy: &never,
+			wantMsg: "priority class batch-high has preemptionPolicy Never: the gang waits for free GPUs and preempts nothing"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -57,7 +63,7 @@ func TestPostFilterOnlyPreemptsForGPUs(t *testing.T) {
 			if tc.state != nil {
 				cs.Write(gangcore.StateKey, tc.state)
 			}
-			pod := &corev1.Pod{Spec: corev1.PodSpec{PreemptionPolicy: tc.policy}}
+			pod := &corev1.Pod{Spec: corev1.PodSpec{PriorityClassName: tc.class, PreemptionPolicy: tc.policy}}
 			res, status := (&GangPreemption{}).PostFilter(context.Background(), cs, pod, nil)
 			if res != nil || status.Code() != fwk.Unschedulable || status.Message() != tc.wantMsg {
 				t.Errorf("PostFilter() = %v, %v %q; want nil, Unschedulable %q", res, status.Code(), status.Message(), tc.wantMsg)

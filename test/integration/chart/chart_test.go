@@ -107,13 +107,13 @@ func objects(t *testing.T, stream string) map[string]map[string]any {
 
 // TestChartRendersTheKustomizeBases: `helm template` with the default values (and the optional
 // components on) gives the very objects `kubectl kustomize` gives for deploy/operator,
-// deploy/scheduler, deploy/node-agent, deploy/queue, deploy/prices, deploy/monitoring and
-// deploy/network-policies, and deploy/kueue's Convoy files.
+// deploy/scheduler, deploy/node-agent, deploy/tenancy, deploy/queue, deploy/prices,
+// deploy/monitoring and deploy/network-policies, and deploy/kueue's Convoy files.
 func TestChartRendersTheKustomizeBases(t *testing.T) {
 	c := framework.Shared(t)
 	root := filepath.Dir(filepath.Dir(chartDir(t)))
 	var want strings.Builder
-	for _, dir := range []string{"operator", "scheduler", "node-agent", "queue", "prices", "monitoring", "network-policies"} {
+	for _, dir := range []string{"operator", "scheduler", "node-agent", "tenancy", "queue", "prices", "monitoring", "network-policies"} {
 		out, err := run(t, c, "kubectl", "kustomize", filepath.Join(root, dir))
 		if err != nil {
 			t.Fatal(err)
@@ -139,7 +139,7 @@ func TestChartRendersTheKustomizeBases(t *testing.T) {
 
 // TestChartInstallsUpgradesAndUninstalls: helm installs the chart into a release namespace of its
 // own: the CRDs, the operator, scheduler and node agent workloads with the values given, the
-// webhooks pointed at the release's namespace; an upgrade changes the replicas; uninstall removes
+// webhooks and the priority-grant policy pointed at the release's namespace; an upgrade changes the replicas; uninstall removes
 // the release's objects and keeps the CRDs (and so every TrainingJob), as Helm does.
 func TestChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	c := framework.Shared(t)
@@ -167,6 +167,13 @@ func TestChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	}
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "convoy-operator"}, &networkingv1.NetworkPolicy{}); err != nil {
 		t.Errorf("the operator's NetworkPolicy: %v", err)
+	}
+	// The operator of this release creates pods at the priority its TrainingJobs were granted.
+	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: "convoy-priority-pods"}, vap); err != nil {
+		t.Errorf("the pods' priority-grant policy: %v", err)
+	} else if len(vap.Spec.MatchConditions) != 1 || !strings.Contains(vap.Spec.MatchConditions[0].Expression, "system:serviceaccount:"+ns+":convoy-operator") {
+		t.Errorf("the pods' priority-grant policy's match conditions %+v: want the operator in %s left out", vap.Spec.MatchConditions, ns)
 	}
 	sched := &appsv1.Deployment{}
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "convoy-scheduler"}, sched); err != nil || *sched.Spec.Replicas != 1 {

@@ -21,9 +21,7 @@ package nodeagent
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -87,24 +85,11 @@ func setup(c *framework.Cluster) error {
 		return err
 	}
 	for _, dir := range []string{"deploy/node-agent", "deploy/node-agent/simulator"} {
-		if err := applyKustomization(ctx, c, filepath.Join(root, dir)); err != nil {
+		if err := util.ApplyKustomization(ctx, c, filepath.Join(root, dir), "nodeagent-test"); err != nil {
 			return fmt.Errorf("applying %s: %w", dir, err)
 		}
 	}
 	return nil
-}
-
-// applyKustomization renders dir with kubectl kustomize and applies every object server-side.
-func applyKustomization(ctx context.Context, c *framework.Cluster, dir string) error {
-	out, err := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kubectl"), "kustomize", dir).Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return fmt.Errorf("kubectl kustomize: %w: %s", err, ee.Stderr)
-		}
-		return err
-	}
-	return util.ApplyYAML(ctx, c.Client, out, "nodeagent-test")
 }
 
 // createNodes creates fake GPU nodes with the framework's labels, nvidia.com/gpu.product among them.

@@ -27,6 +27,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -325,6 +327,32 @@ func TestPreemptionEvictsAGangOfSmallPods(t *testing.T) {
 	for i, p := range get(t, e.c.Client, ns, small.names()) {
 		if p != nil && p.UID == victims[i].UID && p.DeletionTimestamp == nil {
 			t.Errorf("pod %s of the low gang was not evicted", p.Name)
+		}
+	}
+}
+
+// TestPreemptNeverClassEvictsNothing: the only node is full with a low-priority gang; a gang of a
+// higher PriorityClass with preemptionPolicy Never waits for free GPUs, saying why, and evicts
+// nothing.
+func TestPreemptNeverClassEvictsNothing(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 1, GPUsPerNode: 8})
+	const queueFirst = "convoy-test-high-never"
+	never := corev1.PreemptNever
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: queueFirst}, Value: 1000, PreemptionPolicy: &never}
+	if err := e.c.Client.Create(t.Context(), pc); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+
+	low := makeGang(ns, "low", 1, 8).Priority(lowPriority).create(t, e.c.Client)
+	running := waitBound(t, e.c.Client, ns, low.names(), bindTimeout)
+	urgent := makeGang(ns, "urgent", 1, 8).Priority(queueFirst).create(t, e.c.Client)
+	waitUnschedulable(t, e.c.Client, ns, urgent.names(),
+		"priority class "+queueFirst+" has preemptionPolicy Never: the gang waits for free GPUs and preempts nothing")
+	for i, p := range get(t, e.c.Client, ns, low.names()) {
+		if p == nil || p.UID != running[i].UID || p.DeletionTimestamp != nil {
+			t.Errorf("pod %s of the low gang was evicted", running[i].Name)
 		}
 	}
 }

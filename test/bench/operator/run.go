@@ -498,9 +498,9 @@ func (w *podWatch) results() (time.Time, map[string]time.Time) {
 }
 
 // ensureTrainingOperator builds training-operator's manager into binDir unless it is there. It is
-// built in its own module directory with its own go.mod, as framework.Build builds kwok; it is not
-// in framework.Binaries because adding a pinned binary there changes the stamp and makes every
-// `make bin` rebuild the whole control plane for a binary only this benchmark uses.
+// built in its own module directory with its own go.mod: it is not in framework.Binaries (the one
+// go build of go.mod's build list) because only this benchmark runs it, and its module would add
+// Kubeflow's whole dependency tree to Convoy's go.mod.
 func ensureTrainingOperator(ctx context.Context, binDir string) (string, error) {
 	path := filepath.Join(binDir, trainingOperatorBinary)
 	if _, err := os.Stat(path); err == nil {

@@ -25,7 +25,7 @@ table() {
 
 for target in "$@"; do
 	start=$(date +%s)
-	echo "== make $target"
+	echo "== make $target ($(date -u +%T))"
 	$make_cmd --no-print-directory "$target"
 	rc=$?
 	names+=("$target")

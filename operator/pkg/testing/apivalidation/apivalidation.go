@@ -75,7 +75,11 @@ func TrainingJobs() (*CRD, error) {
 func PodGroups() (*CRD, error) {
 	fn := runtime.FuncForPC(reflect.ValueOf((*schedv1alpha1.PodGroup).DeepCopy).Pointer())
 	file, _ := fn.FileLine(fn.Entry())
-	// file is <module>/apis/scheduling/v1alpha1/<file>.go.
+	// file is <module>/apis/scheduling/v1alpha1/<file>.go; built with -trimpath, <module> is
+	// <path>@<version>, relative to the module cache.
+	if !filepath.IsAbs(file) {
+		file = filepath.Join(moduleCache(), file)
+	}
 	module := filepath.Join(filepath.Dir(file), "..", "..", "..")
 	return LoadCRD(filepath.Join(module, "config", "crd", "bases", "scheduling.x-k8s.io_podgroups.yaml"))
 }
@@ -250,8 +254,35 @@ func (unstructuredTyper) ObjectKinds(obj apiruntime.Object) ([]schema.GroupVersi
 
 func (unstructuredTyper) Recognizes(schema.GroupVersionKind) bool { return true }
 
-// repoRoot is the repository this file is in.
+// moduleCache is the go command's module cache: $GOMODCACHE, else $GOPATH/pkg/mod (the first
+// GOPATH entry), else ~/go/pkg/mod.
+func moduleCache() string {
+	if dir := os.Getenv("GOMODCACHE"); dir != "" {
+		return dir
+	}
+	if gopath := filepath.SplitList(os.Getenv("GOPATH")); len(gopath) > 0 && gopath[0] != "" {
+		return filepath.Join(gopath[0], "pkg", "mod")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, "go", "pkg", "mod")
+}
+
+// repoRoot is the repository the test runs in: the nearest directory above the working directory
+// (a test's package directory) that holds a go.mod. The source file's own path would not do: with
+// -trimpath (the Makefile's) it is an import path, not a directory.
 func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..", "..")
+	dir, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			panic("no go.mod above " + dir)
+		}
+		dir = parent
+	}
 }

@@ -26,6 +26,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
+	"github.com/convoy-dev/convoy/operator/pkg/controller"
 	"github.com/convoy-dev/convoy/operator/pkg/dryrun"
 )
 
@@ -47,9 +48,16 @@ type ChildrenWebhook struct {
 
 var _ admission.Validator[*convoy.TrainingJob] = ChildrenWebhook{}
 
+// options are the builder's options for the job's namespace; without the namespace's Pod Security
+// level where it cannot be read, when the dry run of a pod the namespace refuses is a warning.
+func (w ChildrenWebhook) options(ctx context.Context, job *convoy.TrainingJob) builder.Options {
+	opts, _ := controller.OptionsInNamespace(ctx, w.Client, job.Namespace, builder.Options{})
+	return opts
+}
+
 // ValidateCreate checks a new job.
 func (w ChildrenWebhook) ValidateCreate(ctx context.Context, job *convoy.TrainingJob) (admission.Warnings, error) {
-	res := dryrun.Check(ctx, w.Client, job, builder.Options{})
+	res := dryrun.Check(ctx, w.Client, job, w.options(ctx, job))
 	return res.Warnings, toInvalid(job, res.Errors)
 }
 
@@ -62,12 +70,13 @@ func (w ChildrenWebhook) ValidateUpdate(ctx context.Context, old, job *convoy.Tr
 	if equality.Semantic.DeepEqual(a, b) {
 		return nil, nil
 	}
-	res := dryrun.Check(ctx, w.Client, job, builder.Options{})
+	opts := w.options(ctx, job)
+	res := dryrun.Check(ctx, w.Client, job, opts)
 	if len(res.Errors) == 0 {
 		return res.Warnings, nil
 	}
 	before := map[string]bool{}
-	for _, e := range dryrun.Check(ctx, w.Client, old, builder.Options{}).Errors {
+	for _, e := range dryrun.Check(ctx, w.Client, old, opts).Errors {
 		before[e.Error()] = true
 	}
 	var errs field.ErrorList

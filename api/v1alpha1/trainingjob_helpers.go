@@ -17,8 +17,11 @@ limitations under the License.
 package v1alpha1
 
 import (
+	"math"
 	"strings"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // DefaultSchedulerName is the scheduler profile of Convoy's kube-scheduler.
@@ -28,12 +31,22 @@ const DefaultSchedulerName = "convoy-scheduler"
 // spec.scheduling.queue they must agree; where only one is set, it names the queue.
 const QueueNameLabel = "kueue.x-k8s.io/queue-name"
 
-// GPUsPerWorker returns spec.gpusPerWorker with its default.
+// GPUsPerWorker returns spec.gpusPerWorker, else the nvidia.com/gpu of spec.resources (limits,
+// then requests), else 1.
 func (j *TrainingJob) GPUsPerWorker() int32 {
-	if j.Spec.GPUsPerWorker == nil {
-		return 1
+	if j.Spec.GPUsPerWorker != nil {
+		return *j.Spec.GPUsPerWorker
 	}
-	return *j.Spec.GPUsPerWorker
+	if r := j.Spec.Resources; r != nil {
+		for _, list := range []corev1.ResourceList{r.Limits, r.Requests} {
+			if q, ok := list[ResourceGPU]; ok {
+				if n, ok := q.AsInt64(); ok && n >= 0 && n <= math.MaxInt32 {
+					return int32(n)
+				}
+			}
+		}
+	}
+	return 1
 }
 
 // TotalGPUs is the number of GPUs the whole gang requests.

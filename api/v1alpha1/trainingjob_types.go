@@ -38,13 +38,15 @@ const (
 // TrainingJobSpec is what a data scientist asks for: a model trained on a dataset by a gang of workers.
 // +kubebuilder:validation:XValidation:rule="self.numParameterServers == 0 || self.framework in ['tensorflow', 'mxnet']",message="spec.numParameterServers is only used by framework tensorflow or mxnet: set it to 0 or change spec.framework",fieldPath=".numParameterServers"
 // +kubebuilder:validation:XValidation:rule="self.framework != 'mxnet' || self.numParameterServers >= 1",message="spec.numParameterServers must be at least 1 for framework mxnet: MXNet's dist kvstore needs a server",fieldPath=".numParameterServers"
-// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('nvidia.com/gpu' in self.resources.limits)",message="spec.resources.limits must not set nvidia.com/gpu: set spec.gpusPerWorker instead",fieldPath=".resources.limits"
-// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !('nvidia.com/gpu' in self.resources.requests)",message="spec.resources.requests must not set nvidia.com/gpu: set spec.gpusPerWorker instead",fieldPath=".resources.requests"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('nvidia.com/gpu' in self.resources.limits) || (isQuantity(string(self.resources.limits['nvidia.com/gpu'])) && quantity(string(self.resources.limits['nvidia.com/gpu'])).isInteger() && (!has(self.gpusPerWorker) || quantity(string(self.resources.limits['nvidia.com/gpu'])).asInteger() == self.gpusPerWorker))",message="spec.resources.limits[nvidia.com/gpu] must be a whole number equal to spec.gpusPerWorker: set one of the two, or make them agree",fieldPath=".resources.limits"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !('nvidia.com/gpu' in self.resources.requests) || (isQuantity(string(self.resources.requests['nvidia.com/gpu'])) && quantity(string(self.resources.requests['nvidia.com/gpu'])).isInteger() && (!has(self.gpusPerWorker) || quantity(string(self.resources.requests['nvidia.com/gpu'])).asInteger() == self.gpusPerWorker))",message="spec.resources.requests[nvidia.com/gpu] must be a whole number equal to spec.gpusPerWorker: set one of the two, or make them agree",fieldPath=".resources.requests"
+// +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !has(self.resources.limits) || !('nvidia.com/gpu' in self.resources.requests) || !('nvidia.com/gpu' in self.resources.limits) || !isQuantity(string(self.resources.requests['nvidia.com/gpu'])) || !isQuantity(string(self.resources.limits['nvidia.com/gpu'])) || quantity(string(self.resources.requests['nvidia.com/gpu'])).compareTo(quantity(string(self.resources.limits['nvidia.com/gpu']))) == 0",message="spec.resources.requests[nvidia.com/gpu] must equal spec.resources.limits[nvidia.com/gpu]: GPUs cannot be overcommitted",fieldPath=".resources.requests"
 // +kubebuilder:validation:XValidation:rule="!has(self.monitoring) || !has(self.networking) || self.monitoring.metricsPort != self.networking.masterPort",message="spec.monitoring.metricsPort must differ from spec.networking.masterPort: pick another port for one of them",fieldPath=".monitoring.metricsPort"
 // +kubebuilder:validation:XValidation:rule="self.numWorkers == oldSelf.numWorkers || (has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend)",message="spec.numWorkers is immutable while the job runs: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".numWorkers"
 // +kubebuilder:validation:XValidation:rule="!has(self.minWorkers) || self.minWorkers <= self.numWorkers",message="spec.minWorkers must not exceed spec.numWorkers: lower spec.minWorkers, or raise spec.numWorkers",fieldPath=".minWorkers"
 // +kubebuilder:validation:XValidation:rule="has(self.minWorkers) == has(oldSelf.minWorkers) && (!has(self.minWorkers) || self.minWorkers == oldSelf.minWorkers) || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.minWorkers is immutable unless the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".minWorkers"
-// +kubebuilder:validation:XValidation:rule="self.gpusPerWorker == oldSelf.gpusPerWorker || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.gpusPerWorker is immutable unless the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".gpusPerWorker"
+// +kubebuilder:validation:XValidation:rule="has(self.gpusPerWorker) == has(oldSelf.gpusPerWorker) && (!has(self.gpusPerWorker) || self.gpusPerWorker == oldSelf.gpusPerWorker) || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.gpusPerWorker is immutable unless the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".gpusPerWorker"
+// +kubebuilder:validation:XValidation:rule="(has(self.resources) && has(self.resources.limits) && 'nvidia.com/gpu' in self.resources.limits ? string(self.resources.limits['nvidia.com/gpu']) : '') == (has(oldSelf.resources) && has(oldSelf.resources.limits) && 'nvidia.com/gpu' in oldSelf.resources.limits ? string(oldSelf.resources.limits['nvidia.com/gpu']) : '') || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.resources.limits[nvidia.com/gpu] is immutable unless the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".resources.limits"
 // +kubebuilder:validation:XValidation:rule="self.numParameterServers == oldSelf.numParameterServers || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.numParameterServers is immutable unless the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".numParameterServers"
 // +kubebuilder:validation:XValidation:rule="self.framework == oldSelf.framework",message="spec.framework is immutable: create a new TrainingJob to change it",fieldPath=".framework"
 // +kubebuilder:validation:XValidation:rule="self.framework != 'mpi' || !has(self.securityContext) || !has(self.securityContext.podSecurity) || self.securityContext.podSecurity != 'restricted'",message="spec.securityContext.podSecurity cannot be restricted for framework mpi: its workers run sshd as root with the SETUID, SETGID and SYS_CHROOT capabilities, which only baseline allows; set baseline or remove podSecurity",fieldPath=".securityContext.podSecurity"
@@ -91,9 +93,10 @@ type TrainingJobSpec struct {
 	MinWorkers *int32 `json:"minWorkers,omitempty"`
 
 	// gpusPerWorker is the number of nvidia.com/gpu each worker requests; 0 runs workers without GPUs.
-	// Defaults to 1. Immutable unless the job is suspended.
+	// Unset, it is spec.resources' nvidia.com/gpu (limits, else requests) where that is set, else 1;
+	// where both are set they must agree. Parameter servers and other roles get no GPU either way.
+	// Immutable unless the job is suspended.
 	// +optional
-	// +kubebuilder:default=1
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=16
 	GPUsPerWorker *int32 `json:"gpusPerWorker,omitempty"`
@@ -113,10 +116,20 @@ type TrainingJobSpec struct {
 	Image string `json:"image,omitempty"`
 
 	// securityContext sets the user the pods run as and the Pod Security Standard they are built to
-	// meet. Unset, the pods meet restricted (baseline for framework mpi); status.podSecurity says
-	// which level they meet.
+	// meet. Unset, the pods meet what the namespace enforces (its label
+	// pod-security.kubernetes.io/enforce); status.podSecurity says which level they meet.
 	// +optional
 	SecurityContext *JobSecurityContext `json:"securityContext,omitempty"`
+
+	// serviceAccountName is the ServiceAccount of the job's namespace its pods run as, so that
+	// workload identity (EKS IRSA or Pod Identity, GKE Workload Identity, Azure Workload Identity)
+	// reaches buckets and trackers without a static key. Its API token is mounted as the
+	// ServiceAccount's automountServiceAccountToken says. Unset, the pods run as the namespace's
+	// default ServiceAccount with no API token mounted.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="spec.serviceAccountName must be a ServiceAccount name: lowercase letters, digits, '-' and '.'"
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 
 	// command overrides the image's entrypoint.
 	// +optional
@@ -732,13 +745,15 @@ const (
 // JobSecurityContext is the part of the pods' security context a job sets.
 // +kubebuilder:validation:XValidation:rule="!has(self.runAsUser) || self.runAsUser != 0 || (has(self.podSecurity) && self.podSecurity == 'baseline')",message="spec.securityContext.runAsUser 0 (root) is forbidden by the restricted Pod Security Standard: use a non-zero UID, or set spec.securityContext.podSecurity to baseline",fieldPath=".runAsUser"
 type JobSecurityContext struct {
-	// podSecurity is the Pod Security Standard the pods are built to meet: restricted (the default,
-	// and what a namespace labelled pod-security.kubernetes.io/enforce: restricted admits: no root,
-	// no added capabilities but NET_BIND_SERVICE, RuntimeDefault seccomp, no privilege escalation)
-	// or baseline (the pods may run as root; framework mpi's default and only level, for sshd).
-	// Under restricted, pods of the framework's default image (spec.image empty), which is built to
-	// run as root, run as UID, GID and fsGroup 1000 with HOME=/tmp unless set here or in spec.env;
-	// an image of your own must name a numeric non-root USER or set runAsUser here.
+	// podSecurity is the Pod Security Standard the pods are built to meet: restricted (what a
+	// namespace labelled pod-security.kubernetes.io/enforce: restricted admits: no root, no added
+	// capabilities but NET_BIND_SERVICE, RuntimeDefault seccomp, no privilege escalation) or
+	// baseline (the pods may run as root; framework mpi's default and only level, for sshd).
+	// Unset, pods of the framework's default image (spec.image empty) meet restricted, running as
+	// UID, GID and fsGroup 1000 with HOME=/tmp unless set here or in spec.env; pods of an image of
+	// your own run as its USER, root included, and meet baseline, unless the namespace enforces
+	// restricted or runAsUser names a non-root UID: then they get runAsNonRoot, and the image must
+	// name a numeric non-root USER or runAsUser must be set here.
 	// +optional
 	// +kubebuilder:validation:Enum=restricted;baseline
 	PodSecurity PodSecurityLevel `json:"podSecurity,omitempty"`

@@ -147,9 +147,10 @@ func commaList(s string) []string {
 	return out
 }
 
-// logLevel parses LOG_LEVEL: debug, info, warn, error, or a verbosity N (log.V(N) lines show).
+// logLevel parses LOG_LEVEL, in any case: debug, info, warn, error, or a verbosity N (log.V(N)
+// lines show).
 func logLevel(s string) (zapcore.Level, error) {
-	switch s {
+	switch s = strings.ToLower(strings.TrimSpace(s)); s {
 	case "", "info":
 		return zapcore.InfoLevel, nil
 	case "debug":

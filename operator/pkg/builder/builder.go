@@ -47,6 +47,9 @@ type Options struct {
 	DisruptionBudget bool
 	// PublishImage is the operator's own image, which the publish pod runs (PublishPod).
 	PublishImage string
+	// EnforcedPodSecurity is the Pod Security level the job's namespace enforces
+	// (EnforcedPodSecurity of the namespace); empty where it enforces none.
+	EnforcedPodSecurity convoy.PodSecurityLevel
 }
 
 // DefaultScheduleTimeoutSeconds leaves a large gang time to be placed whole.

@@ -93,7 +93,6 @@ func TestPodGolden(t *testing.T) {
 			NodeSelector: map[string]string{"pool": "h100"},
 			Tolerations:  []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}},
 			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot:   ptr.To(true),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
 			Containers: []corev1.Container{{
@@ -465,5 +464,47 @@ func TestSSHSecret(t *testing.T) {
 	}
 	if got := string(s.Data["ssh-privatekey"]); len(got) < 30 || got[:30] != "-----BEGIN EC PRIVATE KEY-----" {
 		t.Errorf("private key does not start with a PEM header: %.30q", got)
+	}
+}
+
+// TestServiceAccount: a job that names a ServiceAccount runs its pods as it, with the API token
+// its automountServiceAccountToken says; one that names none gets no API token.
+func TestServiceAccount(t *testing.T) {
+	p := plugin(t, convoy.FrameworkPyTorch)
+	worker := mlframework.Replica{Role: mlframework.RoleWorker}
+	named := utiltesting.MakeTrainingJob("llm", "team-a").Obj()
+	named.Spec.ServiceAccountName = "trainer-irsa"
+	pod := Pod(named, worker, p, opts)
+	if pod.Spec.ServiceAccountName != "trainer-irsa" || pod.Spec.AutomountServiceAccountToken != nil {
+		t.Errorf("named: serviceAccountName %q automount %v, want trainer-irsa and the ServiceAccount's own setting (nil)",
+			pod.Spec.ServiceAccountName, pod.Spec.AutomountServiceAccountToken)
+	}
+	pod = Pod(utiltesting.MakeTrainingJob("llm", "team-a").Obj(), worker, p, opts)
+	if pod.Spec.ServiceAccountName != "" || pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
+		t.Errorf("unnamed: serviceAccountName %q automount %v, want the default ServiceAccount and no token",
+			pod.Spec.ServiceAccountName, pod.Spec.AutomountServiceAccountToken)
+	}
+}
+
+// TestGPUsOnlyForWorkers: nvidia.com/gpu asked in spec.resources goes to the workers, not to the
+// parameter servers that share spec.resources.
+func TestGPUsOnlyForWorkers(t *testing.T) {
+	job := utiltesting.MakeTrainingJob("tf", "team-a").Framework(convoy.FrameworkTensorFlow).Obj()
+	job.Spec.NumParameterServers = 1
+	job.Spec.GPUsPerWorker = nil
+	job.Spec.Resources = &corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{convoy.ResourceGPU: resource.MustParse("4"), corev1.ResourceCPU: resource.MustParse("8")},
+		Limits:   corev1.ResourceList{convoy.ResourceGPU: resource.MustParse("4")},
+	}
+	p := plugin(t, convoy.FrameworkTensorFlow)
+	for _, pod := range Pods(job, p, opts) {
+		res := pod.Spec.Containers[0].Resources
+		want := int64(0)
+		if pod.Labels[convoy.LabelReplicaRole] == string(mlframework.RoleWorker) {
+			want = 4
+		}
+		if g := res.Limits[convoy.ResourceGPU]; g.Value() != want || res.Requests.Cpu().String() != "8" {
+			t.Errorf("%s: GPU limit %s, CPU request %s; want %d GPUs and 8 CPUs", pod.Name, g.String(), res.Requests.Cpu(), want)
+		}
 	}
 }

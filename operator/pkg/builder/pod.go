@@ -42,7 +42,8 @@ func Pod(job *convoy.TrainingJob, r mlframework.Replica, p mlframework.Plugin, o
 			SchedulerName: job.SchedulerName(),
 			// A namespace with many jobs would hand every pod thousands of service variables.
 			EnableServiceLinks: ptr.To(false),
-			// Training code needs no API access; its progress token is projected separately.
+			// Training code needs no API access unless the job names a ServiceAccount; its
+			// progress token is projected separately.
 			AutomountServiceAccountToken: ptr.To(false),
 			PriorityClassName:            job.PriorityClassName(),
 			SecurityContext: &corev1.PodSecurityContext{
@@ -62,6 +63,10 @@ func Pod(job *convoy.TrainingJob, r mlframework.Replica, p mlframework.Plugin, o
 			}},
 		},
 	}
+	if sa := job.Spec.ServiceAccountName; sa != "" {
+		pod.Spec.ServiceAccountName = sa
+		pod.Spec.AutomountServiceAccountToken = nil
+	}
 	if a := topologyAnnotations(job); a != nil {
 		pod.Annotations = a
 	}
@@ -74,7 +79,7 @@ func Pod(job *convoy.TrainingJob, r mlframework.Replica, p mlframework.Plugin, o
 	setHyperparameterEnv(job, pod)
 	mlframework.SetEnv(pod, "MODEL", job.Spec.Model, "DATASET", job.Spec.Dataset)
 	p.Configure(job, r, pod)
-	setSecurityContext(job, p, pod)
+	setSecurityContext(job, p, opts, pod)
 	setConfigVolume(job, pod)
 	setNetworkEnv(job, pod)
 	setCheckpoint(job, pod)
@@ -83,11 +88,13 @@ func Pod(job *convoy.TrainingJob, r mlframework.Replica, p mlframework.Plugin, o
 	return pod
 }
 
-// resources are spec.resources, plus gpusPerWorker GPUs for workers.
+// resources are spec.resources, with gpusPerWorker GPUs for workers and none for other roles.
 func resources(job *convoy.TrainingJob, r mlframework.Replica) corev1.ResourceRequirements {
 	var res corev1.ResourceRequirements
 	if job.Spec.Resources != nil {
 		res = *job.Spec.Resources.DeepCopy()
+		delete(res.Limits, convoy.ResourceGPU)
+		delete(res.Requests, convoy.ResourceGPU)
 	}
 	if gpus := job.GPUsPerWorker(); r.Role == mlframework.RoleWorker && gpus > 0 {
 		q := *resource.NewQuantity(int64(gpus), resource.DecimalSI)

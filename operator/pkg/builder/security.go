@@ -45,14 +45,38 @@ func PodSecurityLevel(job *convoy.TrainingJob, p mlframework.Plugin) convoy.PodS
 	return p.PodSecurity()
 }
 
-// setSecurityContext sets spec.securityContext's user and groups and, under restricted,
+// EnforcedPodSecurity is the level a namespace's label pod-security.kubernetes.io/enforce names;
+// empty when it names none or privileged.
+func EnforcedPodSecurity(ns *corev1.Namespace) convoy.PodSecurityLevel {
+	switch l := convoy.PodSecurityLevel(ns.Labels[api.EnforceLevelLabel]); l {
+	case convoy.PodSecurityRestricted, convoy.PodSecurityBaseline:
+		return l
+	}
+	return ""
+}
+
+// runAsNonRoot tells whether the job's pods get runAsNonRoot: under restricted where the job asks
+// for it (or names a non-root runAsUser), where its namespace enforces it, or where the pods run
+// the framework's default image (built to run as DefaultImageUser). An image of the user's own runs as its USER, root included,
+// elsewhere: the images data scientists already have (pytorch/pytorch, nvcr.io/nvidia/pytorch) run
+// as root.
+func runAsNonRoot(job *convoy.TrainingJob, p mlframework.Plugin, opts Options) bool {
+	if PodSecurityLevel(job, p) != convoy.PodSecurityRestricted {
+		return false
+	}
+	sc := job.Spec.SecurityContext
+	asked := sc != nil && (sc.PodSecurity == convoy.PodSecurityRestricted || sc.RunAsUser != nil && *sc.RunAsUser != 0)
+	return asked || opts.EnforcedPodSecurity == convoy.PodSecurityRestricted || job.Spec.Image == ""
+}
+
+// setSecurityContext sets spec.securityContext's user and groups and, where runAsNonRoot says,
 // runAsNonRoot, with the default image's user and HOME when the job names no image.
-func setSecurityContext(job *convoy.TrainingJob, p mlframework.Plugin, pod *corev1.Pod) {
+func setSecurityContext(job *convoy.TrainingJob, p mlframework.Plugin, opts Options, pod *corev1.Pod) {
 	psc := pod.Spec.SecurityContext
 	if sc := job.Spec.SecurityContext; sc != nil {
 		psc.RunAsUser, psc.RunAsGroup, psc.FSGroup = copyID(sc.RunAsUser), copyID(sc.RunAsGroup), copyID(sc.FSGroup)
 	}
-	if PodSecurityLevel(job, p) != convoy.PodSecurityRestricted {
+	if !runAsNonRoot(job, p, opts) {
 		return
 	}
 	psc.RunAsNonRoot = ptr.To(true)

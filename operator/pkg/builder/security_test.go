@@ -34,8 +34,10 @@ func TestPodSecurity(t *testing.T) {
 	seccomp := &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
 	user := ptr.To(DefaultImageUser)
 	cases := map[string]struct {
-		job  *convoy.TrainingJob
-		want *corev1.PodSecurityContext
+		job *convoy.TrainingJob
+		// enforced is the level the job's namespace enforces.
+		enforced convoy.PodSecurityLevel
+		want     *corev1.PodSecurityContext
 		// home is HOME in the container, "" when not set.
 		home  string
 		level convoy.PodSecurityLevel
@@ -53,8 +55,20 @@ func TestPodSecurity(t *testing.T) {
 			home:  "/work",
 			level: convoy.PodSecurityRestricted,
 		},
-		"own image runs as its USER, which must not be root": {
-			job:   utiltesting.MakeTrainingJob("llm", "ns").Image("ghcr.io/org/trainer:v1").Obj(),
+		"own image runs as its USER, root included, where the namespace enforces nothing": {
+			job:   utiltesting.MakeTrainingJob("llm", "ns").Image("pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime").Obj(),
+			want:  &corev1.PodSecurityContext{SeccompProfile: seccomp},
+			level: convoy.PodSecurityBaseline,
+		},
+		"own image is made non-root where the namespace enforces restricted": {
+			job:      utiltesting.MakeTrainingJob("llm", "ns").Image("ghcr.io/org/trainer:v1").Obj(),
+			enforced: convoy.PodSecurityRestricted,
+			want:     &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), SeccompProfile: seccomp},
+			level:    convoy.PodSecurityRestricted,
+		},
+		"own image is made non-root where the job asks restricted": {
+			job: utiltesting.MakeTrainingJob("llm", "ns").Image("ghcr.io/org/trainer:v1").
+				SecurityContext(convoy.JobSecurityContext{PodSecurity: convoy.PodSecurityRestricted}).Obj(),
 			want:  &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), SeccompProfile: seccomp},
 			level: convoy.PodSecurityRestricted,
 		},
@@ -85,7 +99,8 @@ func TestPodSecurity(t *testing.T) {
 		"an NFS checkpoint volume is only baseline": {
 			job: utiltesting.MakeTrainingJob("llm", "ns").Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{
 				Type: convoy.StorageNFS, NFS: &convoy.NFSStorage{Server: "nfs.example.com", Path: "/ckpt"}}}).Obj(),
-			want:  &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), SeccompProfile: seccomp},
+			enforced: convoy.PodSecurityRestricted,
+			want:     &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), SeccompProfile: seccomp},
 			level: convoy.PodSecurityBaseline,
 		},
 	}
@@ -95,6 +110,8 @@ func TestPodSecurity(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			opts := opts
+			opts.EnforcedPodSecurity = tc.enforced
 			for _, pod := range Pods(tc.job, p, opts) {
 				if diff := cmp.Diff(tc.want, pod.Spec.SecurityContext); diff != "" {
 					t.Errorf("%s securityContext (-want,+got):\n%s", pod.Name, diff)

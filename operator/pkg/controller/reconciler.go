@@ -272,9 +272,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.Client.Get(ctx, req.NamespacedName, pg); client.IgnoreNotFound(err) != nil {
 		return ctrl.Result{}, err
 	}
+	podOpts, err := r.podOptions(ctx, job)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	p := decide(observation{
 		job: job, plugin: plugin, pods: pods, nodes: nodes, goneNodes: gone, reclaimNotices: notices, unreadyNodes: unready, queue: qs,
-		podSecurity: builder.MeetsPodSecurity(job, plugin, r.Options), preemptAttempt: preemptAttempt(job, pg), now: now, backoff: r.Backoff,
+		podSecurity: builder.MeetsPodSecurity(job, plugin, podOpts), preemptAttempt: preemptAttempt(job, pg), now: now, backoff: r.Backoff,
 		prices: prices, spotNodeLabels: r.SpotNodeLabels,
 	})
 
@@ -491,9 +495,13 @@ func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, pl
 	for i, rep := range replicas {
 		names[i] = mlframework.PodName(job, rep, job.Status.RestartCount)
 	}
+	opts, err := r.podOptions(ctx, job)
+	if err != nil {
+		return err
+	}
 	r.expect.created(job, names, r.Clock.Now())
 	return parallel(len(replicas), func(i int) error {
-		pod := builder.Pod(job, replicas[i], plugin, r.Options)
+		pod := builder.Pod(job, replicas[i], plugin, opts)
 		err := r.Client.Create(ctx, pod)
 		if apierrors.IsAlreadyExists(err) {
 			// Ours, not in the cache yet, or someone else's.

@@ -41,7 +41,7 @@ import (
 )
 
 // tenancyPolicies are the admission policies of deploy/tenancy.
-var tenancyPolicies = []string{"convoy-priority-trainingjobs", "convoy-priority-trainingsweeps", "convoy-priority-pods"}
+var tenancyPolicies = []string{"convoy-priority-trainingjobs", "convoy-priority-trainingsweeps", "convoy-priority-pods", "convoy-service-accounts"}
 
 // installTenancy applies deploy/tenancy as a platform team would, and takes it away after the test
 // so that the package's other tests meet no policy.
@@ -72,6 +72,17 @@ func installTenancy(t *testing.T, c *framework.Cluster) {
 			t.Errorf("policy %s: type-checking warnings %+v", name, w)
 		}
 	}
+}
+
+// teamNamespace creates namespace name labelled convoy.dev/team, as a platform team makes a team's.
+func teamNamespace(t *testing.T, c *framework.Cluster, name string) string {
+	t.Helper()
+	ns := namespace(t, c, name)
+	if err := c.Client.Patch(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"convoy.dev/team": name}}},
+		client.Merge); err != nil {
+		t.Fatal(err)
+	}
+	return ns
 }
 
 // serviceAccountClient creates ServiceAccount ns/name, binds the ClusterRole role to it in ns and
@@ -130,11 +141,7 @@ func TestTenantUsesOnlyGrantedPriorityClasses(t *testing.T) {
 	c := cluster(t)
 	ctx := context.Background()
 	installTenancy(t, c)
-	ns := namespace(t, c, "team-a")
-	if err := c.Client.Patch(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"convoy.dev/team": "team-a"}}},
-		client.Merge); err != nil {
-		t.Fatal(err)
-	}
+	ns := teamNamespace(t, c, "team-a")
 	tenant := serviceAccountClient(t, c, ns, "alice", "convoy-tenant")
 
 	job := func(name, class string) *v1alpha1.TrainingJob {
@@ -234,6 +241,60 @@ func TestTenantUsesOnlyGrantedPriorityClasses(t *testing.T) {
 	})
 	if err := editor.Create(ctx, pod, client.DryRunAll); err != nil {
 		t.Errorf("a raw pod at class high, once granted, was refused: %v", err)
+	}
+}
+
+// TestTenantUsesOnlyGrantedServiceAccounts: in a team's namespace, a TrainingJob or a sweep that
+// runs its pods as a ServiceAccount the namespace was not granted is refused with a message that
+// names it and the command that grants it; a job naming none is accepted; once the platform team
+// grants the ServiceAccount, the job is accepted and keeps it.
+func TestTenantUsesOnlyGrantedServiceAccounts(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	installTenancy(t, c)
+	ns := teamNamespace(t, c, "team-sa")
+	tenant := serviceAccountClient(t, c, ns, "carol", "convoy-tenant")
+	job := func(name, sa string) *v1alpha1.TrainingJob {
+		j := utiltesting.MakeTrainingJob(name, ns).Obj()
+		j.Spec.ServiceAccountName = sa
+		return j
+	}
+	refusal := func(what string, err error, sa, grant string) {
+		t.Helper()
+		for _, want := range []string{
+			"spec.serviceAccountName " + sa + " is not granted to namespace " + ns + " (it may use " + "none)",
+			"kubectl annotate namespace " + ns + " convoy.dev/service-accounts=" + grant + " --overwrite",
+		} {
+			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+				t.Errorf("%s: got %v, want a refusal that says %q", what, err, want)
+			}
+		}
+	}
+	util.EventuallyErr(t, 20*time.Millisecond, 30*time.Second, "the policy to refuse a job as ServiceAccount ops", func() (bool, error) {
+		err := tenant.Create(ctx, job("probe", "ops"), client.DryRunAll)
+		return apierrors.IsForbidden(err), err
+	})
+	refusal("a job as ServiceAccount ops", tenant.Create(ctx, job("as-ops", "ops")), "ops", "ops")
+	sweep := &unstructured.Unstructured{Object: sweepExample(t, ns, "lr-as-ops")}
+	if err := unstructured.SetNestedField(sweep.Object, "ops", "spec", "trialTemplate", "spec", "serviceAccountName"); err != nil {
+		t.Fatal(err)
+	}
+	refusal("a sweep whose trials run as ops", tenant.Create(ctx, sweep), "ops", "ops")
+	plain := job("plain", "")
+	if err := tenant.Create(ctx, plain); err != nil {
+		t.Fatalf("a job naming no ServiceAccount was refused: %v", err)
+	}
+	plain.Spec.ServiceAccountName = "ops"
+	refusal("moving a job to ServiceAccount ops", tenant.Update(ctx, plain), "ops", "ops")
+
+	util.MustKubectl(t, c, "annotate", "namespace", ns, "convoy.dev/service-accounts=trainer-identity", "--overwrite")
+	util.EventuallyErr(t, 20*time.Millisecond, 30*time.Second, "a job as the granted ServiceAccount accepted", func() (bool, error) {
+		err := tenant.Create(ctx, job("as-trainer", "trainer-identity"))
+		return err == nil, err
+	})
+	err := tenant.Create(ctx, job("as-ops-2", "ops"))
+	if err == nil || !strings.Contains(err.Error(), "(it may use trainer-identity)") || !strings.Contains(err.Error(), "convoy.dev/service-accounts=trainer-identity,ops") {
+		t.Errorf("a job as ops beside the grant: got %v, want a refusal naming trainer-identity and the grant trainer-identity,ops", err)
 	}
 }
 

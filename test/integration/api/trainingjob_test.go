@@ -26,6 +26,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -33,6 +34,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/builder"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 	"github.com/convoy-dev/convoy/operator/pkg/publish"
 	"github.com/convoy-dev/convoy/test/framework"
 	"github.com/convoy-dev/convoy/test/util"
@@ -101,8 +104,53 @@ func TestSampleIsAcceptedAndDefaulted(t *testing.T) {
 	}
 
 	mj := createSample(t, c, "pytorch-minimal.yaml", ns)
-	if mj.Spec.Framework != v1alpha1.FrameworkPyTorch || mj.Spec.GPUsPerWorker == nil || *mj.Spec.GPUsPerWorker != 1 {
-		t.Errorf("minimal job defaults: framework %q gpusPerWorker %v, want pytorch and 1", mj.Spec.Framework, mj.Spec.GPUsPerWorker)
+	if mj.Spec.Framework != v1alpha1.FrameworkPyTorch || mj.GPUsPerWorker() != 1 {
+		t.Errorf("minimal job defaults: framework %q gpusPerWorker %d, want pytorch and 1", mj.Spec.Framework, mj.GPUsPerWorker())
+	}
+}
+
+// TestGPUsInResourcesAreAccepted: a manifest written for the seed design, which asks GPUs in
+// spec.resources as a pod would (beside gpusPerWorker, or alone), is accepted, and its workers
+// request that many GPUs.
+func TestGPUsInResourcesAreAccepted(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	ns := namespace(t, c, "api-gpu-resources")
+	plugin, err := mlframework.For(v1alpha1.FrameworkPyTorch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		spec string
+		want int32
+	}{
+		"both-agree":     {spec: `{"gpusPerWorker": 4, "resources": {"requests": {"nvidia.com/gpu": "4"}, "limits": {"nvidia.com/gpu": "4"}}}`, want: 4},
+		"resources-only": {spec: `{"resources": {"limits": {"nvidia.com/gpu": 8}}}`, want: 8},
+		"requests-only":  {spec: `{"resources": {"requests": {"nvidia.com/gpu": "2"}}}`, want: 2},
+		"neither":        {spec: `{}`, want: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			u := fromYAML(t, strings.NewReplacer("NAME", name, "api-invalid", ns).Replace(validSpec))
+			var patch map[string]any
+			if err := yaml.Unmarshal([]byte(tc.spec), &patch); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range patch {
+				u.Object["spec"].(map[string]any)[k] = v
+			}
+			if err := c.Client.Create(ctx, u); err != nil {
+				t.Fatalf("create: %v", err)
+			}
+			var job v1alpha1.TrainingJob
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(u), &job); err != nil {
+				t.Fatal(err)
+			}
+			pod := builder.Pod(&job, mlframework.Replica{Role: mlframework.RoleWorker}, plugin, builder.Options{})
+			got := pod.Spec.Containers[0].Resources.Limits[v1alpha1.ResourceGPU]
+			if job.GPUsPerWorker() != tc.want || got.Value() != int64(tc.want) {
+				t.Errorf("gpusPerWorker %d, worker limit %s; want %d", job.GPUsPerWorker(), got.String(), tc.want)
+			}
+		})
 	}
 }
 
@@ -149,7 +197,10 @@ func TestInvalidSpecsAreRejectedNamingTheField(t *testing.T) {
 		"too many gpus per worker":       {spec: `{"gpusPerWorker": 17}`, want: "spec.gpusPerWorker"},
 		"parameter servers for pytorch":  {spec: `{"numParameterServers": 2}`, want: "spec.numParameterServers is only used by framework tensorflow or mxnet"},
 		"mxnet without servers":          {spec: `{"framework": "mxnet"}`, want: "spec.numParameterServers must be at least 1 for framework mxnet"},
-		"gpus in resources":              {spec: `{"resources": {"limits": {"nvidia.com/gpu": "8"}}}`, want: "spec.resources.limits must not set nvidia.com/gpu: set spec.gpusPerWorker instead"},
+		"gpus in resources disagree":     {spec: `{"gpusPerWorker": 4, "resources": {"limits": {"nvidia.com/gpu": "8"}}}`, want: "spec.resources.limits[nvidia.com/gpu] must be a whole number equal to spec.gpusPerWorker: set one of the two, or make them agree"},
+		"gpu requests disagree":          {spec: `{"gpusPerWorker": 4, "resources": {"requests": {"nvidia.com/gpu": 2}}}`, want: "spec.resources.requests[nvidia.com/gpu] must be a whole number equal to spec.gpusPerWorker"},
+		"fractional gpus in resources":   {spec: `{"resources": {"limits": {"nvidia.com/gpu": "500m"}}}`, want: "spec.resources.limits[nvidia.com/gpu] must be a whole number"},
+		"gpu requests above limits":      {spec: `{"resources": {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "4"}}}`, want: "spec.resources.requests[nvidia.com/gpu] must equal spec.resources.limits[nvidia.com/gpu]"},
 		"zero learning rate":             {spec: `{"hyperparameters": {"learningRate": 0}}`, want: "spec.hyperparameters.learningRate must be greater than 0"},
 		"zero budget":                    {spec: `{"budget": 0}`, want: "spec.budget must be greater than 0, an amount in the price list's currency"},
 		"negative budget":                {spec: `{"budget": -5}`, want: "spec.budget must be greater than 0"},
@@ -235,6 +286,9 @@ func TestShapeIsImmutableUnlessSuspended(t *testing.T) {
 		"minWorkers":    {func(j *v1alpha1.TrainingJob) { j.Spec.MinWorkers = ptr.To[int32](1) }, "spec.minWorkers is immutable unless the job is suspended"},
 		"gpusPerWorker": {func(j *v1alpha1.TrainingJob) { j.Spec.GPUsPerWorker = ptr.To[int32](8) }, "spec.gpusPerWorker is immutable unless the job is suspended"},
 		"framework":     {func(j *v1alpha1.TrainingJob) { j.Spec.Framework = v1alpha1.FrameworkJAX }, "spec.framework is immutable"},
+		"GPUs in resources": {func(j *v1alpha1.TrainingJob) {
+			j.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{v1alpha1.ResourceGPU: resource.MustParse("4")}}
+		}, "spec.resources.limits[nvidia.com/gpu] is immutable unless the job is suspended"},
 	} {
 		if err := mutate(tc.change); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("changing %s of a running job: error = %v, want %q", name, err, tc.want)

@@ -7,6 +7,8 @@ COMMA        := ,
 GO           ?= go
 ROOT         := $(CURDIR)
 BIN          := $(ROOT)/bin
+# The release: images are tagged v$(VERSION), and the chart's appVersion is the same.
+VERSION      := $(shell cat $(ROOT)/VERSION)
 STATE        ?= $(ROOT)/.convoy
 export KUBEBUILDER_ASSETS := $(BIN)
 # No absolute path of the checkout in what is compiled: a fresh clone in another folder reuses the
@@ -49,19 +51,27 @@ build: bin ## Compile every package; Convoy's binaries (convoy-operator, convoy-
 	$(GO) build ./...
 
 .PHONY: images
-images: bin ## Convoy's container images, without Docker, as OCI layouts in bin/images/ (bases from Debian packages; rebuilt only when their inputs change). Push: go run ./test/cmd/images push --registry HOST:PORT.
+images: bin ## Convoy's container images, without Docker, as OCI layouts in bin/images/ (bases from Debian packages; rebuilt only when their inputs change). With REGISTRY=host/path, also pushes the release's images there as <name>:v$(VERSION) (REGISTRY_INSECURE=1: plain HTTP).
 ifeq ($(filter images,$(subst $(COMMA), ,$(CONVOY_BUILT))),)
 	$(GO) run ./test/cmd/images build
 endif
+ifneq ($(REGISTRY),)
+	$(GO) run ./test/cmd/images release --registry $(REGISTRY) $(if $(REGISTRY_INSECURE),--insecure)
+endif
+
+.PHONY: manifests
+manifests: ## The release's single install manifest, bin/release/convoy.yaml (CRDs, operator, scheduler, node agent, tenancy), with the images of REGISTRY (default ghcr.io/convoy-dev) at v$(VERSION).
+	$(GO) run ./hack/chartgen -manifest $(BIN)/release/convoy.yaml $(if $(REGISTRY),-registry $(REGISTRY))
 
 ##@ Code generation
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, CRDs and RBAC with controller-gen, the scheduler args' conversions and defaulters with conversion-gen and defaulter-gen, and the Helm chart from the kustomize bases (hack/chartgen).
+generate: ## Regenerate deepcopy, CRDs and RBAC with controller-gen, the scheduler args' conversions and defaulters with conversion-gen and defaulter-gen, the PodGroup CRD of the scheduler-plugins module go.mod pins, and the Helm chart from the kustomize bases (hack/chartgen).
 	$(GO) tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/... paths=./scheduler-plugin/apis/...
 	$(GO) tool conversion-gen --go-header-file hack/boilerplate.go.txt --output-file zz_generated.conversion.go ./scheduler-plugin/apis/config/v1
 	$(GO) tool defaulter-gen --go-header-file hack/boilerplate.go.txt --output-file zz_generated.defaults.go ./scheduler-plugin/apis/config/v1
 	$(GO) tool controller-gen crd:allowDangerousTypes=true paths=./api/... output:crd:artifacts:config=deploy/crd/bases
+	install -m 0644 "$$($(GO) list -m -f '{{.Dir}}' sigs.k8s.io/scheduler-plugins)/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml" deploy/crd/scheduler-plugins/
 	$(GO) tool controller-gen rbac:roleName=convoy-operator paths=./operator/... output:rbac:artifacts:config=deploy/operator/rbac
 	$(GO) tool controller-gen rbac:roleName=convoy-operator-queue paths=./queue/... output:rbac:artifacts:config=deploy/kueue/rbac
 	$(GO) run ./hack/chartgen

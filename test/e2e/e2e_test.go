@@ -268,7 +268,7 @@ func TestDeployManifestsApplyServerSide(t *testing.T) {
 	// deploy/kueue's kustomization pulls Kueue's release from GitHub: its own files are applied one
 	// by one (the real-node tier installs it whole, test/e2e/realstack).
 	for _, args := range [][]string{
-		{"-f", "deploy/crd/bases"},
+		{"-k", "deploy/crd"},
 		{"-k", "deploy/operator"},
 		{"-k", "deploy/scheduler"},
 		{"-k", "deploy/node-agent"},

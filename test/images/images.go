@@ -34,13 +34,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -69,7 +72,12 @@ var epoch = time.Unix(0, 0).UTC()
 
 // Ref is the reference of image name in registry (host:port): <registry>/convoy/<name>:dev.
 func Ref(registry, name string) string {
-	return registry + "/convoy/" + name + ":" + Tag
+	return Repository(registry) + "/" + name + ":" + Tag
+}
+
+// Repository is where the images are in registry (host:port): <registry>/convoy.
+func Repository(registry string) string {
+	return registry + "/convoy"
 }
 
 // File is a file copied into an image.
@@ -511,14 +519,56 @@ func describe(img v1.Image, r *Result) error {
 // HTTP), each as Ref(registry, name), and returns their digests. Blobs the images share are
 // uploaded once, and blobs the registry already has are not uploaded again.
 func Push(ctx context.Context, outDir, registry string, names []string) (map[string]v1.Hash, error) {
+	refs := map[string]string{}
+	for _, n := range names {
+		refs[n] = Ref(registry, n)
+	}
+	return write(ctx, outDir, refs, []name.Option{name.Insecure})
+}
+
+// Release are the images a Convoy release publishes, the ones deploy/images names.
+var Release = []string{Operator, Scheduler, NodeAgent}
+
+// ReleaseRef is the reference of release image name of version in repository (a registry and a
+// path, such as ghcr.io/convoy-dev): <repository>/<name>:v<version>.
+func ReleaseRef(repository, name, version string) string {
+	return repository + "/" + name + ":v" + version
+}
+
+// Version is the release's version, x.y.z, from the VERSION file in root.
+func Version(root string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(root, "VERSION"))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// Publish pushes the Release images from their layouts in outDir to repository, each as
+// ReleaseRef, with the credentials of the Docker configuration (~/.docker/config.json, as `docker
+// login` writes it), over HTTPS, or plain HTTP where insecure is set; it returns their digests.
+func Publish(ctx context.Context, outDir, repository, version string, insecure bool) (map[string]v1.Hash, error) {
+	refs := map[string]string{}
+	for _, n := range Release {
+		refs[n] = ReleaseRef(repository, n, version)
+	}
+	var opts []name.Option
+	if insecure {
+		opts = append(opts, name.Insecure)
+	}
+	return write(ctx, outDir, refs, opts, remote.WithAuthFromKeychain(authn.DefaultKeychain))
+}
+
+// write pushes the image of each name in refs, from its layout in outDir, as refs[name].
+func write(ctx context.Context, outDir string, refs map[string]string, nameOpts []name.Option, opts ...remote.Option) (map[string]v1.Hash, error) {
 	todo := map[name.Reference]remote.Taggable{}
 	digests := map[string]v1.Hash{}
-	for _, n := range names {
+	for n, r := range refs {
 		img, err := LocalImage(outDir, n)
 		if err != nil {
 			return nil, err
 		}
-		ref, err := name.NewTag(Ref(registry, n), name.Insecure)
+		ref, err := name.NewTag(r, nameOpts...)
 		if err != nil {
 			return nil, err
 		}
@@ -527,8 +577,9 @@ func Push(ctx context.Context, outDir, registry string, names []string) (map[str
 			return nil, err
 		}
 	}
-	if err := remote.MultiWrite(todo, remote.WithContext(ctx), remote.WithJobs(4)); err != nil {
-		return nil, fmt.Errorf("pushing %s to %s: %w", strings.Join(names, ", "), registry, err)
+	opts = append(opts, remote.WithContext(ctx), remote.WithJobs(4))
+	if err := remote.MultiWrite(todo, opts...); err != nil {
+		return nil, fmt.Errorf("pushing %s: %w", strings.Join(slices.Sorted(maps.Values(refs)), ", "), err)
 	}
 	return digests, nil
 }

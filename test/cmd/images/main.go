@@ -19,6 +19,9 @@ limitations under the License.
 //
 //	images build [--only NAME,...]                          OCI layouts in bin/images/ (what `make images` runs)
 //	images push --registry HOST:PORT [--only NAME,...]      build what is stale, then push over plain HTTP
+//	images release --registry REPOSITORY [--insecure]       build what is stale, then push the release's
+//	                                                        images as REPOSITORY/<name>:v<VERSION>
+//	                                                        (what `make images REGISTRY=...` runs)
 //
 // The images are made from the binaries in bin/ (`make bin`) and Debian packages, which apt-get
 // downloads into .cache/debs.
@@ -52,6 +55,8 @@ func main() {
 		_, err = build(ctx, args)
 	case "push":
 		err = push(ctx, args)
+	case "release":
+		err = release(ctx, args)
 	default:
 		usage()
 	}
@@ -63,7 +68,8 @@ func main() {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage: images build [--root DIR] [--bin-dir DIR] [--only NAME,...]
-       images push --registry HOST:PORT [--root DIR] [--bin-dir DIR] [--only NAME,...]`)
+       images push --registry HOST:PORT [--root DIR] [--bin-dir DIR] [--only NAME,...]
+       images release --registry REPOSITORY [--insecure] [--root DIR] [--bin-dir DIR]`)
 	os.Exit(2)
 }
 
@@ -155,5 +161,37 @@ func push(ctx context.Context, args []string) error {
 		fmt.Printf("%s@%s\n", images.Ref(*registry, n), digests[n])
 	}
 	fmt.Printf("pushed %d images to %s in %.1fs\n", len(b.names), *registry, time.Since(began).Seconds())
+	return nil
+}
+
+// release builds the release's images and pushes them as REPOSITORY/<name>:v<VERSION>, with the
+// Docker configuration's credentials.
+func release(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("release", flag.ExitOnError)
+	var o options
+	o.register(fs)
+	repository := fs.String("registry", "", "where to push, a registry and a path, such as ghcr.io/acme (required)")
+	insecure := fs.Bool("insecure", false, "push over plain HTTP")
+	_ = fs.Parse(args)
+	if *repository == "" {
+		return fmt.Errorf("--registry is required, for example ghcr.io/acme")
+	}
+	o.only = strings.Join(images.Release, ",")
+	b, err := o.build(ctx)
+	if err != nil {
+		return err
+	}
+	version, err := images.Version(o.root)
+	if err != nil {
+		return err
+	}
+	digests, err := images.Publish(ctx, b.builder.OutDir, *repository, version, *insecure)
+	if err != nil {
+		return err
+	}
+	for _, n := range images.Release {
+		fmt.Printf("%s@%s\n", images.ReleaseRef(*repository, n, version), digests[n])
+	}
+	fmt.Printf("set newName to %s/<name> and newTag to v%s in deploy/images/kustomization.yaml, or helm's image.registry=%s\n", *repository, version, *repository)
 	return nil
 }

@@ -49,8 +49,8 @@ const (
 
 // The images deploy/ names, which the overlays point at the local registry.
 var deployImages = map[string]string{
-	"convoy-operator":                      images.Operator,
-	"convoy-scheduler":                     images.Scheduler,
+	"ghcr.io/convoy-dev/convoy-operator":   images.Operator,
+	"ghcr.io/convoy-dev/convoy-scheduler":  images.Scheduler,
 	"ghcr.io/convoy-dev/convoy-node-agent": images.NodeAgent,
 	kueueReleaseImage:                      images.Kueue,
 }
@@ -67,12 +67,7 @@ var deployImages = map[string]string{
 func (e *Env) install(ctx context.Context, logf func(string, ...any)) error {
 	began := time.Now()
 	c := e.Cluster
-	pluginsDir, err := framework.ModuleDir(ctx, e.Root, "sigs.k8s.io/scheduler-plugins")
-	if err != nil {
-		return err
-	}
-	// The PodGroup CRD comes with scheduler-plugins.
-	if err := c.InstallCRDs(ctx, e.path("deploy/crd/bases"), filepath.Join(pluginsDir, "config/crd/bases")); err != nil {
+	if _, err := e.Kubectl(ctx, "apply", "--server-side", "-k", e.path("deploy/crd")); err != nil {
 		return err
 	}
 	kueueOverlay, err := e.writeOverlay(ctx, filepath.Join(c.StateDir, "install"), "kueue")
@@ -110,15 +105,14 @@ func (e *Env) install(ctx context.Context, logf func(string, ...any)) error {
 	return nil
 }
 
-// helmInstall installs the chart with the images of the local registry. deploy/kueue brought
-// Convoy's side of the Kueue integration already (as in the chart's README), and the CRDs are in.
+// helmInstall installs the chart as the README's Helm path does, with the images of the local
+// registry (image.registry and image.tag): deploy/kueue brought Convoy's side of the Kueue
+// integration already, and deploy/crd the CRDs.
 func (e *Env) helmInstall(ctx context.Context) error {
 	cmd := exec.CommandContext(ctx, filepath.Join(e.Cluster.BinDir, "helm"), "install", "convoy", e.path("deploy/helm/convoy"),
 		"--namespace", stack.Namespace, "--create-namespace", "--skip-crds",
 		"--set", "kueueIntegration.enabled=false",
-		"--set", "operator.image="+e.Image(images.Operator),
-		"--set", "scheduler.image="+e.Image(images.Scheduler),
-		"--set", "nodeAgent.image="+e.Image(images.NodeAgent),
+		"--set", "image.registry="+images.Repository(Registry), "--set", "image.tag="+images.Tag,
 		"--set", "nodeAgent.extraArgs={--nvml=mock:"+Profile+"}")
 	state := filepath.Join(e.Cluster.StateDir, "helm")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Cluster.KubeconfigPath,

@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/images"
 )
 
 func TestMain(m *testing.M) {
@@ -146,14 +147,31 @@ func TestChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	ctx := context.Background()
 	const ns = "gpu-batch"
 	if _, err := run(t, c, "helm", "install", "convoy", chartDir(t), "--namespace", ns, "--create-namespace",
-		"--set", "operator.image=registry.example/convoy-operator:v1", "--set", "scheduler.replicas=1",
-		"--set", "networkPolicies.enabled=true"); err != nil {
+		"--set", "image.registry=registry.example/ml", "--set", "operator.image=registry.example/convoy-operator:v1",
+		"--set", "scheduler.replicas=1", "--set", "networkPolicies.enabled=true"); err != nil {
 		t.Fatal(err)
 	}
 
 	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := c.Client.Get(ctx, client.ObjectKey{Name: "trainingjobs.convoy.dev"}, crd); err != nil {
-		t.Errorf("the TrainingJob CRD: %v", err)
+	for _, name := range []string{"trainingjobs.convoy.dev", "podgroups.scheduling.x-k8s.io"} {
+		if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			t.Errorf("the CRD %s: %v", name, err)
+		}
+	}
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	version, err := images.Version(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := &appsv1.DaemonSet{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "convoy-node-agent"}, agent); err != nil {
+		t.Fatalf("the node agent's DaemonSet: %v", err)
+	}
+	if img, want := agent.Spec.Template.Spec.Containers[0].Image, "registry.example/ml/convoy-node-agent:v"+version; img != want {
+		t.Errorf("node agent image %q, want %q: image.registry and the chart's appVersion", img, want)
 	}
 	op := &appsv1.Deployment{}
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "convoy-operator"}, op); err != nil {
@@ -199,7 +217,7 @@ func TestChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	if _, err := run(t, c, "helm", "uninstall", "convoy", "--namespace", ns); err != nil {
 		t.Fatal(err)
 	}
-	err := c.Client.Get(ctx, client.ObjectKey{Name: "convoy-trainingjob-queue"}, &admissionregistrationv1.ValidatingWebhookConfiguration{})
+	err = c.Client.Get(ctx, client.ObjectKey{Name: "convoy-trainingjob-queue"}, &admissionregistrationv1.ValidatingWebhookConfiguration{})
 	if err == nil {
 		t.Error("the webhooks outlived helm uninstall")
 	}

@@ -110,6 +110,35 @@ func TestImagesPushedToTheRegistryPullBackWithTheirDigests(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("pushed again in %.1fs", time.Since(began).Seconds())
+
+	// A release (make images REGISTRY=...): the images deploy/images names, under a path of the
+	// registry, tagged v<VERSION>.
+	version, err := images.Version(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repository := registry + "/acme/ml"
+	released, err := images.Publish(t.Context(), b.OutDir, repository, version, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range images.Release {
+		want := images.ReleaseRef(repository, n, version)
+		if !strings.HasSuffix(want, "/"+n+":v"+version) {
+			t.Errorf("release reference %s, want <repository>/%s:v%s", want, n, version)
+		}
+		ref, err := name.ParseReference(want, name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		desc, err := remote.Head(ref, remote.WithContext(t.Context()))
+		if err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+		if desc.Digest != released[n] || desc.Digest != pushed[n] {
+			t.Errorf("%s: the registry has %s, Publish reported %s, the build made %s", ref, desc.Digest, released[n], pushed[n])
+		}
+	}
 }
 
 // testLog writes the builder's lines to the test's log.

@@ -66,7 +66,7 @@ manifests: ## The release's single install manifest, bin/release/convoy.yaml (CR
 ##@ Code generation
 
 .PHONY: generate
-generate: ## Regenerate deepcopy, CRDs and RBAC with controller-gen, the scheduler args' conversions and defaulters with conversion-gen and defaulter-gen, the PodGroup CRD of the scheduler-plugins module go.mod pins, and the Helm chart from the kustomize bases (hack/chartgen).
+generate: $(BIN)/crd-ref-docs ## Regenerate deepcopy, CRDs and RBAC with controller-gen, the scheduler args' conversions and defaulters with conversion-gen and defaulter-gen, the PodGroup CRD of the scheduler-plugins module go.mod pins, the Helm chart from the kustomize bases (hack/chartgen), and the API reference docs/reference/api.md (crd-ref-docs, built from hack/refdocs).
 	$(GO) tool controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/... paths=./scheduler-plugin/apis/...
 	$(GO) tool conversion-gen --go-header-file hack/boilerplate.go.txt --output-file zz_generated.conversion.go ./scheduler-plugin/apis/config/v1
 	$(GO) tool defaulter-gen --go-header-file hack/boilerplate.go.txt --output-file zz_generated.defaults.go ./scheduler-plugin/apis/config/v1
@@ -75,12 +75,19 @@ generate: ## Regenerate deepcopy, CRDs and RBAC with controller-gen, the schedul
 	$(GO) tool controller-gen rbac:roleName=convoy-operator paths=./operator/... output:rbac:artifacts:config=deploy/operator/rbac
 	$(GO) tool controller-gen rbac:roleName=convoy-operator-queue paths=./queue/... output:rbac:artifacts:config=deploy/kueue/rbac
 	$(GO) run ./hack/chartgen
+	$(BIN)/crd-ref-docs --source-path=./api/v1alpha1 --config=hack/refdocs/config.yaml --renderer=markdown --output-path=docs/reference/api.md --log-level=ERROR
+
+$(BIN)/crd-ref-docs: hack/refdocs/go.mod hack/refdocs/go.sum
+	cd hack/refdocs && $(GO) build -o $(BIN)/crd-ref-docs github.com/elastic/crd-ref-docs
+
+# GENERATED lists what make generate writes, with checksums.
+GENERATED = find api deploy scheduler-plugin/apis docs/reference -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/crd/scheduler-plugins/*' -o -path '*/rbac/role.yaml' -o -path 'deploy/helm/*' -o -path 'docs/reference/*' \) -print0 | sort -z | xargs -0 sha256sum
 
 .PHONY: verify
 verify: ## Fail when generated files are stale, go.mod is not tidy, a Go file lacks its license header, or gofmt/go vet complain.
-	@before=$$(find api deploy scheduler-plugin/apis -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/rbac/role.yaml' -o -path 'deploy/helm/*' \) -print0 | sort -z | xargs -0 sha256sum); \
+	@before=$$($(GENERATED)); \
 	$(MAKE) --no-print-directory generate >/dev/null; \
-	after=$$(find api deploy scheduler-plugin/apis -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/rbac/role.yaml' -o -path 'deploy/helm/*' \) -print0 | sort -z | xargs -0 sha256sum); \
+	after=$$($(GENERATED)); \
 	if [ "$$before" != "$$after" ]; then echo "Generated files were stale; 'make generate' has updated them: review and commit."; \
 		diff <(echo "$$before") <(echo "$$after") || true; exit 1; fi
 	@$(GO) mod tidy -diff >/dev/null 2>&1 || { echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit:"; $(GO) mod tidy -diff; exit 1; }

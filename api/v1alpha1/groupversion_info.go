@@ -14,8 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package v1alpha1 holds the Convoy API: TrainingJob, the unit a data scientist submits, and GPUNode,
-// the per-node GPU inventory and topology the node agent publishes for the scheduler.
+// Package v1alpha1 holds the Convoy API: TrainingJob, the unit a data scientist submits;
+// TrainingSweep, a hyperparameter search that runs TrainingJobs as its trials; and GPUNode, the
+// per-node GPU inventory and topology the node agent publishes for the scheduler.
 // +kubebuilder:object:generate=true
 // +groupName=convoy.dev
 package v1alpha1

@@ -277,8 +277,8 @@ func parameterize(obj map[string]any, v map[string]any, tag string) error {
 var (
 	convoyImageLine = regexp.MustCompile(`image: ` + phImage + `([a-z0-9-]+)`)
 	resourcesLine   = regexp.MustCompile(`(?m)^(\s*)resources: ` + phResources + `$`)
-	configLine    = regexp.MustCompile(`(?m)^(\s*)config.yaml: ` + phConfig + `$`)
-	extraArgsLine = regexp.MustCompile(`(?m)^(\s*)- ` + phExtraArgs + `$`)
+	configLine      = regexp.MustCompile(`(?m)^(\s*)config.yaml: ` + phConfig + `$`)
+	extraArgsLine   = regexp.MustCompile(`(?m)^(\s*)- ` + phExtraArgs + `$`)
 )
 
 // expand puts the template expressions in the placeholders' places.

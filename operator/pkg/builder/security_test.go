@@ -101,7 +101,7 @@ func TestPodSecurity(t *testing.T) {
 				Type: convoy.StorageNFS, NFS: &convoy.NFSStorage{Server: "nfs.example.com", Path: "/ckpt"}}}).Obj(),
 			enforced: convoy.PodSecurityRestricted,
 			want:     &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), SeccompProfile: seccomp},
-			level: convoy.PodSecurityBaseline,
+			level:    convoy.PodSecurityBaseline,
 		},
 	}
 	for name, tc := range cases {

@@ -54,7 +54,7 @@ func main() {
 	var burst int
 	flag.StringVar(&opts.Namespace, "namespace", opts.Namespace, "The operator's namespace, for its leader-election Lease and progress certificate Secret (default $POD_NAMESPACE).")
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, "Address of the Prometheus metrics endpoint; 0 disables it.")
-	flag.BoolVar(&opts.JobNetworkPolicy, "job-network-policy", false, "Give every TrainingJob a NetworkPolicy <job> that lets its pods accept connections only from its own gang (and rank 0's metrics port from anywhere); it takes effect with a CNI that enforces NetworkPolicy.")
+	flag.BoolVar(&opts.JobNetworkPolicy, "job-network-policy", opts.JobNetworkPolicy, "Give every TrainingJob a NetworkPolicy <job> that lets its pods accept connections only from its own gang (and rank 0's metrics port from anywhere); it takes effect with a CNI that enforces NetworkPolicy. false: pods accept connections from anywhere.")
 	metricsSecure := flag.Bool("metrics-secure", true, "Serve the metrics over HTTPS to callers the API server authenticates and authorizes for GET /metrics; false serves plain HTTP to anyone.")
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", opts.ProbeAddr, "Address of the /healthz and /readyz endpoints.")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", true, "Elect a leader so that one replica reconciles at a time.")

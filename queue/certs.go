@@ -38,8 +38,11 @@ const WebhookConfigurationName = "convoy-trainingjob-queue"
 // DefaultWebhookService is deploy/kueue's Service in front of the webhook server.
 const DefaultWebhookService = "convoy-operator-queue-webhook"
 
-// +kubebuilder:rbac:groups="",namespace=convoy-system,resources=secrets,verbs=get;list;watch;update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;update;patch
+// cert-controller watches every Secret of the namespace and every webhook configuration (its cache
+// selects no names); it writes only its Secret and the configurations it injects, and
+// deploy/kueue/rbac/named_role.yaml grants those writes by name (RBAC markers cannot name objects).
+// +kubebuilder:rbac:groups="",namespace=convoy-system,resources=secrets,verbs=list;watch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=list;watch
 
 // setupCertRotation has open-policy-agent/cert-controller (as Kueue uses it for its own webhooks)
 // keep a CA and the webhook's serving certificate in Secret opts.CertSecret, for the DNS name of

@@ -62,3 +62,25 @@ func TestMissingCertificateKeepsTheOperatorUpAndNotReady(t *testing.T) {
 		t.Errorf("Start() = %v", err)
 	}
 }
+
+// TestClientCAErrorsNameTheFlag: a client CA file that is missing or holds no certificate is an
+// error at start that names --queue-webhook-client-ca.
+func TestClientCAErrorsNameTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	empty := filepath.Join(dir, "empty.crt")
+	if err := os.WriteFile(empty, []byte("not a certificate"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{
+		"missing":        filepath.Join(dir, "missing.crt"),
+		"no certificate": empty,
+	}
+	for name, file := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := RequireClientCertificate(file)
+			if err == nil || !strings.Contains(err.Error(), "--queue-webhook-client-ca") {
+				t.Errorf("RequireClientCertificate(%s) = %v, want an error naming --queue-webhook-client-ca", file, err)
+			}
+		})
+	}
+}

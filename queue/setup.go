@@ -18,8 +18,11 @@ package queue
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,6 +62,10 @@ type Options struct {
 	// and serving certificate itself (certs.go); it must be mounted at WebhookCertDir. When empty,
 	// the certificate in WebhookCertDir comes from elsewhere (cert-manager, or your own).
 	CertSecret string
+	// WebhookClientCA, when set, is a file of CA certificates: the webhook server then accepts only
+	// callers presenting a client certificate one of them signed, the API server given one by its
+	// AdmissionConfiguration (README.md). Read when the operator starts.
+	WebhookClientCA string
 	// Namespace is the operator's namespace, where CertSecret and WebhookService live.
 	Namespace string
 	// WebhookService is the Service in front of the webhook server, the name its certificate is
@@ -166,6 +173,23 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 	return i.setupWebhook(mgr)
 }
 
+// RequireClientCertificate returns the TLS option that makes a server accept only clients whose
+// certificate a CA of caFile signed.
+func RequireClientCertificate(caFile string) (func(*tls.Config), error) {
+	pemBytes, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("the webhook's client CA (--queue-webhook-client-ca): %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemBytes) {
+		return nil, fmt.Errorf("the webhook's client CA (--queue-webhook-client-ca) %s holds no PEM certificate", caFile)
+	}
+	return func(c *tls.Config) {
+		c.ClientCAs = pool
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+	}, nil
+}
+
 func (i *Integration) setupWebhook(mgr ctrl.Manager) error {
 	host, portText, err := net.SplitHostPort(i.opts.WebhookAddr)
 	if err != nil {
@@ -175,7 +199,15 @@ func (i *Integration) setupWebhook(mgr ctrl.Manager) error {
 	if err != nil {
 		return fmt.Errorf("webhook address %q: %w", i.opts.WebhookAddr, err)
 	}
-	srv := webhook.NewServer(webhook.Options{Host: host, Port: port, CertDir: i.opts.WebhookCertDir})
+	wo := webhook.Options{Host: host, Port: port, CertDir: i.opts.WebhookCertDir}
+	if i.opts.WebhookClientCA != "" {
+		requireClientCert, err := RequireClientCertificate(i.opts.WebhookClientCA)
+		if err != nil {
+			return err
+		}
+		wo.TLSOpts = append(wo.TLSOpts, requireClientCert)
+	}
+	srv := webhook.NewServer(wo)
 	// A job may come right after its namespace, or after the label that makes the namespace a
 	// team's: the webhook reads namespaces from the API server, not from the cache.
 	whClient, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),

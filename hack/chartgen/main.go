@@ -65,7 +65,7 @@ type component struct {
 var components = []component{
 	{key: "operator", template: "operator.yaml", dir: "operator", about: "the operator: TrainingJob controller, progress endpoint, Kueue's job reconciler and the webhooks"},
 	{key: "kueueIntegration", template: "kueue-integration.yaml", dir: "kueue",
-		files: []string{"kueue_trainingjob_role.yaml", "rbac/role.yaml", "rbac/role_binding.yaml", "webhook.yaml", "webhook_secret.yaml"},
+		files: []string{"kueue_trainingjob_role.yaml", "rbac/role.yaml", "rbac/named_role.yaml", "rbac/role_binding.yaml", "webhook.yaml", "webhook_secret.yaml"},
 		about: "the operator's side of Kueue (its webhooks, their Service and certificate Secret, its Kueue RBAC); Kueue itself is installed with its own chart"},
 	{key: "scheduler", template: "scheduler.yaml", dir: "scheduler", about: "convoy-scheduler, a second scheduler beside the default one"},
 	{key: "nodeAgent", template: "node-agent.yaml", dir: "node-agent", about: "the node agent DaemonSet on GPU nodes"},

@@ -700,7 +700,7 @@ func TestUnhealthyGPUMovesGangOffIt(t *testing.T) {
 		})
 	})
 
-	// The eviction restarts the whole gang (a new pod for every rank), off the unhealthy GPU.
+	// The deletion restarts the whole gang (a new pod for every rank), off the unhealthy GPU.
 	var gang []corev1.Pod
 	moved := e.waitJob("llm", "running again as a whole new gang", func(j *convoy.TrainingJob) bool {
 		gang = e.pods("llm")

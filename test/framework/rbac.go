@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// BindRoles creates the ClusterRoles and Roles of a file that controller-gen generated (such as
+// BindRoles creates the ClusterRoles and Roles of a file of deploy/ (such as
 // deploy/operator/rbac/role.yaml) and binds each to the ServiceAccount namespace/name, so that a
 // component under test runs with exactly the permissions deploy/ grants it.
 func BindRoles(ctx context.Context, k client.Client, path, namespace, name string) error {

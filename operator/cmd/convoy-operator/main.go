@@ -54,7 +54,7 @@ func main() {
 	var burst int
 	flag.StringVar(&opts.Namespace, "namespace", opts.Namespace, "The operator's namespace, for its leader-election Lease and progress certificate Secret (default $POD_NAMESPACE).")
 	flag.StringVar(&opts.MetricsAddr, "metrics-bind-address", opts.MetricsAddr, "Address of the Prometheus metrics endpoint; 0 disables it.")
-	flag.BoolVar(&opts.JobNetworkPolicy, "job-network-policy", false, "Give every TrainingJob a NetworkPolicy <job> that lets its pods accept connections only from its own gang (and rank 0's metrics port from anywhere); it takes effect with a CNI that enforces NetworkPolicy.")
+	flag.BoolVar(&opts.JobNetworkPolicy, "job-network-policy", opts.JobNetworkPolicy, "Give every TrainingJob a NetworkPolicy <job> that lets its pods accept connections only from its own gang (and rank 0's metrics port from anywhere); it takes effect with a CNI that enforces NetworkPolicy. false: pods accept connections from anywhere.")
 	metricsSecure := flag.Bool("metrics-secure", true, "Serve the metrics over HTTPS to callers the API server authenticates and authorizes for GET /metrics; false serves plain HTTP to anyone.")
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", opts.ProbeAddr, "Address of the /healthz and /readyz endpoints.")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", true, "Elect a leader so that one replica reconciles at a time.")
@@ -76,6 +76,7 @@ func main() {
 	flag.StringVar(&queueOpts.WebhookAddr, "queue-webhook-bind-address", queue.DefaultWebhookAddr, "Address of the TrainingJob admission webhook that keeps queued jobs suspended until Kueue admits them.")
 	flag.StringVar(&queueOpts.WebhookCertDir, "queue-webhook-cert-dir", "", "Directory with the webhook's tls.crt and tls.key (default /tmp/k8s-webhook-server/serving-certs).")
 	flag.StringVar(&queueOpts.CertSecret, "queue-webhook-cert-secret", "", "Secret in --namespace where the operator keeps the webhook's CA and certificate itself and injects the CA into the webhook configurations; mount it at --queue-webhook-cert-dir. Empty: the certificate comes from elsewhere (cert-manager).")
+	flag.StringVar(&queueOpts.WebhookClientCA, "queue-webhook-client-ca", "", "File of CA certificates: the webhook then accepts only callers with a client certificate they signed, the API server given one by its admission configuration (queue/README.md). Empty: any caller that reaches the port.")
 	flag.StringVar(&queueOpts.WebhookService, "queue-webhook-service", queue.DefaultWebhookService, "Service in --namespace in front of the webhook, whose DNS name the managed certificate is for.")
 	flag.BoolVar(&queueOpts.WaitForPodsReady, "kueue-wait-for-pods-ready", false, "Report the gang's readiness to Kueue; set it when Kueue's configuration sets waitForPodsReady.")
 	flag.BoolVar(&queueOpts.Management.WithoutQueueName, "kueue-manage-jobs-without-queue-name", false, "TrainingJobs that name no queue are Kueue's too, in the namespaces --kueue-managed-jobs-namespace-selector selects: they wait for the namespace's LocalQueue \"default\". Set it as Kueue's configuration sets manageJobsWithoutQueueName.")

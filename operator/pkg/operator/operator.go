@@ -128,6 +128,7 @@ var Defaults = Options{
 	MaxConcurrentReconciles: 16,
 	Backoff:                 controller.DefaultBackoff,
 	DisruptionBudget:        true,
+	JobNetworkPolicy:        true,
 }
 
 // Scheme has every type the operator reads or writes.

@@ -39,7 +39,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// +kubebuilder:rbac:groups="",namespace=convoy-system,resources=secrets,verbs=get;create;update
+// The Secret's get and update are granted for its name only, in deploy/operator/rbac/named_role.yaml
+// (RBAC markers cannot name objects); its create comes with the per-job Secrets' in Reconcile's.
 
 // certificateLifetime is how long a self-managed certificate is valid.
 const certificateLifetime = 10 * 365 * 24 * time.Hour

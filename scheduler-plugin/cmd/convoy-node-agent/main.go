@@ -96,7 +96,7 @@ func main() {
 	flag.DurationVar(&c.retry, "nvml-retry-interval", nodeagent.DefaultRetryInterval, "How often NVML is retried after it failed.")
 	flag.Float64Var(&c.qps, "kube-api-qps", 20, "Client-side rate limit of API requests; raise it when serving many fake nodes.")
 	flag.IntVar(&c.burst, "kube-api-burst", 40, "Client-side burst of API requests.")
-	flag.BoolVar(&c.evict, "evict-on-unhealthy", true, "Evict, through the Eviction API, the pod holding a GPU when the GPU turns unhealthy, so that its job restarts elsewhere.")
+	flag.BoolVar(&c.evict, "evict-on-unhealthy", true, "Delete the TrainingJob pod holding a GPU when the GPU turns unhealthy, so that its gang restarts elsewhere; pods of other workloads are left alone.")
 	flag.BoolVar(&c.once, "once", false, "Read NVML once, print the GPUNode it would publish as YAML (with --print) and exit; needs no cluster.")
 	flag.BoolVar(&c.print, "print", false, "With --once: print the GPUNode.")
 	flag.Parse()

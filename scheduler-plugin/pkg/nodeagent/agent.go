@@ -57,8 +57,8 @@ const (
 	ReasonGPUUnhealthy    = "GPUUnhealthy"
 	ReasonGPURecovered    = "GPURecovered"
 	ReasonNVMLUnavailable = "NVMLUnavailable"
-	// ReasonPodEvicted is a Warning on the Node, related to the pod, when the agent evicts a pod
-	// holding a GPU that turned unhealthy.
+	// ReasonPodEvicted is a Warning on the Node, related to the pod, when the agent deletes the
+	// TrainingJob pod holding a GPU that turned unhealthy.
 	ReasonPodEvicted = "PodEvicted"
 )
 
@@ -101,8 +101,8 @@ type Options struct {
 	Heartbeat     time.Duration
 	RetryInterval time.Duration
 
-	// EvictOnUnhealthy makes the agent evict, through the Eviction API, the pod holding a GPU when
-	// the GPU turns unhealthy: once per transition, retried while a PodDisruptionBudget refuses it.
+	// EvictOnUnhealthy makes the agent delete the TrainingJob pod holding a GPU when the GPU turns
+	// unhealthy: once per transition, retried while the API server fails the delete.
 	EvictOnUnhealthy bool
 
 	// FieldManager names the agent's writes; FieldManager when empty.

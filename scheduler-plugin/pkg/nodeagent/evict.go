@@ -23,7 +23,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -91,11 +90,14 @@ func ofTrainingJob(pod *corev1.Pod) bool {
 	return ref != nil && ref.Kind == "TrainingJob" && strings.HasPrefix(ref.APIVersion, convoy.GroupVersion.Group+"/")
 }
 
-// evict asks the API server to evict each pending pod that still holds its unhealthy GPUs and is
-// bound to this node. A pod of a TrainingJob whose eviction its gang's PodDisruptionBudget refuses
-// is deleted instead. An eviction refused otherwise (another PodDisruptionBudget, an API error) is
-// retried at the next poll while the pod holds the GPU; one that succeeded, or whose pod is gone,
-// is done.
+// evict deletes each pending pod that still holds its unhealthy GPUs, is bound to this node and
+// is a TrainingJob's, with the pod's UID as a precondition; the operator restarts the gang
+// elsewhere, as for any lost pod. It deletes rather than evicts: the admission policy
+// convoy-node-agent-pod-deletes can hold a delete to the pods of a TrainingJob on the agent's node
+// (a DELETE shows it the pod), while an Eviction shows it only the pod's name, so the agent has no
+// right to evict at all. A pod of no TrainingJob is left to its owner: the GPU is published
+// unhealthy, so nothing new is placed on it. A delete the API server fails is retried at the next
+// poll while the pod holds the GPU; one that succeeded, or whose pod is gone, is done.
 func (w *worker) evict(ctx context.Context, node *corev1.Node, s *convoy.GPUNodeStatus) {
 	pending := w.evictions[:0]
 	for _, e := range w.evictions {
@@ -115,26 +117,22 @@ func (w *worker) evict(ctx context.Context, node *corev1.Node, s *convoy.GPUNode
 		if pod.Spec.NodeName != w.name || pod.DeletionTimestamp != nil {
 			continue
 		}
-		uid := pod.UID
-		eviction := &policyv1.Eviction{DeleteOptions: &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}}
-		target := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-		err := w.a.client.SubResource("eviction").Create(ctx, target, eviction)
-		if apierrors.IsTooManyRequests(err) && ofTrainingJob(pod) {
-			// A TrainingJob's PodDisruptionBudget refuses every eviction of its running gang, so that
-			// a drain waits for the gang's checkpoint; a failed GPU cannot wait. The operator restarts
-			// the gang elsewhere for the deleted pod, as for an evicted one.
-			err = w.a.client.Delete(ctx, pod, client.Preconditions{UID: &uid})
+		if !ofTrainingJob(pod) {
+			w.log.Info("Leaving the pod of no TrainingJob on an unhealthy GPU to its owner", "pod", e.Pod, "reason", e.Reason)
+			continue
 		}
+		uid := pod.UID
+		err := w.a.client.Delete(ctx, pod, client.Preconditions{UID: &uid})
 		switch {
 		case err == nil:
-			w.log.Info("Evicted the pod holding an unhealthy GPU", "pod", e.Pod, "reason", e.Reason)
+			w.log.Info("Deleted the TrainingJob pod holding an unhealthy GPU", "pod", e.Pod, "reason", e.Reason)
 			w.a.recorder.Eventf(node, pod, corev1.EventTypeWarning, ReasonPodEvicted, "Evict",
-				"Evicted pod %s: %s", e.Pod, e.Reason)
+				"Deleted pod %s: %s", e.Pod, e.Reason)
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 			// Gone, or replaced by a pod of the same name that holds nothing yet.
 		default:
 			if msg := err.Error(); msg != e.lastErr {
-				w.log.Error(err, "Evicting the pod holding an unhealthy GPU: retrying at the next poll", "pod", e.Pod)
+				w.log.Error(err, "Deleting the pod holding an unhealthy GPU: retrying at the next poll", "pod", e.Pod)
 				e.lastErr = msg
 			}
 			pending = append(pending, e)

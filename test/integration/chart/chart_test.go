@@ -121,7 +121,7 @@ func TestChartRendersTheKustomizeBases(t *testing.T) {
 		}
 		want.WriteString("\n---\n" + out)
 	}
-	for _, f := range []string{"kueue_trainingjob_role.yaml", "rbac/role.yaml", "rbac/role_binding.yaml", "webhook.yaml", "webhook_secret.yaml"} {
+	for _, f := range []string{"kueue_trainingjob_role.yaml", "rbac/role.yaml", "rbac/named_role.yaml", "rbac/role_binding.yaml", "webhook.yaml", "webhook_secret.yaml"} {
 		b, err := os.ReadFile(filepath.Join(root, "kueue", f))
 		if err != nil {
 			t.Fatal(err)

@@ -29,6 +29,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -168,7 +169,7 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 		}
 		return p
 	}
-	for _, p := range []*corev1.Pod{podOf(ownY, true), podOf(ownX, false)} {
+	for _, p := range []*corev1.Pod{podOf(ownY, true), podOf(ownX, false), podOf(ownX, true)} {
 		if err := c.Client.Create(ctx, p); err != nil {
 			t.Fatal(err)
 		}
@@ -232,6 +233,12 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 		"deleting a pod of its node that no TrainingJob controls": {
 			write: func() error { return agentClient.Delete(ctx, podOf(ownX, false), client.DryRunAll) },
 			want:  "may delete only pods of a TrainingJob",
+		},
+		"evicting a TrainingJob's pod on its own node (RBAC)": {
+			write: func() error {
+				return agentClient.SubResource("eviction").Create(ctx, podOf(ownX, true), &policyv1.Eviction{}, client.DryRunAll)
+			},
+			want: `cannot create resource "pods/eviction"`,
 		},
 		"deleting its own GPUNode (RBAC)": {
 			write: func() error {

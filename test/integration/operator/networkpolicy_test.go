@@ -30,12 +30,12 @@ import (
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 )
 
-// TestJobNetworkPolicyKeepsTheGangToItself: with --job-network-policy, a job gets a NetworkPolicy
+// TestJobNetworkPolicyKeepsTheGangToItself: by default (--job-network-policy), a job gets a NetworkPolicy
 // of its own name, controlled by it, that lets its pods accept connections only from the job's
 // pods, and rank 0's metrics port from anywhere, for Prometheus. What the pods call stays open.
 func TestJobNetworkPolicyKeepsTheGangToItself(t *testing.T) {
 	e := newEnv(t)
-	e.startOperator(func(o *operator.Options) { o.JobNetworkPolicy = true })
+	e.startOperator(func(o *operator.Options) { o.JobNetworkPolicy = operator.Defaults.JobNetworkPolicy })
 	job := utiltesting.MakeTrainingJob("isolated", e.ns).Workers(2).GPUs(1).Monitoring(convoy.MonitoringSpec{Enabled: true}).Obj()
 	e.create(job)
 	e.waitPods("isolated", 2, 0)

@@ -21,7 +21,7 @@ limitations under the License.
 // the convoy-scheduler would, onto kwok GPU nodes, which then report the pods Running. Pods finish
 // when a test writes their status (phase and container exit code) as a kubelet would. The operator
 // runs in-process, built by operator.New exactly as the binary builds it, and talks to the API
-// server as the convoy-operator ServiceAccount bound to the generated RBAC in deploy/operator/rbac,
+// server as the convoy-operator ServiceAccount bound to the RBAC in deploy/operator/rbac,
 // so a missing permission fails these tests.
 package operator
 
@@ -150,7 +150,12 @@ func setupCluster(ctx context.Context, c *framework.Cluster) error {
 	if err := c.Client.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: operatorSA}}); err != nil {
 		return err
 	}
-	return framework.BindRoles(ctx, c.Client, filepath.Join(root, "deploy/operator/rbac/role.yaml"), operatorNamespace, operatorSA)
+	for _, file := range []string{"role.yaml", "named_role.yaml"} {
+		if err := framework.BindRoles(ctx, c.Client, filepath.Join(root, "deploy/operator/rbac", file), operatorNamespace, operatorSA); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runningOperator is an operator started by a test.

@@ -125,7 +125,7 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Env, error
 			return nil, err
 		}
 	}
-	for _, file := range []string{"deploy/operator/rbac/role.yaml", "deploy/kueue/rbac/role.yaml"} {
+	for _, file := range []string{"deploy/operator/rbac/role.yaml", "deploy/operator/rbac/named_role.yaml", "deploy/kueue/rbac/role.yaml", "deploy/kueue/rbac/named_role.yaml"} {
 		if err := framework.BindRoles(ctx, c.Client, filepath.Join(root, file), OperatorNamespace, OperatorSA); err != nil {
 			return nil, err
 		}

@@ -80,16 +80,18 @@ func (l *clientLimits) allow(remoteAddr string) bool {
 // request is answered at once with Retry-After, and the SDK retries it.
 const (
 	// reviewConcurrency reviews may be in flight at once, all namespaces together; past it, 503.
-	reviewConcurrency = 16
+	// A review takes milliseconds: the cap binds when the API server is slow.
+	reviewConcurrency = 64
 	// reviewRate reviews a second, in bursts of reviewBurst, all namespaces together: under half
 	// the client's QPS, so a flood of reviews never delays status writes; past it, 503.
 	reviewRate  = 40
 	reviewBurst = 80
 	// The pods of one namespace share a quarter of each global budget, so no namespace spends it
 	// all: namespaceReviewConcurrency in flight, namespaceReviewRate a second in bursts of
-	// namespaceReviewBurst (a gang of 40 pods starting at once); past it, 429. An accepted token is
-	// cached for tokenCacheTTL, so a pod needs about one review a minute.
-	namespaceReviewConcurrency = 4
+	// namespaceReviewBurst; past it, 429. A gang of 16 pods reporting at the same moment is
+	// reviewed at once, one of 40 within a second. An accepted token is cached for tokenCacheTTL,
+	// so a pod needs about one review a minute.
+	namespaceReviewConcurrency = 16
 	namespaceReviewRate        = 10
 	namespaceReviewBurst       = 40
 	// reviewTimeout bounds one review, the wait for the client's rate limit included.

@@ -222,6 +222,10 @@ bench-agent: bin ## The node agent on 1 and 1,000 nodes: compute per poll, time 
 bench-admission: bin ## Quota beyond what fragmented racks can place: time and GPU quota held by jobs admitted but unplaced, jobs/hour, Kueue + convoy-scheduler with and without the placement check.
 	$(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkAdmittedUnplaced -benchtime 1x -timeout 60m
 
+.PHONY: bench-progress
+bench-progress: bin ## 50 hostile pods flooding the progress endpoint with random and forged tokens: another team's report latency and checkpoint acknowledgements, beside no attack.
+	$(GO) test ./test/bench/progress -run '^$$' -bench BenchmarkTenantFlood -benchtime 1x -timeout 20m
+
 .PHONY: chaos
 chaos: bin ## Faults while TrainingJobs run (operator and scheduler SIGKILLed, leader failover, API server restarted, Kueue down), counted as a table: test/chaos/README.md.
 	$(GO) run ./test/cmd/chaos

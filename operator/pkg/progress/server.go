@@ -110,6 +110,7 @@ type Server struct {
 	setupOnce sync.Once
 	tokens    authenticator.Token
 	clients   *clientLimits
+	reviews   *reviewLimits
 }
 
 // tokenCacheTTL is how long a token the API server accepted is trusted without another
@@ -192,7 +193,9 @@ func (s *Server) setup() {
 			s.Clock = clock.RealClock{}
 		}
 		// Refusals are cached too (for rejectedTokenTTL): the same bad token sent again costs no review.
-		s.tokens = tokencache.New(&tokenReviewer{client: s.Client}, false, tokenCacheTTL, rejectedTokenTTL)
+		// A review the budgets have no room for is an error, not cached.
+		s.reviews = newReviewLimits(s.Clock)
+		s.tokens = tokencache.New(&tokenReviewer{client: s.Client, limits: s.reviews}, false, tokenCacheTTL, rejectedTokenTTL)
 		s.clients = newClientLimits(s.Clock)
 	})
 }
@@ -210,6 +213,9 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request, body any, vali
 	job, pod, code, err := s.authorize(ctx, req, key)
 	if err != nil {
 		log.V(2).Info("Refused a report", "status", code, "reason", err.Error())
+		if busy := (reviewBusy{}); errors.As(err, &busy) {
+			w.Header().Set("Retry-After", busy.retryAfterSeconds())
+		}
 		http.Error(w, err.Error(), code)
 		return
 	}
@@ -265,38 +271,59 @@ func (s *Server) handle(w http.ResponseWriter, req *http.Request, body any, vali
 // authorize accepts the request when its bearer token is a ServiceAccount token for Audience,
 // bound to a pod that still exists and that the job controls (its controller owner reference has
 // the job's UID): a pod that only carries the job's labels is refused. It returns the job and the pod.
+// A token whose unverified claims cannot pass these checks is refused before any TokenReview.
 func (s *Server) authorize(ctx context.Context, req *http.Request, key types.NamespacedName) (*convoy.TrainingJob, *corev1.Pod, int, error) {
 	token, ok := strings.CutPrefix(req.Header.Get("Authorization"), "Bearer ")
 	if !ok || token == "" {
 		return nil, nil, http.StatusUnauthorized, errors.New("no bearer token: send the token in $CONVOY_PROGRESS_TOKEN_FILE as 'Authorization: Bearer <token>'")
 	}
+	claims, err := unverifiedClaims(token)
+	if err != nil {
+		return nil, nil, http.StatusUnauthorized, err
+	}
+	if claims.Namespace != key.Namespace {
+		return nil, nil, http.StatusForbidden, fmt.Errorf("the token is for namespace %s, not the job's namespace %s: use the projected token in $CONVOY_PROGRESS_TOKEN_FILE", claims.Namespace, key.Namespace)
+	}
+	job, pod, code, err := s.podOfJob(ctx, key, claims)
+	if err != nil {
+		return nil, nil, code, err
+	}
 	resp, ok, err := s.tokens.AuthenticateToken(authenticator.WithAudiences(ctx, authenticator.Audiences{Audience}), token)
+	var busy reviewBusy
 	switch {
+	case errors.As(err, &busy):
+		return nil, nil, busy.code, busy
 	case err != nil:
 		return nil, nil, http.StatusServiceUnavailable, fmt.Errorf("reviewing the token failed: %v; retry later", err)
 	case !ok:
 		return nil, nil, http.StatusUnauthorized, fmt.Errorf("the token was not accepted for audience %s: send the projected token in $CONVOY_PROGRESS_TOKEN_FILE", Audience)
 	}
+	// The reviewed user must be the pod the claims named, which podOfJob checked.
 	who := resp.User
 	podName, podUID := first(who.GetExtra()[extraPodName]), first(who.GetExtra()[extraPodUID])
-	if podName == "" || !strings.HasPrefix(who.GetName(), "system:serviceaccount:"+key.Namespace+":") {
-		return nil, nil, http.StatusForbidden, fmt.Errorf("the token of %s is not bound to a pod of namespace %s: use the projected token in $CONVOY_PROGRESS_TOKEN_FILE", who.GetName(), key.Namespace)
+	if podName != claims.Pod || podUID != claims.PodUID || !strings.HasPrefix(who.GetName(), "system:serviceaccount:"+key.Namespace+":") {
+		return nil, nil, http.StatusForbidden, fmt.Errorf("the token of %s is not bound to pod %s/%s: use the projected token in $CONVOY_PROGRESS_TOKEN_FILE", who.GetName(), key.Namespace, claims.Pod)
 	}
+	return job, pod, 0, nil
+}
+
+// podOfJob returns the job and the pod the claims name when the job controls that pod. A missing
+// job is refused as a pod not of the job is, so that no request learns which jobs exist before
+// its token is reviewed.
+func (s *Server) podOfJob(ctx context.Context, key types.NamespacedName, claims podClaims) (*convoy.TrainingJob, *corev1.Pod, int, error) {
 	job := &convoy.TrainingJob{}
-	if err := s.Client.Get(ctx, key, job); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil, http.StatusNotFound, fmt.Errorf("TrainingJob %s does not exist", key)
-		}
-		return nil, nil, http.StatusServiceUnavailable, err
+	jobErr := s.Client.Get(ctx, key, job)
+	if jobErr != nil && !apierrors.IsNotFound(jobErr) {
+		return nil, nil, http.StatusServiceUnavailable, jobErr
 	}
 	pod := &corev1.Pod{}
-	err = s.Client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: podName}, pod)
+	err := s.Client.Get(ctx, types.NamespacedName{Namespace: key.Namespace, Name: claims.Pod}, pod)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, nil, http.StatusServiceUnavailable, err
 	}
 	owner := metav1.GetControllerOf(pod)
-	if err != nil || string(pod.UID) != podUID || owner == nil || owner.UID != job.UID {
-		return nil, nil, http.StatusForbidden, fmt.Errorf("pod %s/%s is not a pod of TrainingJob %s: a job's reports are accepted from the pods it controls only", key.Namespace, podName, key)
+	if jobErr != nil || err != nil || string(pod.UID) != claims.PodUID || owner == nil || owner.UID != job.UID {
+		return nil, nil, http.StatusForbidden, fmt.Errorf("pod %s/%s is not a pod of TrainingJob %s: a job's reports are accepted from the pods it controls only", key.Namespace, claims.Pod, key)
 	}
 	return job, pod, 0, nil
 }
@@ -344,12 +371,26 @@ func Under(p, dir string) bool {
 	return true
 }
 
-// tokenReviewer asks the API server to review a token for the audiences in the context.
+// tokenReviewer asks the API server to review a token for the audiences in the context, within
+// the review budgets of the token's namespace and of the operator, and within reviewTimeout.
 type tokenReviewer struct {
 	client client.Client
+	limits *reviewLimits
 }
 
 func (t *tokenReviewer) AuthenticateToken(ctx context.Context, token string) (*authenticator.Response, bool, error) {
+	// authorize read the claims before: they name the namespace of the job the request is about.
+	claims, err := unverifiedClaims(token)
+	if err != nil {
+		return nil, false, nil
+	}
+	release, err := t.limits.acquire(claims.Namespace)
+	if err != nil {
+		return nil, false, err
+	}
+	defer release()
+	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
+	defer cancel()
 	auds, _ := authenticator.AudiencesFrom(ctx)
 	tr := &authv1.TokenReview{Spec: authv1.TokenReviewSpec{Token: token, Audiences: auds}}
 	if err := t.client.Create(ctx, tr); err != nil {

@@ -71,7 +71,7 @@ func FuzzReport(f *testing.F) {
 		}
 		s, c := fuzzServer(scheme, job, location)
 		req := httptest.NewRequest(http.MethodPost, JobPath("ns", "llm")+"/"+endpoint, bytes.NewReader(body))
-		req.Header.Set("Authorization", "Bearer pod-token")
+		req.Header.Set("Authorization", "Bearer "+fuzzPodToken)
 		rec := httptest.NewRecorder()
 		s.Handler().ServeHTTP(rec, req)
 		if rec.Code != http.StatusNoContent {
@@ -124,8 +124,11 @@ func FuzzReport(f *testing.F) {
 	})
 }
 
+// fuzzPodToken is the token of pod ns/llm-worker-0, which fuzzServer accepts.
+var fuzzPodToken = unsignedToken(podTokenClaims("ns", "llm-worker-0", "pod-uid"))
+
 // fuzzServer is a progress server in front of a fake client holding job and its pod llm-worker-0,
-// whose token the server accepts.
+// whose token (fuzzPodToken) the server accepts.
 func fuzzServer(scheme *runtime.Scheme, job *convoy.TrainingJob, location string) (*Server, client.Client) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "llm-worker-0", Namespace: "ns", UID: "pod-uid",
 		Labels:          map[string]string{convoy.LabelRestartAttempt: "0"},
@@ -136,7 +139,7 @@ func fuzzServer(scheme *runtime.Scheme, job *convoy.TrainingJob, location string
 	s.setupOnce.Do(func() {
 		s.tokens = authenticator.TokenFunc(func(_ context.Context, token string) (*authenticator.Response, bool, error) {
 			return &authenticator.Response{User: &user.DefaultInfo{Name: "system:serviceaccount:ns:default",
-				Extra: map[string][]string{extraPodName: {pod.Name}, extraPodUID: {string(pod.UID)}}}}, token == "pod-token", nil
+				Extra: map[string][]string{extraPodName: {pod.Name}, extraPodUID: {string(pod.UID)}}}}, token == fuzzPodToken, nil
 		})
 		s.clients = newClientLimits(clk)
 	})

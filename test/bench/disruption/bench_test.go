@@ -90,13 +90,8 @@ type outcome struct {
 }
 
 func BenchmarkWorkLost(b *testing.B) {
-	c := framework.Shared(b)
-	ctx := b.Context()
-	env, err := queuetest.Start(ctx, c, queuetest.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(env.Stop)
+	env := queuetest.StartShared(b, queuetest.Options{})
+	c, ctx := env.Cluster, b.Context()
 	if out, err := env.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(env.Root, "deploy/queue/priorities.yaml")); err != nil {
 		b.Fatalf("%v\n%s", err, out)
 	}

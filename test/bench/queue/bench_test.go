@@ -130,13 +130,8 @@ type result struct {
 }
 
 func BenchmarkAdmission(b *testing.B) {
-	c := framework.Shared(b)
-	ctx := b.Context()
-	env, err := queuetest.Start(ctx, c, queuetest.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(env.Stop)
+	env := queuetest.StartShared(b, queuetest.Options{})
+	c, ctx := env.Cluster, b.Context()
 	if err := c.Client.Create(ctx, utiltestingapi.MakeResourceFlavor(flavor).NodeLabel(convoy.LabelGPUProduct, "NVIDIA-H100-80GB-HBM3").Obj()); err != nil {
 		b.Fatal(err)
 	}

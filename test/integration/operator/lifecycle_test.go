@@ -486,60 +486,117 @@ func TestProgressRefusesForgedAndStaleReports(t *testing.T) {
 	}
 }
 
-// TestProgressFloodCostsFewTokenReviews: a client sending a flood of requests with bogus tokens is
-// answered 429 past its rate, so the flood cannot become a TokenReview storm on the API server,
-// and a refused token sent again is refused without another review.
-func TestProgressFloodCostsFewTokenReviews(t *testing.T) {
+// TestProgressFloodIsRefusedBeforeReview: a flood of tokens that cannot be the job's pod's (random
+// strings, forged tokens naming another namespace or a pod the job does not control, the real token
+// of another job's pod) from 4 hostile addresses is refused without a single TokenReview, and
+// answered 429 past each address's rate, while the job's own pod has its reports recorded.
+func TestProgressFloodIsRefusedBeforeReview(t *testing.T) {
 	e := newEnv(t)
 	e.startOperator()
 	e.create(utiltesting.MakeTrainingJob("flooded", e.ns).Workers(1).Obj())
+	e.create(utiltesting.MakeTrainingJob("bystander", e.ns).Workers(1).Obj())
 	pod := e.waitPods("flooded", 1, 0)["flooded-worker-0"]
+	bystander := e.waitPods("bystander", 1, 0)["bystander-worker-0"]
+	tokens := []func() string{
+		util.RandomToken,
+		func() string { return util.ForgedProgressToken("someone-else", pod.Name, string(pod.UID)) },
+		func() string { return util.ForgedProgressToken(e.ns, pod.Name, util.RandomToken()) },
+		func() string { return util.ForgedProgressToken(e.ns, "attacker-0", util.RandomToken()) },
+		func() string { return e.podToken(bystander, progress.Audience) },
+	}
+	token := e.podToken(pod, progress.Audience)
 
+	// 400 requests from 20 connections at once, as hostile pods at 127.0.0.2-5 would send them: each
+	// address has 50 let through at once, and is refused past 10 a second.
+	const flood, senders = 400, 20
+	var sends []func(path, token string, body any) (int, string)
+	for i := range senders {
+		sends = append(sends, e.progressClient(pod, fmt.Sprintf("127.0.0.%d", 2+i%4)))
+	}
 	before := e.tokenReviews()
-	for range 10 {
-		if code, answer := e.post(pod, "progress", "the-same-bad-token", body0()); code != http.StatusUnauthorized {
-			t.Fatalf("a bad token = %d %s, want 401", code, answer)
-		}
-	}
-	if got := e.tokenReviews() - before; got != 1 {
-		t.Errorf("the same bad token sent 10 times made %v TokenReviews, want 1", got)
-	}
-
-	// 300 requests from 20 connections at once, as a hostile pod would send them.
-	const flood, senders = 300, 20
-	send := e.progressClient(pod)
-	before = e.tokenReviews()
-	began := time.Now()
 	var mu sync.Mutex
 	codes := map[int]int{}
 	var wg sync.WaitGroup
 	for s := range senders {
 		wg.Go(func() {
 			for i := s; i < flood; i += senders {
-				code, _ := send("progress", fmt.Sprintf("bogus-token-%d", i), body0())
+				code, _ := sends[s]("progress", tokens[i%len(tokens)](), body0())
 				mu.Lock()
 				codes[code]++
 				mu.Unlock()
 			}
 		})
 	}
+	for epoch := range int32(3) {
+		if code, answer := e.post(pod, "progress", token, progress.Report{Epoch: ptr.To(epoch + 1)}); code != http.StatusNoContent {
+			t.Errorf("the pod's report of epoch %d during the flood = %d %s, want 204", epoch+1, code, answer)
+		}
+	}
+	wg.Wait()
+	got := e.tokenReviews() - before
+	t.Logf("%d requests with tokens not of the job's pod: answers %v; %v TokenReviews", flood, codes, got)
+	if got != 1 {
+		t.Errorf("the flood and the pod's 3 reports made %v TokenReviews, want 1 (the pod's token)", got)
+	}
+	for code := range codes {
+		if code != http.StatusUnauthorized && code != http.StatusForbidden && code != http.StatusTooManyRequests {
+			t.Errorf("%d requests of the flood were answered %d, want 401, 403 or 429", codes[code], code)
+		}
+	}
+	if codes[http.StatusUnauthorized]+codes[http.StatusForbidden] < 4*50 || codes[http.StatusTooManyRequests] == 0 {
+		t.Errorf("answers %v: want each address's first 50 refused for their tokens, and 429 past its rate", codes)
+	}
+}
+
+// TestProgressReviewsShareANamespaceBudget: tokens forged for the namespace's own pod pass the
+// early checks and cost TokenReviews, but from the namespace's budget only: past it they are
+// answered 429 saying so, while a pod of another namespace has its report recorded.
+func TestProgressReviewsShareANamespaceBudget(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	other := e.inNamespace(e.ns + "-other")
+	e.create(utiltesting.MakeTrainingJob("hostile", e.ns).Workers(1).Obj())
+	other.create(utiltesting.MakeTrainingJob("quiet", other.ns).Workers(1).Obj())
+	hostile := e.waitPods("hostile", 1, 0)["hostile-worker-0"]
+	quiet := other.waitPods("quiet", 1, 0)["quiet-worker-0"]
+
+	// 200 forged tokens from 8 connections at 4 addresses, 50 each: the per-client burst.
+	const flood, senders = 200, 8
+	var sends []func(path, token string, body any) (int, string)
+	for i := range senders {
+		sends = append(sends, e.progressClient(hostile, fmt.Sprintf("127.0.0.%d", 3+i%4)))
+	}
+	before := e.tokenReviews()
+	began := time.Now()
+	var mu sync.Mutex
+	codes, budget := map[int]int{}, 0
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Go(func() {
+			for i := s; i < flood; i += senders {
+				code, answer := sends[s]("progress", util.ForgedProgressToken(e.ns, hostile.Name, string(hostile.UID)), body0())
+				mu.Lock()
+				codes[code]++
+				if code == http.StatusTooManyRequests && strings.Contains(answer, "namespace "+e.ns) {
+					budget++
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	other.report(quiet, "progress", body0())
 	wg.Wait()
 	elapsed := time.Since(began)
 	got := e.tokenReviews() - before
-	// What the limit lets through: a burst of 50, then 10 a second.
-	allowed := 50 + 10*elapsed.Seconds() + 1
-	t.Logf("%d requests with distinct bogus tokens in %v: answers %v, %v TokenReviews", flood, elapsed.Round(time.Millisecond), codes, got)
+	// What the namespace's budget lets through: a burst of 40, then 10 a second; and the quiet pod's.
+	allowed := 40 + 10*elapsed.Seconds() + 1
+	t.Logf("%d forged tokens of the namespace's own pod in %v: answers %v; %v TokenReviews", flood, elapsed.Round(time.Millisecond), codes, got)
 	if got > allowed {
-		t.Errorf("%d bogus tokens in %v made %v TokenReviews, want at most %.0f", flood, elapsed.Round(time.Millisecond), got, allowed)
+		t.Errorf("%d forged tokens in %v made %v TokenReviews, want at most %.0f", flood, elapsed.Round(time.Millisecond), got, allowed)
 	}
-	if codes[http.StatusTooManyRequests] == 0 {
-		t.Errorf("no request of the flood was answered 429: %v", codes)
+	if budget == 0 || codes[http.StatusUnauthorized] == 0 || codes[http.StatusTooManyRequests]+codes[http.StatusUnauthorized] != flood {
+		t.Errorf("answers %v, %d of them 429 for the namespace's budget; want 401 (reviewed and refused) and 429 (past the budget) only", codes, budget)
 	}
-	// The pod's own reports go through again once the flood stops.
-	e.eventually("a report after the flood", func() (bool, string) {
-		code, answer := e.post(pod, "progress", e.podToken(pod, progress.Audience), body0())
-		return code == http.StatusNoContent, fmt.Sprint(code, " ", answer)
-	})
 }
 
 // TestSquattersAreNeverAdopted: objects that take the names of a job's children before the job

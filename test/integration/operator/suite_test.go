@@ -28,7 +28,6 @@ package operator
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
@@ -114,17 +113,22 @@ func newEnv(t *testing.T) *env {
 		setupDone = true
 	}
 	setupMu.Unlock()
-	ns := framework.TestNamespace(t)
-	e := &env{t: t, c: c, k: c.Client, ns: ns}
-	if err := c.Client.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
-		t.Fatal(err)
+	return (&env{t: t, c: c, k: c.Client}).inNamespace(framework.TestNamespace(t))
+}
+
+// inNamespace creates namespace ns and gives the test a view of it, as of another team.
+func (e *env) inNamespace(ns string) *env {
+	e.t.Helper()
+	o := &env{t: e.t, c: e.c, k: e.k, ns: ns}
+	if err := e.k.Create(e.t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		e.t.Fatal(err)
 	}
 	// Pods are refused until the namespace's default ServiceAccount exists.
-	e.eventually("the default ServiceAccount", func() (bool, string) {
-		err := c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})
+	o.eventually("the default ServiceAccount", func() (bool, string) {
+		err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: ns, Name: "default"}, &corev1.ServiceAccount{})
 		return err == nil, fmt.Sprint(err)
 	})
-	return e
+	return o
 }
 
 // setupCluster installs what every test needs: the CRDs, the kwok GPU nodes, and the operator's
@@ -411,7 +415,7 @@ func (e *env) podToken(pod *corev1.Pod, audience string) string {
 // token (none when empty). It returns the status code and the body of the answer.
 func (e *env) post(pod *corev1.Pod, path, token string, body any) (int, string) {
 	e.t.Helper()
-	code, answer := e.progressClient(pod)(path, token, body)
+	code, answer := e.progressClient(pod, "")(path, token, body)
 	if code == 0 {
 		e.t.Fatal(answer)
 	}
@@ -420,8 +424,9 @@ func (e *env) post(pod *corev1.Pod, path, token string, body any) (int, string) 
 
 // progressClient returns a sender to the pod's progress endpoint with one keep-alive HTTP client,
 // safe for concurrent use: it posts body to path with token (none when empty) and returns the
-// status code and the answer, or 0 and the error when the request failed.
-func (e *env) progressClient(pod *corev1.Pod) func(path, token string, body any) (int, string) {
+// status code and the answer, or 0 and the error when the request failed. Its connections leave
+// from source (a loopback address such as 127.0.0.2; any when empty).
+func (e *env) progressClient(pod *corev1.Pod, source string) func(path, token string, body any) (int, string) {
 	e.t.Helper()
 	cm := &corev1.ConfigMap{}
 	if err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: e.ns, Name: pod.Labels[convoy.LabelJobName] + "-config"}, cm); err != nil {
@@ -431,7 +436,7 @@ func (e *env) progressClient(pod *corev1.Pod) func(path, token string, body any)
 	if !roots.AppendCertsFromPEM([]byte(cm.Data["progress-ca.crt"])) {
 		e.t.Fatalf("the job's ConfigMap holds no progress CA: %v", cm.Data)
 	}
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, MaxIdleConnsPerHost: 64}}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: util.ProgressTransport(roots, source)}
 	e.t.Cleanup(hc.CloseIdleConnections)
 	url := util.EnvOf(pod, "CONVOY_PROGRESS_URL")
 	return func(path, token string, body any) (int, string) {

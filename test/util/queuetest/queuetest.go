@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"go.uber.org/zap/zapcore"
@@ -158,6 +159,18 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Env, error
 		return nil, err
 	}
 	return e, nil
+}
+
+// StartShared starts Kueue and the operator (Start) on the package's shared cluster
+// (framework.Shared) and stops the operator at the end of tb, failing tb when they do not start.
+func StartShared(tb testing.TB, opts Options) *Env {
+	tb.Helper()
+	env, err := Start(tb.Context(), framework.Shared(tb), opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(env.Stop)
+	return env
 }
 
 // kueueManagement is which jobs Kueue's configuration in file makes Kueue's, as deploy/operator's

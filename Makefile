@@ -84,13 +84,14 @@ $(BIN)/crd-ref-docs: hack/refdocs/go.mod hack/refdocs/go.sum
 GENERATED = find api deploy scheduler-plugin/apis docs/reference -type f \( -name 'zz_generated*' -o -path '*/crd/bases/*' -o -path '*/crd/scheduler-plugins/*' -o -path '*/rbac/role.yaml' -o -path 'deploy/helm/*' -o -path 'docs/reference/*' \) -print0 | sort -z | xargs -0 sha256sum
 
 .PHONY: verify
-verify: ## Fail when generated files are stale, go.mod is not tidy, a Go file lacks its license header, or gofmt/go vet complain.
+verify: ## Fail when generated files are stale, go.mod is not tidy, the Markdown names what the code lacks (hack/docscheck), a Go file lacks its license header, or gofmt/go vet complain.
 	@before=$$($(GENERATED)); \
 	$(MAKE) --no-print-directory generate >/dev/null; \
 	after=$$($(GENERATED)); \
 	if [ "$$before" != "$$after" ]; then echo "Generated files were stale; 'make generate' has updated them: review and commit."; \
 		diff <(echo "$$before") <(echo "$$after") || true; exit 1; fi
 	@$(GO) mod tidy -diff >/dev/null 2>&1 || { echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit:"; $(GO) mod tidy -diff; exit 1; }
+	@$(GO) run ./hack/docscheck
 	@$(MAKE) --no-print-directory vet
 
 .PHONY: vet

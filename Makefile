@@ -217,6 +217,7 @@ bench-queue: bin ## Admission rate of 1,000 TrainingJobs vs 1,000 batch/v1 Jobs 
 
 .PHONY: bench-agent
 bench-agent: bin ## The node agent on 1 and 1,000 nodes: compute per poll, time to publish a GPU fault.
+	$(GO) test ./scheduler-plugin/pkg/nodeagent -run '^$$' -bench BenchmarkPollCompute
 	$(GO) test ./test/integration/nodeagent -run '^$$' -bench BenchmarkAgent -benchtime 10x -timeout 30m
 
 .PHONY: bench-admission

@@ -23,8 +23,9 @@ UNIT_PKGS     = $(shell $(GO) list ./... | grep -v '/test/') ./test/bench/trace 
 INTEG_PKGS    = $(shell $(GO) list ./test/... | grep -v -e '/test/cmd/' -e '/test/e2e' -e '/test/bench/' -e '/test/chaos')
 # The whole stack (Kueue, operator, scheduler, node agents) end to end, on kwok's fake nodes.
 E2E_PKGS      = $(shell $(GO) list ./test/e2e/... | grep -v -e '/test/e2e/realnode') ./test/chaos
-# The real-node tier: real kubelets, containerd and containers from Convoy's images.
-REAL_PKGS     = ./test/e2e/realnode
+# The real-node tier: real kubelets, containerd and containers from Convoy's images; then the
+# README's install blocks run as written on real nodes labelled as providers label them.
+REAL_PKGS     = ./test/e2e/realnode ./test/e2e/adoption
 # What real nodes need from Debian (test/framework/realnode.go's RealNodeBinaries).
 REAL_NODE_DEBS = containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux
 # make verify runs go vet with every check on every package, test files included: the tiers do not

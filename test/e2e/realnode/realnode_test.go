@@ -22,7 +22,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -51,19 +50,7 @@ import (
 
 var env *realstack.Env
 
-func TestMain(m *testing.M) {
-	framework.Main(m, framework.Options{RealNodes: true, KwokArgs: kwokArgs(),
-		AddToScheme: realstack.AddToScheme})
-}
-
-func kwokArgs() []string {
-	args, err := stack.KwokArgs(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	return args
-}
+func TestMain(m *testing.M) { realstack.Main(m) }
 
 func setup(t *testing.T) *realstack.Env {
 	t.Helper()

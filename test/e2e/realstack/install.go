@@ -98,7 +98,7 @@ func (e *Env) install(ctx context.Context, logf func(string, ...any)) error {
 			return err
 		}
 	}
-	if err := e.waitGPUNodes(ctx); err != nil {
+	if err := e.WaitGPUNodes(ctx); err != nil {
 		return err
 	}
 	logf("Operator, scheduler (2 replicas each, leader election on) and node agents running in the cluster from the Helm chart (%.1fs)", time.Since(began).Seconds())
@@ -173,28 +173,38 @@ func (e *Env) kueueBase(ctx context.Context, overlay string) ([]string, error) {
 	if err := os.CopyFS(base, os.DirFS(e.path("deploy/kueue"))); err != nil {
 		return nil, err
 	}
+	if err := e.OfflineKueue(ctx, base, kueueReleaseImage+":"+framework.KueueVersion); err != nil {
+		return nil, err
+	}
+	return []string{"base"}, nil
+}
+
+// OfflineKueue makes the deploy/kueue folder dir (a copy of it) take Kueue's release from the
+// pinned Kueue module instead of GitHub: config/default rendered with image, which is what the
+// release's manifests.yaml is with Kueue's image.
+func (e *Env) OfflineKueue(ctx context.Context, dir, image string) error {
 	moduleDir, err := framework.ModuleDir(ctx, e.Root, framework.KueueModule)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	release, err := exec.CommandContext(ctx, filepath.Join(e.Cluster.BinDir, "kubectl"), "kustomize", filepath.Join(moduleDir, "config", "default")).Output()
 	if err != nil {
-		return nil, fmt.Errorf("rendering Kueue's config/default: %w", err)
+		return fmt.Errorf("rendering Kueue's config/default: %w", err)
 	}
-	release = []byte(strings.ReplaceAll(string(release), kueueConfigImage, kueueReleaseImage+":"+framework.KueueVersion))
-	if err := os.WriteFile(filepath.Join(base, "kueue-release.yaml"), release, 0o644); err != nil {
-		return nil, err
+	release = []byte(strings.ReplaceAll(string(release), kueueConfigImage, image))
+	if err := os.WriteFile(filepath.Join(dir, "kueue-release.yaml"), release, 0o644); err != nil {
+		return err
 	}
-	file := filepath.Join(base, "kustomization.yaml")
+	file := filepath.Join(dir, "kustomization.yaml")
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if !strings.Contains(string(data), kueueReleaseURL) {
-		return nil, fmt.Errorf("deploy/kueue/kustomization.yaml does not take Kueue's release from %s", kueueReleaseURL)
+		return fmt.Errorf("deploy/kueue/kustomization.yaml does not take Kueue's release from %s", kueueReleaseURL)
 	}
 	data = []byte(strings.ReplaceAll(string(data), kueueReleaseURL, "kueue-release.yaml"))
-	return []string{"base"}, os.WriteFile(file, data, 0o644)
+	return os.WriteFile(file, data, 0o644)
 }
 
 // rollout waits for `kubectl rollout status` of workload; on failure the error carries its pods'
@@ -210,8 +220,8 @@ func (e *Env) rollout(ctx context.Context, namespace, workload string) error {
 	return fmt.Errorf("%w\npods:\n%s\nevents:\n%s\nlogs:\n%s", err, pods, events, logs)
 }
 
-// waitGPUNodes waits until the node agents have written each real node's GPUNode with its GPUs.
-func (e *Env) waitGPUNodes(ctx context.Context) error {
+// WaitGPUNodes waits until the node agents have written each real node's GPUNode with its GPUs.
+func (e *Env) WaitGPUNodes(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for _, n := range e.Nodes {

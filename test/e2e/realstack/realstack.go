@@ -25,8 +25,10 @@ package realstack
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,6 +75,17 @@ var AddToScheme = []func(*runtime.Scheme) error{convoy.AddToScheme, kueue.AddToS
 // components, which TestConvoyImagesStart starts.
 var Images = []string{images.Pause, images.CoreDNS, images.Trainer, images.Operator, images.Scheduler, images.NodeAgent, images.Kueue}
 
+// Main runs the tests of a real-node package (m) on one cluster started with real nodes, as
+// framework.Main does.
+func Main(m *testing.M) {
+	args, err := stack.KwokArgs(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	framework.Main(m, framework.Options{RealNodes: true, KwokArgs: args, AddToScheme: AddToScheme})
+}
+
 // Env is a running real-node stack.
 type Env struct {
 	Cluster *framework.Cluster
@@ -94,6 +107,42 @@ func Start(ctx context.Context, c *framework.Cluster, logf func(format string, a
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
+	e, err := StartNodes(ctx, c, ConvoyLabels(), logf)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.install(ctx, logf); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// ProviderLabels are the labels a GPU node has from its provider and NVIDIA's operators alone: its
+// zone (the cloud provider's), nvidia.com/gpu.product (GPU Feature Discovery's) and
+// nvidia.com/gpu.present (the GPU operator's); no convoy.dev/* and no karpenter.sh/* label.
+func ProviderLabels() map[string]string {
+	return map[string]string{
+		framework.LabelZone:       "zone-real",
+		framework.LabelGPUProduct: GPUProduct,
+		LabelGPUPresent:           "true",
+	}
+}
+
+// ConvoyLabels are ProviderLabels with Convoy's topology labels (block, rack), LabelNodeKind
+// and Karpenter's capacity type: what the real-node suite's queues and placements select.
+func ConvoyLabels() map[string]string {
+	labels := ProviderLabels()
+	labels[framework.LabelBlock] = "block-real"
+	labels[framework.LabelRack] = "rack-real"
+	labels[LabelNodeKind] = NodeKindReal
+	labels[stack.LabelCapacityType] = "on-demand"
+	return labels
+}
+
+// StartNodes starts the registry and pushes Images to it, starts the real nodes, labelled with
+// labels, with their device plugins, and CoreDNS; it installs neither Kueue nor Convoy. c must have
+// been started with framework.Options.RealNodes.
+func StartNodes(ctx context.Context, c *framework.Cluster, labels map[string]string, logf func(format string, args ...any)) (*Env, error) {
 	root, err := framework.RepoRoot()
 	if err != nil {
 		return nil, err
@@ -113,18 +162,9 @@ func Start(ctx context.Context, c *framework.Cluster, logf func(format string, a
 
 	for i, name := range NodeNames {
 		n, err := c.StartRealNode(ctx, framework.RealNodeSpec{
-			Name:  name,
-			Index: i + 1,
-			Labels: map[string]string{
-				framework.LabelZone:       "zone-real",
-				framework.LabelBlock:      "block-real",
-				framework.LabelRack:       "rack-real",
-				framework.LabelGPUProduct: GPUProduct,
-				LabelNodeKind:             NodeKindReal,
-				// As the GPU operator labels GPU nodes: deploy/node-agent's DaemonSet runs there.
-				LabelGPUPresent:         "true",
-				stack.LabelCapacityType: "on-demand",
-			},
+			Name:         name,
+			Index:        i + 1,
+			Labels:       maps.Clone(labels),
 			SandboxImage: e.Image(images.Pause),
 			Registry:     Registry,
 		})
@@ -149,10 +189,6 @@ func Start(ctx context.Context, c *framework.Cluster, logf func(format string, a
 		return nil, err
 	}
 	logf("CoreDNS ready on %s (%.1fs)", NodeNames[0], time.Since(began).Seconds())
-
-	if err := e.install(ctx, logf); err != nil {
-		return nil, err
-	}
 	return e, nil
 }
 

@@ -18,6 +18,7 @@ package realstack
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os/exec"
@@ -74,21 +75,32 @@ type StoryResult struct {
 	FirstStep time.Duration
 }
 
-// StoryQueue creates what a queue administrator would for the real nodes: a ResourceFlavor of
-// them, a ClusterQueue with quota for their 8 GPUs, and the LocalQueue "training" in namespace,
-// with the namespace, whose Pod Security admission enforces restricted.
+// StoryQueue creates what a queue administrator would for the real nodes (NodeQueue, the flavor
+// selecting LabelNodeKind) in namespace, whose Pod Security admission enforces restricted.
 func (e *Env) StoryQueue(ctx context.Context, namespace string) error {
+	return e.NodeQueue(ctx, namespace, map[string]string{"pod-security.kubernetes.io/enforce": "restricted"},
+		"real-l40s", map[string]string{LabelNodeKind: NodeKindReal})
+}
+
+// NodeQueue creates the namespace with nsLabels, the ResourceFlavor flavor of the nodes with
+// nodeLabels, a ClusterQueue real-<namespace> with quota for the real nodes' GPUs, and the
+// LocalQueue "training" in namespace.
+func (e *Env) NodeQueue(ctx context.Context, namespace string, nsLabels map[string]string, flavor string, nodeLabels map[string]string) error {
+	inline := func(m map[string]string) string {
+		data, _ := json.Marshal(m)
+		return string(data)
+	}
 	manifest := fmt.Sprintf(`apiVersion: v1
 kind: Namespace
 metadata:
   name: %[1]s
-  labels: {pod-security.kubernetes.io/enforce: restricted}
+  labels: %[2]s
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
-metadata: {name: real-l40s}
+metadata: {name: %[3]s}
 spec:
-  nodeLabels: {%[2]s: %[3]s}
+  nodeLabels: %[4]s
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
@@ -99,9 +111,9 @@ spec:
   resourceGroups:
   - coveredResources: [nvidia.com/gpu, cpu, memory]
     flavors:
-    - name: real-l40s
+    - name: %[3]s
       resources:
-      - {name: nvidia.com/gpu, nominalQuota: %[4]d}
+      - {name: nvidia.com/gpu, nominalQuota: %[5]d}
       - {name: cpu, nominalQuota: "4"}
       - {name: memory, nominalQuota: 8Gi}
 ---
@@ -109,7 +121,7 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
 metadata: {name: training, namespace: %[1]s}
 spec: {clusterQueue: real-%[1]s}
-`, namespace, LabelNodeKind, NodeKindReal, GPUsPerNode*len(NodeNames))
+`, namespace, inline(nsLabels), flavor, inline(nodeLabels), GPUsPerNode*len(NodeNames))
 	_, err := e.kubectlStdin(ctx, manifest, "apply", "--server-side", "-f", "-")
 	return err
 }

@@ -42,9 +42,10 @@ func TestMain(m *testing.M) {
 }
 
 // TestEveryScenarioLosesNothing runs every scenario of `make chaos` small, on one stack, and
-// fails on any job lost or stuck, any duplicate pod, any partial gang, any double action of two
-// leaders, and any scenario whose fault did not land (a binding kill lands when the scheduler dies
-// with its gang partly bound). The times are logged, not asserted.
+// fails on a row whose target is not met: any job lost or stuck, any duplicate pod, any partial
+// gang, any double action of two leaders, a time over its target (a failover, a gang whole again
+// after a fault), or a fault that did not land (a kill with no job running, a binding kill with
+// the gang not partly bound).
 func TestEveryScenarioLosesNothing(t *testing.T) {
 	cfg := Short()
 	cfg.Log = t.Logf
@@ -60,14 +61,12 @@ func TestEveryScenarioLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, res := range results {
-		if res.Lost+res.Duplicates+res.Partial+res.Stuck > 0 {
-			t.Errorf("%s: %d lost, %d duplicate pods, %d partial gangs, %d stuck; want 0", res.Scenario, res.Lost, res.Duplicates, res.Partial, res.Stuck)
-		}
-		if res.Double > 0 {
-			t.Errorf("%s: %d double actions; want 0", res.Scenario, res.Double)
-		}
 		if res.Missed != "" {
 			t.Errorf("%s: the fault did not happen as meant: %s", res.Scenario, res.Missed)
+		}
+		if !res.Met {
+			t.Errorf("%s: target %q not met: %d lost, %d duplicate pods, %d partial gangs, %d stuck, %d double actions; %s",
+				res.Scenario, res.Target, res.Lost, res.Duplicates, res.Partial, res.Stuck, res.Double, res.Times)
 		}
 	}
 }

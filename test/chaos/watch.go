@@ -347,3 +347,25 @@ func jobsIn(ctx context.Context, k client.Client, ns string) ([]convoy.TrainingJ
 	}
 	return list.Items, nil
 }
+
+// runningGangs counts the gangs of namespace ns with every pod running, none of them going.
+func (w *watcher) runningGangs(ns string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for gang, want := range w.expected {
+		if gang.Namespace != ns {
+			continue
+		}
+		running := 0
+		for _, p := range w.live[gang] {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running++
+			}
+		}
+		if running == want {
+			n++
+		}
+	}
+	return n
+}

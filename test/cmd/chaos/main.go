@@ -26,6 +26,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -53,6 +54,11 @@ func main() {
 	flags.DurationVar(&cfg.KueueDown, "kueue-down", cfg.KueueDown, "How long Kueue stays down.")
 	flags.IntVar(&cfg.Failovers, "failovers", cfg.Failovers, "R5: leader SIGKILLs, alternately of the operator and the scheduler.")
 	flags.IntVar(&cfg.FailoverJobs, "failover-jobs", cfg.FailoverJobs, "R5: TrainingJobs through the failovers.")
+	flags.Func("failover-epochs", fmt.Sprintf("R5: epochs of a second each job runs, so that jobs run at every kill (default %d).", cfg.FailoverEpochs), func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		cfg.FailoverEpochs = int32(n)
+		return err
+	})
 	flags.DurationVar(&cfg.Grace, "grace", cfg.Grace, "How long a gang may be partly bound before it counts as partial.")
 	flags.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "How long jobs have after a scenario's last fault before they count as stuck.")
 	flags.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "Seed of the job sizes and kill moments.")

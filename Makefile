@@ -206,7 +206,7 @@ bench-admission: bin ## Quota beyond what fragmented racks can place: time and G
 	$(GO) test ./test/bench/admission -run '^$$' -bench BenchmarkAdmittedUnplaced -benchtime 1x -timeout 60m
 
 .PHONY: chaos
-chaos: bin ## Faults while TrainingJobs run (operator and scheduler SIGKILLed, leader failover, API server restarted, Kueue down), counted as a table: test/chaos/README.md.
+chaos: bin ## Faults while TrainingJobs run (operator and scheduler SIGKILLed, leader failover, API server restarted, Kueue down, a node NotReady or partitioned, a slow pod webhook), counted as a table: test/chaos/README.md.
 	$(GO) run ./test/cmd/chaos
 
 ##@ Demo

@@ -72,13 +72,15 @@ type Config struct {
 	// FailoverEpochs is how long R5's jobs run, in simtrainer's epochs of a second: long enough
 	// that jobs run at every kill.
 	FailoverEpochs int32
+	// WebhookJobs run while a pod admission webhook takes 9 s for each pod.
+	WebhookJobs int
 	// Grace is how long a gang may be partly bound before it counts as partial.
 	Grace time.Duration
 	// Deadline is how long jobs have to finish after a scenario's last fault before they count as stuck.
 	Deadline time.Duration
 	// Seed makes the job sizes and kill moments repeatable.
 	Seed uint64
-	// Scenarios to run, of R1, R2, control-plane and R5; every one when empty.
+	// Scenarios to run, of R1, R2, control-plane, R5, nodes and webhook; every one when empty.
 	Scenarios []string
 	// Log receives a line per step; nothing when nil.
 	Log func(format string, args ...any)
@@ -87,14 +89,14 @@ type Config struct {
 // Full is `make chaos`: the sizes issue 33 names.
 func Full() Config {
 	return Config{Racks: 8, Jobs: 200, Kills: 20, KillGap: [2]time.Duration{2 * time.Second, 20 * time.Second},
-		BindingKills: 5, PermitKills: 5, ControlPlaneJobs: 40, KueueDown: time.Minute, Failovers: 6, FailoverJobs: 40, FailoverEpochs: 60,
+		BindingKills: 5, PermitKills: 5, ControlPlaneJobs: 40, KueueDown: time.Minute, Failovers: 6, FailoverJobs: 40, FailoverEpochs: 60, WebhookJobs: 10,
 		Grace: 30 * time.Second, Deadline: 10 * time.Minute, Seed: 1}
 }
 
 // Short is every scenario small, for `make test`.
 func Short() Config {
 	return Config{Racks: 4, Jobs: 20, Kills: 3, KillGap: [2]time.Duration{time.Second, 6 * time.Second},
-		BindingKills: 1, PermitKills: 1, ControlPlaneJobs: 6, KueueDown: 15 * time.Second, Failovers: 2, FailoverJobs: 6, FailoverEpochs: 40,
+		BindingKills: 1, PermitKills: 1, ControlPlaneJobs: 6, KueueDown: 15 * time.Second, Failovers: 2, FailoverJobs: 6, FailoverEpochs: 40, WebhookJobs: 3,
 		Grace: 30 * time.Second, Deadline: 4 * time.Minute, Seed: 1}
 }
 
@@ -212,7 +214,7 @@ func (r *Runner) Run(ctx context.Context) ([]Result, error) {
 	for _, sc := range []struct {
 		name string
 		run  func(context.Context) ([]Result, error)
-	}{{"R1", r.R1}, {"R2", r.R2}, {"control-plane", r.ControlPlane}, {"R5", r.R5}} {
+	}{{"R1", r.R1}, {"R2", r.R2}, {"control-plane", r.ControlPlane}, {"R5", r.R5}, {"nodes", r.Nodes}, {"webhook", r.SlowWebhook}} {
 		if len(r.cfg.Scenarios) > 0 && !slices.Contains(r.cfg.Scenarios, sc.name) {
 			continue
 		}
@@ -279,7 +281,8 @@ func (r *Runner) createJobs(ctx context.Context, ns, prefix string, n int, epoch
 	return names, nil
 }
 
-func (r *Runner) createJob(ctx context.Context, ns, name string, workers, gpus, epochs int32) error {
+// createJob creates one TrainingJob in ns's queue, changed by each of change.
+func (r *Runner) createJob(ctx context.Context, ns, name string, workers, gpus, epochs int32, change ...func(*convoy.TrainingJob)) error {
 	r.w.expect(ns, name, int(workers))
 	job := &convoy.TrainingJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -289,6 +292,9 @@ func (r *Runner) createJob(ctx context.Context, ns, name string, workers, gpus, 
 			Hyperparameters: &convoy.Hyperparameters{Epochs: ptr.To(epochs)},
 			Scheduling:      &convoy.SchedulingSpec{Queue: "training"},
 		},
+	}
+	for _, f := range change {
+		f(job)
 	}
 	// The operator's queue webhook may be between replicas: try again for a while.
 	return retry(ctx, time.Minute, func() error { return r.k.Create(ctx, job) })

@@ -369,3 +369,18 @@ func (w *watcher) runningGangs(ns string) int {
 	}
 	return n
 }
+
+// createdPods lists the UIDs of every pod of the gang ever seen.
+func (w *watcher) createdPods(ns, gang string) []types.UID {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var uids []types.UID
+	for k, created := range w.created {
+		if k.ns == ns && k.gang == gang {
+			for uid := range created {
+				uids = append(uids, uid)
+			}
+		}
+	}
+	return uids
+}

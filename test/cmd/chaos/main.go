@@ -31,6 +31,9 @@ import (
 	"syscall"
 	"time"
 
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
 	"github.com/convoy-dev/convoy/test/chaos"
 	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
@@ -59,10 +62,11 @@ func main() {
 		cfg.FailoverEpochs = int32(n)
 		return err
 	})
+	flags.IntVar(&cfg.WebhookJobs, "webhook-jobs", cfg.WebhookJobs, "TrainingJobs while a pod admission webhook takes 9 s for each pod.")
 	flags.DurationVar(&cfg.Grace, "grace", cfg.Grace, "How long a gang may be partly bound before it counts as partial.")
 	flags.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "How long jobs have after a scenario's last fault before they count as stuck.")
 	flags.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "Seed of the job sizes and kill moments.")
-	scenarios := flags.String("scenarios", "", "Comma-separated scenarios to run, of R1, R2, control-plane and R5 (default: all).")
+	scenarios := flags.String("scenarios", "", "Comma-separated scenarios to run, of R1, R2, control-plane, R5, nodes and webhook (default: all).")
 	stateDir := flags.String("state-dir", "", "Keep the cluster's state and every component's log here (default: a temporary directory, removed unless the run fails).")
 	flag.Parse()
 	if *scenarios != "" {
@@ -72,6 +76,8 @@ func main() {
 	cfg.Log = func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
 	}
+	// The API server's warnings to the runner's client (a dry run a slow webhook left unchecked) go to stderr.
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, *stateDir); err != nil {

@@ -140,7 +140,7 @@ func (r *Runner) loseNode(ctx context.Context, f nodeFault) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	res.Faults = fmt.Sprintf("node %s of a running gang of %d × %d GPUs %s", node, nodeGang, nodeGPUs, f.faults)
+	res.Faults = fmt.Sprintf("node %s of a running gang of %d × %d GPUs: %s", node, nodeGang, nodeGPUs, f.faults)
 	res.Times = fmt.Sprintf("NotReady %s after the fault; gang whole again on other nodes %s after the NotReady", seconds(notReady.Sub(failed)), seconds(whole))
 	res = r.row(res, f.ns, out)
 	res.Met = res.Met && whole < wholeAgain && resumed != ""

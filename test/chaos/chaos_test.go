@@ -24,6 +24,9 @@ import (
 	"strings"
 	"testing"
 
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
 	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
 )
@@ -34,6 +37,8 @@ func TestMain(m *testing.M) {
 	if run := flag.Lookup("test.run").Value.String(); run != "" && !regexp.MustCompile(run).MatchString("TestEveryScenarioLosesNothing") {
 		os.Exit(m.Run())
 	}
+	// The API server's warnings to the runner's client (a dry run a slow webhook left unchecked) go to stderr.
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	kwokArgs, err := stack.KwokArgs(context.Background())
 	if err != nil {
 		panic(err)

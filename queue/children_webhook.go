@@ -17,7 +17,9 @@ limitations under the License.
 package queue
 
 import (
+	"cmp"
 	"context"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -44,6 +46,18 @@ const ChildrenPath = "/validate-convoy-dev-v1alpha1-trainingjob-children"
 type ChildrenWebhook struct {
 	// Client creates the dry runs, as the operator: with the operator's permissions.
 	Client client.Client
+	// DryRunBudget bounds the dry runs of one call (DefaultDryRunBudget when zero): a child not
+	// checked within it, as behind a slow admission webhook of the cluster's, is a warning, and
+	// the answer comes within the webhook's timeoutSeconds.
+	DryRunBudget time.Duration
+}
+
+// DefaultDryRunBudget leaves, of deploy/kueue/webhook.yaml's timeoutSeconds of 10, time for the
+// call itself.
+const DefaultDryRunBudget = 7 * time.Second
+
+func (w ChildrenWebhook) budget(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, cmp.Or(w.DryRunBudget, DefaultDryRunBudget))
 }
 
 var _ admission.Validator[*convoy.TrainingJob] = ChildrenWebhook{}
@@ -57,6 +71,8 @@ func (w ChildrenWebhook) options(ctx context.Context, job *convoy.TrainingJob) b
 
 // ValidateCreate checks a new job.
 func (w ChildrenWebhook) ValidateCreate(ctx context.Context, job *convoy.TrainingJob) (admission.Warnings, error) {
+	ctx, cancel := w.budget(ctx)
+	defer cancel()
 	res := dryrun.Check(ctx, w.Client, job, w.options(ctx, job))
 	return res.Warnings, toInvalid(job, res.Errors)
 }
@@ -70,13 +86,23 @@ func (w ChildrenWebhook) ValidateUpdate(ctx context.Context, old, job *convoy.Tr
 	if equality.Semantic.DeepEqual(a, b) {
 		return nil, nil
 	}
+	// The old spec's dry runs beside the new one's, within one budget.
+	ctx, cancel := w.budget(ctx)
+	defer cancel()
 	opts := w.options(ctx, job)
+	var was dryrun.Result
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		was = dryrun.Check(ctx, w.Client, old, opts)
+	}()
 	res := dryrun.Check(ctx, w.Client, job, opts)
+	<-done
 	if len(res.Errors) == 0 {
 		return res.Warnings, nil
 	}
 	before := map[string]bool{}
-	for _, e := range dryrun.Check(ctx, w.Client, old, opts).Errors {
+	for _, e := range was.Errors {
 		before[e.Error()] = true
 	}
 	var errs field.ErrorList

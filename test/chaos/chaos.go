@@ -69,13 +69,18 @@ type Config struct {
 	// Failovers is R5's leader kills, alternately of the operator and of the scheduler, with two
 	// replicas of each; FailoverJobs run meanwhile.
 	Failovers, FailoverJobs int
+	// FailoverEpochs is how long R5's jobs run, in simtrainer's epochs of a second: long enough
+	// that jobs run at every kill.
+	FailoverEpochs int32
+	// WebhookJobs run while a pod admission webhook takes 9 s for each pod.
+	WebhookJobs int
 	// Grace is how long a gang may be partly bound before it counts as partial.
 	Grace time.Duration
 	// Deadline is how long jobs have to finish after a scenario's last fault before they count as stuck.
 	Deadline time.Duration
 	// Seed makes the job sizes and kill moments repeatable.
 	Seed uint64
-	// Scenarios to run, of R1, R2, control-plane and R5; every one when empty.
+	// Scenarios to run, of R1, R2, control-plane, R5, nodes and webhook; every one when empty.
 	Scenarios []string
 	// Log receives a line per step; nothing when nil.
 	Log func(format string, args ...any)
@@ -84,14 +89,14 @@ type Config struct {
 // Full is `make chaos`: the sizes issue 33 names.
 func Full() Config {
 	return Config{Racks: 8, Jobs: 200, Kills: 20, KillGap: [2]time.Duration{2 * time.Second, 20 * time.Second},
-		BindingKills: 5, PermitKills: 5, ControlPlaneJobs: 40, KueueDown: time.Minute, Failovers: 6, FailoverJobs: 40,
+		BindingKills: 5, PermitKills: 5, ControlPlaneJobs: 40, KueueDown: time.Minute, Failovers: 6, FailoverJobs: 40, FailoverEpochs: 60, WebhookJobs: 10,
 		Grace: 30 * time.Second, Deadline: 10 * time.Minute, Seed: 1}
 }
 
 // Short is every scenario small, for `make test`.
 func Short() Config {
 	return Config{Racks: 4, Jobs: 20, Kills: 3, KillGap: [2]time.Duration{time.Second, 6 * time.Second},
-		BindingKills: 1, PermitKills: 1, ControlPlaneJobs: 6, KueueDown: 15 * time.Second, Failovers: 2, FailoverJobs: 6,
+		BindingKills: 1, PermitKills: 1, ControlPlaneJobs: 6, KueueDown: 15 * time.Second, Failovers: 2, FailoverJobs: 6, FailoverEpochs: 40, WebhookJobs: 3,
 		Grace: 30 * time.Second, Deadline: 4 * time.Minute, Seed: 1}
 }
 
@@ -111,9 +116,10 @@ type Result struct {
 	// Double counts the actions two leaders took at once (R5): pods created again within an
 	// attempt, jobs restarted with no failure.
 	Double int
-	// Missed says why the fault did not happen as the scenario means it to; empty when it did.
+	// Missed says why the fault did not happen as the scenario means it to (a kill with no job
+	// running, a kill that came too late); empty when it did.
 	Missed string
-	// Target says what must hold, times included; Met whether it did.
+	// Target says what must hold, times included; Met whether it did, the fault having landed.
 	Target string
 	Met    bool
 }
@@ -208,11 +214,15 @@ func (r *Runner) Run(ctx context.Context) ([]Result, error) {
 	for _, sc := range []struct {
 		name string
 		run  func(context.Context) ([]Result, error)
-	}{{"R1", r.R1}, {"R2", r.R2}, {"control-plane", r.ControlPlane}, {"R5", r.R5}} {
+	}{{"R1", r.R1}, {"R2", r.R2}, {"control-plane", r.ControlPlane}, {"R5", r.R5}, {"nodes", r.Nodes}, {"webhook", r.SlowWebhook}} {
 		if len(r.cfg.Scenarios) > 0 && !slices.Contains(r.cfg.Scenarios, sc.name) {
 			continue
 		}
 		res, err := sc.run(ctx)
+		for i := range res {
+			// A fault that did not land as meant meets no target.
+			res[i].Met = res[i].Met && res[i].Missed == ""
+		}
 		results = append(results, res...)
 		if err != nil {
 			return results, err
@@ -252,14 +262,18 @@ func (r *Runner) queue(ctx context.Context, ns string) error {
 }
 
 // createJobs creates n TrainingJobs in ns's queue, of 4 to 8 workers × 1, 2, 4 or 8 GPUs, that
-// simtrainer takes through 3 epochs, after which their workers exit 0.
-func (r *Runner) createJobs(ctx context.Context, ns, prefix string, n int) ([]string, error) {
+// simtrainer takes through 3 epochs (or as many as epochs says), after which their workers exit 0.
+func (r *Runner) createJobs(ctx context.Context, ns, prefix string, n int, epochs ...int32) ([]string, error) {
+	e := int32(3)
+	if len(epochs) > 0 {
+		e = epochs[0]
+	}
 	var names []string
 	for i := range n {
 		workers := int32(4 + r.rng.IntN(5))
 		gpus := int32(1) << r.rng.IntN(4)
 		name := fmt.Sprintf("%s-%03d", prefix, i)
-		if err := r.createJob(ctx, ns, name, workers, gpus, 3); err != nil {
+		if err := r.createJob(ctx, ns, name, workers, gpus, e); err != nil {
 			return names, err
 		}
 		names = append(names, name)
@@ -267,7 +281,8 @@ func (r *Runner) createJobs(ctx context.Context, ns, prefix string, n int) ([]st
 	return names, nil
 }
 
-func (r *Runner) createJob(ctx context.Context, ns, name string, workers, gpus, epochs int32) error {
+// createJob creates one TrainingJob in ns's queue, changed by each of change.
+func (r *Runner) createJob(ctx context.Context, ns, name string, workers, gpus, epochs int32, change ...func(*convoy.TrainingJob)) error {
 	r.w.expect(ns, name, int(workers))
 	job := &convoy.TrainingJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -277,6 +292,9 @@ func (r *Runner) createJob(ctx context.Context, ns, name string, workers, gpus, 
 			Hyperparameters: &convoy.Hyperparameters{Epochs: ptr.To(epochs)},
 			Scheduling:      &convoy.SchedulingSpec{Queue: "training"},
 		},
+	}
+	for _, f := range change {
+		f(job)
 	}
 	// The operator's queue webhook may be between replicas: try again for a while.
 	return retry(ctx, time.Minute, func() error { return r.k.Create(ctx, job) })
@@ -371,7 +389,26 @@ func (r *Runner) row(res Result, ns string, out outcome) Result {
 	if t.recreated > 0 {
 		r.log("%s: %d pods were created again within an attempt", ns, t.recreated)
 	}
+	for _, why := range t.clashes {
+		r.log("Duplicate pod: %s", why)
+	}
 	return res
+}
+
+// runningAtKill waits, up to 2 minutes, until at least one gang of ns has all its pods running,
+// and returns how many have: a fault meant to land under running jobs is done then. It is 0 when
+// none ran within the time (the fault would not land).
+func (r *Runner) runningAtKill(ctx context.Context, ns string) (int, error) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		n := r.w.runningGangs(ns)
+		if n > 0 || time.Now().After(deadline) {
+			return n, nil
+		}
+		if err := sleep(ctx, 100*time.Millisecond); err != nil {
+			return 0, err
+		}
+	}
 }
 
 func seconds(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s" }

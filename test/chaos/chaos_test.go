@@ -18,14 +18,27 @@ package chaos
 
 import (
 	"context"
+	"flag"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
+
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
 )
 
 func TestMain(m *testing.M) {
+	// The unit tests of the watcher need no cluster.
+	flag.Parse()
+	if run := flag.Lookup("test.run").Value.String(); run != "" && !regexp.MustCompile(run).MatchString("TestEveryScenarioLosesNothing") {
+		os.Exit(m.Run())
+	}
+	// The API server's warnings to the runner's client (a dry run a slow webhook left unchecked) go to stderr.
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	kwokArgs, err := stack.KwokArgs(context.Background())
 	if err != nil {
 		panic(err)
@@ -34,9 +47,10 @@ func TestMain(m *testing.M) {
 }
 
 // TestEveryScenarioLosesNothing runs every scenario of `make chaos` small, on one stack, and
-// fails on any job lost or stuck, any duplicate pod, any partial gang, any double action of two
-// leaders, and any scenario whose fault did not land (a binding kill lands when the scheduler dies
-// with its gang partly bound). The times are logged, not asserted.
+// fails on a row whose target is not met: any job lost or stuck, any duplicate pod, any partial
+// gang, any double action of two leaders, a time over its target (a failover, a gang whole again
+// after a fault), or a fault that did not land (a kill with no job running, a binding kill with
+// the gang not partly bound).
 func TestEveryScenarioLosesNothing(t *testing.T) {
 	cfg := Short()
 	cfg.Log = t.Logf
@@ -52,14 +66,12 @@ func TestEveryScenarioLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, res := range results {
-		if res.Lost+res.Duplicates+res.Partial+res.Stuck > 0 {
-			t.Errorf("%s: %d lost, %d duplicate pods, %d partial gangs, %d stuck; want 0", res.Scenario, res.Lost, res.Duplicates, res.Partial, res.Stuck)
-		}
-		if res.Double > 0 {
-			t.Errorf("%s: %d double actions; want 0", res.Scenario, res.Double)
-		}
 		if res.Missed != "" {
 			t.Errorf("%s: the fault did not happen as meant: %s", res.Scenario, res.Missed)
+		}
+		if !res.Met {
+			t.Errorf("%s: target %q not met: %d lost, %d duplicate pods, %d partial gangs, %d stuck, %d double actions; %s",
+				res.Scenario, res.Target, res.Lost, res.Duplicates, res.Partial, res.Stuck, res.Double, res.Times)
 		}
 	}
 }

@@ -18,6 +18,9 @@ package chaos
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,16 +37,18 @@ import (
 // labelPodGroup is scheduler-plugins' pod label naming a pod's PodGroup.
 const labelPodGroup = "scheduling.x-k8s.io/pod-group"
 
-// podKey is one member of one attempt of a gang: two live pods with the same key are duplicates.
+// podKey is one member of one attempt of a gang: a pod created again with the same key was
+// recreated within its attempt.
 type podKey struct{ ns, gang, role, rank, attempt string }
 
 // gangKey is one attempt of a gang.
 type gangKey struct{ ns, gang, attempt string }
 
 // watcher follows every pod of the cluster from an informer, as it changes, and counts what a user
-// must never see: two pods of the same rank and attempt alive at once (duplicates), a pod created
-// again within an attempt (recreated), and a gang with some but not all of its pods bound for longer
-// than grace (partial).
+// must never see: two pods of one gang alive at once that must never be (duplicates: two of the same
+// role and rank, whatever their names, or two of different restart attempts, as when a new attempt
+// starts while a pod of the old one still runs), a pod created again within an attempt (recreated),
+// and a gang with some but not all of its pods bound for longer than grace (partial).
 type watcher struct {
 	grace time.Duration
 
@@ -51,10 +56,13 @@ type watcher struct {
 	// expected is the number of pods of each gang, by namespace/name, as the runner created it.
 	expected map[types.NamespacedName]int
 	pods     map[types.UID]*corev1.Pod
-	// created is every pod UID ever seen for a key; live the ones alive now.
+	// created is every pod UID ever seen for a key.
 	created map[podKey]map[types.UID]bool
-	live    map[podKey]map[types.UID]bool
-	dups    map[podKey]bool
+	// live are each gang's pods alive now; seen orders pods by when the watcher first saw them.
+	live map[types.NamespacedName]map[types.UID]*corev1.Pod
+	seen map[types.UID]int
+	// dups are the pods that were alive beside an older one they must not be beside, with why.
+	dups map[types.UID]string
 	// partialSince is when each gang attempt became partly bound; partial the ones that stayed so
 	// longer than grace; longest the longest time any was.
 	partialSince map[gangKey]time.Time
@@ -72,8 +80,9 @@ func newWatcher(grace time.Duration) *watcher {
 		expected:     map[types.NamespacedName]int{},
 		pods:         map[types.UID]*corev1.Pod{},
 		created:      map[podKey]map[types.UID]bool{},
-		live:         map[podKey]map[types.UID]bool{},
-		dups:         map[podKey]bool{},
+		live:         map[types.NamespacedName]map[types.UID]*corev1.Pod{},
+		seen:         map[types.UID]int{},
+		dups:         map[types.UID]string{},
 		partialSince: map[gangKey]time.Time{},
 		partial:      map[gangKey]bool{},
 		longest:      map[string]time.Duration{},
@@ -128,17 +137,32 @@ func gangOf(p *corev1.Pod) string {
 	return p.Labels[labelPodGroup]
 }
 
-func keyOf(p *corev1.Pod) podKey {
-	rank := p.Labels[convoy.LabelReplicaRank]
-	if rank == "" {
-		rank = p.Name
+func rankOf(p *corev1.Pod) string {
+	if rank := p.Labels[convoy.LabelReplicaRank]; rank != "" {
+		return rank
 	}
-	return podKey{ns: p.Namespace, gang: gangOf(p), role: p.Labels[convoy.LabelReplicaRole], rank: rank, attempt: p.Labels[convoy.LabelRestartAttempt]}
+	return p.Name
+}
+
+func keyOf(p *corev1.Pod) podKey {
+	return podKey{ns: p.Namespace, gang: gangOf(p), role: p.Labels[convoy.LabelReplicaRole], rank: rankOf(p), attempt: p.Labels[convoy.LabelRestartAttempt]}
 }
 
 // alive: the pod may run its containers, a Terminating one included.
 func alive(p *corev1.Pod) bool {
 	return p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed
+}
+
+// clash says why two live pods of one gang must not be alive at once; "" when they may.
+func clash(a, b *corev1.Pod) string {
+	attemptA, attemptB := a.Labels[convoy.LabelRestartAttempt], b.Labels[convoy.LabelRestartAttempt]
+	switch {
+	case attemptA != attemptB:
+		return fmt.Sprintf("%s (attempt %q) alive beside %s (attempt %q)", a.Name, attemptA, b.Name, attemptB)
+	case a.Labels[convoy.LabelReplicaRole] == b.Labels[convoy.LabelReplicaRole] && rankOf(a) == rankOf(b):
+		return fmt.Sprintf("%s alive beside %s, of the same role and rank", a.Name, b.Name)
+	}
+	return ""
 }
 
 func (w *watcher) update(p *corev1.Pod) {
@@ -149,19 +173,35 @@ func (w *watcher) update(p *corev1.Pod) {
 		return
 	}
 	w.pods[p.UID] = p
+	if _, ok := w.seen[p.UID]; !ok {
+		w.seen[p.UID] = len(w.seen)
+	}
 	k := keyOf(p)
 	if w.created[k] == nil {
 		w.created[k] = map[types.UID]bool{}
-		w.live[k] = map[types.UID]bool{}
 	}
 	w.created[k][p.UID] = true
-	if alive(p) {
-		w.live[k][p.UID] = true
-	} else {
-		delete(w.live[k], p.UID)
+	if w.live[gang] == nil {
+		w.live[gang] = map[types.UID]*corev1.Pod{}
 	}
-	if len(w.live[k]) > 1 {
-		w.dups[k] = true
+	if alive(p) {
+		w.live[gang][p.UID] = p
+		for uid, q := range w.live[gang] {
+			if uid == p.UID {
+				continue
+			}
+			if why := clash(p, q); why != "" {
+				newer := p.UID
+				if w.seen[uid] > w.seen[p.UID] {
+					newer = uid
+				}
+				if _, ok := w.dups[newer]; !ok {
+					w.dups[newer] = p.Namespace + ": " + why
+				}
+			}
+		}
+	} else {
+		delete(w.live[gang], p.UID)
 	}
 	var onBind func(types.NamespacedName, int)
 	n := 0
@@ -185,7 +225,7 @@ func (w *watcher) remove(p *corev1.Pod) {
 		return
 	}
 	delete(w.pods, p.UID)
-	delete(w.live[keyOf(p)], p.UID)
+	delete(w.live[types.NamespacedName{Namespace: p.Namespace, Name: gangOf(p)}], p.UID)
 }
 
 // checkPartial finds the gang attempts with some pods bound and holding GPUs while others of the
@@ -241,17 +281,21 @@ func (w *watcher) checkPartial(now time.Time) {
 type tally struct {
 	duplicates, recreated, partial int
 	longestPartial                 time.Duration
+	// clashes say why each duplicate was one.
+	clashes []string
 }
 
 func (w *watcher) tally(ns string) tally {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var t tally
-	for k := range w.dups {
-		if k.ns == ns {
+	for _, why := range w.dups {
+		if strings.HasPrefix(why, ns+": ") {
 			t.duplicates++
+			t.clashes = append(t.clashes, why)
 		}
 	}
+	slices.Sort(t.clashes)
 	for k, uids := range w.created {
 		if k.ns == ns && len(uids) > 1 {
 			t.recreated += len(uids) - 1
@@ -302,4 +346,41 @@ func jobsIn(ctx context.Context, k client.Client, ns string) ([]convoy.TrainingJ
 		return nil, err
 	}
 	return list.Items, nil
+}
+
+// runningGangs counts the gangs of namespace ns with every pod running, none of them going.
+func (w *watcher) runningGangs(ns string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for gang, want := range w.expected {
+		if gang.Namespace != ns {
+			continue
+		}
+		running := 0
+		for _, p := range w.live[gang] {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+				running++
+			}
+		}
+		if running == want {
+			n++
+		}
+	}
+	return n
+}
+
+// createdPods lists the UIDs of every pod of the gang ever seen.
+func (w *watcher) createdPods(ns, gang string) []types.UID {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var uids []types.UID
+	for k, created := range w.created {
+		if k.ns == ns && k.gang == gang {
+			for uid := range created {
+				uids = append(uids, uid)
+			}
+		}
+	}
+	return uids
 }

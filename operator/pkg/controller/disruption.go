@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -155,9 +156,11 @@ func (d *decision) restartLost(what string) {
 }
 
 // lostCause says why a pod was lost to something other than its own code: a disruption (preemption,
-// eviction, node drain), a deletion the operator did not make, or its node's disappearance. The
-// gang then restarts without spending backoffLimit.
-func lostCause(pod *corev1.Pod, goneNodes map[string]bool) (reason, message string, lost bool) {
+// eviction, node drain), a deletion the operator did not make, its node's disappearance, or its
+// node's loss to the node lifecycle controller (notReady: a NoExecute taint not-ready or
+// unreachable) while it runs, unless it tolerates that taint for ever. The gang then restarts
+// without spending backoffLimit.
+func lostCause(pod *corev1.Pod, goneNodes map[string]bool, notReady map[string]*corev1.Taint) (reason, message string, lost bool) {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
 			return c.Reason, fmt.Sprintf("pod %s was disrupted (%s: %s)", pod.Name, c.Reason, c.Message), true
@@ -168,10 +171,35 @@ func lostCause(pod *corev1.Pod, goneNodes map[string]bool) (reason, message stri
 		return "Evicted", fmt.Sprintf("pod %s was evicted: %s", pod.Name, pod.Status.Message), true
 	case pod.Spec.NodeName != "" && goneNodes[pod.Spec.NodeName]:
 		return "NodeGone", fmt.Sprintf("node %s of pod %s no longer exists", pod.Spec.NodeName, pod.Name), true
+	case notReady[pod.Spec.NodeName] != nil && !isFinished(pod) && !toleratesForever(pod, notReady[pod.Spec.NodeName]):
+		return "NodeNotReady", fmt.Sprintf("node %s of pod %s is not Ready (taint %s)", pod.Spec.NodeName, pod.Name, notReady[pod.Spec.NodeName].ToString()), true
 	case pod.DeletionTimestamp != nil:
 		return "Deleted", fmt.Sprintf("pod %s was deleted", pod.Name), true
 	}
 	return "", "", false
+}
+
+// notReadyTaint returns the node lifecycle controller's NoExecute taint of a node whose kubelet is
+// not Ready (it reports NotReady, or has stopped reporting for node-monitor-grace-period); nil when none.
+func notReadyTaint(node *corev1.Node) *corev1.Taint {
+	for i, t := range node.Spec.Taints {
+		if (t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable) && t.Effect == corev1.TaintEffectNoExecute {
+			return &node.Spec.Taints[i]
+		}
+	}
+	return nil
+}
+
+// toleratesForever says whether the pod stays on a node with taint as long as it lasts: a toleration
+// without tolerationSeconds. The 300 s that the API server gives every pod for the node lifecycle
+// controller's taints do not keep a gang on a lost node: its ranks cannot make progress without it.
+func toleratesForever(pod *corev1.Pod, taint *corev1.Taint) bool {
+	for _, t := range pod.Spec.Tolerations {
+		if t.TolerationSeconds == nil && t.ToleratesTaint(klog.Background(), taint, false) {
+			return true
+		}
+	}
+	return false
 }
 
 func disruptionLimit(job *convoy.TrainingJob) int32 {

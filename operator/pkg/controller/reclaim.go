@@ -93,12 +93,13 @@ func (n ReclaimNotice) stripNode(obj any) (any, error) {
 	return out, nil
 }
 
-// nodeEvents passes a node's deletion and the arrival of a reclaim notice on it.
+// nodeEvents passes a node's deletion and the arrival of a reclaim notice or of a not-Ready taint on it.
 func (n ReclaimNotice) nodeEvents() predicate.Funcs {
 	return predicate.Funcs{
 		CreateFunc: func(event.CreateEvent) bool { return false },
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return n.noticeOn(asNode(e.ObjectNew)) != "" && n.noticeOn(asNode(e.ObjectOld)) == ""
+			older, newer := asNode(e.ObjectOld), asNode(e.ObjectNew)
+			return n.noticeOn(newer) != "" && n.noticeOn(older) == "" || notReadyTaint(newer) != nil && notReadyTaint(older) == nil
 		},
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}

@@ -177,7 +177,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).Complete(r)
 }
 
-// jobsOnNode maps a deleted node, or one given a reclaim notice, to the jobs with pods on it.
+// jobsOnNode maps a deleted node, or one given a reclaim notice or a not-Ready taint, to the jobs
+// with pods on it.
 func (r *Reconciler) jobsOnNode(ctx context.Context, node client.Object) []reconcile.Request {
 	pods := &corev1.PodList{}
 	if err := r.Client.List(ctx, pods, client.MatchingFields{podNodeKey: node.GetName()}); err != nil {
@@ -247,7 +248,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	nodes, gone, notices, err := r.nodes(ctx, pods)
+	nodes, gone, notices, notReady, err := r.nodes(ctx, pods)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -277,7 +278,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 	p := decide(observation{
-		job: job, plugin: plugin, pods: pods, nodes: nodes, goneNodes: gone, reclaimNotices: notices, unreadyNodes: unready, queue: qs,
+		job: job, plugin: plugin, pods: pods, nodes: nodes, goneNodes: gone, notReadyNodes: notReady, reclaimNotices: notices, unreadyNodes: unready, queue: qs,
 		podSecurity: builder.MeetsPodSecurity(job, plugin, podOpts), preemptAttempt: preemptAttempt(job, pg), now: now, backoff: r.Backoff,
 		prices: prices, spotNodeLabels: r.SpotNodeLabels,
 	})
@@ -451,13 +452,15 @@ func (r *Reconciler) pods(ctx context.Context, job *convoy.TrainingJob) ([]*core
 	return pods, nil
 }
 
-// nodes returns the labels of the nodes the pods are bound to, the set of those that are gone and
-// the reclaim notices of those that carry one. A node missing from the cache is looked up on the
-// API server before it is called gone: a cache that has not seen a new node yet must not restart a gang.
-func (r *Reconciler) nodes(ctx context.Context, pods []*corev1.Pod) (nodes map[string]map[string]string, gone map[string]bool, notices map[string]string, err error) {
+// nodes returns the labels of the nodes the pods are bound to, the set of those that are gone, the
+// reclaim notices of those that carry one and the not-Ready taints of those the node lifecycle
+// controller gave one. A node missing from the cache is looked up on the API server before it is
+// called gone: a cache that has not seen a new node yet must not restart a gang.
+func (r *Reconciler) nodes(ctx context.Context, pods []*corev1.Pod) (nodes map[string]map[string]string, gone map[string]bool, notices map[string]string, notReady map[string]*corev1.Taint, err error) {
 	nodes = map[string]map[string]string{}
 	gone = map[string]bool{}
 	notices = map[string]string{}
+	notReady = map[string]*corev1.Taint{}
 	for _, pod := range pods {
 		name := pod.Spec.NodeName
 		if name == "" || nodes[name] != nil || gone[name] {
@@ -473,17 +476,20 @@ func (r *Reconciler) nodes(ctx context.Context, pods []*corev1.Pod) (nodes map[s
 			}
 		}
 		if err != nil {
-			return nil, nil, nil, fmt.Errorf("looking up node %s: %w", name, err)
+			return nil, nil, nil, nil, fmt.Errorf("looking up node %s: %w", name, err)
 		}
 		if msg := r.Notice.noticeOn(node); msg != "" {
 			notices[name] = msg
+		}
+		if t := notReadyTaint(node); t != nil {
+			notReady[name] = t
 		}
 		nodes[name] = node.Labels
 		if nodes[name] == nil {
 			nodes[name] = map[string]string{}
 		}
 	}
-	return nodes, gone, notices, nil
+	return nodes, gone, notices, notReady, nil
 }
 
 func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, plugin mlframework.Plugin, replicas []mlframework.Replica) error {

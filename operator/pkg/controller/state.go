@@ -42,6 +42,9 @@ type observation struct {
 	// goneNodes instead.
 	nodes     map[string]map[string]string
 	goneNodes map[string]bool
+	// notReadyNodes are the nodes of bound pods that the node lifecycle controller tainted NoExecute
+	// as not Ready or unreachable, with that taint.
+	notReadyNodes map[string]*corev1.Taint
 	// reclaimNotices maps the nodes of bound pods that carry a reclaim notice to its words.
 	reclaimNotices map[string]string
 	// unreadyNodes are the nodes, among those of pods whose grace period has passed, whose kubelet

@@ -239,6 +239,9 @@ func fuzzObservation(in *utiltesting.FuzzBytes) observation {
 		goneNodes:    map[string]bool{"gone": true},
 		unreadyNodes: map[string]bool{"unready": in.Bool()}}
 	if in.Bool() {
+		o.notReadyNodes = map[string]*corev1.Taint{"unready": {Key: corev1.TaintNodeUnreachable, Effect: corev1.TaintEffectNoExecute}}
+	}
+	if in.Bool() {
 		o.queue = QueueStatus{WaitingMessage: fuzzMessage(in), Preempted: fuzzMessage(in)}
 	}
 	// Every replica, and ranks past the gang's (the gang was larger before), may have a pod of

@@ -101,6 +101,13 @@ func (w *podWrapper) disrupted(reason string) *podWrapper {
 	return w
 }
 
+// tolerates adds a toleration of the taint key, for seconds (for ever when nil).
+func (w *podWrapper) tolerates(key string, seconds *int64) *podWrapper {
+	w.Spec.Tolerations = append(w.Spec.Tolerations, corev1.Toleration{Key: key, Operator: corev1.TolerationOpExists,
+		Effect: corev1.TaintEffectNoExecute, TolerationSeconds: seconds})
+	return w
+}
+
 func (w *podWrapper) deleting() *podWrapper {
 	w.DeletionTimestamp = &metav1.Time{Time: now}
 	return w
@@ -219,8 +226,10 @@ type decideCase struct {
 	job       *convoy.TrainingJob
 	pods      []*corev1.Pod
 	goneNodes map[string]bool
-	queue     QueueStatus
-	want      outcome
+	// notReady are nodes the node lifecycle controller tainted NoExecute as not Ready or unreachable.
+	notReady map[string]*corev1.Taint
+	queue    QueueStatus
+	want     outcome
 	// says maps condition types to a part of their message.
 	says map[string]string
 }
@@ -235,7 +244,7 @@ func testDecide(t *testing.T, cases map[string]decideCase) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			plan := decide(observation{job: tc.job, plugin: p, pods: tc.pods, goneNodes: tc.goneNodes, queue: tc.queue, now: now, backoff: DefaultBackoff})
+			plan := decide(observation{job: tc.job, plugin: p, pods: tc.pods, goneNodes: tc.goneNodes, notReadyNodes: tc.notReady, queue: tc.queue, now: now, backoff: DefaultBackoff})
 			if diff := cmp.Diff(tc.want, summarize(plan), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("decide (-want,+got):\n%s", diff)
 			}

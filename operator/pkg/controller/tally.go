@@ -66,7 +66,7 @@ func countAttempt(o observation, restartCount int32) tally {
 			t.allSucceeded = t.allSucceeded && !o.plugin.MustSucceed(r)
 			continue
 		}
-		if reason, msg, ok := lostCause(pod, o.goneNodes); ok {
+		if reason, msg, ok := lostCause(pod, o.goneNodes, o.notReadyNodes); ok {
 			t.lost = append(t.lost, r)
 			t.workers.Failed++
 			if t.lostMsg == "" {

@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -88,7 +89,9 @@ type Result struct {
 	Warnings []string
 }
 
-// Check creates job's children with dryRun=All through c and maps what the API server refuses.
+// Check creates job's children with dryRun=All through c, all at once, and maps what the API
+// server refuses. A dry run still unanswered when ctx ends (a slow admission webhook of the
+// cluster's on pods) is a warning, not an error: the caller bounds ctx within its own timeout.
 func Check(ctx context.Context, c client.Client, job *convoy.TrainingJob, opts builder.Options) Result {
 	res := Result{Errors: builder.ValidateHyperparameters(job)}
 	children, err := Children(job, opts)
@@ -96,9 +99,15 @@ func Check(ctx context.Context, c client.Client, job *convoy.TrainingJob, opts b
 		// The CRD's enum names the frameworks; nothing to check against one it does not know.
 		return res
 	}
+	errs := make([]error, len(children))
+	var wg sync.WaitGroup
+	for i, child := range children {
+		wg.Go(func() { errs[i] = c.Create(ctx, child, client.DryRunAll) })
+	}
+	wg.Wait()
 	seen := map[string]bool{}
-	for _, child := range children {
-		err := c.Create(ctx, child, client.DryRunAll)
+	for i, child := range children {
+		err := errs[i]
 		var status apierrors.APIStatus
 		switch {
 		case err == nil, apierrors.IsAlreadyExists(err), meta.IsNoMatchError(err), apierrors.IsNotFound(err):

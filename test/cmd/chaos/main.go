@@ -26,9 +26,13 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/convoy-dev/convoy/test/chaos"
 	"github.com/convoy-dev/convoy/test/e2e/stack"
@@ -53,10 +57,16 @@ func main() {
 	flags.DurationVar(&cfg.KueueDown, "kueue-down", cfg.KueueDown, "How long Kueue stays down.")
 	flags.IntVar(&cfg.Failovers, "failovers", cfg.Failovers, "R5: leader SIGKILLs, alternately of the operator and the scheduler.")
 	flags.IntVar(&cfg.FailoverJobs, "failover-jobs", cfg.FailoverJobs, "R5: TrainingJobs through the failovers.")
+	flags.Func("failover-epochs", fmt.Sprintf("R5: epochs of a second each job runs, so that jobs run at every kill (default %d).", cfg.FailoverEpochs), func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 32)
+		cfg.FailoverEpochs = int32(n)
+		return err
+	})
+	flags.IntVar(&cfg.WebhookJobs, "webhook-jobs", cfg.WebhookJobs, "TrainingJobs while a pod admission webhook takes 9 s for each pod.")
 	flags.DurationVar(&cfg.Grace, "grace", cfg.Grace, "How long a gang may be partly bound before it counts as partial.")
 	flags.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "How long jobs have after a scenario's last fault before they count as stuck.")
 	flags.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "Seed of the job sizes and kill moments.")
-	scenarios := flags.String("scenarios", "", "Comma-separated scenarios to run, of R1, R2, control-plane and R5 (default: all).")
+	scenarios := flags.String("scenarios", "", "Comma-separated scenarios to run, of R1, R2, control-plane, R5, nodes and webhook (default: all).")
 	stateDir := flags.String("state-dir", "", "Keep the cluster's state and every component's log here (default: a temporary directory, removed unless the run fails).")
 	flag.Parse()
 	if *scenarios != "" {
@@ -66,6 +76,8 @@ func main() {
 	cfg.Log = func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
 	}
+	// The API server's warnings to the runner's client (a dry run a slow webhook left unchecked) go to stderr.
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, cfg, *stateDir); err != nil {

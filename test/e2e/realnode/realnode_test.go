@@ -432,8 +432,8 @@ func TestLeaderFailover(t *testing.T) {
 }
 
 // A node's kubelet stops under a running gang (its containers keep running, unreachable): once the
-// node is NotReady the taint manager evicts the gang's pods there, which stay Terminating with no
-// kubelet to finish them. After their grace period the operator deletes them without waiting, and
+// node lifecycle controller taints the node unreachable the operator restarts the gang, and its pods
+// there stay Terminating with no kubelet to finish them. After their grace period the operator deletes them without waiting, and
 // the whole gang restarts on the other node from its latest checkpoint, with no pod of it on the
 // lost node. The times are logged. It runs last: the node does not come back.
 func TestGangOnALostNodeRestartsElsewhereFromItsCheckpoint(t *testing.T) {

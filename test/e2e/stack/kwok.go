@@ -18,6 +18,10 @@ package stack
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/convoy-dev/convoy/test/framework"
 )
@@ -70,8 +74,33 @@ spec:
       phase: {{ if eq $code "0" }}Succeeded{{ else }}Failed{{ end }}
 `
 
-// KwokArgs returns kwok's command-line arguments for the stack: kwok's own default pod stages
-// and the convoy-sim-exit stage.
+// AnnotationSimNodeNotReady on a fake node keeps kwok from making it Ready again: its kubelet, as it
+// were, reports the NotReady that a test writes into the node's status, while kwok still renews
+// the node's Lease and runs its pods, as a kubelet whose container runtime is down does.
+const AnnotationSimNodeNotReady = "convoy.dev/sim-node-not-ready"
+
+// KwokArgs returns kwok's command-line arguments for the stack: kwok's own default pod stages,
+// the convoy-sim-exit stage, and kwok's node-initialize stage for nodes without
+// AnnotationSimNodeNotReady only.
 func KwokArgs(ctx context.Context) ([]string, error) {
-	return framework.KwokArgs(ctx, simExitStage)
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := framework.ModuleDir(ctx, root, framework.KwokModule)
+	if err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "kustomize", "stage", "node", "fast", "node-initialize.yaml"))
+	if err != nil {
+		return nil, fmt.Errorf("kwok's node-initialize stage: %w", err)
+	}
+	const selector = "  selector:\n    matchExpressions:\n"
+	if !strings.Contains(string(data), selector) {
+		return nil, fmt.Errorf("kwok's node-initialize stage has no %q to add to", selector)
+	}
+	initialize := strings.Replace(string(data), selector, selector+`    - key: '.metadata.annotations["`+AnnotationSimNodeNotReady+`"]'
+      operator: 'DoesNotExist'
+`, 1)
+	return framework.KwokArgs(ctx, simExitStage, initialize)
 }

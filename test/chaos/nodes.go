@@ -143,7 +143,8 @@ func (r *Runner) loseNode(ctx context.Context, f nodeFault) (Result, error) {
 	res.Faults = fmt.Sprintf("node %s of a running gang of %d × %d GPUs: %s", node, nodeGang, nodeGPUs, f.faults)
 	res.Times = fmt.Sprintf("NotReady %s after the fault; gang whole again on other nodes %s after the NotReady", seconds(notReady.Sub(failed)), seconds(whole))
 	res = r.row(res, f.ns, out)
-	res.Met = res.Met && whole < wholeAgain && resumed != ""
+	res.Met = res.Met && resumed != ""
+	res.within("gang whole again", whole, wholeAgain)
 	if resumed == "" {
 		r.log("%s: the new attempt resumes from no checkpoint; %q was saved before the fault", f.ns, checkpoint)
 	}

@@ -105,7 +105,7 @@ func (r *Runner) R1(ctx context.Context) ([]Result, error) {
 			seconds(out.done), seconds(worst), seconds(mean(failovers)), seconds(t.longestPartial)),
 		Target: fmt.Sprintf("leader again < %s after each kill; %s", seconds(restartedLeader), allZero),
 	}, ns, out)
-	res.Met = res.Met && worst < restartedLeader
+	res.within("leader again", worst, restartedLeader)
 	if len(failovers) == 0 {
 		res.Missed, res.Met = "no kill: the jobs finished first", false
 	}
@@ -224,7 +224,7 @@ func (r *Runner) killScheduler(ctx context.Context, ns, what string, kills int, 
 	worst := slices.Max(append(whole, 0))
 	res.Times = fmt.Sprintf("gang whole %s after the kill (max)", seconds(worst))
 	res = r.row(res, ns, out)
-	res.Met = res.Met && worst < wholeAgain
+	res.within("gang whole", worst, wholeAgain)
 	if hits == 0 {
 		res.Missed, res.Met = "no kill landed "+what, false
 	}
@@ -420,7 +420,7 @@ func (r *Runner) ControlPlane(ctx context.Context) ([]Result, error) {
 		res := r.row(Result{Scenario: "API server restarted", Faults: fmt.Sprintf("1 SIGKILL of kube-apiserver, restarted at once; %d jobs running at the kill", running),
 			Jobs: len(names), Times: fmt.Sprintf("ready again after %s; all done in %s", seconds(back), seconds(out.done)),
 			Target: "ready again < " + seconds(apiServerBack) + "; " + allZero}, ns, out)
-		res.Met = res.Met && back < apiServerBack
+		res.within("ready again", back, apiServerBack)
 		if running == 0 {
 			res.Missed = "no job was running at the kill"
 		}
@@ -535,7 +535,8 @@ func (r *Runner) R5(ctx context.Context) ([]Result, error) {
 		seconds(slices.Max(append(failovers[stack.Operator], 0))), seconds(slices.Max(append(failovers[stack.Scheduler], 0))), double, seconds(out.done))
 	res = r.row(res, ns, out)
 	res.Double = double
-	res.Met = res.Met && double == 0 && worst < failover
+	res.Met = res.Met && double == 0
+	res.within("failover", worst, failover)
 	if idle > 0 {
 		res.Missed = fmt.Sprintf("%d of %d kills with no job running", idle, len(running))
 	}

@@ -113,7 +113,7 @@ func run(ctx context.Context, cfg chaos.Config, stateDir string) (err error) {
 		err = perr
 	}
 	for _, res := range results {
-		if !res.Met && err == nil {
+		if (!res.Met || len(res.Slow) > 0) && err == nil {
 			err = fmt.Errorf("%s: target not met", res.Scenario)
 		}
 	}

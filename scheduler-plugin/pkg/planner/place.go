@@ -40,15 +40,23 @@ type Cluster struct {
 	// PartlyUsedFirst). By default the gang takes the fewest nodes, of the least room.
 	PartlyUsedFirst bool
 
+	// Levels names the cluster's topology levels, outer to inner, as Node.Domains gives each
+	// node's values (at most MaxLevels); nil for DefaultLevels. Messages name domains by them.
+	Levels []string
+
 	idx *index
 	// evicted, while Preempt places the gang after a set of victims, says which are gone: their
 	// CPU and memory are free too (Node.Spare).
 	evicted func(int) bool
 }
 
-// index maps every node to its rack, block and zone, and each domain to its parent, children and
-// nodes. Level LevelNode's domains are the nodes themselves; LevelCluster has one domain.
+// index maps every node to its domain at each topology level, and each domain to its parent,
+// children and nodes. Level LevelNode's domains are the nodes themselves; LevelCluster has one
+// domain. The levels past the cluster's outermost, up to LevelCluster, repeat the outermost: a
+// domain there is its own only child.
 type index struct {
+	// outer is the outermost topology level.
+	outer    Level
 	count    [numLevels]int
 	names    [numLevels][]string
 	of       [numLevels][]int32   // of[L][node]: the node's domain at level L
@@ -58,7 +66,7 @@ type index struct {
 }
 
 // ShareIndex lets c use prev's topology index when both have the same nodes, in the same order,
-// with the same zone, block and rack: callers that build a Cluster per decision skip rebuilding it.
+// with the same topology domains: callers that build a Cluster per decision skip rebuilding it.
 // It reports whether it did.
 func (c *Cluster) ShareIndex(prev *Cluster) bool {
 	ix := prev.idx
@@ -67,12 +75,36 @@ func (c *Cluster) ShareIndex(prev *Cluster) bool {
 	}
 	for i := range c.Nodes {
 		a, b := &c.Nodes[i], &prev.Nodes[i]
-		if a.Name != b.Name || a.Zone != b.Zone || a.Block != b.Block || a.Rack != b.Rack {
+		if a.Name != b.Name || a.Zone != b.Zone || a.Block != b.Block || a.Rack != b.Rack || !slices.Equal(a.Domains, b.Domains) {
 			return false
 		}
 	}
 	c.idx = ix
 	return true
+}
+
+// levels is the number of the cluster's topology levels.
+func (c *Cluster) levels() int {
+	if c.Levels == nil {
+		return len(DefaultLevels)
+	}
+	return len(c.Levels)
+}
+
+// LevelName is the name of level l in messages: a topology level's name from Levels.
+func (c *Cluster) LevelName(l Level) string {
+	n := c.levels()
+	if l >= LevelRack && l < LevelCluster {
+		names := c.Levels
+		if names == nil {
+			names = DefaultLevels
+		}
+		if i := n - 1 - int(l-LevelRack); i >= 0 {
+			return names[i]
+		}
+		return names[0]
+	}
+	return l.noun()
 }
 
 func (c *Cluster) index() *index {
@@ -81,9 +113,11 @@ func (c *Cluster) index() *index {
 	}
 	ix := &index{}
 	n := len(c.Nodes)
+	depth := min(c.levels(), MaxLevels)
+	ix.outer = LevelRack + Level(max(depth, 1)-1)
 	ids := map[string]int32{}
 	intern := func(l Level, key string) int32 {
-		k := levelNames[l] + "\x00" + key
+		k := string(rune('0'+l)) + "\x00" + key
 		if id, ok := ids[k]; ok {
 			return id
 		}
@@ -93,9 +127,10 @@ func (c *Cluster) index() *index {
 		ix.names[l] = append(ix.names[l], key)
 		return id
 	}
-	for l := LevelNode; l <= LevelCluster; l++ {
+	for l := LevelNode; l <= ix.outer; l++ {
 		ix.of[l] = make([]int32, n)
 	}
+	ix.of[LevelCluster] = make([]int32, n)
 	part := func(value, node string) string {
 		if value == "" {
 			return "(" + node + ")"
@@ -103,16 +138,35 @@ func (c *Cluster) index() *index {
 		return value
 	}
 	intern(LevelCluster, "cluster")
+	var path strings.Builder
 	for i := range c.Nodes {
 		nd := &c.Nodes[i]
-		zone := part(nd.Zone, nd.Name)
-		block := zone + "/" + part(nd.Block, nd.Name)
-		rack := block + "/" + part(nd.Rack, nd.Name)
+		values := nd.Domains
+		if values == nil && c.Levels == nil {
+			values = []string{nd.Zone, nd.Block, nd.Rack}
+		}
+		path.Reset()
+		for k := range depth {
+			v := ""
+			if k < len(values) {
+				v = values[k]
+			}
+			if k > 0 {
+				path.WriteByte('/')
+			}
+			path.WriteString(part(v, nd.Name))
+			l := TopologyLevel(k, depth)
+			ix.of[l][i] = intern(l, path.String())
+		}
+		if depth == 0 {
+			ix.of[LevelRack][i] = intern(LevelRack, part("", nd.Name))
+		}
 		ix.of[LevelNode][i] = int32(i)
-		ix.of[LevelRack][i] = intern(LevelRack, rack)
-		ix.of[LevelBlock][i] = intern(LevelBlock, block)
-		ix.of[LevelZone][i] = intern(LevelZone, zone)
 		ix.of[LevelCluster][i] = 0
+	}
+	// The levels past the outermost repeat it.
+	for l := ix.outer + 1; l < LevelCluster; l++ {
+		ix.of[l], ix.count[l], ix.names[l] = ix.of[ix.outer], ix.count[ix.outer], ix.names[ix.outer]
 	}
 	ix.count[LevelNode] = n
 	ix.names[LevelNode] = make([]string, n)
@@ -122,12 +176,18 @@ func (c *Cluster) index() *index {
 	for l := LevelNode; l <= LevelCluster; l++ {
 		ix.parent[l] = make([]int32, ix.count[l])
 		ix.children[l] = make([][]int32, ix.count[l])
-		ix.nodes[l] = make([][]int32, ix.count[l])
+		if l <= ix.outer || l == LevelCluster {
+			ix.nodes[l] = make([][]int32, ix.count[l])
+		} else {
+			ix.nodes[l] = ix.nodes[ix.outer]
+		}
 	}
 	for i := range n {
 		for l := LevelNode; l <= LevelCluster; l++ {
 			d := ix.of[l][i]
-			ix.nodes[l][d] = append(ix.nodes[l][d], int32(i))
+			if l <= ix.outer || l == LevelCluster {
+				ix.nodes[l][d] = append(ix.nodes[l][d], int32(i))
+			}
 			if l < LevelCluster {
 				ix.parent[l][d] = ix.of[l+1][i]
 			}
@@ -780,9 +840,9 @@ func (c *Cluster) explain(g Gang, caps, frees [numLevels][]int32) string {
 				best = d
 			}
 		}
-		fmt.Fprintf(&b, "%s needs %s in one %s", g.Key, g, l.noun())
+		fmt.Fprintf(&b, "%s needs %s in one %s", g.Key, g, c.LevelName(l))
 		if best >= 0 {
-			fmt.Fprintf(&b, "; the best %s (%s) has room for %s (%s)", l.noun(), ix.names[l][best],
+			fmt.Fprintf(&b, "; the best %s (%s) has room for %s (%s)", c.LevelName(l), ix.names[l][best],
 				g.room(int(caps[l][best])), plural(int(frees[l][best]), "free GPU"))
 		}
 	}

@@ -19,6 +19,7 @@ package planner
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -62,11 +63,40 @@ func TestPlaceOverLevels(t *testing.T) {
 	for run := range 3000 {
 		n := 1 + rng.IntN(MaxLevels)
 		c := randomLevels(rng, n)
+		// One run in four leaves a level without values: it merges into the one outside it.
+		absent := -1
+		if n > 1 && rng.IntN(4) == 0 {
+			absent = rng.IntN(n)
+			for i := range c.Nodes {
+				d := slices.Clone(c.Nodes[i].Domains)
+				d[absent] = ""
+				c.Nodes[i].Domains = d
+			}
+		}
+		canon := func(l Level) Level {
+			for l < LevelCluster && l >= LevelRack && n-1-int(l-LevelRack) == absent {
+				l++
+			}
+			if l == TopologyLevel(-1, n) {
+				return LevelCluster
+			}
+			return l
+		}
+		// pathOf names a node's domain of level k as the planner does, the absent level left out.
+		pathOf := func(d []string, k int) string {
+			var parts []string
+			for j, v := range d[:k+1] {
+				if j != absent {
+					parts = append(parts, v)
+				}
+			}
+			return strings.Join(parts, "/")
+		}
 		g := Gang{Key: "ns/job", Pods: 1 + rng.IntN(8), GPUsPerPod: []int{1, 2, 4}[rng.IntN(3)]}
 		if rng.IntN(3) == 0 {
 			g.Level, g.Required = TopologyLevel(rng.IntN(n), n), true
 		}
-		name := fmt.Sprintf("run %d: %d levels, gang %s level %v required %v", run, n, g, g.Level, g.Required)
+		name := fmt.Sprintf("run %d: %d levels (level %d absent), gang %s level %v required %v", run, n, absent, g, g.Level, g.Required)
 
 		// room[k][path] is the room of the domain of level k (outer first) named by its path.
 		room := make([]map[string]int, n)
@@ -80,11 +110,11 @@ func TestPlaceOverLevels(t *testing.T) {
 			total += cap
 			nodeFits = nodeFits || cap >= g.Pods
 			for k := range n {
-				room[k][strings.Join(nd.Domains[:k+1], "/")] += cap
+				room[k][pathOf(nd.Domains, k)] += cap
 			}
 			if n > 1 {
-				p := strings.Join(nd.Domains[:n-1], "/")
-				inner[p] = appendNew(inner[p], strings.Join(nd.Domains, "/"))
+				p := pathOf(nd.Domains, n-2)
+				inner[p] = appendNew(inner[p], pathOf(nd.Domains, n-1))
 			}
 		}
 		want := LevelCluster
@@ -92,20 +122,20 @@ func TestPlaceOverLevels(t *testing.T) {
 			want = LevelNode
 		} else {
 			for k := n - 1; k >= 0; k-- {
-				if anyRoom(room[k], g.Pods) {
+				if k != absent && anyRoom(room[k], g.Pods) {
 					want = TopologyLevel(k, n)
 					break
 				}
 			}
 		}
-		fits := total >= g.Pods && (!g.Required || want <= g.Level)
+		fits := total >= g.Pods && (!g.Required || want <= canon(g.Level))
 		p, err := c.Place(g)
 		switch {
 		case err != nil && fits:
 			t.Fatalf("%s: Place() failed (%v), but the gang fits at level %v", name, err, want)
 		case err != nil:
-			if g.Required && !strings.Contains(err.Error(), "in one "+c.LevelName(g.Level)) {
-				t.Errorf("%s: Place() error %q does not name the level %s", name, err, c.LevelName(g.Level))
+			if l := canon(g.Level); g.Required && l < LevelCluster && !strings.Contains(err.Error(), "in one "+c.LevelName(l)) {
+				t.Errorf("%s: Place() error %q does not name the level %s", name, err, c.LevelName(l))
 			}
 			continue
 		case !fits:
@@ -124,7 +154,7 @@ func TestPlaceOverLevels(t *testing.T) {
 			nd := &c.Nodes[a.NodeIndex()]
 			if want > LevelNode && want < LevelCluster {
 				k := n - 1 - int(want-LevelRack)
-				domains[strings.Join(nd.Domains[:k+1], "/")] = true
+				domains[pathOf(nd.Domains, k)] = true
 			}
 		}
 		for i, nd := range c.Nodes {
@@ -135,7 +165,7 @@ func TestPlaceOverLevels(t *testing.T) {
 		if len(domains) > 1 {
 			t.Fatalf("%s: Place() spans %d domains of level %v: %v", name, len(domains), want, placed(p))
 		}
-		if n > 1 && want == TopologyLevel(n-2, n) {
+		if n > 1 && want == TopologyLevel(n-2, n) && absent != n-1 {
 			if fewest := fewestRacks(inner[p.Domain], room[n-1], g.Pods); p.Racks() != fewest {
 				t.Errorf("%s: Place() uses %d innermost domains (%v), where %d hold the gang", name, p.Racks(), placed(p), fewest)
 			}
@@ -153,25 +183,39 @@ func anyRoom(room map[string]int, need int) bool {
 }
 
 // TestPlaceDefaultLevelsAsDomains checks that Zone, Block and Rack are the default levels: a
-// cluster that gives them as Domains of levels zone, block and rack gets the same plans.
+// cluster that gives them as Domains of levels zone, block and rack gets the same plans, and so
+// does one with a fourth level, clique, that no node has a value of.
 func TestPlaceDefaultLevelsAsDomains(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 2))
 	for run := range 500 {
 		a := randomCluster(rng, func() int { return 0 })
 		b := &Cluster{Levels: DefaultLevels}
+		// A clique level no node has a value of is merged into the rack.
+		withClique := &Cluster{Levels: append(slices.Clone(DefaultLevels), "clique")}
 		for _, nd := range a.Nodes {
 			nd.Domains = []string{nd.Zone, nd.Block, nd.Rack}
 			nd.Zone, nd.Block, nd.Rack = "", "", ""
 			b.Nodes = append(b.Nodes, nd)
+			nd.Domains = append(nd.Domains, "")
+			withClique.Nodes = append(withClique.Nodes, nd)
 		}
 		g := Gang{Key: "ns/job", Pods: 1 + rng.IntN(6), GPUsPerPod: []int{1, 2, 4, 8}[rng.IntN(4)]}
-		pa, errA := a.Place(g)
-		pb, errB := b.Place(g)
-		if (errA == nil) != (errB == nil) || errA != nil && errA.Error() != errB.Error() {
-			t.Fatalf("run %d: Place() = %v with Zone, Block and Rack, %v with Domains", run, errA, errB)
+		if rng.IntN(3) == 0 {
+			g.Level, g.Required = []Level{LevelNode, LevelRack, LevelBlock}[rng.IntN(3)], true
 		}
-		if errA == nil && (fmt.Sprint(placed(pa)) != fmt.Sprint(placed(pb)) || pa.Level != pb.Level || pa.Domain != pb.Domain) {
-			t.Fatalf("run %d: Place() = %v in %s, %v in %s with Domains", run, placed(pa), pa.Domain, placed(pb), pb.Domain)
+		pa, errA := a.Place(g)
+		for what, c := range map[string]*Cluster{"Domains": b, "an empty clique": withClique} {
+			g := g
+			if c == withClique && g.Level >= LevelRack {
+				g.Level++
+			}
+			pb, errB := c.Place(g)
+			if (errA == nil) != (errB == nil) || errA != nil && errA.Error() != errB.Error() {
+				t.Fatalf("run %d: Place() = %v with Zone, Block and Rack, %v with %s", run, errA, errB, what)
+			}
+			if errA == nil && (fmt.Sprint(placed(pa)) != fmt.Sprint(placed(pb)) || a.LevelName(pa.Level) != c.LevelName(pb.Level) || pa.Domain != pb.Domain) {
+				t.Fatalf("run %d: Place() = %v in %s %s, %v in %s %s with %s", run, placed(pa), pa.Level, pa.Domain, placed(pb), c.LevelName(pb.Level), pb.Domain, what)
+			}
 		}
 	}
 }

@@ -52,11 +52,13 @@ type Cluster struct {
 
 // index maps every node to its domain at each topology level, and each domain to its parent,
 // children and nodes. Level LevelNode's domains are the nodes themselves; LevelCluster has one
-// domain. The levels past the cluster's outermost, up to LevelCluster, repeat the outermost: a
-// domain there is its own only child.
+// domain. A level merged into the one outside it (no node has a value of it), and the levels past
+// the cluster's outermost up to LevelCluster, repeat another: a domain there is its own only child.
 type index struct {
 	// outer is the outermost topology level.
-	outer    Level
+	outer Level
+	// canon[l] is the level that level l repeats, or l.
+	canon    [numLevels]Level
 	count    [numLevels]int
 	names    [numLevels][]string
 	of       [numLevels][]int32   // of[L][node]: the node's domain at level L
@@ -115,6 +117,37 @@ func (c *Cluster) index() *index {
 	n := len(c.Nodes)
 	depth := min(c.levels(), MaxLevels)
 	ix.outer = LevelRack + Level(max(depth, 1)-1)
+	values := func(nd *Node) []string {
+		if nd.Domains == nil && c.Levels == nil {
+			return []string{nd.Zone, nd.Block, nd.Rack}
+		}
+		return nd.Domains
+	}
+	// A level no node has a value of is merged into the one outside it, where some level has
+	// values: the cluster's nodes without a clique label are grouped by rack, as without the level.
+	present := make([]bool, depth)
+	any := false
+	for i := range c.Nodes {
+		for k, v := range values(&c.Nodes[i]) {
+			if k < depth && v != "" {
+				present[k], any = true, true
+			}
+		}
+	}
+	for l := range Level(numLevels) {
+		ix.canon[l] = l
+	}
+	for k := range depth {
+		if l := TopologyLevel(k, depth); any && !present[k] {
+			ix.canon[l] = LevelCluster
+			if k > 0 {
+				ix.canon[l] = ix.canon[l+1]
+			}
+		}
+	}
+	for l := ix.outer + 1; l < LevelCluster; l++ {
+		ix.canon[l] = ix.canon[ix.outer]
+	}
 	ids := map[string]int32{}
 	intern := func(l Level, key string) int32 {
 		k := string(rune('0'+l)) + "\x00" + key
@@ -127,10 +160,11 @@ func (c *Cluster) index() *index {
 		ix.names[l] = append(ix.names[l], key)
 		return id
 	}
-	for l := LevelNode; l <= ix.outer; l++ {
-		ix.of[l] = make([]int32, n)
+	for l := LevelNode; l <= LevelCluster; l++ {
+		if ix.canon[l] == l {
+			ix.of[l] = make([]int32, n)
+		}
 	}
-	ix.of[LevelCluster] = make([]int32, n)
 	part := func(value, node string) string {
 		if value == "" {
 			return "(" + node + ")"
@@ -141,21 +175,21 @@ func (c *Cluster) index() *index {
 	var path strings.Builder
 	for i := range c.Nodes {
 		nd := &c.Nodes[i]
-		values := nd.Domains
-		if values == nil && c.Levels == nil {
-			values = []string{nd.Zone, nd.Block, nd.Rack}
-		}
+		vs := values(nd)
 		path.Reset()
 		for k := range depth {
-			v := ""
-			if k < len(values) {
-				v = values[k]
+			l := TopologyLevel(k, depth)
+			if ix.canon[l] != l {
+				continue
 			}
-			if k > 0 {
+			v := ""
+			if k < len(vs) {
+				v = vs[k]
+			}
+			if path.Len() > 0 {
 				path.WriteByte('/')
 			}
 			path.WriteString(part(v, nd.Name))
-			l := TopologyLevel(k, depth)
 			ix.of[l][i] = intern(l, path.String())
 		}
 		if depth == 0 {
@@ -164,33 +198,38 @@ func (c *Cluster) index() *index {
 		ix.of[LevelNode][i] = int32(i)
 		ix.of[LevelCluster][i] = 0
 	}
-	// The levels past the outermost repeat it.
-	for l := ix.outer + 1; l < LevelCluster; l++ {
-		ix.of[l], ix.count[l], ix.names[l] = ix.of[ix.outer], ix.count[ix.outer], ix.names[ix.outer]
-	}
 	ix.count[LevelNode] = n
 	ix.names[LevelNode] = make([]string, n)
 	for i := range c.Nodes {
 		ix.names[LevelNode][i] = c.Nodes[i].Name
 	}
+	// The merged levels, and those past the outermost, repeat their canonical level.
+	for l := LevelNode; l <= LevelCluster; l++ {
+		if cl := ix.canon[l]; cl != l {
+			ix.of[l], ix.count[l], ix.names[l] = ix.of[cl], ix.count[cl], ix.names[cl]
+		}
+	}
 	for l := LevelNode; l <= LevelCluster; l++ {
 		ix.parent[l] = make([]int32, ix.count[l])
 		ix.children[l] = make([][]int32, ix.count[l])
-		if l <= ix.outer || l == LevelCluster {
+		if ix.canon[l] == l {
 			ix.nodes[l] = make([][]int32, ix.count[l])
-		} else {
-			ix.nodes[l] = ix.nodes[ix.outer]
 		}
 	}
 	for i := range n {
 		for l := LevelNode; l <= LevelCluster; l++ {
 			d := ix.of[l][i]
-			if l <= ix.outer || l == LevelCluster {
+			if ix.canon[l] == l {
 				ix.nodes[l][d] = append(ix.nodes[l][d], int32(i))
 			}
 			if l < LevelCluster {
 				ix.parent[l][d] = ix.of[l+1][i]
 			}
+		}
+	}
+	for l := LevelNode; l <= LevelCluster; l++ {
+		if cl := ix.canon[l]; cl != l {
+			ix.nodes[l] = ix.nodes[cl]
 		}
 	}
 	for l := LevelRack; l <= LevelCluster; l++ {
@@ -201,6 +240,17 @@ func (c *Cluster) index() *index {
 	}
 	c.idx = ix
 	return ix
+}
+
+// parentOf is the domain holding domain d of level l at the first level above it that is not a
+// repeat of l, and that level.
+func (ix *index) parentOf(l Level, d int32) (Level, int32) {
+	pl, pd := l+1, ix.parent[l][d]
+	for pl < LevelCluster && ix.canon[pl] == ix.canon[l] {
+		pd = ix.parent[pl][pd]
+		pl++
+	}
+	return pl, pd
 }
 
 // Domain returns the name of node i's domain at level l (as messages spell it, e.g. "z1/b2/r3";
@@ -531,9 +581,10 @@ func (p *placement) better(l Level, a, b int32) bool {
 		return frees[l][a] < frees[l][b]
 	}
 	if l < LevelCluster {
-		pa, pb := ix.parent[l][a], ix.parent[l][b]
-		if frees[l+1][pa] != frees[l+1][pb] {
-			return frees[l+1][pa] < frees[l+1][pb]
+		pl, pa := ix.parentOf(l, a)
+		_, pb := ix.parentOf(l, b)
+		if frees[pl][pa] != frees[pl][pb] {
+			return frees[pl][pa] < frees[pl][pb]
 		}
 	}
 	return ix.names[l][a] < ix.names[l][b]
@@ -795,6 +846,9 @@ func (c *Cluster) plan(g Gang, takes []take, free []GPUSet, l Level, domain stri
 		ra, rb := ix.of[LevelRack][a.node], ix.of[LevelRack][b.node]
 		return cmp.Or(strings.Compare(ix.names[LevelRack][ra], ix.names[LevelRack][rb]), strings.Compare(c.Nodes[a.node].Name, c.Nodes[b.node].Name))
 	})
+	if l >= LevelNode {
+		l = ix.canon[l]
+	}
 	p := &Plan{Level: l, Domain: domain, Assignments: make([]Assignment, 0, g.Pods)}
 	for _, t := range takes {
 		nd := &c.Nodes[t.node]
@@ -819,7 +873,7 @@ func (c *Cluster) explain(g Gang, caps, frees [numLevels][]int32) string {
 	ix := c.index()
 	l := LevelCluster
 	if g.Required {
-		l = max(g.Level, LevelNode)
+		l = ix.canon[max(g.Level, LevelNode)]
 	}
 	var b strings.Builder
 	if l == LevelCluster {

@@ -84,12 +84,12 @@ func BenchmarkPlaceMix(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("nodes=%d/mix=%s", nodes, mix.Name), func(b *testing.B) {
 				// The mean, from a run of its own: counting after each gang would weigh on the time.
-				c := synth.DefaultFleet(nodes).Cluster()
+				c := mix.FleetOf(nodes).Cluster()
 				sum, placements := 0, 0
 				placeInTurn(c, list, func(int) { sum += c.Stranded(); placements++ })
 				var unplaced, racks, stranded int
 				for b.Loop() {
-					c := synth.DefaultFleet(nodes).Cluster()
+					c := mix.FleetOf(nodes).Cluster()
 					unplaced, racks = placeInTurn(c, list, nil)
 					stranded = c.Stranded()
 				}

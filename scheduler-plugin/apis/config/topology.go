@@ -28,9 +28,9 @@ const (
 	TopologyPresetGKE       = "gke"
 )
 
-// LabelGPUClique is the label GPU Feature Discovery puts on the nodes of a multi-node NVLink
-// domain (GB200/GB300 NVL72): its cluster UUID and clique ID.
-const LabelGPUClique = "nvidia.com/gpu.clique"
+// LabelGPUClique is the label GPU Feature Discovery (or Convoy's node agent) puts on the nodes of
+// a multi-node NVLink domain.
+const LabelGPUClique = convoy.LabelGPUClique
 
 // TopologyPresets are the levels of each preset, outer to inner.
 var TopologyPresets = map[string][]TopologyLevel{

@@ -45,7 +45,7 @@ type Options struct {
 	// Levels are the cluster's topology levels, outer to inner.
 	Levels      []TopologyLevel
 	GPUResource corev1.ResourceName
-	PlanTimeout                      time.Duration
+	PlanTimeout time.Duration
 	// PartlyUsedFirst has a gang that needs several nodes of a rack take the rack's partly used
 	// nodes before free ones (planner.Cluster.PartlyUsedFirst).
 	PartlyUsedFirst bool

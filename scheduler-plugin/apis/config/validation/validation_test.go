@@ -35,7 +35,7 @@ func TestValidateGangPlacementArgs(t *testing.T) {
 		change  func(*config.GangPlacementArgs)
 		wantErr string
 	}{
-		"defaults are valid": {change: func(*config.GangPlacementArgs) {}},
+		"defaults are valid":    {change: func(*config.GangPlacementArgs) {}},
 		"the deprecated labels": {change: func(a *config.GangPlacementArgs) { a.TopologyPreset, a.RackLabel = "", "example.com/rack" }},
 		"a deprecated label key that is not one": {
 			change:  func(a *config.GangPlacementArgs) { a.TopologyPreset, a.RackLabel = "", "rack label" },
@@ -73,7 +73,9 @@ func TestValidateGangPlacementArgs(t *testing.T) {
 			a.TopologyLevels = []config.TopologyLevel{{Name: "hall", NodeLabel: "example.com/hall"}, {Name: "nvl", NodeLabel: "nvidia.com/gpu.clique"}}
 		}},
 		"levels beside a preset": {
-			change:  func(a *config.GangPlacementArgs) { a.TopologyLevels = []config.TopologyLevel{{Name: "hall", NodeLabel: "example.com/hall"}} },
+			change: func(a *config.GangPlacementArgs) {
+				a.TopologyLevels = []config.TopologyLevel{{Name: "hall", NodeLabel: "example.com/hall"}}
+			},
 			wantErr: `args.topologyPreset: Invalid value: "convoy": set topologyPreset or topologyLevels, not both`,
 		},
 		"a level named as a built-in one": {

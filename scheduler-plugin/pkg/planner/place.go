@@ -77,7 +77,7 @@ func (c *Cluster) ShareIndex(prev *Cluster) bool {
 	}
 	for i := range c.Nodes {
 		a, b := &c.Nodes[i], &prev.Nodes[i]
-		if a.Name != b.Name || a.Zone != b.Zone || a.Block != b.Block || a.Rack != b.Rack || !slices.Equal(a.Domains, b.Domains) {
+		if a.Name != b.Name || a.Zone != b.Zone || a.Block != b.Block || a.Rack != b.Rack || !sameDomains(a.Domains, b.Domains) {
 			return false
 		}
 	}
@@ -107,6 +107,15 @@ func (c *Cluster) LevelName(l Level) string {
 		return names[0]
 	}
 	return l.noun()
+}
+
+// sameDomains compares two nodes' Domains, first by their backing array: callers that copy a
+// node per decision share it.
+func sameDomains(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0] || slices.Equal(a, b)
 }
 
 func (c *Cluster) index() *index {

@@ -28,6 +28,9 @@ const (
 	LabelGPUProduct = "nvidia.com/gpu.product"
 	LabelGPUMemory  = "nvidia.com/gpu.memory"
 	LabelGPUCount   = "nvidia.com/gpu.count"
+	// LabelGPUClique names the node's multi-node NVLink domain (GB200/GB300 NVL72): its fabric's
+	// cluster UUID and clique ID, "<uuid>.<clique>".
+	LabelGPUClique = "nvidia.com/gpu.clique"
 
 	// ResourceGPU is the extended resource the NVIDIA device plugin advertises.
 	ResourceGPU = "nvidia.com/gpu"

@@ -461,8 +461,11 @@ type NFSStorage struct {
 	Path string `json:"path"`
 }
 
-// TopologyLevel is a level of the GPU fabric, from the tightest to the widest.
-// +kubebuilder:validation:Enum=nvlink;node;rack;block;zone
+// TopologyLevel is a level of the GPU fabric: nvlink, node, cluster, or one of the scheduler's
+// topology levels (GangPlacement's topologyLevels), by name (rack, block, zone and clique with the
+// shipped convoy levels) or by node label (nvidia.com/gpu.clique).
+// +kubebuilder:validation:MaxLength=317
+// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
 type TopologyLevel string
 
 const (
@@ -484,8 +487,10 @@ const (
 
 // TopologySpec asks for the whole gang inside one domain of a topology level.
 type TopologySpec struct {
-	// level is the topology level the whole gang should fit in: nvlink (one NVLink domain), node, rack,
-	// block or zone.
+	// level is the topology level the whole gang should fit in: nvlink (one NVLink domain), node, or
+	// a topology level of the scheduler by name or node label (rack, block, zone, clique with the
+	// shipped levels; leaf or network.topology.nvidia.com/leaf with Topograph's). A level the
+	// scheduler does not have is reported in the job's status, and its pods stay pending.
 	// +required
 	Level TopologyLevel `json:"level"`
 

@@ -25,7 +25,12 @@ import (
 type GangPlacementArgs struct {
 	metav1.TypeMeta
 
-	// ZoneLabel, BlockLabel and RackLabel are the node labels naming a node's zone, block and rack.
+	// TopologyPreset names the TopologyLevels of a known labelling: convoy, topograph, eks or gke.
+	TopologyPreset string
+	// TopologyLevels are the cluster's topology levels, outer to inner.
+	TopologyLevels []TopologyLevel
+	// ZoneLabel, BlockLabel and RackLabel, deprecated, are the node labels of the levels zone,
+	// block and rack, in place of TopologyLevels; "" where unset.
 	ZoneLabel  string
 	BlockLabel string
 	RackLabel  string
@@ -42,6 +47,12 @@ type GangPlacementArgs struct {
 	BookingTimeoutSeconds int64
 	// LeaderElectionLease is the scheduler's leader-election Lease, "namespace/name"; "" without.
 	LeaderElectionLease string
+}
+
+// TopologyLevel is one topology level: its name and the node label that names a node's domain.
+type TopologyLevel struct {
+	Name      string
+	NodeLabel string
 }
 
 // NodePacking is how a gang that needs several nodes of a rack picks them.

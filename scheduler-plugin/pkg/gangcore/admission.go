@@ -68,6 +68,9 @@ func (s *State) Book(ctx context.Context, workload, key string, pods []*corev1.P
 		// The booking's GPUs are free for the gang again.
 		cl, _ = s.view(ctx, nodes, viewOptions{gang: g, elig: elig})
 	}
+	if g.levelErr != nil {
+		return "", g.levelErr
+	}
 	pl, err := cl.Place(g.plannerGang())
 	if err != nil {
 		return "", fmt.Errorf("%w%s", err, s.leavingMessage(nodes))
@@ -187,7 +190,7 @@ func (s *State) gangOfPods(key string, pods []*corev1.Pod) *gang {
 		}
 		if len(g.pending) == 0 {
 			g.namespace, g.podGroup = p.Namespace, PodGroupName(p)
-			g.level, g.required = Topology(p)
+			g.level, g.required, g.levelErr = s.Topology(p)
 			g.priority = corev1helpers.PodPriority(p)
 		}
 		g.pendingUIDs[p.UID] = true

@@ -50,6 +50,8 @@ type gang struct {
 	podNeeds [][]int64
 	level    planner.Level
 	required bool
+	// levelErr says that the level the gang asks is none of the scheduler's.
+	levelErr error
 	priority int32
 	// fewest is the fewest of the pending pods a plan may place: all of them, unless the
 	// PodGroup's minMember is met with fewer (an elastic gang: minMember below its pods). A plan
@@ -100,7 +102,7 @@ func (g *gang) plannerGang() planner.Gang {
 func (s *State) gangOf(pod *corev1.Pod) *gang {
 	g := &gang{key: GangKey(pod), namespace: pod.Namespace, podGroup: PodGroupName(pod),
 		priority: corev1helpers.PodPriority(pod), pendingUIDs: map[types.UID]bool{}}
-	g.level, g.required = Topology(pod)
+	g.level, g.required, g.levelErr = s.Topology(pod)
 	members := []*corev1.Pod{pod}
 	mixed := false
 	if g.podGroup != "" {
@@ -113,7 +115,7 @@ func (s *State) gangOf(pod *corev1.Pod) *gang {
 		n := GPURequest(p, s.opts.GPUResource)
 		node := s.gangs.nodeOf(p)
 		if n == 0 {
-			if node == "" && requiresDomain(p) {
+			if node == "" && s.requiresDomain(p) {
 				g.held = append(g.held, p)
 			}
 			continue

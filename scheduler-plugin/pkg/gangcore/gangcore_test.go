@@ -627,13 +627,35 @@ func TestPodHelpers(t *testing.T) {
 			t.Errorf("ParseGPUIndices(%q) succeeded", bad)
 		}
 	}
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{convoy.AnnotationTopologyLevel: "rack"}}}
-	if l, req := Topology(p); l != planner.LevelRack || !req {
-		t.Errorf("Topology(level rack, no mode) = %v %v, want rack required", l, req)
+}
+
+// TestTopology reads the level a pod asks by a topology level's name or node label, or a
+// built-in level's name, and names the scheduler's levels for one it does not know.
+func TestTopology(t *testing.T) {
+	s := &State{opts: testOptions()}
+	clique := planner.TopologyLevel(3, 4)
+	for level, want := range map[string]planner.Level{
+		"rack": planner.TopologyLevel(2, 4), "Zone": planner.TopologyLevel(0, 4), "clique": clique,
+		"nvidia.com/gpu.clique": clique, convoy.LabelTopologyBlock: planner.TopologyLevel(1, 4),
+		"node": planner.LevelNode, "kubernetes.io/hostname": planner.LevelNode, "nvlink": planner.LevelNVLink,
+		"cluster": planner.LevelCluster, "": planner.LevelNone,
+	} {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{convoy.AnnotationTopologyLevel: level}}}
+		if l, req, err := s.Topology(p); err != nil || l != want || req != (level != "") {
+			t.Errorf("Topology(level %q, no mode) = %v %v %v, want %v required", level, l, req, err, want)
+		}
+		p.Annotations[convoy.AnnotationTopologyMode] = "preferred"
+		if l, req, err := s.Topology(p); err != nil || l != want || req {
+			t.Errorf("Topology(level %q preferred) = %v %v %v, want %v preferred", level, l, req, err, want)
+		}
 	}
-	p.Annotations[convoy.AnnotationTopologyMode] = "preferred"
-	if l, req := Topology(p); l != planner.LevelRack || req {
-		t.Errorf("Topology(rack preferred) = %v %v, want rack preferred", l, req)
+	if got := s.opts.levelName(clique); got != "clique" {
+		t.Errorf("levelName(clique) = %q", got)
+	}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{convoy.AnnotationTopologyLevel: "leaf"}}}
+	want := `topology level "leaf" (spec.scheduling.topology.level) is none of the scheduler's levels: zone (topology.kubernetes.io/zone), block (convoy.dev/topology-block), rack (convoy.dev/topology-rack), clique (nvidia.com/gpu.clique), node, nvlink, cluster; name one of them or its node label`
+	if _, _, err := s.Topology(p); err == nil || err.Error() != want {
+		t.Errorf("Topology(level leaf) error = %v, want %s", err, want)
 	}
 }
 

@@ -49,7 +49,7 @@ func (s *State) Gate(pod *corev1.Pod) (bool, string) {
 	if why := s.Incomplete(pod); why != "" {
 		return false, why
 	}
-	if GPURequest(pod, s.opts.GPUResource) == 0 && !requiresDomain(pod) {
+	if GPURequest(pod, s.opts.GPUResource) == 0 && !s.requiresDomain(pod) {
 		return true, ""
 	}
 	key := GangKey(pod)
@@ -204,8 +204,8 @@ func (s *State) tell(logger klog.Logger, pods []*corev1.Pod, msg string, waiting
 
 // requiresDomain reports whether the pod asks its gang's required topology level of a domain
 // smaller than the cluster.
-func requiresDomain(pod *corev1.Pod) bool {
-	l, required := Topology(pod)
+func (s *State) requiresDomain(pod *corev1.Pod) bool {
+	l, required, _ := s.Topology(pod)
 	return required && l != planner.LevelNone && l != planner.LevelCluster
 }
 
@@ -214,7 +214,7 @@ func requiresDomain(pod *corev1.Pod) bool {
 // must run inside that node's domain of the level (see InDomain). It returns "" when the pod may
 // run anywhere: it asks no level, or its gang has no GPU pod placed.
 func (s *State) AnchorFor(pod *corev1.Pod) string {
-	if PodGroupName(pod) == "" || !requiresDomain(pod) {
+	if PodGroupName(pod) == "" || !s.requiresDomain(pod) {
 		return ""
 	}
 	anchor := ""
@@ -241,6 +241,6 @@ func (s *State) AnchorFor(pod *corev1.Pod) string {
 // InDomain reports whether node lies in anchor's domain of the pod's required topology level (for
 // the levels nvlink and node: is anchor).
 func (s *State) InDomain(pod *corev1.Pod, anchor, node *corev1.Node) bool {
-	l, required := Topology(pod)
+	l, required, _ := s.Topology(pod)
 	return s.sameDomain(anchor, node, &gang{level: l, required: required})
 }

@@ -143,10 +143,14 @@ func profile(ctx context.Context, t testing.TB, name string, cs kubernetes.Inter
 	return fw
 }
 
-// testOptions are the State's options in the tests: the default labels and GPU resource.
+// testLevels are the convoy preset's topology levels.
+var testLevels = []TopologyLevel{{"zone", convoy.LabelTopologyZone}, {"block", convoy.LabelTopologyBlock},
+	{"rack", convoy.LabelTopologyRack}, {"clique", "nvidia.com/gpu.clique"}}
+
+// testOptions are the State's options in the tests: the convoy preset's levels and the default
+// GPU resource.
 func testOptions() Options {
-	return Options{ZoneLabel: convoy.LabelTopologyZone, BlockLabel: convoy.LabelTopologyBlock,
-		RackLabel: convoy.LabelTopologyRack, GPUResource: convoy.ResourceGPU, PlanTimeout: time.Minute}
+	return Options{Levels: testLevels, GPUResource: convoy.ResourceGPU, PlanTimeout: time.Minute}
 }
 
 // deletePod deletes the pod from the API and waits until the State's informer no longer has it.

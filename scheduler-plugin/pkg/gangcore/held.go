@@ -62,7 +62,7 @@ func (s *State) planWithHeld(logger klog.Logger, cl *planner.Cluster, g *gang, p
 	}
 	level := planner.LevelCluster
 	for _, p := range g.held {
-		l, _ := Topology(p)
+		l, _, _ := s.Topology(p)
 		level = min(level, l)
 	}
 	infos := s.handle.SnapshotSharedLister().NodeInfos()
@@ -87,10 +87,7 @@ func (s *State) planWithHeld(logger klog.Logger, cl *planner.Cluster, g *gang, p
 			break
 		}
 	}
-	noun := level.String()
-	if level <= planner.LevelNode {
-		noun = "node"
-	}
+	noun := s.opts.levelName(level)
 	msg := fmt.Sprintf("%s needs %s and %d pod(s) without GPUs in one %s", g.key, g.plannerGang(), len(g.held), noun)
 	if tried == 1 {
 		msg += fmt.Sprintf("; the only %s with room for its GPU pods (%s) has room beside them for %d pod(s) without GPUs", noun, best, bestRoom)

@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -176,8 +177,8 @@ func (ip *interPodPlugins) constraints(ctx context.Context, pod *corev1.Pod, g *
 		}
 		l, ok := s.levelOfKey(t.TopologyKey)
 		if !ok {
-			return nil, fmt.Errorf("pod affinity among its own pods by %q (%s[%d]): Convoy keeps a gang's pods together by %s, %s, %s or %s only; use one of those topologyKeys, or the TrainingJob's spec.scheduling.topology",
-				t.TopologyKey, field, i, corev1.LabelHostname, s.opts.RackLabel, s.opts.BlockLabel, s.opts.ZoneLabel)
+			return nil, fmt.Errorf("pod affinity among its own pods by %q (%s[%d]): Convoy keeps a gang's pods together by %s or its topology levels' node labels (%s) only; use one of those topologyKeys, or the TrainingJob's spec.scheduling.topology",
+				t.TopologyKey, field, i, corev1.LabelHostname, strings.Join(s.opts.labels(), ", "))
 		}
 		if out.level == planner.LevelNone || l < out.level {
 			out.level = l
@@ -285,15 +286,13 @@ func spreadSelector(c corev1.TopologySpreadConstraint, pod *corev1.Pod) (labels.
 
 // levelOfKey maps a topology key to the planner's level.
 func (s *State) levelOfKey(key string) (planner.Level, bool) {
-	switch key {
-	case corev1.LabelHostname:
+	if key == corev1.LabelHostname {
 		return planner.LevelNode, true
-	case s.opts.RackLabel:
-		return planner.LevelRack, true
-	case s.opts.BlockLabel:
-		return planner.LevelBlock, true
-	case s.opts.ZoneLabel:
-		return planner.LevelZone, true
+	}
+	for i, l := range s.opts.Levels {
+		if key == l.NodeLabel {
+			return planner.TopologyLevel(i, len(s.opts.Levels)), true
+		}
 	}
 	return planner.LevelNone, false
 }

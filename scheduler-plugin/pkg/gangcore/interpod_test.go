@@ -61,7 +61,7 @@ func TestInterPodConstraints(t *testing.T) {
 		{name: "apart by zone", pod: pod().PodAntiAffinity(convoy.LabelTopologyZone, own, st.PodAntiAffinityWithRequiredReq).Obj(),
 			wantErr: `ns/job needs pod anti-affinity among its own pods by "topology.kubernetes.io/zone" (spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0]): Convoy keeps a gang's pods apart by kubernetes.io/hostname only; use that topologyKey`},
 		{name: "together by rack", pod: pod().PodAffinity(convoy.LabelTopologyRack, own, st.PodAffinityWithRequiredReq).Obj(),
-			wantLevel: planner.LevelRack, wantFilters: 1},
+			wantLevel: planner.TopologyLevel(2, len(testLevels)), wantFilters: 1},
 		{name: "together by hostname", pod: pod().PodAffinity(corev1.LabelHostname, own, st.PodAffinityWithRequiredReq).Obj(),
 			wantLevel: planner.LevelNode, wantFilters: 1},
 		{name: "together by another key", pod: pod().PodAffinity("example.com/pod", own, st.PodAffinityWithRequiredReq).Obj(),

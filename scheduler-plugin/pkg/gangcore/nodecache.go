@@ -106,8 +106,7 @@ func (c *nodeCache) base(ni fwk.NodeInfo, gn *gpuNode, book *planBook) *nodeBase
 		return b
 	}
 	b := &nodeBase{generation: ni.GetGeneration(), gn: gn}
-	pn := planner.Node{Name: node.Name, Zone: node.Labels[c.opts.ZoneLabel], Block: node.Labels[c.opts.BlockLabel],
-		Rack: node.Labels[c.opts.RackLabel]}
+	pn := planner.Node{Name: node.Name, Domains: c.opts.domains(node)}
 	pn.CPU, pn.Memory = ni.GetAllocatable().GetMilliCPU(), ni.GetAllocatable().GetMemory()
 	alloc := int(ni.GetAllocatable().GetScalarResources()[c.opts.GPUResource])
 	b.room = alloc - int(ni.GetRequested().GetScalarResources()[c.opts.GPUResource])

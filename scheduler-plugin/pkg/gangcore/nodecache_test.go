@@ -31,8 +31,7 @@ import (
 // its pods change; the GPUs each pod holds come from the GPUNode, else the pod's reservation, else
 // the highest free ones.
 func TestNodeCacheFollowsTheInventory(t *testing.T) {
-	opts := Options{ZoneLabel: convoy.LabelTopologyZone, BlockLabel: convoy.LabelTopologyBlock,
-		RackLabel: convoy.LabelTopologyRack, GPUResource: convoy.ResourceGPU}
+	opts := Options{Levels: testLevels, GPUResource: convoy.ResourceGPU}
 	inv, cache, book := newGPUInventory(), newNodeCache(&opts), newPlanBook()
 	node := fakeNode("a", "r1", 8)
 	seen := lone("ns", "seen", 2).Node("a").Obj()         // the node agent saw it on GPUs 0 and 1

@@ -133,7 +133,11 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	}
 	start := time.Now()
 	g := s.gangOf(pod)
-	elig, err := s.eligibilityFor(ctx, pod, g, nodes)
+	err := g.levelErr
+	var elig eligibility
+	if err == nil {
+		elig, err = s.eligibilityFor(ctx, pod, g, nodes)
+	}
 	var pl *planner.Plan
 	whole := g
 	if err == nil {

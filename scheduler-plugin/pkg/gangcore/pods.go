@@ -79,16 +79,6 @@ func GPURequest(pod *corev1.Pod, resource corev1.ResourceName) int {
 	return max(sum+sidecars, initMax)
 }
 
-// Topology returns the level and mode the pod's annotations ask for. A level without a mode is
-// required, as TrainingJob's spec.scheduling.topology.mode defaults.
-func Topology(pod *corev1.Pod) (planner.Level, bool) {
-	l, ok := planner.ParseLevel(pod.Annotations[convoy.AnnotationTopologyLevel])
-	if !ok {
-		return planner.LevelNone, false
-	}
-	return l, pod.Annotations[convoy.AnnotationTopologyMode] != string(convoy.TopologyPreferred)
-}
-
 // rank is the pod's convoy.dev/rank label, or a large number when it has none.
 func rank(pod *corev1.Pod) int {
 	if r, err := strconv.Atoi(pod.Labels[convoy.LabelReplicaRank]); err == nil {

@@ -187,6 +187,9 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	if !s.anyVictim(nodes, pod, g, o.LonePods) {
 		return cannot("no pod of lower priority holds GPUs or stands in the way: preemption cannot help")
 	}
+	if g.levelErr != nil {
+		return cannot(g.levelErr.Error())
+	}
 	elig, err := s.eligibilityFor(ctx, pod, g, nodes)
 	if err != nil {
 		return cannot(err.Error())

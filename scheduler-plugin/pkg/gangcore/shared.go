@@ -19,6 +19,7 @@ package gangcore
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sync"
 
 	"k8s.io/client-go/kubernetes"
@@ -46,7 +47,7 @@ func Shared(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
 	e := registry[h.ClientSet()]
-	if e != nil && e.state.opts != opts {
+	if e != nil && !reflect.DeepEqual(e.state.opts, opts) {
 		return nil, fmt.Errorf("GangPlacement has different args in two profiles (%+v and %+v): give every profile the same GangPlacementArgs", e.state.opts, opts)
 	}
 	if e == nil {

@@ -53,7 +53,7 @@ func TestSharedStateGoesWithItsProfiles(t *testing.T) {
 		t.Fatalf("the second profile got State %p (err %v), want the first profile's %p", got, err, s)
 	}
 	other := testOptions()
-	other.RackLabel = "example.com/rack"
+	other.Levels = []TopologyLevel{{"rack", "example.com/rack"}}
 	if _, err := Shared(ctxB, b, other); err == nil || !strings.Contains(err.Error(), "give every profile the same GangPlacementArgs") {
 		t.Errorf("Shared with other args: err %v, want one that asks for the same args", err)
 	}

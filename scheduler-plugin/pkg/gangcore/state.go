@@ -42,9 +42,10 @@ import (
 
 // Options configure a State; they come from GangPlacementArgs.
 type Options struct {
-	ZoneLabel, BlockLabel, RackLabel string
-	GPUResource                      corev1.ResourceName
-	PlanTimeout                      time.Duration
+	// Levels are the cluster's topology levels, outer to inner.
+	Levels      []TopologyLevel
+	GPUResource corev1.ResourceName
+	PlanTimeout time.Duration
 	// PartlyUsedFirst has a gang that needs several nodes of a rack take the rack's partly used
 	// nodes before free ones (planner.Cluster.PartlyUsedFirst).
 	PartlyUsedFirst bool

@@ -47,7 +47,7 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 	if cap(buf) < len(nodes) {
 		buf = make([]planner.Node, 0, len(nodes))
 	}
-	cl := &planner.Cluster{Nodes: buf[:0], PartlyUsedFirst: s.opts.PartlyUsedFirst}
+	cl := &planner.Cluster{Nodes: buf[:0], PartlyUsedFirst: s.opts.PartlyUsedFirst, Levels: s.opts.names()}
 	var vt *victimTable
 	if o.victims {
 		vt = &victimTable{index: map[string]int{}, leaving: map[string][]*corev1.Pod{}}
@@ -238,20 +238,16 @@ func (s *State) sameDomain(anchor, node *corev1.Node, g *gang) bool {
 	if anchor == nil || !g.required {
 		return true
 	}
-	keys := []string{s.opts.ZoneLabel}
-	switch g.level {
-	case planner.LevelNVLink, planner.LevelNode:
+	switch {
+	case g.level == planner.LevelNVLink, g.level == planner.LevelNode:
 		return node.Name == anchor.Name
-	case planner.LevelRack:
-		keys = append(keys, s.opts.BlockLabel, s.opts.RackLabel)
-	case planner.LevelBlock:
-		keys = append(keys, s.opts.BlockLabel)
-	case planner.LevelZone:
-	default:
+	case g.level < planner.LevelRack, g.level >= planner.LevelCluster:
 		return true
 	}
-	for _, k := range keys {
-		if node.Labels[k] != anchor.Labels[k] {
+	// The levels from the outermost to the gang's.
+	n := len(s.opts.Levels)
+	for _, l := range s.opts.Levels[:max(n-int(g.level-planner.LevelRack), 0)] {
+		if node.Labels[l.NodeLabel] != anchor.Labels[l.NodeLabel] {
 			return false
 		}
 	}

@@ -78,9 +78,7 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	}
 	klog.FromContext(ctx).V(2).Info("Creating the GangPlacement plugin", "args", args)
 	st, err := gangcore.Shared(ctx, h, gangcore.Options{
-		ZoneLabel:       args.ZoneLabel,
-		BlockLabel:      args.BlockLabel,
-		RackLabel:       args.RackLabel,
+		Levels:          levels(args),
 		GPUResource:     corev1.ResourceName(args.GPUResourceName),
 		PlanTimeout:     time.Duration(args.PlanTimeoutSeconds) * time.Second,
 		PartlyUsedFirst: args.NodePacking == config.NodePackingPartlyUsedFirst,
@@ -160,8 +158,7 @@ func (pl *GangPlacement) Filter(_ context.Context, cs fwk.CycleState, pod *corev
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node %s of gang %s's GPU pods is gone", st.Anchor, st.Gang))
 		}
 		if !pl.state.InDomain(pod, anchor.Node(), ni.Node()) {
-			level, _ := gangcore.Topology(pod)
-			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s requires one %s: its GPU pods run on node %s", st.Gang, level, st.Anchor))
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("gang %s requires one %s: its GPU pods run on node %s", st.Gang, pl.state.LevelName(pod), st.Anchor))
 		}
 		if !pl.state.LeavesRoomForPlan(pod, ni) {
 			return fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("node %s keeps its room for the GPU pods gang %s plans there", ni.Node().Name, st.Gang))
@@ -250,4 +247,13 @@ func (pl *GangPlacement) freesGPUsOrSibling(_ klog.Logger, pod *corev1.Pod, oldO
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
+}
+
+// levels are the args' topology levels for gangcore.
+func levels(args *config.GangPlacementArgs) []gangcore.TopologyLevel {
+	var out []gangcore.TopologyLevel
+	for _, l := range args.Levels() {
+		out = append(out, gangcore.TopologyLevel{Name: l.Name, NodeLabel: l.NodeLabel})
+	}
+	return out
 }

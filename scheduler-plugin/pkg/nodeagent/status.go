@@ -125,7 +125,8 @@ func equalPtr[T comparable](a, b *T) bool {
 }
 
 // GFDLabels are the GPU Feature Discovery labels for a status: the product with spaces as dashes,
-// the first GPU's memory in MiB, and the GPU count. None when the node has no GPUs.
+// the first GPU's memory in MiB, the GPU count, and, where every GPU is in one multi-node NVLink
+// clique, the clique as "<cluster UUID>.<clique ID>". None when the node has no GPUs.
 func GFDLabels(s *convoy.GPUNodeStatus) map[string]string {
 	if len(s.GPUs) == 0 {
 		return map[string]string{}
@@ -137,7 +138,21 @@ func GFDLabels(s *convoy.GPUNodeStatus) map[string]string {
 	if p := labelValue(s.Product); p != "" {
 		labels[convoy.LabelGPUProduct] = p
 	}
+	if c, ok := fabricClique(s.GPUs[0].NVLinkDomain); ok && !slices.ContainsFunc(s.GPUs, func(g convoy.GPUDevice) bool { return g.NVLinkDomain != s.GPUs[0].NVLinkDomain }) {
+		labels[convoy.LabelGPUClique] = c
+	}
 	return labels
+}
+
+// fabricClique is GPU Feature Discovery's clique label value, "<cluster UUID>.<clique ID>", of an
+// nvlinkDomain that names a fabric clique ("<cluster UUID>/<clique ID>", not a node's NVLink
+// island).
+func fabricClique(domain string) (string, bool) {
+	uuid, id, ok := strings.Cut(domain, "/")
+	if _, err := strconv.ParseUint(id, 10, 32); !ok || err != nil || len(uuid) != 36 || strings.Count(uuid, "-") != 4 {
+		return "", false
+	}
+	return uuid + "." + id, true
 }
 
 // labelValue makes a product name a valid label value, as GPU Feature Discovery does: spaces

@@ -17,6 +17,7 @@ limitations under the License.
 package nodeagent
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -33,7 +34,12 @@ import (
 
 func observe(t *testing.T, profile string) (Observation, *nvmlmock.Server) {
 	t.Helper()
-	srv, err := nvmlmock.New(profile, nvmlmock.Options{Seed: "node-a"})
+	return observeWith(t, profile, nvmlmock.Options{Seed: "node-a"})
+}
+
+func observeWith(t *testing.T, profile string, opts nvmlmock.Options) (Observation, *nvmlmock.Server) {
+	t.Helper()
+	srv, err := nvmlmock.New(profile, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,6 +164,11 @@ func TestGFDLabels(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, GFDLabels(&s)); diff != "" {
 		t.Errorf("labels (-want,+got):\n%s", diff)
+	}
+	gb200, _ := observeWith(t, nvmlmock.ProfileGB200x4, nvmlmock.Options{Seed: "node-a", FabricCluster: "rack-1"})
+	s = BuildStatus(gb200, &conds, t0)
+	if got := GFDLabels(&s)[convoy.LabelGPUClique]; !strings.HasSuffix(got, ".1") || strings.Contains(got, "/") {
+		t.Errorf("%s of a GB200 tray = %q, want <cluster UUID>.1", convoy.LabelGPUClique, got)
 	}
 	if got := GFDLabels(&convoy.GPUNodeStatus{}); len(got) != 0 {
 		t.Errorf("labels of a node without GPUs: %v", got)

@@ -73,7 +73,9 @@ func BenchmarkPlace(b *testing.B) {
 // BenchmarkPlaceMix places a seed-fixed mix of 1,000 gangs of 1–64 workers one after another on
 // an empty fleet and reports the quality of the result: gangs left unplaced, racks per placed gang
 // and free GPUs stranded on partly used nodes, at the end and on average after each placement (the
-// end is one moment of a count that moves with each gang).
+// end is one moment of a count that moves with each gang), and split gangs: those one innermost
+// domain (rack, or clique) would hold, placed over several. The clique mix runs again without its
+// clique level: gangs that fit one NVL72 clique split over two.
 func BenchmarkPlaceMix(b *testing.B) {
 	for _, nodes := range []int{1000, 5000} {
 		for _, mix := range synth.Mixes {
@@ -82,31 +84,62 @@ func BenchmarkPlaceMix(b *testing.B) {
 			for i, g := range gangs {
 				list[i] = planner.Gang{Key: g.Name, Pods: g.Workers, GPUsPerPod: g.GPUsPerWorker}
 			}
-			b.Run(fmt.Sprintf("nodes=%d/mix=%s", nodes, mix.Name), func(b *testing.B) {
-				// The mean, from a run of its own: counting after each gang would weigh on the time.
-				c := synth.DefaultFleet(nodes).Cluster()
-				sum, placements := 0, 0
-				placeInTurn(c, list, func(int) { sum += c.Stranded(); placements++ })
-				var unplaced, racks, stranded int
-				for b.Loop() {
-					c := synth.DefaultFleet(nodes).Cluster()
-					unplaced, racks = placeInTurn(c, list, nil)
-					stranded = c.Stranded()
+			f := mix.FleetOf(nodes)
+			variants := []string{""}
+			if f.CliqueNodes > 0 {
+				// The same fleet placed by zone, block and rack alone, for the clique level's worth.
+				variants = append(variants, "-without-clique-level")
+			}
+			for _, v := range variants {
+				cluster := func() *planner.Cluster {
+					c := f.Cluster()
+					if v != "" {
+						c.Levels = nil
+						for i := range c.Nodes {
+							c.Nodes[i].Domains = nil
+						}
+					}
+					return c
 				}
-				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(gangs)), "ns/gang")
-				b.ReportMetric(float64(unplaced), "unplaced")
-				b.ReportMetric(float64(racks)/float64(max(len(gangs)-unplaced, 1)), "racks/gang")
-				b.ReportMetric(float64(stranded), "stranded-GPUs")
-				b.ReportMetric(float64(sum)/float64(max(placements, 1)), "mean-stranded-GPUs")
-			})
+				b.Run(fmt.Sprintf("nodes=%d/mix=%s%s", nodes, mix.Name, v), func(b *testing.B) {
+					// The mean, from a run of its own: counting after each gang would weigh on the time.
+					c := cluster()
+					// split counts the gangs that one innermost domain of the fleet (a rack, a
+					// clique) would hold, placed over several.
+					sum, placements, split := 0, 0, 0
+					placeInTurn(c, list, func(i int, p *planner.Plan) {
+						sum += c.Stranded()
+						placements++
+						in := map[string]bool{}
+						for _, a := range p.Assignments {
+							in[f.Node(a.NodeIndex()).Innermost()] = true
+						}
+						if g := gangs[i]; g.Workers <= f.InnermostNodes()*(f.GPUsPerNode/g.GPUsPerWorker) && len(in) > 1 {
+							split++
+						}
+					})
+					var unplaced, racks, stranded int
+					for b.Loop() {
+						c := cluster()
+						unplaced, racks = placeInTurn(c, list, nil)
+						stranded = c.Stranded()
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(gangs)), "ns/gang")
+					b.ReportMetric(float64(unplaced), "unplaced")
+					b.ReportMetric(float64(racks)/float64(max(len(gangs)-unplaced, 1)), "racks/gang")
+					b.ReportMetric(float64(stranded), "stranded-GPUs")
+					b.ReportMetric(float64(sum)/float64(max(placements, 1)), "mean-stranded-GPUs")
+					b.ReportMetric(float64(split), "split-gangs")
+				})
+			}
 		}
 	}
 }
 
 // placeInTurn places gangs one after another on c, as the scheduler would, and counts the gangs
-// left unplaced and the racks of the placed ones; placed, when set, is called with the index of
-// each gang placed.
-func placeInTurn(c *planner.Cluster, gangs []planner.Gang, placed func(int)) (unplaced, racks int) {
+// left unplaced and the racks of the placed ones; placed, when set, is called with the index and
+// plan of each gang placed.
+func placeInTurn(c *planner.Cluster, gangs []planner.Gang, placed func(int, *planner.Plan)) (unplaced, racks int) {
 	for i, g := range gangs {
 		p, err := c.Place(g)
 		if err != nil {
@@ -116,7 +149,7 @@ func placeInTurn(c *planner.Cluster, gangs []planner.Gang, placed func(int)) (un
 		c.Apply(p, -1)
 		racks += p.Racks()
 		if placed != nil {
-			placed(i)
+			placed(i, p)
 		}
 	}
 	return unplaced, racks
@@ -203,7 +236,7 @@ func BenchmarkPlaceLaunchers(b *testing.B) {
 				for b.Loop() {
 					c := synth.DefaultFleet(nodes).Cluster()
 					idle = 0
-					unplaced, racks = placeInTurn(c, list, func(i int) {
+					unplaced, racks = placeInTurn(c, list, func(i int, _ *planner.Plan) {
 						if way == "at-largest" {
 							// The launcher's plan holds a worker's GPUs.
 							idle += gangs[i].GPUsPerWorker - 1

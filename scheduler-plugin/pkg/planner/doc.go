@@ -15,7 +15,8 @@ limitations under the License.
 */
 
 // Package planner places a whole gang of GPU pods at once. It is pure: it reads a snapshot of the
-// cluster (nodes, their free GPUs and GPU links, their zone, block and rack) and returns where every
+// cluster (nodes, their free GPUs and GPU links, their domains of the cluster's topology levels,
+// Cluster.Levels: zone, block and rack by default, up to MaxLevels) and returns where every
 // pod of the gang goes, or why none can, or which whole lower-priority gangs to evict so that it
 // can. The Convoy scheduler plugins call it from PreFilter and PostFilter; a simulator or a
 // benchmark can drive the same code without a cluster.
@@ -25,8 +26,10 @@ limitations under the License.
 //  1. every pod of the gang fits (free, healthy GPUs and the node's other resources);
 //  2. the whole gang lies inside one domain of the gang's required topology level;
 //  3. the gang spans the fewest domains at the lowest level: it goes into the smallest single
-//     domain (NVLink domain, node, rack, block, zone) that can hold it, of those the one where it
-//     spans the fewest racks and, inside that domain, into the fewest children, level by level
+//     domain (NVLink domain, node, then the topology levels from the innermost: rack, block, zone,
+//     or clique, rack, block, zone...) that can hold it, of those the one where it spans the fewest
+//     domains of the innermost level ("racks" below) and, inside that domain, into the fewest
+//     children, level by level
 //     (across blocks, the blocks of the most room are filled first, which may span a rack more
 //     than the fewest; inside a rack, of the fewest nodes that hold the pods, those with the least
 //     room, so that partly used nodes fill before free ones; with Cluster.PartlyUsedFirst, every

@@ -167,7 +167,7 @@ func (c *Cluster) placeMixed(g Gang, free []GPUSet) (*Plan, error) {
 			}
 		}
 		if best != nil {
-			return &Plan{Assignments: best, Level: l, Domain: ix.names[l][bestD], Spread: c.spread(best)}, nil
+			return &Plan{Assignments: best, Level: ix.canon[l], Domain: ix.names[l][bestD], Spread: c.spread(best)}, nil
 		}
 	}
 	return nil, &Unplaceable{Message: c.explain(g, caps[0], frees)}

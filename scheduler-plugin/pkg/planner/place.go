@@ -40,15 +40,25 @@ type Cluster struct {
 	// PartlyUsedFirst). By default the gang takes the fewest nodes, of the least room.
 	PartlyUsedFirst bool
 
+	// Levels names the cluster's topology levels, outer to inner, as Node.Domains gives each
+	// node's values (at most MaxLevels); nil for DefaultLevels. Messages name domains by them.
+	Levels []string
+
 	idx *index
 	// evicted, while Preempt places the gang after a set of victims, says which are gone: their
 	// CPU and memory are free too (Node.Spare).
 	evicted func(int) bool
 }
 
-// index maps every node to its rack, block and zone, and each domain to its parent, children and
-// nodes. Level LevelNode's domains are the nodes themselves; LevelCluster has one domain.
+// index maps every node to its domain at each topology level, and each domain to its parent,
+// children and nodes. Level LevelNode's domains are the nodes themselves; LevelCluster has one
+// domain. A level merged into the one outside it (no node has a value of it), and the levels past
+// the cluster's outermost up to LevelCluster, repeat another: a domain there is its own only child.
 type index struct {
+	// outer is the outermost topology level.
+	outer Level
+	// canon[l] is the level that level l repeats, or l.
+	canon    [numLevels]Level
 	count    [numLevels]int
 	names    [numLevels][]string
 	of       [numLevels][]int32   // of[L][node]: the node's domain at level L
@@ -58,7 +68,7 @@ type index struct {
 }
 
 // ShareIndex lets c use prev's topology index when both have the same nodes, in the same order,
-// with the same zone, block and rack: callers that build a Cluster per decision skip rebuilding it.
+// with the same topology domains: callers that build a Cluster per decision skip rebuilding it.
 // It reports whether it did.
 func (c *Cluster) ShareIndex(prev *Cluster) bool {
 	ix := prev.idx
@@ -67,12 +77,45 @@ func (c *Cluster) ShareIndex(prev *Cluster) bool {
 	}
 	for i := range c.Nodes {
 		a, b := &c.Nodes[i], &prev.Nodes[i]
-		if a.Name != b.Name || a.Zone != b.Zone || a.Block != b.Block || a.Rack != b.Rack {
+		if a.Name != b.Name || a.Zone != b.Zone || a.Block != b.Block || a.Rack != b.Rack || !sameDomains(a.Domains, b.Domains) {
 			return false
 		}
 	}
 	c.idx = ix
 	return true
+}
+
+// levels is the number of the cluster's topology levels.
+func (c *Cluster) levels() int {
+	if c.Levels == nil {
+		return len(DefaultLevels)
+	}
+	return len(c.Levels)
+}
+
+// LevelName is the name of level l in messages: a topology level's name from Levels.
+func (c *Cluster) LevelName(l Level) string {
+	n := c.levels()
+	if l >= LevelRack && l < LevelCluster {
+		names := c.Levels
+		if names == nil {
+			names = DefaultLevels
+		}
+		if i := n - 1 - int(l-LevelRack); i >= 0 {
+			return names[i]
+		}
+		return names[0]
+	}
+	return l.noun()
+}
+
+// sameDomains compares two nodes' Domains, first by their backing array: callers that copy a
+// node per decision share it.
+func sameDomains(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	return len(a) == 0 || &a[0] == &b[0] || slices.Equal(a, b)
 }
 
 func (c *Cluster) index() *index {
@@ -81,9 +124,42 @@ func (c *Cluster) index() *index {
 	}
 	ix := &index{}
 	n := len(c.Nodes)
+	depth := min(c.levels(), MaxLevels)
+	ix.outer = LevelRack + Level(max(depth, 1)-1)
+	values := func(nd *Node) []string {
+		if nd.Domains == nil && c.Levels == nil {
+			return []string{nd.Zone, nd.Block, nd.Rack}
+		}
+		return nd.Domains
+	}
+	// A level no node has a value of is merged into the one outside it, where some level has
+	// values: the cluster's nodes without a clique label are grouped by rack, as without the level.
+	present := make([]bool, depth)
+	any := false
+	for i := range c.Nodes {
+		for k, v := range values(&c.Nodes[i]) {
+			if k < depth && v != "" {
+				present[k], any = true, true
+			}
+		}
+	}
+	for l := range Level(numLevels) {
+		ix.canon[l] = l
+	}
+	for k := range depth {
+		if l := TopologyLevel(k, depth); any && !present[k] {
+			ix.canon[l] = LevelCluster
+			if k > 0 {
+				ix.canon[l] = ix.canon[l+1]
+			}
+		}
+	}
+	for l := ix.outer + 1; l < LevelCluster; l++ {
+		ix.canon[l] = ix.canon[ix.outer]
+	}
 	ids := map[string]int32{}
 	intern := func(l Level, key string) int32 {
-		k := levelNames[l] + "\x00" + key
+		k := string(rune('0'+l)) + "\x00" + key
 		if id, ok := ids[k]; ok {
 			return id
 		}
@@ -94,7 +170,9 @@ func (c *Cluster) index() *index {
 		return id
 	}
 	for l := LevelNode; l <= LevelCluster; l++ {
-		ix.of[l] = make([]int32, n)
+		if ix.canon[l] == l {
+			ix.of[l] = make([]int32, n)
+		}
 	}
 	part := func(value, node string) string {
 		if value == "" {
@@ -103,15 +181,30 @@ func (c *Cluster) index() *index {
 		return value
 	}
 	intern(LevelCluster, "cluster")
+	var path strings.Builder
 	for i := range c.Nodes {
 		nd := &c.Nodes[i]
-		zone := part(nd.Zone, nd.Name)
-		block := zone + "/" + part(nd.Block, nd.Name)
-		rack := block + "/" + part(nd.Rack, nd.Name)
+		vs := values(nd)
+		path.Reset()
+		for k := range depth {
+			l := TopologyLevel(k, depth)
+			if ix.canon[l] != l {
+				continue
+			}
+			v := ""
+			if k < len(vs) {
+				v = vs[k]
+			}
+			if path.Len() > 0 {
+				path.WriteByte('/')
+			}
+			path.WriteString(part(v, nd.Name))
+			ix.of[l][i] = intern(l, path.String())
+		}
+		if depth == 0 {
+			ix.of[LevelRack][i] = intern(LevelRack, part("", nd.Name))
+		}
 		ix.of[LevelNode][i] = int32(i)
-		ix.of[LevelRack][i] = intern(LevelRack, rack)
-		ix.of[LevelBlock][i] = intern(LevelBlock, block)
-		ix.of[LevelZone][i] = intern(LevelZone, zone)
 		ix.of[LevelCluster][i] = 0
 	}
 	ix.count[LevelNode] = n
@@ -119,18 +212,33 @@ func (c *Cluster) index() *index {
 	for i := range c.Nodes {
 		ix.names[LevelNode][i] = c.Nodes[i].Name
 	}
+	// The merged levels, and those past the outermost, repeat their canonical level.
+	for l := LevelNode; l <= LevelCluster; l++ {
+		if cl := ix.canon[l]; cl != l {
+			ix.of[l], ix.count[l], ix.names[l] = ix.of[cl], ix.count[cl], ix.names[cl]
+		}
+	}
 	for l := LevelNode; l <= LevelCluster; l++ {
 		ix.parent[l] = make([]int32, ix.count[l])
 		ix.children[l] = make([][]int32, ix.count[l])
-		ix.nodes[l] = make([][]int32, ix.count[l])
+		if ix.canon[l] == l {
+			ix.nodes[l] = make([][]int32, ix.count[l])
+		}
 	}
 	for i := range n {
 		for l := LevelNode; l <= LevelCluster; l++ {
 			d := ix.of[l][i]
-			ix.nodes[l][d] = append(ix.nodes[l][d], int32(i))
+			if ix.canon[l] == l {
+				ix.nodes[l][d] = append(ix.nodes[l][d], int32(i))
+			}
 			if l < LevelCluster {
 				ix.parent[l][d] = ix.of[l+1][i]
 			}
+		}
+	}
+	for l := LevelNode; l <= LevelCluster; l++ {
+		if cl := ix.canon[l]; cl != l {
+			ix.nodes[l] = ix.nodes[cl]
 		}
 	}
 	for l := LevelRack; l <= LevelCluster; l++ {
@@ -141,6 +249,17 @@ func (c *Cluster) index() *index {
 	}
 	c.idx = ix
 	return ix
+}
+
+// parentOf is the domain holding domain d of level l at the first level above it that is not a
+// repeat of l, and that level.
+func (ix *index) parentOf(l Level, d int32) (Level, int32) {
+	pl, pd := l+1, ix.parent[l][d]
+	for pl < LevelCluster && ix.canon[pl] == ix.canon[l] {
+		pd = ix.parent[pl][pd]
+		pl++
+	}
+	return pl, pd
 }
 
 // Domain returns the name of node i's domain at level l (as messages spell it, e.g. "z1/b2/r3";
@@ -471,9 +590,10 @@ func (p *placement) better(l Level, a, b int32) bool {
 		return frees[l][a] < frees[l][b]
 	}
 	if l < LevelCluster {
-		pa, pb := ix.parent[l][a], ix.parent[l][b]
-		if frees[l+1][pa] != frees[l+1][pb] {
-			return frees[l+1][pa] < frees[l+1][pb]
+		pl, pa := ix.parentOf(l, a)
+		_, pb := ix.parentOf(l, b)
+		if frees[pl][pa] != frees[pl][pb] {
+			return frees[pl][pa] < frees[pl][pb]
 		}
 	}
 	return ix.names[l][a] < ix.names[l][b]
@@ -735,6 +855,9 @@ func (c *Cluster) plan(g Gang, takes []take, free []GPUSet, l Level, domain stri
 		ra, rb := ix.of[LevelRack][a.node], ix.of[LevelRack][b.node]
 		return cmp.Or(strings.Compare(ix.names[LevelRack][ra], ix.names[LevelRack][rb]), strings.Compare(c.Nodes[a.node].Name, c.Nodes[b.node].Name))
 	})
+	if l >= LevelNode {
+		l = ix.canon[l]
+	}
 	p := &Plan{Level: l, Domain: domain, Assignments: make([]Assignment, 0, g.Pods)}
 	for _, t := range takes {
 		nd := &c.Nodes[t.node]
@@ -759,7 +882,7 @@ func (c *Cluster) explain(g Gang, caps, frees [numLevels][]int32) string {
 	ix := c.index()
 	l := LevelCluster
 	if g.Required {
-		l = max(g.Level, LevelNode)
+		l = ix.canon[max(g.Level, LevelNode)]
 	}
 	var b strings.Builder
 	if l == LevelCluster {
@@ -780,9 +903,9 @@ func (c *Cluster) explain(g Gang, caps, frees [numLevels][]int32) string {
 				best = d
 			}
 		}
-		fmt.Fprintf(&b, "%s needs %s in one %s", g.Key, g, l.noun())
+		fmt.Fprintf(&b, "%s needs %s in one %s", g.Key, g, c.LevelName(l))
 		if best >= 0 {
-			fmt.Fprintf(&b, "; the best %s (%s) has room for %s (%s)", l.noun(), ix.names[l][best],
+			fmt.Fprintf(&b, "; the best %s (%s) has room for %s (%s)", c.LevelName(l), ix.names[l][best],
 				g.room(int(caps[l][best])), plural(int(frees[l][best]), "free GPU"))
 		}
 	}

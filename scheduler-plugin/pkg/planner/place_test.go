@@ -505,7 +505,7 @@ func TestPlaceInvalidGang(t *testing.T) {
 		"no pods":                             {Key: "a", Pods: 0, GPUsPerPod: 1},
 		"no GPUs":                             {Key: "a", Pods: 1, GPUsPerPod: 0},
 		"more GPUs than 64":                   {Key: "a", Pods: 1, GPUsPerPod: 65},
-		"unknown level":                       {Key: "a", Pods: 1, GPUsPerPod: 1, Level: 9},
+		"unknown level":                       {Key: "a", Pods: 1, GPUsPerPod: 1, Level: LevelCluster + 1},
 		"GPU counts for fewer pods":           {Key: "a", Pods: 3, PodGPUs: []int{1, 2}},
 		"needs for fewer pods":                {Key: "a", Pods: 3, GPUsPerPod: 1, PodNeeds: [][]int64{{1, 1}, {2, 1}}},
 		"needs of different resources":        {Key: "a", Pods: 2, GPUsPerPod: 1, PodNeeds: [][]int64{{1, 1}, {2}}},

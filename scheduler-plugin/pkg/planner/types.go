@@ -23,30 +23,48 @@ import (
 	"time"
 )
 
-// Level is a level of the GPU fabric, from the tightest to the widest.
+// Level is a level of the GPU fabric, from the tightest to the widest. Above the node come the
+// cluster's topology levels (Cluster.Levels), counted from the innermost: with the default levels
+// zone, block and rack, LevelRack is the rack, LevelBlock the block and LevelZone the zone; with
+// other levels, LevelRack is the innermost, LevelBlock the next and so on (TopologyLevel).
 type Level int8
 
 const (
 	// LevelNone is the zero value: the gang asks for no level, as LevelCluster.
 	LevelNone Level = iota
-	// LevelNVLink is one NVLink domain: an NVSwitch island inside a node, or a multi-node NVLink
-	// fabric clique.
+	// LevelNVLink is one NVLink domain inside a node (an NVSwitch island), or a multi-node NVLink
+	// fabric that the node's GPUNode names.
 	LevelNVLink
 	LevelNode
+	// LevelRack is the innermost topology level, LevelBlock the one outside it, LevelZone the
+	// third: rack, block and zone of the default levels.
 	LevelRack
 	LevelBlock
 	LevelZone
+
 	// LevelCluster is the whole cluster: no topology constraint.
-	LevelCluster
+	LevelCluster = LevelRack + MaxLevels
 
 	numLevels = int(LevelCluster) + 1
 )
 
-var levelNames = [numLevels]string{"", "nvlink", "node", "rack", "block", "zone", "cluster"}
+// MaxLevels is the most topology levels above the node a cluster may have.
+const MaxLevels = 6
 
-// String returns the level's name as the convoy.dev/topology-level annotation spells it.
+// TopologyLevel is the level of the i-th of n topology levels counted from the outermost (the
+// order of Cluster.Levels).
+func TopologyLevel(i, n int) Level { return LevelRack + Level(n-1-i) }
+
+// DefaultLevels are the topology levels of a Cluster without Levels, outer to inner: Node.Zone,
+// Node.Block and Node.Rack.
+var DefaultLevels = []string{"zone", "block", "rack"}
+
+var levelNames = [numLevels]string{"", "nvlink", "node", "rack", "block", "zone", "", "", "", "cluster"}
+
+// String returns the level's name as the convoy.dev/topology-level annotation spells it with the
+// default levels.
 func (l Level) String() string {
-	if l < 0 || int(l) >= numLevels {
+	if l < 0 || int(l) >= numLevels || levelNames[l] == "" {
 		return fmt.Sprintf("Level(%d)", l)
 	}
 	return levelNames[l]
@@ -60,7 +78,8 @@ func (l Level) noun() string {
 	return l.String()
 }
 
-// ParseLevel parses a level name (nvlink, node, rack, block, zone, cluster).
+// ParseLevel parses a level name of the default levels (nvlink, node, rack, block, zone,
+// cluster).
 func ParseLevel(s string) (Level, bool) {
 	for i, n := range levelNames {
 		if n != "" && strings.EqualFold(s, n) {
@@ -125,8 +144,11 @@ func (s GPUSet) Lowest(n int) GPUSet {
 type Node struct {
 	// Name is the node's name.
 	Name string
-	// Zone, Block and Rack are the node's topology label values. A node without a label is a
-	// domain of its own at that level and every level below it.
+	// Domains are the node's values of the cluster's topology levels (Cluster.Levels), outer to
+	// inner; nil for Zone, Block and Rack, the values of the default levels. A node without a
+	// value is a domain of its own at that level and every level below it; a domain is named by
+	// its path from the outermost level, so each level nests in the one outside it.
+	Domains           []string
 	Zone, Block, Rack string
 
 	// GPUs is the number of GPUs of the node, healthy or not.

@@ -114,7 +114,7 @@ func main() {
 	var o options
 	var sizes, mixes, schedulers string
 	flag.StringVar(&sizes, "nodes", "5000", "comma-separated fleet sizes")
-	flag.StringVar(&mixes, "mixes", "mixed,whole-node,fits", "comma-separated gang mixes: mixed (1, 2, 4 or 8 GPUs per worker), whole-node (8), fits (1, 2, 4 or 8, each half as common as the one below: the gangs fit the fleet)")
+	flag.StringVar(&mixes, "mixes", "mixed,whole-node,fits", "comma-separated gang mixes: mixed (1, 2, 4 or 8 GPUs per worker), whole-node (8), fits (1, 2, 4 or 8, each half as common as the one below: the gangs fit the fleet), clique (1 to 36 4-GPU workers on GB200 NVL72 cliques of 18 nodes, not run by default)")
 	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,binder,binder+events", "comma-separated contenders: convoy, convoy+async-api (with kube-scheduler's SchedulerAsyncAPICalls feature gate on), convoy+partly-used-first (GangPlacement's nodePacking: PartlyUsedFirst), coscheduling, coscheduling+binpack (Coscheduling with MostAllocated scoring), binder, binder+events (the binder recording kube-scheduler's Scheduled event per pod), binder+events+watch (that binder with a pod watch of its own, as kube-scheduler has)")
 	flag.IntVar(&o.gangs, "gangs", 0, "gangs per run; 0 for one per 5 nodes (1,000 at 5,000 nodes)")
 	flag.Uint64Var(&o.seed, "seed", 42, "seed of the gang mix")
@@ -187,7 +187,7 @@ func main() {
 			if gangs == 0 {
 				gangs = nodes / 5
 			}
-			spec := runSpec{fleet: synth.DefaultFleet(nodes), mix: mix, gangs: synth.Gangs(o.seed, gangs, mix), namespaces: o.namespaces}
+			spec := runSpec{fleet: mix.FleetOf(nodes), mix: mix, gangs: synth.Gangs(o.seed, gangs, mix), namespaces: o.namespaces}
 			runs := make([][]*Result, len(o.schedulers))
 			for round := range o.repeat {
 				for i, sc := range o.schedulers {

@@ -94,8 +94,8 @@ type Result struct {
 	Partial     int `json:"partialGangs"`
 	Unplaced    int `json:"unplacedGangs"`
 	UnplacedFit int `json:"unplacedThatFit"`
-	// RacksPerGang is the mean number of racks of a placed gang; MinRacksPerGang the mean of the
-	// fewest racks each could have used.
+	// RacksPerGang is the mean number of racks (on a fleet of cliques, cliques) of a placed gang;
+	// MinRacksPerGang the mean of the fewest each could have used.
 	RacksPerGang    float64 `json:"racksPerGang"`
 	MinRacksPerGang float64 `json:"minRacksPerGang"`
 	// NodesPerGang and MinNodesPerGang are the same for nodes.
@@ -166,7 +166,7 @@ func measure(spec runSpec, sc Scheduler, rec *recorder, created []time.Time, sta
 	rackOf := map[string]string{}
 	for i := range f.Nodes {
 		w := f.Node(i)
-		rackOf[w.Name] = w.Rack
+		rackOf[w.Name] = w.Innermost()
 	}
 	var latencies []float64
 	var racks, minRacks, nodes, minNodes int
@@ -207,7 +207,7 @@ func measure(spec runSpec, sc Scheduler, rec *recorder, created []time.Time, sta
 			r.Placed++
 			latencies = append(latencies, max(last.Sub(created[i]).Seconds(), 0))
 			racks += len(gangRacks)
-			perRack := f.NodesPerRack * (f.GPUsPerNode / g.GPUsPerWorker)
+			perRack := f.InnermostNodes() * (f.GPUsPerNode / g.GPUsPerWorker)
 			minRacks += (g.Workers + perRack - 1) / perRack
 			nodes += len(gangNodes)
 			perNode := f.GPUsPerNode / g.GPUsPerWorker

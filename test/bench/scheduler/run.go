@@ -284,6 +284,10 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
+// labelClique is the label of a node's multi-node NVLink clique, the shipped config's innermost
+// level.
+const labelClique = "nvidia.com/gpu.clique"
+
 // createFleet creates the nodes, untaints them (the API server's TaintNodesByCondition admission
 // marks new nodes not-ready) and publishes a GPUNode for each.
 func createFleet(ctx context.Context, cs kubernetes.Interface, cl client.Client, f synth.Fleet) error {
@@ -303,6 +307,9 @@ func createFleet(ctx context.Context, cs kubernetes.Interface, cl client.Client,
 			Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity,
 				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
 					LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()}}},
+		}
+		if w.Clique != "" {
+			node.Labels[labelClique] = w.Clique
 		}
 		if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			return err

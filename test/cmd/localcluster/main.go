@@ -154,7 +154,7 @@ func up(args []string) error {
 func serve(ctx context.Context, c *framework.Cluster, fleet framework.Fleet, withConvoy bool, pcieNodes int, simEpoch time.Duration, began time.Time) error {
 	var nodes []framework.NodeSpec
 	if withConvoy {
-		// deploy/queue's flavors select on-demand capacity by this label.
+		// On-demand nodes as Karpenter labels them; deploy/queue's on-demand flavors select the GPU product alone.
 		fleet.Labels = map[string]string{stack.LabelCapacityType: "on-demand"}
 		nodes = append(fleet.Nodes(), stack.PCIeRack(pcieNodes)...)
 	} else {

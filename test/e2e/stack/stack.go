@@ -493,7 +493,7 @@ func goListModuleDir(ctx context.Context, root, module string) (string, error) {
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 
-// LabelCapacityType is the node label deploy/queue's ResourceFlavors tell on-demand from spot by.
+// LabelCapacityType is the node label deploy/queue's spot ResourceFlavors select.
 const LabelCapacityType = "karpenter.sh/capacity-type"
 
 // PCIeProduct is the nvidia.com/gpu.product of PCIeRack's nodes, which the pcie-4 mock profile imitates.

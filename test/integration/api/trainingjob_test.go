@@ -225,7 +225,7 @@ func TestInvalidSpecsAreRejectedNamingTheField(t *testing.T) {
 		"credentials for a pvc":          {spec: `{"checkpoint": {"storage": {"type": "pvc", "claimName": "c", "credentialsSecretRef": {"name": "s"}}}}`, want: "spec.checkpoint.storage.credentialsSecretRef is only used with type s3, gcs or azure"},
 		"priority and class disagree":    {spec: `{"scheduling": {"priority": "high", "priorityClassName": "low"}}`, want: "spec.scheduling.priority and spec.scheduling.priorityClassName name the same PriorityClass"},
 		"queue not a name":               {spec: `{"scheduling": {"queue": "Team_A"}}`, want: "spec.scheduling.queue must be a LocalQueue name"},
-		"unknown topology level":         {spec: `{"scheduling": {"topology": {"level": "pod"}}}`, want: `spec.scheduling.topology.level: Unsupported value: "pod"`},
+		"topology level not a name":      {spec: `{"scheduling": {"topology": {"level": "one rack"}}}`, want: `spec.scheduling.topology.level: Invalid value: "one rack"`},
 		"unknown capacity":               {spec: `{"scheduling": {"capacity": "preemptible"}}`, want: `spec.scheduling.capacity: Unsupported value: "preemptible": supported values: "spot", "on-demand", "any"`},
 		"unknown topology mode":          {spec: `{"scheduling": {"topology": {"level": "rack", "mode": "always"}}}`, want: `spec.scheduling.topology.mode: Unsupported value: "always"`},
 		"metrics port is the master's":   {spec: `{"monitoring": {"metricsPort": 29500}, "networking": {"masterPort": 29500}}`, want: "spec.monitoring.metricsPort must differ from spec.networking.masterPort"},

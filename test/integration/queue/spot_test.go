@@ -100,8 +100,8 @@ func TestSpotFirstQueueFallsBackToOnDemandAndKeepsCapacity(t *testing.T) {
 		t.Errorf("the default capacity admitted to flavor %q with spot full, want the fallback h100-on-demand", got)
 	}
 	for _, p := range e.pods(e.ns, "any-b") {
-		if p.Spec.NodeSelector[convoy.LabelCapacityType] != convoy.CapacityTypeOnDemand {
-			t.Errorf("pod %s of the fallback job: nodeSelector %v, want the on-demand flavor's labels", p.Name, p.Spec.NodeSelector)
+		if _, ok := p.Spec.NodeSelector[convoy.LabelCapacityType]; ok || p.Spec.NodeSelector[convoy.LabelGPUProduct] == "" {
+			t.Errorf("pod %s of the fallback job: nodeSelector %v, want the on-demand flavor's labels: the GPU product alone", p.Name, p.Spec.NodeSelector)
 		}
 	}
 

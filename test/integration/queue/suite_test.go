@@ -66,22 +66,25 @@ const (
 
 	h100 = "NVIDIA-H100-80GB-HBM3"
 	a100 = "NVIDIA-A100-SXM4-80GB"
-	// capacityType is the node label deploy/queue's flavors tell spot from on-demand capacity by.
+	// capacityType is the node label deploy/queue's spot flavors select.
 	capacityType = "karpenter.sh/capacity-type"
 )
 
 // nodes are the kwok GPU nodes: H100 and A100 on-demand nodes and tainted H100 spot nodes, labelled
-// as deploy/queue's ResourceFlavors expect.
+// as deploy/queue's ResourceFlavors expect: the on-demand nodes by their GPU product alone.
 var nodes = func() []framework.NodeSpec {
 	var specs []framework.NodeSpec
 	add := func(prefix, product, capacity string, n int, taints []corev1.Taint) {
 		for i := range n {
-			specs = append(specs, framework.NodeSpec{Name: fmt.Sprintf("%s-%d", prefix, i), GPUs: 8, GPUProduct: product,
-				Labels: map[string]string{capacityType: capacity}, Taints: taints})
+			s := framework.NodeSpec{Name: fmt.Sprintf("%s-%d", prefix, i), GPUs: 8, GPUProduct: product, Taints: taints}
+			if capacity != "" {
+				s.Labels = map[string]string{capacityType: capacity}
+			}
+			specs = append(specs, s)
 		}
 	}
-	add("h100-od", h100, "on-demand", 4, nil)
-	add("a100-od", a100, "on-demand", 2, nil)
+	add("h100-od", h100, "", 4, nil)
+	add("a100-od", a100, "", 2, nil)
 	add("h100-spot", h100, "spot", 2, []corev1.Taint{{Key: "convoy.dev/spot", Value: "true", Effect: corev1.TaintEffectNoSchedule}})
 	return specs
 }()

@@ -81,10 +81,15 @@ func TestDeployedConfigs(t *testing.T) {
 			for i := range cfg.Profiles {
 				p := &cfg.Profiles[i]
 				got = append(got, p.SchedulerName)
-				wantPlacement := &config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "convoy.dev/topology-block",
-					RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64,
+				wantPlacement := &config.GangPlacementArgs{GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64,
 					NodePacking: config.NodePackingFewestNodes, BookingTimeoutSeconds: 300, LeaderElectionLease: cfg.LeaderElection.ResourceNamespace + "/" + cfg.LeaderElection.ResourceName}
-				if diff := cmp.Diff(wantPlacement, args(t, p, "GangPlacement")); diff != "" {
+				placement := args(t, p, "GangPlacement").(*config.GangPlacementArgs)
+				// Both ship the convoy preset's levels, one as the preset, one in full.
+				if diff := cmp.Diff(config.TopologyPresets["convoy"], placement.Levels()); diff != "" {
+					t.Errorf("GangPlacement levels (-want,+got):\n%s", diff)
+				}
+				placement.TopologyPreset, placement.TopologyLevels = "", nil
+				if diff := cmp.Diff(wantPlacement, placement); diff != "" {
 					t.Errorf("GangPlacement args (-want,+got):\n%s", diff)
 				}
 				wantPreemption := &config.GangPreemptionArgs{PreemptLonePods: true, VictimTerminationSeconds: 120}
@@ -122,14 +127,22 @@ func TestArgsDefaults(t *testing.T) {
 	}{
 		"defaults": {
 			args: `{}`,
-			wantPlacement: &config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "convoy.dev/topology-block",
-				RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64,
+			wantPlacement: &config.GangPlacementArgs{TopologyPreset: "convoy", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64,
 				NodePacking: config.NodePackingFewestNodes, BookingTimeoutSeconds: 300},
+		},
+		"the topograph preset": {
+			args: `{topologyPreset: topograph}`,
+			wantPlacement: &config.GangPlacementArgs{TopologyPreset: "topograph", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64,
+				NodePacking: config.NodePackingFewestNodes, BookingTimeoutSeconds: 300},
+		},
+		"levels of its own": {
+			args: `{topologyLevels: [{name: hall, nodeLabel: example.com/hall}, {name: clique, nodeLabel: nvidia.com/gpu.clique}]}`,
+			wantPlacement: &config.GangPlacementArgs{TopologyLevels: []config.TopologyLevel{{Name: "hall", NodeLabel: "example.com/hall"}, {Name: "clique", NodeLabel: "nvidia.com/gpu.clique"}},
+				GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64, NodePacking: config.NodePackingFewestNodes, BookingTimeoutSeconds: 300},
 		},
 		"other rack labels, more Bindings, partly used nodes first": {
 			args: `{rackLabel: example.com/rack, blockLabel: example.com/pod, maxConcurrentBindings: 900, nodePacking: PartlyUsedFirst}`,
-			wantPlacement: &config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "example.com/pod",
-				RackLabel: "example.com/rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 900,
+			wantPlacement: &config.GangPlacementArgs{BlockLabel: "example.com/pod", RackLabel: "example.com/rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 900,
 				NodePacking: config.NodePackingPartlyUsedFirst, BookingTimeoutSeconds: 300},
 		},
 	}

@@ -24,7 +24,8 @@ import (
 )
 
 // The conversions conversion-gen cannot write: nodePacking is a plain *string in v1 and a
-// config.NodePacking in the internal type, and an empty leaderElectionLease stays absent. The rest
+// config.NodePacking in the internal type, and an empty leaderElectionLease, topologyPreset or
+// deprecated label stays absent. The rest
 // is the generated autoConvert functions'.
 
 // Convert_v1_GangPlacementArgs_To_config_GangPlacementArgs converts defaulted v1 args to the
@@ -43,9 +44,11 @@ func Convert_config_GangPlacementArgs_To_v1_GangPlacementArgs(in *config.GangPla
 		return err
 	}
 	out.NodePacking = ptr.To(string(in.NodePacking))
-	// Without a Lease the field stays absent, as it was written.
-	if in.LeaderElectionLease == "" {
-		out.LeaderElectionLease = nil
+	// Without a Lease, a preset or a deprecated label the field stays absent, as it was written.
+	for _, f := range []**string{&out.LeaderElectionLease, &out.TopologyPreset, &out.ZoneLabel, &out.BlockLabel, &out.RackLabel} {
+		if *f != nil && **f == "" {
+			*f = nil
+		}
 	}
 	return nil
 }

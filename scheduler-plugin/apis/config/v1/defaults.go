@@ -34,14 +34,8 @@ const (
 
 // SetDefaults_GangPlacementArgs sets the defaults of unset fields.
 func SetDefaults_GangPlacementArgs(obj *GangPlacementArgs) {
-	if obj.ZoneLabel == nil {
-		obj.ZoneLabel = ptr.To(convoy.LabelTopologyZone)
-	}
-	if obj.BlockLabel == nil {
-		obj.BlockLabel = ptr.To(convoy.LabelTopologyBlock)
-	}
-	if obj.RackLabel == nil {
-		obj.RackLabel = ptr.To(convoy.LabelTopologyRack)
+	if obj.TopologyPreset == nil && len(obj.TopologyLevels) == 0 && obj.ZoneLabel == nil && obj.BlockLabel == nil && obj.RackLabel == nil {
+		obj.TopologyPreset = ptr.To(config.TopologyPresetConvoy)
 	}
 	if obj.GPUResourceName == nil {
 		obj.GPUResourceName = ptr.To(convoy.ResourceGPU)

@@ -40,9 +40,7 @@ func TestDefaults(t *testing.T) {
 	// placement is the defaulted GangPlacementArgs with edit applied.
 	placement := func(edit func(*GangPlacementArgs)) *GangPlacementArgs {
 		a := &GangPlacementArgs{
-			ZoneLabel:             ptr.To("topology.kubernetes.io/zone"),
-			BlockLabel:            ptr.To("convoy.dev/topology-block"),
-			RackLabel:             ptr.To("convoy.dev/topology-rack"),
+			TopologyPreset:        ptr.To("convoy"),
 			GPUResourceName:       ptr.To("nvidia.com/gpu"),
 			PlanTimeoutSeconds:    ptr.To[int64](90),
 			MaxConcurrentBindings: ptr.To[int32](64),
@@ -53,7 +51,8 @@ func TestDefaults(t *testing.T) {
 		return a
 	}
 	custom := func(a *GangPlacementArgs) {
-		a.ZoneLabel, a.BlockLabel, a.RackLabel = ptr.To("example.com/zone"), ptr.To("example.com/pod"), ptr.To("example.com/rack")
+		a.TopologyPreset = nil
+		a.TopologyLevels = []TopologyLevel{{Name: "pod", NodeLabel: "example.com/pod"}, {Name: "rack", NodeLabel: "example.com/rack"}}
 		a.GPUResourceName, a.PlanTimeoutSeconds, a.MaxConcurrentBindings = ptr.To("example.com/gpu"), ptr.To[int64](30), ptr.To[int32](900)
 		a.NodePacking = ptr.To("PartlyUsedFirst")
 	}
@@ -71,7 +70,7 @@ func TestDefaults(t *testing.T) {
 		},
 		"GangPlacementArgs with only a rack label": {
 			args: &GangPlacementArgs{RackLabel: ptr.To("example.com/rack")},
-			want: placement(func(a *GangPlacementArgs) { a.RackLabel = ptr.To("example.com/rack") }),
+			want: placement(func(a *GangPlacementArgs) { a.TopologyPreset, a.RackLabel = nil, ptr.To("example.com/rack") }),
 		},
 		"empty GangPreemptionArgs": {
 			args: &GangPreemptionArgs{},
@@ -104,8 +103,7 @@ func TestConversion(t *testing.T) {
 		"GangPlacementArgs": {
 			v1:       &GangPlacementArgs{RackLabel: ptr.To("example.com/rack"), NodePacking: ptr.To("PartlyUsedFirst")},
 			internal: &config.GangPlacementArgs{},
-			want: &config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "convoy.dev/topology-block",
-				RackLabel: "example.com/rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64,
+			want: &config.GangPlacementArgs{RackLabel: "example.com/rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64,
 				NodePacking: config.NodePackingPartlyUsedFirst, BookingTimeoutSeconds: 300},
 		},
 		"GangPreemptionArgs": {

@@ -25,14 +25,30 @@ import (
 type GangPlacementArgs struct {
 	metav1.TypeMeta `json:",inline"`
 
-	// zoneLabel is the node label naming a node's zone. Defaults to topology.kubernetes.io/zone.
+	// topologyPreset names the topology levels of a labelling the cluster already has: convoy
+	// (topology.kubernetes.io/zone, convoy.dev/topology-block, convoy.dev/topology-rack,
+	// nvidia.com/gpu.clique), topograph (NVIDIA Topograph's network.topology.nvidia.com/core,
+	// spine, leaf, accelerator), eks (zone, topology.k8s.aws/network-node-layer-1 to 4,
+	// nvidia.com/gpu.clique) or gke (zone, cloud.google.com/gce-topology-block, -subblock,
+	// nvidia.com/gpu.clique). Defaults to convoy where neither topologyLevels nor the deprecated
+	// zoneLabel, blockLabel and rackLabel are set; set it or topologyLevels, not both.
+	// +optional
+	// +kubebuilder:validation:Enum=convoy;topograph;eks;gke
+	TopologyPreset *string `json:"topologyPreset,omitempty"`
+	// topologyLevels are the cluster's topology levels, outer to inner, 1 to 6 of them: each a
+	// name (what spec.scheduling.topology.level may ask, beside the node label) and the node
+	// label whose value names a node's domain of the level. Each level nests in the one outside
+	// it; a node without the label is a domain of its own there and below.
+	// +optional
+	// +listType=atomic
+	TopologyLevels []TopologyLevel `json:"topologyLevels,omitempty"`
+	// zoneLabel, blockLabel and rackLabel, deprecated, set the node labels of three levels named
+	// zone, block and rack, the unset ones those of the convoy preset, without its clique level:
+	// use topologyLevels.
 	// +optional
 	ZoneLabel *string `json:"zoneLabel,omitempty"`
-	// blockLabel is the node label naming a node's block (a group of racks under one spine).
-	// Defaults to convoy.dev/topology-block.
 	// +optional
 	BlockLabel *string `json:"blockLabel,omitempty"`
-	// rackLabel is the node label naming a node's rack. Defaults to convoy.dev/topology-rack.
 	// +optional
 	RackLabel *string `json:"rackLabel,omitempty"`
 	// gpuResourceName is the extended resource that counts GPUs. Defaults to nvidia.com/gpu.
@@ -71,6 +87,14 @@ type GangPlacementArgs struct {
 	// for a scheduler without leader election.
 	// +optional
 	LeaderElectionLease *string `json:"leaderElectionLease,omitempty"`
+}
+
+// TopologyLevel is one topology level of the cluster.
+type TopologyLevel struct {
+	// name names the level, e.g. rack; node, nvlink and cluster are the built-in levels'.
+	Name string `json:"name"`
+	// nodeLabel is the node label whose value names a node's domain of the level.
+	NodeLabel string `json:"nodeLabel"`
 }
 
 // GangPreemptionArgs configures the GangPreemption plugin.

@@ -18,27 +18,23 @@ limitations under the License.
 package validation
 
 import (
+	"maps"
+	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	metavalidation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 )
 
 // ValidateGangPlacementArgs checks that the label keys and the resource name are well formed, the
 // timeout and the cap on Bindings positive, and the node packing one Convoy knows.
 func ValidateGangPlacementArgs(path *field.Path, args *config.GangPlacementArgs) error {
-	var errs field.ErrorList
-	for _, l := range []struct {
-		name, value string
-	}{{"zoneLabel", args.ZoneLabel}, {"blockLabel", args.BlockLabel}, {"rackLabel", args.RackLabel}} {
-		errs = append(errs, metavalidation.ValidateLabelName(l.value, path.Child(l.name))...)
-	}
-	if args.ZoneLabel == args.BlockLabel || args.BlockLabel == args.RackLabel || args.ZoneLabel == args.RackLabel {
-		errs = append(errs, field.Invalid(path.Child("rackLabel"), args.RackLabel, "zoneLabel, blockLabel and rackLabel must be three different labels"))
-	}
+	errs := validateTopology(path, args)
 	if args.GPUResourceName == "" {
 		errs = append(errs, field.Required(path.Child("gpuResourceName"), "name the GPU extended resource, e.g. nvidia.com/gpu"))
 	} else {
@@ -65,6 +61,56 @@ func ValidateGangPlacementArgs(path *field.Path, args *config.GangPlacementArgs)
 		}
 	}
 	return errs.ToAggregate()
+}
+
+// validateTopology checks that the args name the topology levels one way (topologyPreset, a known
+// one; topologyLevels; or the deprecated zoneLabel, blockLabel and rackLabel), and that the levels
+// are 1 to planner.MaxLevels of distinct names and distinct, well-formed node labels.
+func validateTopology(path *field.Path, args *config.GangPlacementArgs) field.ErrorList {
+	var errs field.ErrorList
+	legacy := args.ZoneLabel != "" || args.BlockLabel != "" || args.RackLabel != ""
+	switch {
+	case args.TopologyPreset != "" && len(args.TopologyLevels) > 0:
+		return append(errs, field.Invalid(path.Child("topologyPreset"), args.TopologyPreset, "set topologyPreset or topologyLevels, not both"))
+	case legacy && (args.TopologyPreset != "" || len(args.TopologyLevels) > 0):
+		return append(errs, field.Invalid(path.Child("rackLabel"), args.RackLabel, "zoneLabel, blockLabel and rackLabel are deprecated: name every level in topologyLevels instead"))
+	case args.TopologyPreset != "" && config.TopologyPresets[args.TopologyPreset] == nil:
+		return append(errs, field.NotSupported(path.Child("topologyPreset"), args.TopologyPreset, slices.Sorted(maps.Keys(config.TopologyPresets))))
+	case !legacy && args.TopologyPreset == "" && len(args.TopologyLevels) == 0:
+		return append(errs, field.Required(path.Child("topologyLevels"), "name the cluster's topology levels, or a topologyPreset (convoy, topograph, eks, gke)"))
+	}
+	levels := args.Levels()
+	if len(levels) > planner.MaxLevels {
+		errs = append(errs, field.TooMany(path.Child("topologyLevels"), len(levels), planner.MaxLevels))
+	}
+	names, labels := map[string]bool{}, map[string]bool{}
+	for i, l := range levels {
+		namePath, labelPath := path.Child("topologyLevels").Index(i).Child("name"), path.Child("topologyLevels").Index(i).Child("nodeLabel")
+		if legacy {
+			namePath = path.Child([]string{"zoneLabel", "blockLabel", "rackLabel"}[i])
+			labelPath = namePath
+		}
+		for _, msg := range validation.IsDNS1123Label(l.Name) {
+			errs = append(errs, field.Invalid(namePath, l.Name, msg))
+		}
+		name := strings.ToLower(l.Name)
+		switch {
+		case name == "node" || name == "nvlink" || name == "cluster":
+			errs = append(errs, field.Invalid(namePath, l.Name, "node, nvlink and cluster are the built-in levels: name the level otherwise, e.g. rack"))
+		case names[name]:
+			errs = append(errs, field.Duplicate(namePath, l.Name))
+		}
+		names[name] = true
+		errs = append(errs, metavalidation.ValidateLabelName(l.NodeLabel, labelPath)...)
+		switch {
+		case l.NodeLabel == corev1.LabelHostname:
+			errs = append(errs, field.Invalid(labelPath, l.NodeLabel, "the node is a level of its own: leave kubernetes.io/hostname out"))
+		case labels[l.NodeLabel]:
+			errs = append(errs, field.Invalid(labelPath, l.NodeLabel, "each level needs a node label of its own"))
+		}
+		labels[l.NodeLabel] = true
+	}
+	return errs
 }
 
 // ValidateGangPreemptionArgs checks that the wait is positive.

@@ -17,6 +17,7 @@ limitations under the License.
 package validation
 
 import (
+	"fmt"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -25,8 +26,7 @@ import (
 )
 
 func valid() config.GangPlacementArgs {
-	return config.GangPlacementArgs{ZoneLabel: "topology.kubernetes.io/zone", BlockLabel: "convoy.dev/topology-block",
-		RackLabel: "convoy.dev/topology-rack", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64,
+	return config.GangPlacementArgs{TopologyPreset: "convoy", GPUResourceName: "nvidia.com/gpu", PlanTimeoutSeconds: 90, MaxConcurrentBindings: 64,
 		NodePacking: config.NodePackingFewestNodes, BookingTimeoutSeconds: 300, LeaderElectionLease: "convoy-system/convoy-scheduler"}
 }
 
@@ -35,9 +35,10 @@ func TestValidateGangPlacementArgs(t *testing.T) {
 		change  func(*config.GangPlacementArgs)
 		wantErr string
 	}{
-		"defaults are valid": {change: func(*config.GangPlacementArgs) {}},
-		"a label key that is not one": {
-			change:  func(a *config.GangPlacementArgs) { a.RackLabel = "rack label" },
+		"defaults are valid":    {change: func(*config.GangPlacementArgs) {}},
+		"the deprecated labels": {change: func(a *config.GangPlacementArgs) { a.TopologyPreset, a.RackLabel = "", "example.com/rack" }},
+		"a deprecated label key that is not one": {
+			change:  func(a *config.GangPlacementArgs) { a.TopologyPreset, a.RackLabel = "", "rack label" },
 			wantErr: `args.rackLabel: Invalid value: "rack label": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
 		},
 		"a booking timeout of zero": {
@@ -48,9 +49,64 @@ func TestValidateGangPlacementArgs(t *testing.T) {
 			change:  func(a *config.GangPlacementArgs) { a.LeaderElectionLease = "convoy-scheduler" },
 			wantErr: `args.leaderElectionLease: Invalid value: "convoy-scheduler": must be namespace/name of the scheduler's Lease, e.g. convoy-system/convoy-scheduler`,
 		},
-		"the same label twice": {
-			change:  func(a *config.GangPlacementArgs) { a.BlockLabel = a.RackLabel },
-			wantErr: `args.rackLabel: Invalid value: "convoy.dev/topology-rack": zoneLabel, blockLabel and rackLabel must be three different labels`,
+		"the same deprecated label twice": {
+			change:  func(a *config.GangPlacementArgs) { a.TopologyPreset, a.BlockLabel = "", "convoy.dev/topology-rack" },
+			wantErr: `args.rackLabel: Invalid value: "convoy.dev/topology-rack": each level needs a node label of its own`,
+		},
+		"a deprecated label beside a preset": {
+			change:  func(a *config.GangPlacementArgs) { a.RackLabel = "example.com/rack" },
+			wantErr: `args.rackLabel: Invalid value: "example.com/rack": zoneLabel, blockLabel and rackLabel are deprecated: name every level in topologyLevels instead`,
+		},
+		"the topograph preset": {change: func(a *config.GangPlacementArgs) { a.TopologyPreset = "topograph" }},
+		"the EKS preset":       {change: func(a *config.GangPlacementArgs) { a.TopologyPreset = "eks" }},
+		"the GKE preset":       {change: func(a *config.GangPlacementArgs) { a.TopologyPreset = "gke" }},
+		"a preset Convoy does not know": {
+			change:  func(a *config.GangPlacementArgs) { a.TopologyPreset = "aks" },
+			wantErr: `args.topologyPreset: Unsupported value: "aks": supported values: "convoy", "eks", "gke", "topograph"`,
+		},
+		"no topology": {
+			change:  func(a *config.GangPlacementArgs) { a.TopologyPreset = "" },
+			wantErr: `args.topologyLevels: Required value: name the cluster's topology levels, or a topologyPreset (convoy, topograph, eks, gke)`,
+		},
+		"levels of its own": {change: func(a *config.GangPlacementArgs) {
+			a.TopologyPreset = ""
+			a.TopologyLevels = []config.TopologyLevel{{Name: "hall", NodeLabel: "example.com/hall"}, {Name: "nvl", NodeLabel: "nvidia.com/gpu.clique"}}
+		}},
+		"levels beside a preset": {
+			change: func(a *config.GangPlacementArgs) {
+				a.TopologyLevels = []config.TopologyLevel{{Name: "hall", NodeLabel: "example.com/hall"}}
+			},
+			wantErr: `args.topologyPreset: Invalid value: "convoy": set topologyPreset or topologyLevels, not both`,
+		},
+		"a level named as a built-in one": {
+			change: func(a *config.GangPlacementArgs) {
+				a.TopologyPreset = ""
+				a.TopologyLevels = []config.TopologyLevel{{Name: "hall", NodeLabel: "example.com/hall"}, {Name: "node", NodeLabel: "example.com/node"}}
+			},
+			wantErr: `args.topologyLevels[1].name: Invalid value: "node": node, nvlink and cluster are the built-in levels: name the level otherwise, e.g. rack`,
+		},
+		"two levels of one name": {
+			change: func(a *config.GangPlacementArgs) {
+				a.TopologyPreset = ""
+				a.TopologyLevels = []config.TopologyLevel{{Name: "rack", NodeLabel: "example.com/hall"}, {Name: "Rack", NodeLabel: "example.com/rack"}}
+			},
+			wantErr: `[args.topologyLevels[1].name: Invalid value: "Rack": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?'), args.topologyLevels[1].name: Duplicate value: "Rack"]`,
+		},
+		"the hostname as a level": {
+			change: func(a *config.GangPlacementArgs) {
+				a.TopologyPreset = ""
+				a.TopologyLevels = []config.TopologyLevel{{Name: "host", NodeLabel: "kubernetes.io/hostname"}}
+			},
+			wantErr: `args.topologyLevels[0].nodeLabel: Invalid value: "kubernetes.io/hostname": the node is a level of its own: leave kubernetes.io/hostname out`,
+		},
+		"seven levels": {
+			change: func(a *config.GangPlacementArgs) {
+				a.TopologyPreset = ""
+				for i := range 7 {
+					a.TopologyLevels = append(a.TopologyLevels, config.TopologyLevel{Name: fmt.Sprintf("l%d", i), NodeLabel: fmt.Sprintf("example.com/l%d", i)})
+				}
+			},
+			wantErr: `args.topologyLevels: Too many: 7: must have at most 6 items`,
 		},
 		"no GPU resource": {
 			change:  func(a *config.GangPlacementArgs) { a.GPUResourceName = "" },

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 )
@@ -33,6 +34,9 @@ type Fleet struct {
 	Zones         int
 	BlocksPerZone int
 	NodesPerRack  int
+	// CliqueNodes, when set, splits each rack into multi-node NVLink cliques of that many nodes
+	// (nvidia.com/gpu.clique), the innermost topology level.
+	CliqueNodes int
 }
 
 // DefaultFleet is the benchmark's fleet: 2 zones, 4 blocks per zone, 16-node racks, 8 GPUs a node.
@@ -40,9 +44,31 @@ func DefaultFleet(nodes int) Fleet {
 	return Fleet{Nodes: nodes, GPUsPerNode: 8, Zones: 2, BlocksPerZone: 4, NodesPerRack: 16}
 }
 
-// Where is one node's name and topology labels.
+// NVL72Fleet is a fleet of GB200 NVL72 compute trays: 4 GPUs a node, 18 to a clique, two cliques
+// under one rack label (a leaf pair), 2 zones of 4 blocks.
+func NVL72Fleet(nodes int) Fleet {
+	return Fleet{Nodes: nodes, GPUsPerNode: 4, Zones: 2, BlocksPerZone: 4, NodesPerRack: 36, CliqueNodes: 18}
+}
+
+// Where is one node's name and topology labels; Clique is empty without CliqueNodes.
 type Where struct {
-	Name, Zone, Block, Rack string
+	Name, Zone, Block, Rack, Clique string
+}
+
+// Innermost is the node's domain of the innermost level: its clique, or its rack.
+func (w Where) Innermost() string {
+	if w.Clique != "" {
+		return w.Clique
+	}
+	return w.Rack
+}
+
+// InnermostNodes is the number of nodes of a domain of the innermost level.
+func (f Fleet) InnermostNodes() int {
+	if f.CliqueNodes > 0 {
+		return f.CliqueNodes
+	}
+	return f.NodesPerRack
 }
 
 // Node returns the name and labels of node i: racks are filled in order and spread evenly over
@@ -53,21 +79,31 @@ func (f Fleet) Node(i int) Where {
 	rack := i / f.NodesPerRack
 	block := rack * blocks / racks
 	zone := block / f.BlocksPerZone
-	return Where{
+	w := Where{
 		Name:  fmt.Sprintf("gpu-%05d", i),
 		Zone:  fmt.Sprintf("zone-%d", zone),
 		Block: fmt.Sprintf("block-%d", block),
 		Rack:  fmt.Sprintf("rack-%03d", rack),
 	}
+	if f.CliqueNodes > 0 {
+		w.Clique = fmt.Sprintf("%s-nvl%d", w.Rack, i%f.NodesPerRack/f.CliqueNodes)
+	}
+	return w
 }
 
 // Cluster returns the fleet, every GPU free, as the planner sees it.
 func (f Fleet) Cluster() *planner.Cluster {
 	c := &planner.Cluster{Nodes: make([]planner.Node, f.Nodes)}
+	if f.CliqueNodes > 0 {
+		c.Levels = append(slices.Clone(planner.DefaultLevels), "clique")
+	}
 	for i := range c.Nodes {
 		w := f.Node(i)
 		c.Nodes[i] = planner.Node{Name: w.Name, Zone: w.Zone, Block: w.Block, Rack: w.Rack,
 			GPUs: f.GPUsPerNode, Free: planner.FirstGPUs(f.GPUsPerNode), Indexed: true}
+		if f.CliqueNodes > 0 {
+			c.Nodes[i].Domains = []string{w.Zone, w.Block, w.Rack, w.Clique}
+		}
 	}
 	return c
 }
@@ -84,6 +120,16 @@ type Mix struct {
 	// Weights, when set, weigh GPUsPerWorker's counts (the same length); without them each count is
 	// as likely as the others.
 	Weights []int
+	// Fleet, when set, is the mix's fleet of a number of nodes; DefaultFleet otherwise.
+	Fleet func(nodes int) Fleet
+}
+
+// FleetOf is the mix's fleet of nodes nodes.
+func (m Mix) FleetOf(nodes int) Fleet {
+	if m.Fleet != nil {
+		return m.Fleet(nodes)
+	}
+	return DefaultFleet(nodes)
 }
 
 var (
@@ -97,10 +143,13 @@ var (
 	// per 5 nodes (77% at 5,000 nodes, 82% at 1,000), so every gang can be placed, where the other
 	// mixes ask more than the fleet has.
 	FittingWorkers = Mix{Name: "fits", MinWorkers: 1, MaxWorkers: 64, GPUsPerWorker: []int{1, 2, 4, 8}, Weights: []int{8, 4, 2, 1}}
+	// CliqueWorkers has 1 to 36 whole-tray workers (4 GPUs) on NVL72Fleet: most gangs fit in one
+	// NVL72 clique of 18 trays, and "racks" per gang count cliques.
+	CliqueWorkers = Mix{Name: "clique", MinWorkers: 1, MaxWorkers: 36, GPUsPerWorker: []int{4}, Fleet: NVL72Fleet}
 )
 
 // Mixes are the mixes by name.
-var Mixes = []Mix{MixedWorkers, WholeNodeWorkers, FittingWorkers}
+var Mixes = []Mix{MixedWorkers, WholeNodeWorkers, FittingWorkers, CliqueWorkers}
 
 // Gang is one gang of a mix.
 type Gang struct {

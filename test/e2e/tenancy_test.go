@@ -17,6 +17,7 @@ limitations under the License.
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -270,13 +271,14 @@ func gangClaims(t *testing.T, a *env, eve client.Client) {
 	own := restrictedPod(a.ns, "own", map[string]string{"app": "notebook"})
 	own.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
 	must(t, eve.Create(ctx, own))
-	own.Labels[schedv1alpha1.PodGroupLabel] = "hog-1"
-	if err := eve.Update(ctx, own); !apierrors.IsForbidden(err) {
+	label := func(key, value string) error {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, key, value)
+		return eve.Patch(ctx, own, client.RawPatch(types.MergePatchType, []byte(patch)))
+	}
+	if err := label(schedv1alpha1.PodGroupLabel, "hog-1"); !apierrors.IsForbidden(err) {
 		t.Errorf("relabelling a pod into gang hog-1: got %v, want Forbidden", err)
 	}
-	must(t, eve.Get(ctx, client.ObjectKeyFromObject(own), own))
-	own.Labels["app"] = "lab"
-	if err := eve.Update(ctx, own); err != nil {
+	if err := label("app", "lab"); err != nil {
 		t.Errorf("relabelling a pod of no gang was refused: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ Run by each pod as `python3 train.py` (not torchrun): it joins the process group
 MASTER_PORT, WORLD_SIZE and RANK, which Convoy sets. README.md lists every variable it reads.
 """
 
+import glob
 import os
 import re
 import signal
@@ -83,7 +84,7 @@ def main():
     start, metrics = 1, {}
     state = [None]
     if rank == 0:
-        path = convoy.resume_from() or newest_checkpoint(directory)
+        path = convoy.resume_from() or newest_checkpoint(convoy.checkpoint_root())
         if path:
             state[0] = torch.load(path, map_location="cpu")
     dist.broadcast_object_list(state, src=0)
@@ -154,12 +155,13 @@ def accuracy(net, inputs, labels):
 
 
 def checkpoints(directory):
-    """The epoch-<N>.pt files in directory by epoch, oldest first."""
+    """The epoch-<N>.pt files in directory and its restart attempts' attempt-<n> by epoch, oldest first."""
     found = []
-    for name in os.listdir(directory) if directory else []:
-        m = re.fullmatch(r"epoch-(\d+)\.pt", name)
-        if m:
-            found.append((int(m.group(1)), os.path.join(directory, name)))
+    for pattern in ("epoch-*.pt", os.path.join("attempt-*", "epoch-*.pt")) if directory else ():
+        for path in glob.glob(os.path.join(glob.escape(directory), pattern)):
+            m = re.fullmatch(r"epoch-(\d+)\.pt", os.path.basename(path))
+            if m:
+                found.append((int(m.group(1)), path))
     return [path for _, path in sorted(found)]
 
 

@@ -623,12 +623,18 @@ func TestSchedulerRestartLeavesNoPartialGang(t *testing.T) {
 	e.requireWholeGang("llm", 4)
 }
 
+// TestDeletedNodeRestartsGangElsewhere: a gang whose node is deleted restarts whole on other
+// nodes, and writes its checkpoints where the pods of the attempt before, which may still run on
+// the lost node, do not.
 func TestDeletedNodeRestartsGangElsewhere(t *testing.T) {
 	e := setup(t)
 	e.queue(64)
-	e.create(e.job("llm", 2, 8, "normal"))
+	job := e.job("llm", 2, 8, "normal")
+	job.Spec.Checkpoint = &convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "ckpt"}}
+	e.create(job)
 	e.waitState("llm", convoy.StateRunning)
-	lost := e.requireWholeGang("llm", 2)[0].Spec.NodeName
+	before := e.requireWholeGang("llm", 2)
+	lost := before[0].Spec.NodeName
 
 	node := &corev1.Node{}
 	must(t, e.k.Get(t.Context(), client.ObjectKey{Name: lost}, node))
@@ -647,6 +653,11 @@ func TestDeletedNodeRestartsGangElsewhere(t *testing.T) {
 	for _, p := range e.requireWholeGang("llm", 2) {
 		if p.Spec.NodeName == lost {
 			t.Errorf("pod %s runs on the deleted node %s", p.Name, lost)
+		}
+		old, now := util.EnvOf(&before[0], "CONVOY_CHECKPOINT_URI"), util.EnvOf(&p, "CONVOY_CHECKPOINT_URI")
+		if now == old || util.EnvOf(&p, "CONVOY_CHECKPOINT_ROOT") != util.EnvOf(&before[0], "CONVOY_CHECKPOINT_ROOT") || !strings.HasPrefix(now, util.EnvOf(&p, "CONVOY_CHECKPOINT_ROOT")+"/") {
+			t.Errorf("pod %s writes checkpoints to %s, the attempt before to %s: want a location of its own under the job's %s",
+				p.Name, now, old, util.EnvOf(&p, "CONVOY_CHECKPOINT_ROOT"))
 		}
 	}
 }

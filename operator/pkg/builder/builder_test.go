@@ -70,7 +70,7 @@ func TestPodGolden(t *testing.T) {
 		Scheduling(convoy.SchedulingSpec{PriorityClassName: "high", NodeSelector: map[string]string{"pool": "h100"},
 			Tolerations: []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists}},
 			Topology:    &convoy.TopologySpec{Level: convoy.TopologyRack}}).
-		Status(convoy.TrainingJobStatus{RestartCount: 1, Checkpoint: &convoy.CheckpointStatus{Latest: "s3://ckpt/team-a/llm/epoch-4"}}).
+		Status(convoy.TrainingJobStatus{RestartCount: 1, Checkpoint: &convoy.CheckpointStatus{Latest: "s3://ckpt/team-a/llm/attempt-0/epoch-4"}}).
 		Obj()
 
 	got := Pod(job, mlframework.Replica{Role: mlframework.RoleWorker, Rank: 1}, plugin(t, convoy.FrameworkPyTorch), opts)
@@ -117,10 +117,11 @@ func TestPodGolden(t *testing.T) {
 					{Name: "CONVOY_HYPERPARAMETERS_FILE", Value: "/etc/convoy/hyperparameters.json"},
 					{Name: "CONVOY_DIST_BACKEND", Value: "nccl"},
 					{Name: "NCCL_IB_DISABLE", Value: "1"},
-					{Name: "CONVOY_RESUME_FROM", Value: "s3://ckpt/team-a/llm/epoch-4"},
+					{Name: "CONVOY_RESUME_FROM", Value: "s3://ckpt/team-a/llm/attempt-0/epoch-4"},
 					{Name: "AWS_REGION", Value: "eu-west-1"},
 					{Name: "AWS_DEFAULT_REGION", Value: "eu-west-1"},
-					{Name: "CONVOY_CHECKPOINT_URI", Value: "s3://ckpt/team-a/llm"},
+					{Name: "CONVOY_CHECKPOINT_URI", Value: "s3://ckpt/team-a/llm/attempt-1"},
+					{Name: "CONVOY_CHECKPOINT_ROOT", Value: "s3://ckpt/team-a/llm"},
 					{Name: "CONVOY_CHECKPOINT_FREQUENCY", Value: "2"},
 					{Name: "CONVOY_PROGRESS_URL", Value: "https://convoy-operator.convoy-system.svc:9443/v1/namespaces/team-a/trainingjobs/llm"},
 					{Name: "CONVOY_PROGRESS_TOKEN_FILE", Value: "/var/run/secrets/convoy.dev/progress/token"},
@@ -192,7 +193,8 @@ func TestPodVariants(t *testing.T) {
 				Monitoring(convoy.MonitoringSpec{TensorboardEnabled: true}).Obj(),
 			replica: worker0,
 			check: func(t *testing.T, pod *corev1.Pod) {
-				wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", "/checkpoints/team-a/llm")
+				wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", "/checkpoints/team-a/llm/attempt-0")
+				wantEnv(t, pod, "CONVOY_CHECKPOINT_ROOT", "/checkpoints/team-a/llm")
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_FREQUENCY", "1")
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_RETENTION", "3")
 				wantEnv(t, pod, "TENSORBOARD_LOG_DIR", "/checkpoints/team-a/llm/tensorboard")
@@ -204,7 +206,7 @@ func TestPodVariants(t *testing.T) {
 				Type: convoy.StorageNFS, Prefix: "runs/7", NFS: &convoy.NFSStorage{Server: "nfs.local", Path: "/export"}}}).Obj(),
 			replica: worker0,
 			check: func(t *testing.T, pod *corev1.Pod) {
-				wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", "/checkpoints/runs/7")
+				wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", "/checkpoints/runs/7/attempt-0")
 				wantMount(t, pod, "checkpoints", corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints"})
 			},
 		},
@@ -213,7 +215,7 @@ func TestPodVariants(t *testing.T) {
 				Type: convoy.StorageAzure, AzureContainer: "ckpt", AzureStorageAccount: "acct"}}).Obj(),
 			replica: worker0,
 			check: func(t *testing.T, pod *corev1.Pod) {
-				wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", "az://ckpt/team-a/llm")
+				wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", "az://ckpt/team-a/llm/attempt-0")
 				wantEnv(t, pod, "AZURE_STORAGE_ACCOUNT", "acct")
 			},
 		},

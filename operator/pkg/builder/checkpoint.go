@@ -145,7 +145,8 @@ func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
 		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *s.CredentialsSecretRef}})
 	}
 	mlframework.SetEnv(pod,
-		"CONVOY_CHECKPOINT_URI", uri,
+		"CONVOY_CHECKPOINT_URI", AttemptCheckpointURI(job),
+		"CONVOY_CHECKPOINT_ROOT", uri,
 		"CONVOY_CHECKPOINT_FREQUENCY", strconv.Itoa(int(max(cp.Frequency, 1))),
 	)
 	if cp.Retention != nil {
@@ -183,9 +184,9 @@ func claimVolume(claim string) corev1.Volume {
 	}}
 }
 
-// CheckpointURI is where the job's pods write checkpoints (CONVOY_CHECKPOINT_URI): the storage's
-// prefix, <namespace>/<name> by default, under the mount path or bucket. It is empty when
-// checkpointing is off.
+// CheckpointURI is the job's checkpoint location, every restart attempt's checkpoints under it
+// (CONVOY_CHECKPOINT_ROOT): the storage's prefix, <namespace>/<name> by default, under the mount
+// path or bucket. It is empty when checkpointing is off.
 func CheckpointURI(job *convoy.TrainingJob) string {
 	s := checkpointStorage(job)
 	if s == nil {
@@ -203,4 +204,17 @@ func CheckpointURI(job *convoy.TrainingJob) string {
 		return "az://" + s.AzureContainer + "/" + prefix
 	}
 	return ""
+}
+
+// AttemptCheckpointURI is where the pods of the gang's current restart attempt write checkpoints
+// (CONVOY_CHECKPOINT_URI): attempt-<status.restartCount> under CheckpointURI. The pods of an
+// attempt before, which may still run (their node lost, the pods force-deleted), write elsewhere;
+// CONVOY_RESUME_FROM names the latest checkpoint, whichever attempt wrote it. It is empty when
+// checkpointing is off.
+func AttemptCheckpointURI(job *convoy.TrainingJob) string {
+	uri := CheckpointURI(job)
+	if uri == "" {
+		return ""
+	}
+	return uri + "/attempt-" + itoa(job.Status.RestartCount)
 }

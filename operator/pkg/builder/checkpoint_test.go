@@ -71,7 +71,8 @@ func TestCheckpointVolumes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			pod := Pod(tc.job, mlframework.Replica{Role: mlframework.RoleWorker}, plugin(t, convoy.FrameworkPyTorch), opts)
 			wantMount(t, pod, "checkpoints", tc.wantMount)
-			wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", tc.wantURI)
+			wantEnv(t, pod, "CONVOY_CHECKPOINT_ROOT", tc.wantURI)
+			wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", tc.wantURI+"/attempt-0")
 			if got := CheckpointURI(tc.job); got != tc.wantURI {
 				t.Errorf("CheckpointURI = %q, want %q", got, tc.wantURI)
 			}
@@ -79,6 +80,41 @@ func TestCheckpointVolumes(t *testing.T) {
 				if v.Name == "checkpoints" && (v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != tc.wantClaim) {
 					t.Errorf("checkpoints volume %+v, want the claim %s", v.VolumeSource, tc.wantClaim)
 				}
+			}
+		})
+	}
+}
+
+// TestCheckpointAttempts: each restart attempt writes under a location of its own, the pods of the
+// attempt before keep theirs, and both resume from the latest checkpoint, whichever attempt wrote it.
+func TestCheckpointAttempts(t *testing.T) {
+	base := utiltesting.MakeTrainingJob("llm", "team-a").Workers(2).
+		Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "ckpt"}})
+	cases := map[string]struct {
+		status               convoy.TrainingJobStatus
+		wantURI, wantResume string
+	}{
+		"the first attempt": {wantURI: "s3://ckpt/team-a/llm/attempt-0"},
+		"restarted after attempt 0 checkpointed": {
+			status:     convoy.TrainingJobStatus{RestartCount: 1, Checkpoint: &convoy.CheckpointStatus{Latest: "s3://ckpt/team-a/llm/attempt-0/epoch-4"}},
+			wantURI:    "s3://ckpt/team-a/llm/attempt-1",
+			wantResume: "s3://ckpt/team-a/llm/attempt-0/epoch-4",
+		},
+		"restarted again before attempt 1 checkpointed": {
+			status:     convoy.TrainingJobStatus{RestartCount: 2, Checkpoint: &convoy.CheckpointStatus{Latest: "s3://ckpt/team-a/llm/attempt-0/epoch-4"}},
+			wantURI:    "s3://ckpt/team-a/llm/attempt-2",
+			wantResume: "s3://ckpt/team-a/llm/attempt-0/epoch-4",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			job := base.Clone().Status(tc.status).Obj()
+			pod := Pod(job, mlframework.Replica{Role: mlframework.RoleWorker}, plugin(t, convoy.FrameworkPyTorch), opts)
+			wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", tc.wantURI)
+			wantEnv(t, pod, "CONVOY_CHECKPOINT_ROOT", "s3://ckpt/team-a/llm")
+			wantEnv(t, pod, "CONVOY_RESUME_FROM", tc.wantResume)
+			if got := AttemptCheckpointURI(job); got != tc.wantURI {
+				t.Errorf("AttemptCheckpointURI = %q, want %q", got, tc.wantURI)
 			}
 		})
 	}

@@ -24,8 +24,8 @@ class RetentionTest(unittest.TestCase):
         self.dir = os.path.join(tmp.name, "ns", "job")
         os.makedirs(self.dir)
         # Outside Convoy (no endpoint) unless a test starts one: retention works all the same.
-        support.set_environ(self, CONVOY_CHECKPOINT_URI=self.dir, CONVOY_CHECKPOINT_RETENTION="2", CONVOY_RESUME_FROM=None,
-                            CONVOY_PROGRESS_URL=None, **dict.fromkeys(support.RANK_VARS))
+        support.set_environ(self, CONVOY_CHECKPOINT_URI=self.dir, CONVOY_CHECKPOINT_ROOT=None, CONVOY_CHECKPOINT_RETENTION="2",
+                            CONVOY_RESUME_FROM=None, CONVOY_PROGRESS_URL=None, **dict.fromkeys(support.RANK_VARS))
 
     def save(self, name, directory=False, content="weights"):
         path = os.path.join(self.dir, name)
@@ -69,6 +69,20 @@ class RetentionTest(unittest.TestCase):
         convoy.checkpoint_saved(self.save("epoch-6.pt"), 6)
         convoy.checkpoint_saved(self.save("epoch-7.pt"), 7)
         self.assertEqual(self.listing(), [".convoy-checkpoints.json", "epoch-5.pt", "epoch-6.pt", "epoch-7.pt"])
+
+    def test_spans_restart_attempts(self):
+        # Each attempt writes in its own directory under the job's (operator/pkg/builder, AttemptCheckpointURI).
+        os.environ["CONVOY_CHECKPOINT_ROOT"] = self.dir
+        for attempt, epochs in ((0, (1, 2)), (1, (3, 4, 5))):
+            os.environ["CONVOY_CHECKPOINT_URI"] = os.path.join(self.dir, "attempt-%d" % attempt)
+            self.assertEqual(convoy.checkpoint_dir(), os.environ["CONVOY_CHECKPOINT_URI"])
+            for epoch in epochs:
+                convoy.checkpoint_saved(self.save("attempt-%d/epoch-%d.pt" % (attempt, epoch)), epoch)
+            # The next attempt resumes from this one's latest.
+            os.environ["CONVOY_RESUME_FROM"] = os.path.join(self.dir, "attempt-%d" % attempt, "epoch-%d.pt" % epochs[-1])
+        self.assertEqual(self.listing(), [".convoy-checkpoints.json", "attempt-0", "attempt-1"])
+        self.assertEqual(sorted(os.listdir(os.path.join(self.dir, "attempt-0"))), ["epoch-2.pt"])
+        self.assertEqual(sorted(os.listdir(os.path.join(self.dir, "attempt-1"))), ["epoch-4.pt", "epoch-5.pt"])
 
     def test_never_one_it_is_asked_to_keep(self):
         best = self.save("epoch-1.pt")

@@ -18,15 +18,12 @@ package api
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,40 +37,6 @@ import (
 	"github.com/convoy-dev/convoy/test/util"
 )
 
-// tenancyPolicies are the admission policies of deploy/tenancy.
-var tenancyPolicies = []string{"convoy-priority-trainingjobs", "convoy-priority-trainingsweeps", "convoy-priority-pods", "convoy-service-accounts"}
-
-// installTenancy applies deploy/tenancy as a platform team would, and takes it away after the test
-// so that the package's other tests meet no policy.
-func installTenancy(t *testing.T, c *framework.Cluster) {
-	t.Helper()
-	ctx := context.Background()
-	root, err := framework.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := util.ApplyKustomization(ctx, c, filepath.Join(root, "deploy", "tenancy"), "tenancy-test"); err != nil {
-		t.Fatalf("applying deploy/tenancy: %v", err)
-	}
-	t.Cleanup(func() {
-		for _, name := range tenancyPolicies {
-			_ = c.Client.Delete(ctx, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{ObjectMeta: metav1.ObjectMeta{Name: name}})
-			_ = c.Client.Delete(ctx, &admissionregistrationv1.ValidatingAdmissionPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}})
-		}
-	})
-	// The policies type-check against the kinds they match: no warnings.
-	for _, name := range tenancyPolicies {
-		p := &admissionregistrationv1.ValidatingAdmissionPolicy{}
-		util.EventuallyErr(t, 20*time.Millisecond, 10*time.Second, "policy "+name+" type-checked", func() (bool, error) {
-			err := c.Client.Get(ctx, client.ObjectKey{Name: name}, p)
-			return err == nil && p.Status.ObservedGeneration == p.Generation && p.Status.TypeChecking != nil, err
-		})
-		if w := p.Status.TypeChecking.ExpressionWarnings; len(w) != 0 {
-			t.Errorf("policy %s: type-checking warnings %+v", name, w)
-		}
-	}
-}
-
 // teamNamespace creates namespace name labelled convoy.dev/team, as a platform team makes a team's.
 func teamNamespace(t *testing.T, c *framework.Cluster, name string) string {
 	t.Helper()
@@ -85,52 +48,6 @@ func teamNamespace(t *testing.T, c *framework.Cluster, name string) string {
 	return ns
 }
 
-// serviceAccountClient creates ServiceAccount ns/name, binds the ClusterRole role to it in ns and
-// returns a client that acts as it.
-func serviceAccountClient(t *testing.T, c *framework.Cluster, ns, name, role string) client.Client {
-	t.Helper()
-	ctx := context.Background()
-	for _, obj := range []client.Object{
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}},
-		&rbacv1.RoleBinding{
-			ObjectMeta: metav1.ObjectMeta{Name: name + "-" + role, Namespace: ns},
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
-		},
-	} {
-		if err := c.Client.Create(ctx, obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg, err := c.ServiceAccountConfig(ctx, ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := client.New(cfg, client.Options{Scheme: c.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cl
-}
-
-// wantRefused fails the test unless err is a refusal whose message names the class, the namespace
-// and the command that grants the class.
-func wantRefused(t *testing.T, what string, err error, class, ns, grant string) {
-	t.Helper()
-	if err == nil {
-		t.Errorf("%s was accepted, want it refused", what)
-		return
-	}
-	for _, want := range []string{
-		"priority class " + class + " is not granted to namespace " + ns,
-		"kubectl annotate namespace " + ns + " convoy.dev/priority-classes=" + grant + " --overwrite",
-	} {
-		if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), want) {
-			t.Errorf("%s: got %v, want a refusal that says %q", what, err, want)
-		}
-	}
-}
-
 // TestTenantUsesOnlyGrantedPriorityClasses: as a team member bound to convoy-tenant in its
 // namespace, a TrainingJob or a sweep at a class the namespace was not granted is refused with a
 // message that names the class and the command that grants it; the default grant (low, normal) is
@@ -140,31 +57,25 @@ func wantRefused(t *testing.T, what string, err error, class, ns, grant string) 
 func TestTenantUsesOnlyGrantedPriorityClasses(t *testing.T) {
 	c := cluster(t)
 	ctx := context.Background()
-	installTenancy(t, c)
+	util.InstallTenancy(t, c)
 	ns := teamNamespace(t, c, "team-a")
-	tenant := serviceAccountClient(t, c, ns, "alice", "convoy-tenant")
+	tenant := util.ServiceAccountClient(t, c, ns, "alice", "convoy-tenant")
 
 	job := func(name, class string) *v1alpha1.TrainingJob {
 		return utiltesting.MakeTrainingJob(name, ns).Scheduling(v1alpha1.SchedulingSpec{PriorityClassName: class}).Obj()
 	}
-	// Admission policies take effect a moment after they are created.
-	util.EventuallyErr(t, 20*time.Millisecond, 30*time.Second, "the policy to refuse a job at class high", func() (bool, error) {
-		err := tenant.Create(ctx, job("probe", "high"), client.DryRunAll)
-		return apierrors.IsForbidden(err), err
-	})
-
 	err := tenant.Create(ctx, job("urgent", "high"))
-	wantRefused(t, "a job at class high", err, "high", ns, "low,normal,high")
+	util.WantPriorityRefused(t, "a job at class high", err, "high", ns, "low,normal,high")
 	u := job("urgent-queue-label", "")
 	u.Labels = map[string]string{"kueue.x-k8s.io/priority-class": "high"}
-	wantRefused(t, "a job whose Kueue label names class high", tenant.Create(ctx, u), "high", ns, "low,normal,high")
+	util.WantPriorityRefused(t, "a job whose Kueue label names class high", tenant.Create(ctx, u), "high", ns, "low,normal,high")
 
 	regular := job("regular", "normal")
 	if err := tenant.Create(ctx, regular); err != nil {
 		t.Fatalf("a job at class normal, granted by default, was refused: %v", err)
 	}
 	regular.Spec.Scheduling.PriorityClassName = "high"
-	wantRefused(t, "moving a job from normal to high", tenant.Update(ctx, regular), "high", ns, "low,normal,high")
+	util.WantPriorityRefused(t, "moving a job from normal to high", tenant.Update(ctx, regular), "high", ns, "low,normal,high")
 	// The job's other fields still change.
 	if err := tenant.Get(ctx, client.ObjectKeyFromObject(regular), regular); err != nil {
 		t.Fatal(err)
@@ -178,14 +89,14 @@ func TestTenantUsesOnlyGrantedPriorityClasses(t *testing.T) {
 	if err := unstructured.SetNestedField(sweep.Object, "high", "spec", "trialTemplate", "spec", "scheduling", "priorityClassName"); err != nil {
 		t.Fatal(err)
 	}
-	wantRefused(t, "a sweep whose trials run at class high", tenant.Create(ctx, sweep), "high", ns, "low,normal,high")
+	util.WantPriorityRefused(t, "a sweep whose trials run at class high", tenant.Create(ctx, sweep), "high", ns, "low,normal,high")
 
 	// A member with the built-in edit role creates pods: the grant holds for them too, whichever
 	// scheduler they name.
 	if err := c.Client.Create(ctx, &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "high"}, Value: 10000}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	editor := serviceAccountClient(t, c, ns, "bob", "edit")
+	editor := util.ServiceAccountClient(t, c, ns, "bob", "edit")
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "raw", Namespace: ns},
 		Spec: corev1.PodSpec{
@@ -194,7 +105,7 @@ func TestTenantUsesOnlyGrantedPriorityClasses(t *testing.T) {
 			Containers: []corev1.Container{{Name: "trainer", Image: "trainer:1"}},
 		},
 	}
-	wantRefused(t, "a raw pod at class high", editor.Create(ctx, pod, client.DryRunAll), "high", ns, "low,normal,high")
+	util.WantPriorityRefused(t, "a raw pod at class high", editor.Create(ctx, pod, client.DryRunAll), "high", ns, "low,normal,high")
 
 	// The tenant can neither grant itself the class nor change what it is allowed.
 	nsObj := &corev1.Namespace{}
@@ -251,9 +162,9 @@ func TestTenantUsesOnlyGrantedPriorityClasses(t *testing.T) {
 func TestTenantUsesOnlyGrantedServiceAccounts(t *testing.T) {
 	c := cluster(t)
 	ctx := context.Background()
-	installTenancy(t, c)
+	util.InstallTenancy(t, c)
 	ns := teamNamespace(t, c, "team-sa")
-	tenant := serviceAccountClient(t, c, ns, "carol", "convoy-tenant")
+	tenant := util.ServiceAccountClient(t, c, ns, "carol", "convoy-tenant")
 	job := func(name, sa string) *v1alpha1.TrainingJob {
 		j := utiltesting.MakeTrainingJob(name, ns).Obj()
 		j.Spec.ServiceAccountName = sa

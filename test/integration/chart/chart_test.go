@@ -186,12 +186,15 @@ func TestChartInstallsUpgradesAndUninstalls(t *testing.T) {
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "convoy-operator"}, &networkingv1.NetworkPolicy{}); err != nil {
 		t.Errorf("the operator's NetworkPolicy: %v", err)
 	}
-	// The operator of this release creates pods at the priority its TrainingJobs were granted.
-	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{}
-	if err := c.Client.Get(ctx, client.ObjectKey{Name: "convoy-priority-pods"}, vap); err != nil {
-		t.Errorf("the pods' priority-grant policy: %v", err)
-	} else if len(vap.Spec.MatchConditions) != 1 || !strings.Contains(vap.Spec.MatchConditions[0].Expression, "system:serviceaccount:"+ns+":convoy-operator") {
-		t.Errorf("the pods' priority-grant policy's match conditions %+v: want the operator in %s left out", vap.Spec.MatchConditions, ns)
+	// The operator of this release creates pods at the priority its TrainingJobs were granted, and
+	// with their gangs' labels.
+	for _, name := range []string{"convoy-priority-pods", "convoy-gang-pods"} {
+		vap := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Name: name}, vap); err != nil {
+			t.Errorf("policy %s: %v", name, err)
+		} else if len(vap.Spec.MatchConditions) != 1 || !strings.Contains(vap.Spec.MatchConditions[0].Expression, "system:serviceaccount:"+ns+":convoy-operator") {
+			t.Errorf("policy %s's match conditions %+v: want the operator in %s left out", name, vap.Spec.MatchConditions, ns)
+		}
 	}
 	sched := &appsv1.Deployment{}
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "convoy-scheduler"}, sched); err != nil || *sched.Spec.Replicas != 1 {

@@ -192,7 +192,7 @@ func TestDesignExampleResume(t *testing.T) {
 		if got := util.EnvOf(pod, "CONVOY_RESUME_FROM"); got != "s3://checkpoints/team-a/llama-pretrain/epoch-20" {
 			t.Errorf("pod %s CONVOY_RESUME_FROM = %q, want spec.checkpoint.resumeFrom", pod.Name, got)
 		}
-		if got := util.EnvOf(pod, "CONVOY_CHECKPOINT_URI"); got != "s3://checkpoints/team-a/llama-continued" {
+		if got := util.EnvOf(pod, "CONVOY_CHECKPOINT_URI"); got != "s3://checkpoints/team-a/llama-continued/attempt-0" {
 			t.Errorf("pod %s CONVOY_CHECKPOINT_URI = %q", pod.Name, got)
 		}
 	}
@@ -217,7 +217,7 @@ func TestDesignExampleCheckpointWithoutStorage(t *testing.T) {
 		if claim != claimName || mount.MountPath != "/checkpoints" || mount.SubPath != "" || mount.ReadOnly {
 			t.Errorf("pod %s mounts claim %q as %+v, want %s read-write at /checkpoints", pod.Name, claim, mount, claimName)
 		}
-		if util.EnvOf(pod, "CONVOY_CHECKPOINT_URI") != "/checkpoints/"+e.ns+"/"+name || util.EnvOf(pod, "CONVOY_CHECKPOINT_FREQUENCY") != "5" {
+		if util.EnvOf(pod, "CONVOY_CHECKPOINT_ROOT") != "/checkpoints/"+e.ns+"/"+name || util.EnvOf(pod, "CONVOY_CHECKPOINT_FREQUENCY") != "5" {
 			t.Errorf("pod %s checkpoint environment: %v", pod.Name, pod.Spec.Containers[0].Env)
 		}
 	}
@@ -295,8 +295,8 @@ func TestSharedClaimGetsSubPath(t *testing.T) {
 		for _, pod := range e.waitPods(job, n, 0) {
 			mount, claim := checkpointMount(pod)
 			want := corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints/" + e.ns + "/" + job, SubPath: e.ns + "/" + job}
-			if claim != "team-checkpoints" || mount != want || util.EnvOf(pod, "CONVOY_CHECKPOINT_URI") != want.MountPath {
-				t.Errorf("pod %s mounts claim %q as %+v with CONVOY_CHECKPOINT_URI %q, want team-checkpoints as %+v", pod.Name, claim, mount, util.EnvOf(pod, "CONVOY_CHECKPOINT_URI"), want)
+			if claim != "team-checkpoints" || mount != want || util.EnvOf(pod, "CONVOY_CHECKPOINT_ROOT") != want.MountPath {
+				t.Errorf("pod %s mounts claim %q as %+v with CONVOY_CHECKPOINT_ROOT %q, want team-checkpoints as %+v", pod.Name, claim, mount, util.EnvOf(pod, "CONVOY_CHECKPOINT_ROOT"), want)
 			}
 		}
 	}

@@ -7,7 +7,7 @@ and find the checkpoint directory and the checkpoint to resume from. Standard li
 
 Outside a Convoy pod (no CONVOY_PROGRESS_URL) the reporting calls do nothing. They never raise:
 failures are warnings on the "convoy" logger. checkpoint_saved also keeps only the newest
-CONVOY_CHECKPOINT_RETENTION checkpoints in the checkpoint directory. On SIGTERM, should_checkpoint()
+CONVOY_CHECKPOINT_RETENTION checkpoints of the job, across its restart attempts. On SIGTERM, should_checkpoint()
 turns True and the callbacks registered with on_preempt run, to save a last checkpoint.
 start_tracking() starts (or resumes) the job's one MLflow and W&B run with the hyperparameters as
 its params, where mlflow or wandb are installed.
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional
 
-from ._checkpoint import checkpoint_dir, checkpoint_frequency, checkpoint_retention, checkpoint_uri, resume_from
+from ._checkpoint import checkpoint_dir, checkpoint_frequency, checkpoint_retention, checkpoint_root, checkpoint_uri, resume_from
 from ._preempt import PREEMPTED_EXIT_CODE, on_preempt, preempted, should_checkpoint
 from ._report import DEFAULT_MIN_INTERVAL, Reporter, progress_body, rank
 from ._tracking import Tracking, hyperparameters
@@ -33,6 +33,7 @@ __all__ = [
     "checkpoint_dir",
     "checkpoint_frequency",
     "checkpoint_retention",
+    "checkpoint_root",
     "checkpoint_saved",
     "checkpoint_uri",
     "configure",

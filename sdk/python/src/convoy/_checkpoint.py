@@ -10,14 +10,16 @@ from typing import Mapping, Optional
 log = logging.getLogger("convoy")
 
 ENV_URI = "CONVOY_CHECKPOINT_URI"
+ENV_ROOT = "CONVOY_CHECKPOINT_ROOT"
 ENV_FREQUENCY = "CONVOY_CHECKPOINT_FREQUENCY"
 ENV_RETENTION = "CONVOY_CHECKPOINT_RETENTION"
 ENV_RESUME_FROM = "CONVOY_RESUME_FROM"
 
 
 def checkpoint_uri(env: Optional[Mapping[str, str]] = None) -> Optional[str]:
-    """$CONVOY_CHECKPOINT_URI as given: /checkpoints/<prefix> for pvc and nfs storage, s3://, gs://
-    or az:// for object storage; None when checkpointing is not enabled."""
+    """$CONVOY_CHECKPOINT_URI as given, where this restart attempt writes: <root>/attempt-<n> under
+    the job's location, /checkpoints/<prefix> for pvc and nfs storage, s3://, gs:// or az:// for
+    object storage; None when checkpointing is not enabled."""
     env = os.environ if env is None else env
     return env.get(ENV_URI) or None
 
@@ -36,6 +38,16 @@ def checkpoint_dir(create: bool = True, env: Optional[Mapping[str, str]] = None)
         except OSError as e:
             log.warning("convoy: creating the checkpoint directory %s: %s", path, e)
     return path
+
+
+def checkpoint_root(env: Optional[Mapping[str, str]] = None) -> Optional[str]:
+    """The local directory that holds every restart attempt's checkpoints, $CONVOY_CHECKPOINT_ROOT
+    when it is a path; checkpoint_dir() without it (an operator that gives each attempt none of its
+    own). None when checkpoint_dir() is None."""
+    env = os.environ if env is None else env
+    if checkpoint_dir(create=False, env=env) is None:
+        return None
+    return _local(env.get(ENV_ROOT)) or checkpoint_dir(create=False, env=env)
 
 
 def resume_from(env: Optional[Mapping[str, str]] = None) -> Optional[str]:

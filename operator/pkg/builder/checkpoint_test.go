@@ -91,7 +91,7 @@ func TestCheckpointAttempts(t *testing.T) {
 	base := utiltesting.MakeTrainingJob("llm", "team-a").Workers(2).
 		Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "ckpt"}})
 	cases := map[string]struct {
-		status               convoy.TrainingJobStatus
+		status              convoy.TrainingJobStatus
 		wantURI, wantResume string
 	}{
 		"the first attempt": {wantURI: "s3://ckpt/team-a/llm/attempt-0"},

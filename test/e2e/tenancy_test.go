@@ -259,14 +259,22 @@ func tenantForbidden(t *testing.T, e *env, a, b *env, mallory client.Client) {
 
 // gangClaims: a member who may create pods (the edit role) cannot make one part of a TrainingJob,
 // whose gang convoy-scheduler would count it in and whose Services would select it, nor relabel
-// one of its own pods so; it creates, and changes, a pod of its own.
+// one of its own pods so, nor run GPUs with a pod outside the queue; it creates, and changes, a pod
+// of its own.
 func gangClaims(t *testing.T, a *env, eve client.Client) {
 	ctx := t.Context()
 	for label, value := range map[string]string{schedv1alpha1.PodGroupLabel: "hog-1", convoy.LabelJobName: "hog-1", convoy.LabelTrainingJob: "hog-2"} {
-		err := eve.Create(ctx, restrictedPod(a.ns, "claim", map[string]string{label: value}), client.DryRunAll)
+		claim := restrictedPod(a.ns, "claim", map[string]string{label: value})
+		claim.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+		err := eve.Create(ctx, claim, client.DryRunAll)
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "label "+label+"="+value+" makes a pod part of TrainingJob "+value) {
 			t.Errorf("a pod labelled %s=%s: got %v, want it refused naming the label and the job", label, value, err)
 		}
+	}
+	// Nor can it run GPUs outside the team's quota with a pod of no job.
+	err := eve.Create(ctx, restrictedPod(a.ns, "gpus", map[string]string{"app": "notebook"}), client.DryRunAll)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "asks nvidia.com/gpu, which in namespace "+a.ns+" is used through its queue") {
+		t.Errorf("a pod of 8 GPUs of no job: got %v, want it refused, GPUs going through the queue", err)
 	}
 	own := restrictedPod(a.ns, "own", map[string]string{"app": "notebook"})
 	own.Spec.Containers[0].Resources = corev1.ResourceRequirements{}

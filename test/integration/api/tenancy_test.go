@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -152,6 +153,43 @@ func TestTenantUsesOnlyGrantedPriorityClasses(t *testing.T) {
 	})
 	if err := editor.Create(ctx, pod, client.DryRunAll); err != nil {
 		t.Errorf("a raw pod at class high, once granted, was refused: %v", err)
+	}
+}
+
+// TestGPUPodsGoThroughTheQueue: in a team's namespace, a member bound to the built-in edit role
+// cannot run GPUs with a pod of its own (the refusal names the container and says to run a
+// TrainingJob); a pod without GPUs is created, and outside team namespaces a GPU pod is too.
+func TestGPUPodsGoThroughTheQueue(t *testing.T) {
+	c := cluster(t)
+	ctx := context.Background()
+	util.InstallTenancy(t, c)
+	ns := teamNamespace(t, c, "team-gpu")
+	editor := util.ServiceAccountClient(t, c, ns, "dave", "edit")
+	pod := func(ns, name string, gpus string) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.PodSpec{AutomountServiceAccountToken: ptr.To(false),
+				Containers: []corev1.Container{{Name: "sidecar", Image: "busybox:1"}, {Name: "trainer", Image: "trainer:1"}}},
+		}
+		if gpus != "" {
+			p.Spec.Containers[1].Resources.Limits = corev1.ResourceList{v1alpha1.ResourceGPU: resource.MustParse(gpus)}
+		}
+		return p
+	}
+	util.EventuallyErr(t, 20*time.Millisecond, 30*time.Second, "the policy to refuse a GPU pod", func() (bool, error) {
+		err := editor.Create(ctx, pod(ns, "probe", "1"), client.DryRunAll)
+		return apierrors.IsForbidden(err), err
+	})
+	err := editor.Create(ctx, pod(ns, "gpus", "8"), client.DryRunAll)
+	if want := "container trainer asks nvidia.com/gpu, which in namespace " + ns + " is used through its queue: run the work as a TrainingJob"; !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("a pod of 8 GPUs by a member with edit: got %v, want a refusal saying %q", err, want)
+	}
+	if err := editor.Create(ctx, pod(ns, "cpu-only", ""), client.DryRunAll); err != nil {
+		t.Errorf("a pod without GPUs was refused: %v", err)
+	}
+	other := namespace(t, c, "not-a-team")
+	if err := c.Client.Create(ctx, pod(other, "gpus", "8"), client.DryRunAll); err != nil {
+		t.Errorf("a GPU pod outside team namespaces was refused: %v", err)
 	}
 }
 

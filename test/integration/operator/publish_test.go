@@ -288,7 +288,8 @@ func TestModelPublishedWhenJobCompletes(t *testing.T) {
 		t.Errorf("publish pod: owner %v, labels %v, scheduler %q", pod.OwnerReferences, pod.Labels, pod.Spec.SchedulerName)
 	}
 	c := pod.Spec.Containers[0]
-	checkpoint := "/checkpoints/" + e.ns + "/pub/epoch-2"
+	// The first attempt's checkpoint directory, CONVOY_CHECKPOINT_URI.
+	checkpoint := "/checkpoints/" + e.ns + "/pub/attempt-0/epoch-2"
 	for _, want := range []string{"publish", "--checkpoint=" + checkpoint, "--root=" + builder.CheckpointDir, "--image=" + image, "--docker-config=" + builder.RegistryConfigDir + "/config.json",
 		"--annotation=" + publish.AnnotationEpoch + "=2", "--annotation=" + publish.AnnotationJob + "=" + e.ns + "/pub"} {
 		if !slices.Contains(c.Args, want) {
@@ -313,7 +314,7 @@ func TestModelPublishedWhenJobCompletes(t *testing.T) {
 	// The pod's command in-process: /checkpoints is a temporary directory here, and the registry
 	// plain HTTP on loopback.
 	root := t.TempDir()
-	want := writeCheckpoint(t, filepath.Join(root, e.ns, "pub", "epoch-2"))
+	want := writeCheckpoint(t, filepath.Join(root, e.ns, "pub", "attempt-0", "epoch-2"))
 	termination := filepath.Join(t.TempDir(), "termination-log")
 	var args []string
 	for _, a := range c.Args[1:] {

@@ -20,7 +20,11 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/pod-security-admission/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
@@ -43,4 +47,30 @@ func OptionsInNamespace(ctx context.Context, c client.Reader, namespace string, 
 	}
 	opts.EnforcedPodSecurity = builder.EnforcedPodSecurity(&ns)
 	return opts, nil
+}
+
+// podSecurityChanged passes a namespace's updates that change the Pod Security level it enforces:
+// its jobs' pods are built for that level, and their status says which level they meet. The watch
+// also keeps the namespaces in the cache from the start, so that reading one never starts an
+// informer while the manager stops.
+var podSecurityChanged = predicate.Funcs{
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return e.ObjectOld.GetLabels()[api.EnforceLevelLabel] != e.ObjectNew.GetLabels()[api.EnforceLevelLabel]
+	},
+}
+
+// jobsInNamespace maps a namespace to its TrainingJobs.
+func (r *Reconciler) jobsInNamespace(ctx context.Context, ns client.Object) []reconcile.Request {
+	var jobs convoy.TrainingJobList
+	if err := r.Client.List(ctx, &jobs, client.InNamespace(ns.GetName())); err != nil {
+		return nil
+	}
+	out := make([]reconcile.Request, 0, len(jobs.Items))
+	for _, j := range jobs.Items {
+		out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&j)})
+	}
+	return out
 }

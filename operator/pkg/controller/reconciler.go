@@ -167,7 +167,8 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		// The disruption controller rewrites a budget's status as pods come and go: only its spec
 		// and its deletion matter here.
 		Owns(&policyv1.PodDisruptionBudget{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnNode), ctrlbuilder.WithPredicates(r.Notice.nodeEvents()))
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.jobsOnNode), ctrlbuilder.WithPredicates(r.Notice.nodeEvents())).
+		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(r.jobsInNamespace), ctrlbuilder.WithPredicates(podSecurityChanged))
 	if q, ok := r.Queue.(ManagedQueue); ok {
 		if err := q.SetupWithManager(ctx, mgr); err != nil {
 			return fmt.Errorf("setting up the queue integration: %w", err)

@@ -22,7 +22,7 @@ UNIT_PKGS     = $(shell $(GO) list ./... | grep -v '/test/') ./test/bench/trace 
 # Packages whose tests start the real control plane from test/framework.
 INTEG_PKGS    = $(shell $(GO) list ./test/... | grep -v -e '/test/cmd/' -e '/test/e2e' -e '/test/bench/' -e '/test/chaos')
 # The whole stack (Kueue, operator, scheduler, node agents) end to end, on kwok's fake nodes.
-E2E_PKGS      = $(shell $(GO) list ./test/e2e/... | grep -v -e '/test/e2e/realnode') ./test/chaos
+E2E_PKGS      = $(shell $(GO) list ./test/e2e/... | grep -v -e '/test/e2e/realnode' -e '/test/e2e/adoption') ./test/chaos
 # The real-node tier: real kubelets, containerd and containers from Convoy's images; then the
 # README's install blocks run as written on real nodes labelled as providers label them.
 REAL_PKGS     = ./test/e2e/realnode ./test/e2e/adoption

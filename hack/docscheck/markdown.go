@@ -38,6 +38,8 @@ var (
 	column     = regexp.MustCompile(`\bcolumns? ((?:[A-Z][A-Z ]*[A-Z](?:, | and )?)+)\b|\b([A-Z][A-Z]+(?: [A-Z]+)?) column\b`)
 	heading    = regexp.MustCompile(`^#{1,6}\s+(.*)$`)
 	repoPath   = regexp.MustCompile(`^(api|operator|queue|scheduler-plugin|deploy|docs|test|hack|sdk|examples)/[A-Za-z0-9_./-]*$`)
+	listSep    = regexp.MustCompile(`, | and `)
+	linkText   = regexp.MustCompile(`\[([^]]*)\]\([^)]*\)`)
 )
 
 // checkFile returns, as "line: what", each name in the Markdown file f (relative to the root)
@@ -73,7 +75,7 @@ func (n *names) checkFile(f, text string) []string {
 		}
 		for _, m := range column.FindAllStringSubmatch(line, -1) {
 			list := m[1] + m[2]
-			for _, c := range regexp.MustCompile(`, | and `).Split(list, -1) {
+			for _, c := range listSep.Split(list, -1) {
 				if c = strings.TrimSpace(c); c != "" && !n.columns[c] && (m[1] != "" || strings.Contains(line, "kubectl get")) {
 					bad(ln, "printer column %s does not exist", c)
 				}
@@ -292,7 +294,7 @@ func (n *names) anchorsOf(p string) (map[string]bool, error) {
 // slug is GitHub's anchor of a heading: lower case, punctuation but '-' and '_' dropped, spaces
 // made '-'.
 func slug(h string) string {
-	h = regexp.MustCompile("\\[([^]]*)\\]\\([^)]*\\)").ReplaceAllString(h, "$1")
+	h = linkText.ReplaceAllString(h, "$1")
 	var b strings.Builder
 	for _, r := range strings.ToLower(strings.TrimSpace(h)) {
 		switch {

@@ -96,6 +96,15 @@ func (j *TrainingJob) IsSuspended() bool {
 	return j.Spec.Suspend != nil && *j.Spec.Suspend
 }
 
+// ManagedByConvoy is spec.managedBy's value for Convoy's operator, the same as leaving it empty.
+const ManagedByConvoy = "convoy.dev/trainingjob-controller"
+
+// ManagedElsewhere reports whether spec.managedBy names a controller other than Convoy's operator,
+// which then leaves the job alone.
+func (j *TrainingJob) ManagedElsewhere() bool {
+	return j.Spec.ManagedBy != nil && *j.Spec.ManagedBy != "" && *j.Spec.ManagedBy != ManagedByConvoy
+}
+
 // MasterPort returns networking.masterPort with its default.
 func (j *TrainingJob) MasterPort() int32 {
 	if n := j.Spec.Networking; n != nil && n.MasterPort != 0 {

@@ -50,6 +50,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.numParameterServers == oldSelf.numParameterServers || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.numParameterServers is immutable unless the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".numParameterServers"
 // +kubebuilder:validation:XValidation:rule="self.framework == oldSelf.framework",message="spec.framework is immutable: create a new TrainingJob to change it",fieldPath=".framework"
 // +kubebuilder:validation:XValidation:rule="self.framework != 'mpi' || !has(self.securityContext) || !has(self.securityContext.podSecurity) || self.securityContext.podSecurity != 'restricted'",message="spec.securityContext.podSecurity cannot be restricted for framework mpi: its workers run sshd as root with the SETUID, SETGID and SYS_CHROOT capabilities, which only baseline allows; set baseline or remove podSecurity",fieldPath=".securityContext.podSecurity"
+// +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",message="spec.managedBy is immutable: delete the job and create it again to change which controller runs it",fieldPath=".managedBy"
 type TrainingJobSpec struct {
 	// model names the model to train, for example "llama-3-8b" or a path or URI the training code
 	// understands. It reaches every pod as the MODEL environment variable.
@@ -189,6 +190,18 @@ type TrainingJobSpec struct {
 	// successPolicy lets the job finish early once it reaches a target accuracy or stops improving.
 	// +optional
 	SuccessPolicy *SuccessPolicy `json:"successPolicy,omitempty"`
+
+	// managedBy names the controller that runs the job, as a domain-prefixed path such as
+	// kueue.x-k8s.io/multikueue (at most 63 characters). Empty, or convoy.dev/trainingjob-controller,
+	// is Convoy's operator. Any other value leaves the job to that controller: the operator creates
+	// no pods or other children for it and never writes its status. Kueue's MultiKueue
+	// (kueue.x-k8s.io/multikueue) copies such a job to a worker cluster, where Convoy runs it, and
+	// mirrors the worker's status back; Convoy's queue webhook sets it on a new job whose LocalQueue
+	// feeds a ClusterQueue with a MultiKueue admission check. Immutable.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[-A-Za-z0-9/._~%!$&()*+,;=:]+$')",message="spec.managedBy must be a domain-prefixed path such as kueue.x-k8s.io/multikueue; remove it to let Convoy's operator run the job"
+	ManagedBy *string `json:"managedBy,omitempty"`
 
 	// suspend stops the gang (deleting its pods) while true and starts it again, from the latest
 	// checkpoint, when set back to false. Kueue also sets it while the job waits for admission.

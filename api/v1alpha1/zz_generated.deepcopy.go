@@ -1020,6 +1020,11 @@ func (in *TrainingJobSpec) DeepCopyInto(out *TrainingJobSpec) {
 		*out = new(SuccessPolicy)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.ManagedBy != nil {
+		in, out := &in.ManagedBy, &out.ManagedBy
+		*out = new(string)
+		**out = **in
+	}
 	if in.Suspend != nil {
 		in, out := &in.Suspend, &out.Suspend
 		*out = new(bool)

@@ -241,6 +241,8 @@ func TestInvalidSpecsAreRejectedNamingTheField(t *testing.T) {
 		"model image without a registry": {spec: `{"output": {"model": {"image": "model:v1"}}}`, want: "spec.output.model.image must be an OCI reference"},
 		"model image missing":            {spec: `{"output": {"model": {"credentialsSecretRef": {"name": "push"}}}}`, want: "spec.output.model.image: Required value"},
 		"additional params not a string": {spec: `{"hyperparameters": {"additionalParams": {"dropout": 0.1}}}`, want: "spec.hyperparameters.additionalParams.dropout"},
+		"managedBy without a domain":     {spec: `{"managedBy": "multikueue"}`, want: "spec.managedBy must be a domain-prefixed path such as kueue.x-k8s.io/multikueue"},
+		"managedBy too long":             {spec: `{"managedBy": "example.com/` + strings.Repeat("m", 60) + `"}`, want: "spec.managedBy: Too long"},
 	}
 	i := 0
 	for name, tc := range cases {
@@ -286,6 +288,7 @@ func TestShapeIsImmutableUnlessSuspended(t *testing.T) {
 		"minWorkers":    {func(j *v1alpha1.TrainingJob) { j.Spec.MinWorkers = ptr.To[int32](1) }, "spec.minWorkers is immutable unless the job is suspended"},
 		"gpusPerWorker": {func(j *v1alpha1.TrainingJob) { j.Spec.GPUsPerWorker = ptr.To[int32](8) }, "spec.gpusPerWorker is immutable unless the job is suspended"},
 		"framework":     {func(j *v1alpha1.TrainingJob) { j.Spec.Framework = v1alpha1.FrameworkJAX }, "spec.framework is immutable"},
+		"managedBy":     {func(j *v1alpha1.TrainingJob) { j.Spec.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue") }, "spec.managedBy is immutable: delete the job and create it again"},
 		"GPUs in resources": {func(j *v1alpha1.TrainingJob) {
 			j.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{v1alpha1.ResourceGPU: resource.MustParse("4")}}
 		}, "spec.resources.limits[nvidia.com/gpu] is immutable unless the job is suspended"},

@@ -57,6 +57,7 @@ var (
 	_ jobframework.GenericJob           = (*Job)(nil)
 	_ jobframework.JobWithPriorityClass = (*Job)(nil)
 	_ jobframework.TopLevelJob          = (*Job)(nil)
+	_ jobframework.JobWithManagedBy     = (*Job)(nil)
 )
 
 func fromObject(o runtime.Object) *Job { return (*Job)(o.(*convoy.TrainingJob)) }
@@ -77,6 +78,16 @@ func (j *Job) IsSuspended() bool { return j.trainingJob().IsSuspended() }
 
 // Suspend sets spec.suspend; the operator then deletes the whole gang.
 func (j *Job) Suspend() { j.Spec.Suspend = ptr.To(true) }
+
+// CanDefaultManagedBy is true while Convoy's operator would run the job: spec.managedBy is empty
+// or names it.
+func (j *Job) CanDefaultManagedBy() bool { return !j.trainingJob().ManagedElsewhere() }
+
+// ManagedBy returns spec.managedBy.
+func (j *Job) ManagedBy() *string { return j.Spec.ManagedBy }
+
+// SetManagedBy sets spec.managedBy.
+func (j *Job) SetManagedBy(managedBy *string) { j.Spec.ManagedBy = managedBy }
 
 // PriorityClass is the PriorityClass named by spec.scheduling.priorityClassName. Kueue prefers the
 // WorkloadPriorityClass of the kueue.x-k8s.io/priority-class label when the job has one.

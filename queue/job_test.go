@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/kueue/pkg/podset"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -336,5 +337,27 @@ func TestPartialAdmission(t *testing.T) {
 	}
 	if whole.Spec.NumWorkers != 4 {
 		t.Errorf("a job without minWorkers runs with %d workers, want its 4", whole.Spec.NumWorkers)
+	}
+}
+
+// TestManagedBy: Kueue may set spec.managedBy only while Convoy's operator would run the job.
+func TestManagedBy(t *testing.T) {
+	for _, tc := range []struct {
+		managedBy  *string
+		canDefault bool
+	}{
+		{nil, true},
+		{ptr.To(""), true},
+		{ptr.To(convoy.ManagedByConvoy), true},
+		{ptr.To("kueue.x-k8s.io/multikueue"), false},
+	} {
+		job := &Job{Spec: convoy.TrainingJobSpec{ManagedBy: tc.managedBy}}
+		if got := job.CanDefaultManagedBy(); got != tc.canDefault {
+			t.Errorf("managedBy %v: CanDefaultManagedBy() = %v, want %v", ptr.Deref(tc.managedBy, "<nil>"), got, tc.canDefault)
+		}
+		job.SetManagedBy(ptr.To("kueue.x-k8s.io/multikueue"))
+		if got := job.ManagedBy(); got == nil || *got != "kueue.x-k8s.io/multikueue" || !job.trainingJob().ManagedElsewhere() {
+			t.Errorf("after SetManagedBy: ManagedBy() = %v, ManagedElsewhere %v", got, job.trainingJob().ManagedElsewhere())
+		}
 	}
 }

@@ -23,11 +23,13 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/kueue/pkg/controller/constants"
 	"sigs.k8s.io/kueue/pkg/controller/jobframework"
+	"sigs.k8s.io/kueue/pkg/util/admissioncheck"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 )
@@ -52,11 +54,14 @@ var (
 //     changes only the label to disagree; an update of spec.scheduling.queue moves the label along.
 //   - A new job that names no queue names LocalQueue "default" when its namespace has one
 //     (Kueue's default LocalQueue).
+//   - A new job whose LocalQueue's ClusterQueue has a MultiKueue admission check gets
+//     spec.managedBy kueue.x-k8s.io/multikueue unless it names another controller.
 //   - A new job that is Kueue's (it names a queue, or Management makes it Kueue's) is suspended
 //     until Kueue admits it.
 //   - Kueue's own rules apply: the queue may change only while the job is suspended, and so on.
 type Webhook struct {
-	// Client reads LocalQueues (Kueue's default LocalQueue rule), namespaces and the job's owners.
+	// Client reads LocalQueues (Kueue's default LocalQueue rule), their ClusterQueues and
+	// AdmissionChecks (spec.managedBy's default), namespaces and the job's owners.
 	Client client.Client
 	// Management is which jobs are Kueue's: a new one is suspended until Kueue admits it.
 	Management Management
@@ -86,7 +91,40 @@ func (w *Webhook) Default(ctx context.Context, job *convoy.TrainingJob) error {
 	if old != nil {
 		return nil
 	}
+	if err := w.defaultManagedBy(ctx, job); err != nil {
+		return err
+	}
 	return jobframework.ApplyDefaultForSuspend(ctx, fromObject(job), w.Client, w.Management.WithoutQueueName, w.Management.selector())
+}
+
+// defaultManagedBy gives a new job whose LocalQueue feeds a ClusterQueue with a MultiKueue
+// admission check spec.managedBy kueue.x-k8s.io/multikueue, so that MultiKueue runs it on a worker
+// cluster, as Kueue's webhooks do for its own kinds (jobframework.ApplyDefaultForManagedBy, which
+// needs Kueue's in-process cache: here the LocalQueue, ClusterQueue and AdmissionChecks are read
+// through the operator's). A queue or ClusterQueue that does not exist yet leaves the job as it is.
+func (w *Webhook) defaultManagedBy(ctx context.Context, job *convoy.TrainingJob) error {
+	name := job.Labels[constants.QueueLabel]
+	if name == "" || !fromObject(job).CanDefaultManagedBy() {
+		return nil
+	}
+	lq := &kueue.LocalQueue{}
+	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, lq); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	cq := &kueue.ClusterQueue{}
+	if err := w.Client.Get(ctx, client.ObjectKey{Name: string(lq.Spec.ClusterQueue)}, cq); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	for check := range admissioncheck.NewAdmissionChecks(cq) {
+		ac := &kueue.AdmissionCheck{}
+		if err := w.Client.Get(ctx, client.ObjectKey{Name: string(check)}, ac); client.IgnoreNotFound(err) != nil {
+			return err
+		} else if err == nil && ac.Spec.ControllerName == kueue.MultiKueueControllerName {
+			fromObject(job).SetManagedBy(ptr.To(kueue.MultiKueueControllerName))
+			return nil
+		}
+	}
+	return nil
 }
 
 // defaultLocalQueueExists reports whether namespace has Kueue's default LocalQueue ("default").

@@ -227,6 +227,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		}
 		return ctrl.Result{}, err
 	}
+	if job.ManagedElsewhere() {
+		// Another controller runs the job (MultiKueue: on a worker cluster) and writes its status.
+		return ctrl.Result{}, nil
+	}
 	if rv, ok := r.superseded.Load(req.NamespacedName); ok {
 		if rv == job.ResourceVersion {
 			// The event of our own write is on its way and reconciles the job again.

@@ -197,7 +197,8 @@ type TrainingJobSpec struct {
 	// no pods or other children for it and never writes its status. Kueue's MultiKueue
 	// (kueue.x-k8s.io/multikueue) copies such a job to a worker cluster, where Convoy runs it, and
 	// mirrors the worker's status back; Convoy's queue webhook sets it on a new job whose LocalQueue
-	// feeds a ClusterQueue with a MultiKueue admission check. Immutable.
+	// feeds a ClusterQueue with a MultiKueue admission check. A sweep's trials take it from
+	// spec.trialTemplate.spec, or from that webhook. Immutable.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[-A-Za-z0-9/._~%!$&()*+,;=:]+$')",message="spec.managedBy must be a domain-prefixed path such as kueue.x-k8s.io/multikueue; remove it to let Convoy's operator run the job"

@@ -168,8 +168,26 @@ func SyncQueueName(job, old *convoy.TrainingJob) field.ErrorList {
 
 // ValidateCreate applies Kueue's rules for a new job.
 func (w *Webhook) ValidateCreate(_ context.Context, job *convoy.TrainingJob) (admission.Warnings, error) {
-	errs := append(queueAgreement(job), jobframework.ValidateJobOnCreate(fromObject(job))...)
+	errs := append(queueAgreement(job), withPrebuiltWorkload(jobframework.ValidateJobOnCreate(fromObject(job)))...)
 	return nil, toInvalid(job, errs)
+}
+
+// prebuiltPath is the label by which MultiKueue's copy of a job in a worker names the Workload it
+// created there for it.
+var prebuiltPath = field.NewPath("metadata", "labels").Key(constants.PrebuiltWorkloadLabel)
+
+// withPrebuiltWorkload drops Kueue's refusal of the prebuilt-workload label, which Kueue's
+// validation keeps to the kinds it lists itself (jobframework's supportedPrebuiltWlJobGVKs): Kueue's
+// job reconciler runs a TrainingJob on its prebuilt Workload, so MultiKueue may create the job in a
+// worker.
+func withPrebuiltWorkload(errs field.ErrorList) field.ErrorList {
+	var out field.ErrorList
+	for _, e := range errs {
+		if e.Type != field.ErrorTypeForbidden || e.Field != prebuiltPath.String() {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // ValidateUpdate applies Kueue's rules for a change: among them, the queue and the workload

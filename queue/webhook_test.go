@@ -17,10 +17,12 @@ limitations under the License.
 package queue
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/kueue/pkg/controller/constants"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
@@ -74,5 +76,21 @@ func TestSyncQueueName(t *testing.T) {
 				t.Errorf("queue (-want,+got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestPrebuiltWorkloadLabelIsAccepted: MultiKueue's copy of a job in a worker names its prebuilt
+// Workload, which Kueue's own validation refuses for kinds outside its list; a label that is no
+// Workload name is still refused.
+func TestPrebuiltWorkloadLabelIsAccepted(t *testing.T) {
+	w := &Webhook{}
+	job := utiltesting.MakeTrainingJob("llama", "team-a").Queue("training").Obj()
+	job.Labels = map[string]string{convoy.QueueNameLabel: "training", constants.PrebuiltWorkloadLabel: "trainingjob-llama-1785e"}
+	if _, err := w.ValidateCreate(context.Background(), job); err != nil {
+		t.Errorf("ValidateCreate with a prebuilt Workload: %v", err)
+	}
+	job.Labels[constants.PrebuiltWorkloadLabel] = "Not_A_Name"
+	if _, err := w.ValidateCreate(context.Background(), job); err == nil || !strings.Contains(err.Error(), constants.PrebuiltWorkloadLabel) {
+		t.Errorf("ValidateCreate with a prebuilt Workload label that is no name = %v, want it refused", err)
 	}
 }

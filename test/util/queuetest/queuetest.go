@@ -70,6 +70,8 @@ type Options struct {
 	Burst int
 	// ReclaimNotice is the operator's reclaim notice (controller.DefaultReclaimNotice when zero).
 	ReclaimNotice controller.ReclaimNotice
+	// SkipNameValidation lets the process start the operator on more than one cluster.
+	SkipNameValidation bool
 }
 
 // Env is a running Kueue and operator.
@@ -229,6 +231,8 @@ func (e *Env) startOperator(ctx context.Context, opts Options, q controller.Queu
 		WrapClient:       opts.WrapClient,
 		Queue:            q,
 		ReclaimNotice:    opts.ReclaimNotice,
+		// More than one cluster's operator may run in the process.
+		SkipNameValidation: opts.SkipNameValidation,
 	})
 	if err != nil {
 		return err

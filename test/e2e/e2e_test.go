@@ -273,6 +273,7 @@ func TestDeployManifestsApplyServerSide(t *testing.T) {
 		{"-k", "deploy/scheduler"},
 		{"-k", "deploy/node-agent"},
 		{"-k", "deploy/node-agent/simulator"},
+		{"-k", "deploy/default"},
 		{"-k", "deploy/queue"},
 		{"-k", "deploy/queue-spot-first"},
 		{"-f", "deploy/kueue/kueue_trainingjob_role.yaml"},

@@ -906,6 +906,13 @@ type TrainingJobStatus struct {
 	// +optional
 	Model *ModelStatus `json:"model,omitempty"`
 
+	// sshSecretName is the Secret with the SSH key pair an MPI job's pods mount at /root/.ssh:
+	// created under a name the API server generates, <job>-ssh-<suffix>, so that no Secret made
+	// before it can be mounted. Once set it changes only when that Secret is gone.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	SSHSecretName string `json:"sshSecretName,omitempty"`
+
 	// observedGeneration is the spec generation this status reflects.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`

@@ -458,8 +458,8 @@ func TestSSHSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := SSHSecret(utiltesting.MakeTrainingJob("hvd", "ns").Obj(), priv, pub)
-	if s.Name != "hvd-ssh" || s.Type != corev1.SecretTypeSSHAuth {
-		t.Errorf("secret %s of type %s, want hvd-ssh of type %s", s.Name, s.Type, corev1.SecretTypeSSHAuth)
+	if s.Name != "" || s.GenerateName != "hvd-ssh-" || s.Type != corev1.SecretTypeSSHAuth {
+		t.Errorf("secret %q (generateName %q) of type %s, want only generateName hvd-ssh- and type %s", s.Name, s.GenerateName, s.Type, corev1.SecretTypeSSHAuth)
 	}
 	if got := string(s.Data["ssh-publickey"]); len(got) < 20 || got[:19] != "ecdsa-sha2-nistp521" {
 		t.Errorf("public key = %q, want an ecdsa-sha2-nistp521 authorized key", got)

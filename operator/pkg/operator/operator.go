@@ -204,7 +204,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	}
 	var prices *cost.Book
 	if opts.PriceList != "-" {
-		book, priceCache, err := cost.NewBook(mgr, cfg, types.NamespacedName{Namespace: opts.Namespace, Name: opts.PriceList})
+		book, priceCache, err := cost.NewBook(ctx, mgr, cfg, types.NamespacedName{Namespace: opts.Namespace, Name: opts.PriceList})
 		if err != nil {
 			return nil, err
 		}

@@ -379,10 +379,12 @@ failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix://%s
 enforceNodeAllocatable: []
+# The nodes share the machine's disk, which other work fills: what a node needs is a few hundred
+# MB, not a share of the disk (1%% of 250 GB would taint both nodes with disk-pressure).
 evictionHard:
   memory.available: "100Mi"
-  nodefs.available: "1%%"
-  imagefs.available: "1%%"
+  nodefs.available: "256Mi"
+  imagefs.available: "256Mi"
   nodefs.inodesFree: "1%%"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99

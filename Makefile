@@ -141,8 +141,9 @@ test-fuzz: ## Fuzz each Fuzz target for FUZZTIME (300 inputs; longer: make test-
 
 # The integration packages run as two sequences at once, each package with its own control plane:
 # most of their time is spent waiting on controllers. The packages that build images are in one
-# sequence, since two builds of the same Debian layer must not run together.
-INTEG_SEQ_A   = $(shell $(GO) list ./test/framework ./test/images ./test/integration/images ./test/integration/api ./test/integration/chart ./test/integration/frameworks ./test/integration/nodeagent)
+# sequence, since two builds of the same Debian layer must not run together; the two sequences take
+# about as long.
+INTEG_SEQ_A   = $(shell $(GO) list ./test/framework ./test/images ./test/integration/images ./test/integration/api ./test/integration/chart ./test/integration/frameworks ./test/integration/nodeagent ./test/integration/scheduler)
 
 .PHONY: test-integration
 test-integration: bin ## Integration tests against the real kube-apiserver, etcd and kwok built into bin/ (two packages at a time).

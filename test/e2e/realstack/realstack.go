@@ -44,10 +44,11 @@ import (
 	"github.com/convoy-dev/convoy/test/images"
 )
 
+// Registry is where the local registry listens: the host's address on the node bridge, which
+// containerd on every real node reaches.
+var Registry = framework.NodeGatewayIP + ":5000"
+
 const (
-	// Registry is where the local registry listens: the host's address on the node bridge, which
-	// containerd on every real node reaches.
-	Registry = framework.NodeGatewayIP + ":5000"
 	// Profile is the mock NVML profile of the real nodes' simulated GPUs: 4 L40S on PCIe.
 	Profile = "pcie-4"
 	// GPUProduct is what Profile imitates, the nodes' nvidia.com/gpu.product.

@@ -187,7 +187,7 @@ func TestPodVariants(t *testing.T) {
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", "")
 			},
 		},
-		"a named claim is mounted read-write, only the job's directory (the default prefix) of it": {
+		"a named claim is mounted read-only, only the job's directory (the default prefix) of it": {
 			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Retention: ptr.To[int32](3),
 				Storage: &convoy.CheckpointStorage{Type: convoy.StoragePVC, ClaimName: "ckpt"}}).
 				Monitoring(convoy.MonitoringSpec{TensorboardEnabled: true}).Obj(),
@@ -197,8 +197,8 @@ func TestPodVariants(t *testing.T) {
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_ROOT", "/checkpoints/team-a/llm")
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_FREQUENCY", "1")
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_RETENTION", "3")
-				wantEnv(t, pod, "TENSORBOARD_LOG_DIR", "/checkpoints/team-a/llm/tensorboard")
-				wantMount(t, pod, "checkpoints", corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints/team-a/llm", SubPath: "team-a/llm"})
+				wantEnv(t, pod, "TENSORBOARD_LOG_DIR", "/checkpoints/team-a/llm/attempt-0/tensorboard")
+				wantMount(t, pod, "checkpoints", corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints/team-a/llm", SubPath: "team-a/llm", ReadOnly: true})
 			},
 		},
 		"nfs checkpoints with a prefix": {
@@ -207,7 +207,7 @@ func TestPodVariants(t *testing.T) {
 			replica: worker0,
 			check: func(t *testing.T, pod *corev1.Pod) {
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", "/checkpoints/runs/7/attempt-0")
-				wantMount(t, pod, "checkpoints", corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints"})
+				wantMount(t, pod, "checkpoints", corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints", ReadOnly: true})
 			},
 		},
 		"gcs and azure URIs": {

@@ -22,6 +22,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -98,6 +99,12 @@ func TestPyTorchJobTrainsIsKilledAndResumesFromItsCheckpoint(t *testing.T) {
 	}
 	if res.ResumedFrom < 1 || int32(res.ResumedFrom) < res.KilledAtEpoch {
 		t.Errorf("the restarted gang resumed from epoch %d; the job had checkpointed epoch %d before the kill", res.ResumedFrom, res.KilledAtEpoch)
+	}
+	// The earlier attempt's checkpoints and the job's directory are read-only in the restarted
+	// gang: the pods of one attempt never write where another's do.
+	want := map[string]string{"root": "Read-only file system", "resumed": "Read-only file system", "own": "written"}
+	if !maps.Equal(res.Writes, want) || !strings.Contains(res.ResumeFrom, "/attempt-0/") {
+		t.Errorf("writes in a restarted worker (CONVOY_RESUME_FROM %s): %v, want %v, resuming from attempt-0", res.ResumeFrom, res.Writes, want)
 	}
 	if res.Final.Status.State != convoy.StateCompleted {
 		t.Fatalf("the job ended %s, want Completed: %+v", res.Final.Status.State, res.Final.Status.Conditions)

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -114,23 +115,41 @@ spec:
 	defer func() {
 		_ = e.Cluster.Client.Delete(context.Background(), &convoy.TrainingJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: realJob}})
 	}()
-	if _, err := waitRealJob(ctx, e, ns, "a checkpoint of the running gang", 5*time.Minute, func(j *convoy.TrainingJob) bool {
-		return j.Status.State == convoy.StateRunning && j.Status.Checkpoint != nil && j.Status.Checkpoint.Epoch >= 1
+	// The spare node joins once the gang is placed, while it starts.
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list := &corev1.PodList{}
+		if err := e.Cluster.Client.List(ctx, list, client.InNamespace(ns), client.MatchingLabels{convoy.LabelJobName: realJob}); err != nil {
+			return false, err
+		}
+		return len(list.Items) == realWorkers && !slices.ContainsFunc(list.Items, func(p corev1.Pod) bool { return p.Spec.NodeName == "" }), nil
 	}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the gang of %s/%s was not placed within 3 minutes: %w", ns, realJob, err)
 	}
+	var joined errgroup.Group
 	if e.Node(spareNode) == nil {
-		began := time.Now()
-		n, err := e.AddNode(ctx, spareNode, spareNodeIndex)
-		if err != nil {
-			return nil, err
-		}
-		// The spare node has the trainer's image, as the node the gang runs on has.
-		if out, err := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket, "--namespace", "k8s.io",
-			"images", "pull", "--plain-http", e.Image(images.Trainer)).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("pulling %s on %s: %w: %s", e.Image(images.Trainer), n.Name, err, lastLines(string(out)))
-		}
-		log("Real node %s joined, with the trainer's image (%.1fs)", n.Name, time.Since(began).Seconds())
+		joined.Go(func() error {
+			began := time.Now()
+			n, err := e.AddNode(ctx, spareNode, spareNodeIndex)
+			if err != nil {
+				return err
+			}
+			// The spare node has the trainer's image, as the node the gang runs on has.
+			if out, err := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket, "--namespace", "k8s.io",
+				"images", "pull", "--plain-http", e.Image(images.Trainer)).CombinedOutput(); err != nil {
+				return fmt.Errorf("pulling %s on %s: %w: %s", e.Image(images.Trainer), n.Name, err, lastLines(string(out)))
+			}
+			log("Real node %s joined, with the trainer's image (%.1fs)", n.Name, time.Since(began).Seconds())
+			return nil
+		})
+	}
+	_, err := waitRealJob(ctx, e, ns, "a checkpoint of the running gang", 5*time.Minute, func(j *convoy.TrainingJob) bool {
+		return j.Status.State == convoy.StateRunning && j.Status.Checkpoint != nil && j.Status.Checkpoint.Epoch >= 1
+	})
+	if jerr := joined.Wait(); err == nil {
+		err = jerr
+	}
+	if err != nil {
+		return nil, err
 	}
 	var results []Result
 	for _, f := range []realFault{
@@ -161,7 +180,7 @@ spec:
 func loseRealNode(ctx context.Context, e *realstack.Env, w *watcher, ns string, f realFault, log func(string, ...any)) (Result, error) {
 	res := Result{Scenario: f.scenario, Jobs: 1,
 		Target: fmt.Sprintf("gang whole again on another node < %s after the node's NotReady, from its checkpoint; the old attempt's containers gone < %s after the node's return, "+
-			"nothing written by them after and nothing of theirs in the new attempt's checkpoints; %s", seconds(wholeAgain), goneWithin, allZero)}
+			"nothing written by them after and nothing of theirs in the new attempt's checkpoints; %s", seconds(wholeAgain), seconds(goneWithin), allZero)}
 	job, err := waitRealJob(ctx, e, ns, "running whole", 3*time.Minute, func(j *convoy.TrainingJob) bool { return j.Status.State == convoy.StateRunning })
 	if err != nil {
 		return res, err
@@ -267,7 +286,7 @@ func loseRealNode(ctx context.Context, e *realstack.Env, w *watcher, ns string, 
 	}
 	res.Faults = fmt.Sprintf("node %s of a running PyTorch gang of %d × 1 GPU: %s; %d of its %d containers there ran on, saving %d checkpoints in the old attempt's directory",
 		node.Name, realWorkers, f.faults, ranOn, len(oldIDs), cp.oldWrites)
-	res.Times = fmt.Sprintf("NotReady %s after the fault; gang whole again on %s %s after the NotReady, resumed from epoch %d (%d saved before the fault); old containers gone %s after the node's return",
+	res.Times = fmt.Sprintf("NotReady %s after the fault; gang whole again on %s %s after the NotReady, resumed from epoch %d (%d at the fault); old containers gone %s after the node's return",
 		seconds(notReady.Sub(failed)), moved[0].Spec.NodeName, seconds(whole), resumedFrom, saved, seconds(goneAfter))
 	t := w.tally(ns)
 	res.Lost, res.Duplicates, res.Partial = lost, t.duplicates, t.partial
@@ -293,8 +312,8 @@ type checkpointFiles struct {
 var epochFile = regexp.MustCompile(`^epoch-(\d+)\.pt$`)
 
 // readCheckpoints reads the job's checkpoint directory on the claim's host directory dir. Every
-// file outside newDir (attempt-<n> of the new attempt) must predate gone, when the old attempt's
-// containers were gone; every checkpoint in newDir must be one the new attempt's rank 0 logged
+// file in another attempt's directory than newDir (attempt-<n> of the new attempt) must predate
+// gone, when the old attempt's containers were gone; every checkpoint in newDir must be one the new attempt's rank 0 logged
 // (epochs, by epoch, the time of its log line): of an epoch after resumedFrom, and written after
 // that line.
 func readCheckpoints(dir, newDir, oldAttempt string, failed, gone time.Time, resumedFrom int, epochs map[int]time.Time) (checkpointFiles, error) {
@@ -312,6 +331,10 @@ func readCheckpoints(dir, newDir, oldAttempt string, failed, gone time.Time, res
 		in := filepath.Base(filepath.Dir(path))
 		if in == "attempt-"+oldAttempt && mtime.After(failed) {
 			cp.oldWrites++
+		}
+		if !strings.HasPrefix(in, "attempt-") {
+			// Every attempt's rank 0 rewrites the root's list of checkpoints (the SDK's retention).
+			return nil
 		}
 		if in != newDir {
 			if mtime.After(gone) {

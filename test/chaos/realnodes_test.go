@@ -76,6 +76,8 @@ func TestReadCheckpointsFindsTheOldAttemptsWrites(t *testing.T) {
 	write("attempt-1/epoch-5.pt", epochs[5].Add(100*time.Millisecond))
 	write("attempt-1/epoch-6.pt", epochs[6].Add(100*time.Millisecond))
 	write("attempt-1/.epoch-7.pt.tmp", gone.Add(5*time.Second))
+	// The SDK's list of checkpoints, which every attempt's rank 0 rewrites.
+	write(".convoy-checkpoints.json", gone.Add(5*time.Second))
 	cp, err := readCheckpoints(dir, "attempt-1", "0", failed, gone, 4, epochs)
 	if err != nil {
 		t.Fatal(err)

@@ -231,7 +231,7 @@ bench-progress: bin ## 50 hostile pods flooding the progress endpoint with rando
 	$(GO) test ./test/bench/progress -run '^$$' -bench BenchmarkTenantFlood -benchtime 1x -timeout 20m
 
 .PHONY: chaos
-chaos: bin ## Faults while TrainingJobs run (operator and scheduler SIGKILLed, leader failover, API server restarted, Kueue down, a node NotReady or partitioned, a slow pod webhook), counted as a table: test/chaos/README.md.
+chaos: bin images real-node-deps ## Faults while TrainingJobs run (operator and scheduler SIGKILLed, leader failover, API server restarted, Kueue down, a node NotReady or partitioned, a slow pod webhook; on real nodes (root), a kubelet stopped, a cable cut), counted as a table: test/chaos/README.md.
 	$(GO) run ./test/cmd/chaos
 
 ##@ Demo

@@ -134,6 +134,18 @@ func setupNodeNetns(ctx context.Context, name string, index int) error {
 	return writeSysctl(ns, "net/bridge/bridge-nf-call-iptables", "1")
 }
 
+// Disconnect cuts the node's cable: the host end of its veth pair goes down, so that nothing reaches
+// the node or leaves it (the API server, the registry, other nodes' pods) while its kubelet,
+// containerd and containers run on. Reconnect plugs it back.
+func (n *RealNode) Disconnect(ctx context.Context) error {
+	return runIP(ctx, "link", "set", n.veth, "down")
+}
+
+// Reconnect undoes Disconnect.
+func (n *RealNode) Reconnect(ctx context.Context) error {
+	return runIP(ctx, "link", "set", n.veth, "up")
+}
+
 // teardownNodeNetwork deletes the bridge and its real nodes' namespaces. Errors are ignored: it
 // also runs where nothing was set up.
 func teardownNodeNetwork(ctx context.Context) {

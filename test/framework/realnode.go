@@ -84,6 +84,8 @@ type RealNode struct {
 	CgroupRoot string
 	// MountNS is the file that holds the node's mount namespace (nsenter --mount).
 	MountNS string
+	// veth is the host end of its veth pair on NodeBridge.
+	veth string
 }
 
 // CNIBinDir holds the CNI plugins (bridge, host-local, portmap, loopback): Debian's
@@ -160,6 +162,7 @@ func (c *Cluster) StartRealNode(ctx context.Context, spec RealNodeSpec) (*RealNo
 		// other's pods' cgroups as orphans.
 		CgroupRoot: "/" + nodeNetnsPrefix + spec.Name,
 		MountNS:    filepath.Join(nodeMountNSDir, nodeNetnsPrefix+spec.Name),
+		veth:       vethName(spec.Index),
 	}
 	n.ContainerdSocket = filepath.Join(n.Dir, "containerd.sock")
 	n.KubeletRootDir = filepath.Join(n.Dir, "kubelet")

@@ -33,7 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/test/framework"
 	"github.com/convoy-dev/convoy/test/images"
 	"github.com/convoy-dev/convoy/test/util"
 )
@@ -490,12 +489,7 @@ func (e *Env) waitLog(ctx context.Context, namespace, pod string, re *regexp.Reg
 // KillContainer sends SIGKILL to the pod's container process through its node's containerd, as
 // the kernel's OOM killer or a crash would end it.
 func (e *Env) KillContainer(ctx context.Context, pod *corev1.Pod) error {
-	var node *framework.RealNode
-	for _, n := range e.Nodes {
-		if n.Name == pod.Spec.NodeName {
-			node = n
-		}
-	}
+	node := e.Node(pod.Spec.NodeName)
 	if node == nil || len(pod.Status.ContainerStatuses) == 0 {
 		return fmt.Errorf("pod %s is not running on a real node", pod.Name)
 	}

@@ -63,8 +63,8 @@ type observation struct {
 	// (decide fills it in).
 	prices cost.Prices
 	cost   *convoy.CostStatus
-	// spotNodeLabels are the node labels that mark spot capacity (convoy.DefaultSpotNodeLabels
-	// when nil).
+	// spotNodeLabels are the node labels that mark spot capacity (convoy.DefaultSpotNodeLabel
+	// when empty).
 	spotNodeLabels []convoy.SpotNodeLabel
 }
 

@@ -72,6 +72,10 @@ const (
 	// restart attempt (LabelRestartAttempt) of the pods it preempts: the operator has that attempt
 	// checkpoint within spec.checkpoint.preemptionGraceSeconds, then stops it as preempted.
 	AnnotationPreemptAttempt = "convoy.dev/preempt-attempt"
+	// AnnotationTopologyDomains, set by convoy-scheduler on each GPU pod it binds, is the domain of
+	// the pod's node at each of the scheduler's topology levels (GangPlacement's topologyLevels)
+	// that labels it, outer to inner: zone=z1,block=b1,rack=r1. status.resources.placement counts them.
+	AnnotationTopologyDomains = "convoy.dev/topology-domains"
 	// LabelRestartAttempt is status.restartCount when the pod was created: it tells a restarted
 	// gang's pods from the terminating pods of the gang before, which have the same names.
 	LabelRestartAttempt = "convoy.dev/restart-attempt"

@@ -1021,7 +1021,10 @@ type ResourcesStatus struct {
 	// nodes is the number of distinct nodes the gang's pods are bound to.
 	// +optional
 	Nodes int32 `json:"nodes,omitempty"`
-	// placement summarises where the gang runs, for example "4 nodes in 1 rack (rack-a1)".
+	// placement summarises where the gang runs: its nodes, then the domains of its GPU pods' nodes
+	// at each topology level convoy-scheduler is configured with (GangPlacement's topologyLevels),
+	// outer to inner, for example "4 nodes; block: b1; rack: r1, r2". Pods bound by another
+	// scheduler add nodes only.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Placement string `json:"placement,omitempty"`

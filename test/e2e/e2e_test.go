@@ -335,9 +335,9 @@ func TestTrainingJobRunsAndCompletes(t *testing.T) {
 	if pg.Spec.MinMember != 4 {
 		t.Errorf("PodGroup minMember = %d, want 4", pg.Spec.MinMember)
 	}
-	e.requireWholeGang("llm", 4)
-	if got := running.Status.Resources; got == nil || !strings.Contains(got.Placement, "1 rack") {
-		t.Errorf("status.resources = %+v, want a placement in 1 rack", got)
+	rack := e.racks(e.requireWholeGang("llm", 4))[0]
+	if got := running.Status.Resources; got == nil || !slices.Contains(strings.Split(got.Placement, "; "), "rack: "+rack) {
+		t.Errorf("status.resources = %+v, want a placement in rack %s alone", got, rack)
 	}
 
 	done := e.waitState("llm", convoy.StateCompleted)

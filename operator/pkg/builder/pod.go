@@ -72,7 +72,7 @@ func Pod(job *convoy.TrainingJob, r mlframework.Replica, p mlframework.Plugin, o
 	}
 	if s := job.Spec.Scheduling; s != nil {
 		pod.Spec.NodeSelector = s.NodeSelector
-		pod.Spec.Affinity = withCapacity(s.Affinity, job.Capacity())
+		pod.Spec.Affinity = withCapacity(s.Affinity, job.Capacity(), opts.SpotNodeLabels)
 		pod.Spec.Tolerations = s.Tolerations
 	}
 

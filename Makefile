@@ -23,8 +23,9 @@ UNIT_PKGS     = $(shell $(GO) list ./... | grep -v '/test/') ./test/bench/trace 
 INTEG_PKGS    = $(shell $(GO) list ./test/... | grep -v -e '/test/cmd/' -e '/test/e2e' -e '/test/bench/' -e '/test/chaos')
 # The whole stack (Kueue, operator, scheduler, node agents) end to end, on kwok's fake nodes.
 E2E_PKGS      = $(shell $(GO) list ./test/e2e/... | grep -v -e '/test/e2e/realnode' -e '/test/e2e/adoption') ./test/chaos
-# The real-node tier: real kubelets, containerd and containers from Convoy's images; then the
-# README's install blocks run as written on real nodes labelled as providers label them.
+# The real-node tier: real kubelets, containerd and containers from Convoy's images; beside it, on
+# a cluster of its own, the README's install blocks run as written on real nodes labelled as
+# providers label them.
 REAL_PKGS     = ./test/e2e/realnode ./test/e2e/adoption
 # What real nodes need from Debian (test/framework/realnode.go's RealNodeBinaries).
 REAL_NODE_DEBS = containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux
@@ -141,8 +142,9 @@ test-fuzz: ## Fuzz each Fuzz target for FUZZTIME (300 inputs; longer: make test-
 
 # The integration packages run as two sequences at once, each package with its own control plane:
 # most of their time is spent waiting on controllers. The packages that build images are in one
-# sequence, since two builds of the same Debian layer must not run together.
-INTEG_SEQ_A   = $(shell $(GO) list ./test/framework ./test/images ./test/integration/images ./test/integration/api ./test/integration/chart ./test/integration/frameworks ./test/integration/nodeagent)
+# sequence, since two builds of the same Debian layer must not run together; the two sequences take
+# about as long.
+INTEG_SEQ_A   = $(shell $(GO) list ./test/framework ./test/images ./test/integration/images ./test/integration/api ./test/integration/chart ./test/integration/frameworks ./test/integration/nodeagent ./test/integration/scheduler)
 
 .PHONY: test-integration
 test-integration: bin ## Integration tests against the real kube-apiserver, etcd and kwok built into bin/ (two packages at a time).
@@ -157,8 +159,11 @@ test-e2e: bin monitoring-deps ## End-to-end tests: the real binaries, each with 
 	CONVOY_REQUIRE_PROMETHEUS=1 $(GO) test $(TEST_FLAGS) -p 2 $(E2E_PKGS)
 
 .PHONY: test-real
-test-real: bin images real-node-deps ## The real-node tier (root): two real kubelets with containerd run Convoy's images and a real PyTorch job.
-	$(GO) test $(TEST_FLAGS) -p 1 -v $(REAL_PKGS)
+test-real: bin images real-node-deps ## The real-node tier (root): two real kubelets with containerd run Convoy's images and a real PyTorch job. Its packages run at once, each on a real-node network of its own (CONVOY_REAL_NET).
+	@net=0; pids=; for pkg in $(REAL_PKGS); do \
+		echo "CONVOY_REAL_NET=$$net $(GO) test $(TEST_FLAGS) -v $$pkg"; \
+		CONVOY_REAL_NET=$$net $(GO) test $(TEST_FLAGS) -v $$pkg & pids="$$pids $$!"; net=$$((net + 1)); \
+	done; rc=0; for p in $$pids; do wait $$p || rc=1; done; exit $$rc
 
 .PHONY: real-node-deps
 real-node-deps: ## Install what real nodes need from Debian (containerd, runc, CNI plugins, iptables, conntrack) when missing.
@@ -230,7 +235,7 @@ bench-progress: bin ## 50 hostile pods flooding the progress endpoint with rando
 	$(GO) test ./test/bench/progress -run '^$$' -bench BenchmarkTenantFlood -benchtime 1x -timeout 20m
 
 .PHONY: chaos
-chaos: bin ## Faults while TrainingJobs run (operator and scheduler SIGKILLed, leader failover, API server restarted, Kueue down, a node NotReady or partitioned, a slow pod webhook), counted as a table: test/chaos/README.md.
+chaos: bin images real-node-deps ## Faults while TrainingJobs run (operator and scheduler SIGKILLed, leader failover, API server restarted, Kueue down, a node NotReady or partitioned, a slow pod webhook; on real nodes (root), a kubelet stopped, a cable cut), counted as a table: test/chaos/README.md.
 	$(GO) run ./test/cmd/chaos
 
 ##@ Demo

@@ -16,6 +16,13 @@ limitations under the License.
 
 package v1alpha1
 
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
 // Well-known node labels. Zone is the Kubernetes standard; block and rack are Convoy's, and the
 // scheduler plugin's args may name other keys for clusters that already label racks differently.
 const (
@@ -65,6 +72,10 @@ const (
 	// restart attempt (LabelRestartAttempt) of the pods it preempts: the operator has that attempt
 	// checkpoint within spec.checkpoint.preemptionGraceSeconds, then stops it as preempted.
 	AnnotationPreemptAttempt = "convoy.dev/preempt-attempt"
+	// AnnotationTopologyDomains, set by convoy-scheduler on each GPU pod it binds, is the domain of
+	// the pod's node at each of the scheduler's topology levels (GangPlacement's topologyLevels)
+	// that labels it, outer to inner: zone=z1,block=b1,rack=r1. status.resources.placement counts them.
+	AnnotationTopologyDomains = "convoy.dev/topology-domains"
 	// LabelRestartAttempt is status.restartCount when the pod was created: it tells a restarted
 	// gang's pods from the terminating pods of the gang before, which have the same names.
 	LabelRestartAttempt = "convoy.dev/restart-attempt"
@@ -73,33 +84,46 @@ const (
 // Spot capacity. Cloud providers and node provisioners mark spot (preemptible) nodes with a label,
 // and announce a node's reclaim with a taint shortly before the node goes.
 const (
-	// LabelCapacityType is the node label that spec.scheduling.capacity selects on, and that
-	// deploy/queue's ResourceFlavors tell spot from on-demand capacity by: Karpenter sets it to
-	// CapacityTypeSpot or CapacityTypeOnDemand; on other fleets it is set with the node pool.
+	// LabelCapacityType is Karpenter's capacity label: CapacityTypeSpot or CapacityTypeOnDemand.
 	LabelCapacityType = "karpenter.sh/capacity-type"
 	// CapacityTypeSpot and CapacityTypeOnDemand are LabelCapacityType's values.
 	CapacityTypeSpot     = "spot"
 	CapacityTypeOnDemand = "on-demand"
 )
 
-// SpotNodeLabel is one label=value that marks a node as spot.
+// SpotNodeLabel is one label=value that marks a node as spot: the operator's --spot-node-label,
+// for example cloud.google.com/gke-spot=true on GKE, eks.amazonaws.com/capacityType=SPOT on EKS
+// managed node groups, kubernetes.azure.com/scalesetpriority=spot on AKS.
 type SpotNodeLabel struct {
 	Key   string
 	Value string
 }
 
-// DefaultSpotNodeLabels are the labels that mark spot nodes on Karpenter, GKE and EKS managed node
-// groups. A node carrying any of them is spot.
-var DefaultSpotNodeLabels = []SpotNodeLabel{
-	{Key: LabelCapacityType, Value: CapacityTypeSpot},
-	{Key: "cloud.google.com/gke-spot", Value: "true"},
-	{Key: "eks.amazonaws.com/capacityType", Value: "SPOT"},
+// String is the label as key=value.
+func (l SpotNodeLabel) String() string { return l.Key + "=" + l.Value }
+
+// DefaultSpotNodeLabel is Karpenter's spot label.
+var DefaultSpotNodeLabel = SpotNodeLabel{Key: LabelCapacityType, Value: CapacityTypeSpot}
+
+// ParseSpotNodeLabel parses key=value, the key a qualified label key and the value a label value.
+func ParseSpotNodeLabel(s string) (SpotNodeLabel, error) {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || v == "" {
+		return SpotNodeLabel{}, fmt.Errorf("%q is not key=value: name the label and the value it has on spot nodes, such as cloud.google.com/gke-spot=true", s)
+	}
+	if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+		return SpotNodeLabel{}, fmt.Errorf("%q: the key is no label key: %s", s, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+		return SpotNodeLabel{}, fmt.Errorf("%q: the value is no label value: %s", s, strings.Join(errs, "; "))
+	}
+	return SpotNodeLabel{Key: k, Value: v}, nil
 }
 
-// IsSpotNode reports whether a node's labels carry one of spot (DefaultSpotNodeLabels when nil).
+// IsSpotNode reports whether a node's labels carry one of spot (DefaultSpotNodeLabel when empty).
 func IsSpotNode(nodeLabels map[string]string, spot []SpotNodeLabel) bool {
-	if spot == nil {
-		spot = DefaultSpotNodeLabels
+	if len(spot) == 0 {
+		spot = []SpotNodeLabel{DefaultSpotNodeLabel}
 	}
 	for _, l := range spot {
 		if v, ok := nodeLabels[l.Key]; ok && v == l.Value {

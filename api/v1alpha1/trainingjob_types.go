@@ -557,9 +557,9 @@ type SchedulingSpec struct {
 	// +optional
 	Topology *TopologySpec `json:"topology,omitempty"`
 
-	// capacity is the kind of nodes the gang may run on: spot (only nodes labelled
-	// karpenter.sh/capacity-type=spot), on-demand (only nodes that carry no spot label of Karpenter,
-	// GKE or EKS), or any. It becomes a required node affinity of every pod, which Kueue matches
+	// capacity is the kind of nodes the gang may run on: spot (only nodes with the operator's spot
+	// node label, by default karpenter.sh/capacity-type=spot), on-demand (only nodes without it),
+	// or any. It becomes a required node affinity of every pod, which Kueue matches
 	// against its ResourceFlavors' nodeLabels: with any, the ClusterQueue's flavor order decides
 	// (deploy/queue-spot-first tries spot, then on-demand). A gang on a node that gets a reclaim
 	// notice checkpoints and moves before the node goes. Defaults to any.
@@ -920,6 +920,13 @@ type TrainingJobStatus struct {
 	// +optional
 	Model *ModelStatus `json:"model,omitempty"`
 
+	// sshSecretName is the Secret with the SSH key pair an MPI job's pods mount at /root/.ssh:
+	// created under a name the API server generates, <job>-ssh-<suffix>, so that no Secret made
+	// before it can be mounted. Once set it changes only when that Secret is gone.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	SSHSecretName string `json:"sshSecretName,omitempty"`
+
 	// observedGeneration is the spec generation this status reflects.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -1035,7 +1042,10 @@ type ResourcesStatus struct {
 	// nodes is the number of distinct nodes the gang's pods are bound to.
 	// +optional
 	Nodes int32 `json:"nodes,omitempty"`
-	// placement summarises where the gang runs, for example "4 nodes in 1 rack (rack-a1)".
+	// placement summarises where the gang runs: its nodes, then the domains of its GPU pods' nodes
+	// at each topology level convoy-scheduler is configured with (GangPlacement's topologyLevels),
+	// outer to inner, for example "4 nodes; block: b1; rack: r1, r2". Pods bound by another
+	// scheduler add nodes only.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Placement string `json:"placement,omitempty"`

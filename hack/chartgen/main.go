@@ -125,6 +125,10 @@ func generate(deployDir, chartDir, version string) error {
 			return err
 		}
 	}
+	if spotNodeLabel != "" {
+		values["spotNodeLabel"] = spotNodeLabel
+		order = slices.Insert(order, 1, "spotNodeLabel")
+	}
 	if err := writeValues(filepath.Join(chartDir, "values.yaml"), values, order); err != nil {
 		return err
 	}
@@ -195,7 +199,17 @@ const (
 	phResources = "__CHARTGEN_RESOURCES__"
 	phConfig    = "__CHARTGEN_SCHEDULER_CONFIG__"
 	phExtraArgs = "__CHARTGEN_EXTRA_ARGS__"
+	phSpotArg   = "__CHARTGEN_SPOT_NODE_LABEL__"
+	phSpotKey   = "__CHARTGEN_SPOT_KEY__"
 )
+
+// spotNodeLabelFlag is the operator's flag whose value, key=value, is the chart's value
+// spotNodeLabel: the label of spot nodes, which the sample spot flavors select too.
+const spotNodeLabelFlag = "--spot-node-label="
+
+// spotNodeLabel is the operator's --spot-node-label in deploy/operator, the value's default;
+// the operator's base is rendered before deploy/queue's.
+var spotNodeLabel string
 
 // template turns the objects into the component's template, recording the defaults of what it
 // makes values of in v.
@@ -241,6 +255,16 @@ func parameterize(obj map[string]any, v map[string]any, tag string) error {
 		data["config.yaml"] = phConfig
 		return nil
 	}
+	if kind == "ResourceFlavor" && spotNodeLabel != "" {
+		key, value, _ := strings.Cut(spotNodeLabel, "=")
+		spec, _ := obj["spec"].(map[string]any)
+		labels, _ := spec["nodeLabels"].(map[string]any)
+		if labels[key] == value {
+			delete(labels, key)
+			labels[phSpotKey] = ""
+		}
+		return nil
+	}
 	if kind != "Deployment" && kind != "DaemonSet" {
 		return nil
 	}
@@ -268,6 +292,12 @@ func parameterize(obj map[string]any, v map[string]any, tag string) error {
 		ctr["resources"] = phResources
 	}
 	if args, ok := ctr["args"].([]any); ok {
+		for i, a := range args {
+			if l, ok := strings.CutPrefix(fmt.Sprint(a), spotNodeLabelFlag); ok {
+				spotNodeLabel = l
+				args[i] = phSpotArg
+			}
+		}
 		v["extraArgs"] = []any{}
 		ctr["args"] = append(args, phExtraArgs)
 	}
@@ -279,6 +309,7 @@ var (
 	resourcesLine   = regexp.MustCompile(`(?m)^(\s*)resources: ` + phResources + `$`)
 	configLine      = regexp.MustCompile(`(?m)^(\s*)config.yaml: ` + phConfig + `$`)
 	extraArgsLine   = regexp.MustCompile(`(?m)^(\s*)- ` + phExtraArgs + `$`)
+	spotKeyLine     = regexp.MustCompile(phSpotKey + `: ""`)
 )
 
 // expand puts the template expressions in the placeholders' places.
@@ -286,6 +317,8 @@ func expand(s, key string) string {
 	s = strings.ReplaceAll(s, "replicas: "+phReplicas, fmt.Sprintf("replicas: {{ .Values.%s.replicas }}", key))
 	s = convoyImageLine.ReplaceAllString(s, fmt.Sprintf(`image: {{ .Values.%s.image | default (printf "%%s/%%s:%%s" .Values.image.registry "$1" (.Values.image.tag | default .Chart.AppVersion)) | quote }}`, key))
 	s = strings.ReplaceAll(s, "image: "+phImage, fmt.Sprintf("image: {{ .Values.%s.image | quote }}", key))
+	s = strings.ReplaceAll(s, phSpotArg, spotNodeLabelFlag+"{{ .Values.spotNodeLabel }}")
+	s = spotKeyLine.ReplaceAllLiteralString(s, `{{ (splitn "=" 2 .Values.spotNodeLabel)._0 }}: {{ (splitn "=" 2 .Values.spotNodeLabel)._1 | quote }}`)
 	s = resourcesLine.ReplaceAllStringFunc(s, func(line string) string {
 		indent := len(resourcesLine.FindStringSubmatch(line)[1])
 		return fmt.Sprintf("%sresources:\n%s  {{- toYaml .Values.%s.resources | nindent %d }}", strings.Repeat(" ", indent), strings.Repeat(" ", indent), key, indent+2)
@@ -314,6 +347,9 @@ func writeValues(path string, values map[string]any, order []string) error {
 		about := "Convoy's images: <registry>/<name>:<tag>, the tag the chart's appVersion (v<VERSION>) when empty; <component>.image, when set, overrides one"
 		if i := slices.IndexFunc(components, func(c component) bool { return c.key == key }); i >= 0 {
 			about = components[i].about
+		}
+		if key == "spotNodeLabel" {
+			about = "the node label key=value of spot nodes: the operator's --spot-node-label, and the label the sample spot flavors (queues) select"
 		}
 		b, err := yaml.Marshal(map[string]any{key: values[key]})
 		if err != nil {

@@ -119,7 +119,7 @@ func (r *Runner) loseNode(ctx context.Context, f nodeFault) (Result, error) {
 	if err := f.fail(ctx, node); err != nil {
 		return res, err
 	}
-	notReady, err := r.waitNotReady(ctx, node)
+	notReady, err := waitNotReady(ctx, r.k, node)
 	if err != nil {
 		return res, err
 	}
@@ -153,22 +153,31 @@ func (r *Runner) loseNode(ctx context.Context, f nodeFault) (Result, error) {
 
 // waitNotReady waits until the node's Ready condition is no longer True and returns when it was
 // seen so.
-func (r *Runner) waitNotReady(ctx context.Context, name string) (time.Time, error) {
+func waitNotReady(ctx context.Context, k client.Client, name string) (time.Time, error) {
 	var at time.Time
 	err := retry(ctx, 3*time.Minute, func() error {
-		node := &corev1.Node{}
-		if err := r.k.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
-			return err
+		ready, err := nodeReady(ctx, k, name)
+		if err == nil && ready {
+			err = fmt.Errorf("node %s is still Ready", name)
 		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue {
-				at = time.Now()
-				return nil
-			}
-		}
-		return fmt.Errorf("node %s is still Ready", name)
+		at = time.Now()
+		return err
 	})
 	return at, err
+}
+
+// nodeReady says whether the node's Ready condition is True.
+func nodeReady(ctx context.Context, k client.Client, name string) (bool, error) {
+	node := &corev1.Node{}
+	if err := k.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		return false, err
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue, nil
+		}
+	}
+	return false, nil
 }
 
 // waitMoved waits until every pod of a later attempt than attempt runs, none on node, and returns

@@ -42,7 +42,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
@@ -57,15 +56,7 @@ import (
 	"github.com/convoy-dev/convoy/test/util"
 )
 
-func TestMain(m *testing.M) {
-	kwokArgs, err := stack.KwokArgs(context.Background())
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	framework.Main(m, framework.Options{KwokArgs: kwokArgs, AddToScheme: []func(*runtime.Scheme) error{
-		convoy.AddToScheme, kueue.AddToScheme, schedv1alpha1.AddToScheme}})
-}
+func TestMain(m *testing.M) { stack.Main(m) }
 
 const (
 	// timeout bounds every wait; the operator's restarted leader waits out a 10 s Lease (deploy/operator).
@@ -273,6 +264,7 @@ func TestDeployManifestsApplyServerSide(t *testing.T) {
 		{"-k", "deploy/scheduler"},
 		{"-k", "deploy/node-agent"},
 		{"-k", "deploy/node-agent/simulator"},
+		{"-k", "deploy/default"},
 		{"-k", "deploy/queue"},
 		{"-k", "deploy/queue-spot-first"},
 		{"-f", "deploy/kueue/kueue_trainingjob_role.yaml"},
@@ -335,9 +327,9 @@ func TestTrainingJobRunsAndCompletes(t *testing.T) {
 	if pg.Spec.MinMember != 4 {
 		t.Errorf("PodGroup minMember = %d, want 4", pg.Spec.MinMember)
 	}
-	e.requireWholeGang("llm", 4)
-	if got := running.Status.Resources; got == nil || !strings.Contains(got.Placement, "1 rack") {
-		t.Errorf("status.resources = %+v, want a placement in 1 rack", got)
+	rack := e.racks(e.requireWholeGang("llm", 4))[0]
+	if got := running.Status.Resources; got == nil || !slices.Contains(strings.Split(got.Placement, "; "), "rack: "+rack) {
+		t.Errorf("status.resources = %+v, want a placement in rack %s alone", got, rack)
 	}
 
 	done := e.waitState("llm", convoy.StateCompleted)

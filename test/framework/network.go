@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -30,36 +31,66 @@ import (
 // host, and per real node a network namespace joined to it by a veth pair. The host end of the
 // bridge is the gateway; the API server and the image registry listen there, so that what runs in
 // a node's namespace reaches them as it would reach a control-plane node.
+//
+// RealNetEnv picks one of ten such networks, so that as many processes with real nodes run at once
+// on one machine (make test-real runs its packages so): network i is bridge convoy<i> on
+// 10.98.<i>.0/24, its nodes' pods in 10.<245+i>.0.0/16, its namespaces and cgroups convoy<i>-<node>.
 const (
-	// NodeBridge is the host bridge every real node's namespace is attached to.
-	NodeBridge = "convoy0"
-	// NodeGatewayIP is the host's address on NodeBridge.
-	NodeGatewayIP = "10.98.0.1"
-	// nodeSubnetPrefix is NodeBridge's /24; real node n (1-based) is <prefix>.<10+n>.
-	nodeSubnetPrefix = "10.98.0"
-	// realPodCIDRPrefix: real node n gives its pods addresses from <prefix>.<n>.0/24. It lies
-	// outside PodCIDR, which kwok's fake pods use.
-	realPodCIDRPrefix = "10.245"
-	// RealPodCIDR covers every real node's pod range, for kube-proxy's clusterCIDR.
-	RealPodCIDR = realPodCIDRPrefix + ".0.0/16"
+	// RealNetEnv is the environment variable that picks the process's real-node network, 0–9; 0
+	// when unset.
+	RealNetEnv = "CONVOY_REAL_NET"
 	// ClusterDNSIP is the kube-dns Service's address, which the kubelets put in pods' resolv.conf.
+	// Each node's kube-proxy resolves it in the node's namespace, so clusters on different
+	// networks share it.
 	ClusterDNSIP = "10.0.0.10"
 	// ClusterDomain is the cluster's DNS domain.
 	ClusterDomain = "cluster.local"
-	// nodeNetnsPrefix names the network namespaces of real nodes: <prefix><node name>.
-	nodeNetnsPrefix = "convoy-"
 )
+
+// realNet is the process's network, from RealNetEnv; realNetErr says why RealNetEnv is invalid.
+var realNet, realNetErr = realNetIndex(os.Getenv(RealNetEnv))
+
+var (
+	// NodeBridge is the host bridge every real node's namespace is attached to.
+	NodeBridge = fmt.Sprintf("convoy%d", realNet)
+	// NodeGatewayIP is the host's address on NodeBridge.
+	NodeGatewayIP = fmt.Sprintf("10.98.%d.1", realNet)
+	// nodeSubnetPrefix is NodeBridge's /24; real node n (1-based) is <prefix>.<10+n>.
+	nodeSubnetPrefix = fmt.Sprintf("10.98.%d", realNet)
+	// realPodCIDRPrefix: real node n gives its pods addresses from <prefix>.<n>.0/24. It lies
+	// outside PodCIDR, which kwok's fake pods use.
+	realPodCIDRPrefix = fmt.Sprintf("10.%d", 245+realNet)
+	// RealPodCIDR covers every real node's pod range, for kube-proxy's clusterCIDR.
+	RealPodCIDR = realPodCIDRPrefix + ".0.0/16"
+	// nodeNetnsPrefix names the network namespaces, cgroup trees and mount namespaces of real
+	// nodes: <prefix><node name>.
+	nodeNetnsPrefix = fmt.Sprintf("convoy%d-", realNet)
+)
+
+func realNetIndex(v string) (int, error) {
+	if v == "" {
+		return 0, nil
+	}
+	i, err := strconv.Atoi(v)
+	if err != nil || i < 0 || i > 9 {
+		return 0, fmt.Errorf("%s=%q: want 0–9, a different one for each process with real nodes that runs at once", RealNetEnv, v)
+	}
+	return i, nil
+}
 
 func nodeIP(index int) string      { return fmt.Sprintf("%s.%d", nodeSubnetPrefix, 10+index) }
 func nodePodCIDR(index int) string { return fmt.Sprintf("%s.%d.0/24", realPodCIDRPrefix, index) }
 func nodeNetns(name string) string { return nodeNetnsPrefix + name }
 
 // vethName is the host end of a node's veth pair; Linux allows 15 bytes.
-func vethName(index int) string { return fmt.Sprintf("cvh%d", index) }
+func vethName(index int) string { return fmt.Sprintf("cv%dh%d", realNet, index) }
 
-// setupNodeBridge removes what an earlier run left (the bridge, the real nodes' namespaces and
-// routes) and creates the bridge with the gateway address. It needs root.
+// setupNodeBridge removes what an earlier run on the same network left (the bridge, the real
+// nodes' namespaces and routes) and creates the bridge with the gateway address. It needs root.
 func setupNodeBridge(ctx context.Context) error {
+	if realNetErr != nil {
+		return realNetErr
+	}
 	if os.Geteuid() != 0 {
 		return fmt.Errorf("real nodes need root (network namespaces, a bridge, containerd): run as root")
 	}
@@ -103,7 +134,19 @@ func setupNodeNetns(ctx context.Context, name string, index int) error {
 	return writeSysctl(ns, "net/bridge/bridge-nf-call-iptables", "1")
 }
 
-// teardownNodeNetwork deletes the bridge and every real node's namespace. Errors are ignored: it
+// Disconnect cuts the node's cable: the host end of its veth pair goes down, so that nothing reaches
+// the node or leaves it (the API server, the registry, other nodes' pods) while its kubelet,
+// containerd and containers run on. Reconnect plugs it back.
+func (n *RealNode) Disconnect(ctx context.Context) error {
+	return runIP(ctx, "link", "set", n.veth, "down")
+}
+
+// Reconnect undoes Disconnect.
+func (n *RealNode) Reconnect(ctx context.Context) error {
+	return runIP(ctx, "link", "set", n.veth, "up")
+}
+
+// teardownNodeNetwork deletes the bridge and its real nodes' namespaces. Errors are ignored: it
 // also runs where nothing was set up.
 func teardownNodeNetwork(ctx context.Context) {
 	out, _ := exec.CommandContext(ctx, "ip", "netns", "list").Output()
@@ -114,7 +157,9 @@ func teardownNodeNetwork(ctx context.Context) {
 	}
 	if entries, err := os.ReadDir(nodeMountNSDir); err == nil {
 		for _, e := range entries {
-			removeNodeMountNS(filepath.Join(nodeMountNSDir, e.Name()))
+			if strings.HasPrefix(e.Name(), nodeNetnsPrefix) {
+				removeNodeMountNS(filepath.Join(nodeMountNSDir, e.Name()))
+			}
 		}
 	}
 	_ = runIP(ctx, "link", "delete", NodeBridge)

@@ -48,8 +48,8 @@ const (
 type RealNodeSpec struct {
 	// Name is the node's name; it must be unique among the cluster's nodes.
 	Name string
-	// Index numbers the node from 1: it picks the node's address (10.98.0.<10+Index>) and its pods'
-	// range (10.245.<Index>.0/24). Unique among real nodes, 1–200.
+	// Index numbers the node from 1: it picks the node's address (10.98.<net>.<10+Index>) and its
+	// pods' range (10.<245+net>.<Index>.0/24), net being RealNetEnv's. Unique among real nodes, 1–200.
 	Index int
 	// Labels are the node's labels, set by the kubelet when it registers (--node-labels): keys in
 	// kubernetes.io and k8s.io other than the NodeRestriction admission plugin allows are refused.
@@ -84,6 +84,8 @@ type RealNode struct {
 	CgroupRoot string
 	// MountNS is the file that holds the node's mount namespace (nsenter --mount).
 	MountNS string
+	// veth is the host end of its veth pair on NodeBridge.
+	veth string
 }
 
 // CNIBinDir holds the CNI plugins (bridge, host-local, portmap, loopback): Debian's
@@ -159,7 +161,8 @@ func (c *Cluster) StartRealNode(ctx context.Context, spec RealNodeSpec) (*RealNo
 		// One cgroup tree per node: two kubelets sharing the default /kubepods would each delete the
 		// other's pods' cgroups as orphans.
 		CgroupRoot: "/" + nodeNetnsPrefix + spec.Name,
-		MountNS:    filepath.Join(nodeMountNSDir, spec.Name),
+		MountNS:    filepath.Join(nodeMountNSDir, nodeNetnsPrefix+spec.Name),
+		veth:       vethName(spec.Index),
 	}
 	n.ContainerdSocket = filepath.Join(n.Dir, "containerd.sock")
 	n.KubeletRootDir = filepath.Join(n.Dir, "kubelet")
@@ -379,10 +382,12 @@ failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix://%s
 enforceNodeAllocatable: []
+# The nodes share the machine's disk, which other work fills: what a node needs is a few hundred
+# MB, not a share of the disk (1%% of 250 GB would taint both nodes with disk-pressure).
 evictionHard:
   memory.available: "100Mi"
-  nodefs.available: "1%%"
-  imagefs.available: "1%%"
+  nodefs.available: "256Mi"
+  imagefs.available: "256Mi"
   nodefs.inodesFree: "1%%"
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
@@ -514,9 +519,12 @@ const podResourcesDir = "/var/lib/kubelet/pod-resources"
 // reach the node's sockets through n.DevicePluginDir and n.PodResourcesSocket.
 func setupNodeMountNS(ctx context.Context, n *RealNode) error {
 	podResources := filepath.Dir(n.PodResourcesSocket)
-	// A namespace can be kept in a file only on a private mount.
+	// A namespace can be kept in a file only on a private mount; processes on other networks
+	// (RealNetEnv) make it at the same time.
 	script := fmt.Sprintf(`set -e
 mkdir -p %[1]s %[3]s %[4]s %[5]s %[6]s
+exec 9>%[1]s.lock
+flock 9
 mountpoint -q %[1]s || { mount --bind %[1]s %[1]s; mount --make-private %[1]s; }
 if mountpoint -q %[2]s; then umount -l %[2]s; fi
 touch %[2]s

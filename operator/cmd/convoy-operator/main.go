@@ -88,6 +88,11 @@ func main() {
 	noticeTaints := flag.String("reclaim-notice-taints", strings.Join(convoy.DefaultReclaimNoticeTaints, ","), "Comma-separated node taint keys that announce a node's removal (a spot interruption, a provisioner's disruption): every gang with a pod on such a node checkpoints and moves first, without spending backoffLimit. Empty: none.")
 	noticeConditions := flag.String("reclaim-notice-conditions", "", "Comma-separated node condition types that announce a node's removal while True, as --reclaim-notice-taints does.")
 	cordonNotice := flag.Bool("cordon-is-notice", true, "A cordoned node (kubectl cordon or drain) is a notice too: its gangs checkpoint and move off it. false: gangs stay on cordoned nodes.")
+	flag.Func("spot-node-label", "A node label key=value that marks spot nodes, default "+convoy.DefaultSpotNodeLabel.String()+" (Karpenter's); repeat it for more. spec.scheduling.capacity spot selects the first, as deploy/queue's spot flavors must; on-demand excludes each; status.cost prices a node with one as spot.", func(s string) error {
+		l, err := convoy.ParseSpotNodeLabel(s)
+		opts.SpotNodeLabels = append(opts.SpotNodeLabels, l)
+		return err
+	})
 	flag.BoolVar(&opts.DisruptionBudget, "gang-disruption-budget", opts.DisruptionBudget, "Give every TrainingJob a PodDisruptionBudget <job> that refuses evictions of its running gang, so that kubectl drain waits while the gang checkpoints and moves off the cordoned node. false: drains evict the gang at once. Ignored with --cordon-is-notice=false.")
 	flag.Parse()
 	opts.ReclaimNotice = controller.ReclaimNotice{Taints: commaList(*noticeTaints), Conditions: commaList(*noticeConditions), IgnoreCordon: !*cordonNotice}

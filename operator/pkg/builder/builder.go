@@ -50,6 +50,9 @@ type Options struct {
 	// EnforcedPodSecurity is the Pod Security level the job's namespace enforces
 	// (EnforcedPodSecurity of the namespace); empty where it enforces none.
 	EnforcedPodSecurity convoy.PodSecurityLevel
+	// SpotNodeLabels mark spot nodes (convoy.DefaultSpotNodeLabel when empty): spec.scheduling.capacity
+	// spot selects the first, on-demand excludes each, and status.cost prices a node with one as spot.
+	SpotNodeLabels []convoy.SpotNodeLabel
 }
 
 // DefaultScheduleTimeoutSeconds leaves a large gang time to be placed whole.

@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -87,6 +88,14 @@ func FuzzBuilders(f *testing.F) {
 		if err != nil {
 			t.Fatalf("framework %q of a valid job: %v", job.Spec.Framework, err)
 		}
+		var secret *corev1.Secret
+		if p.NeedsSSHKeys() {
+			// Named as the API server names it; the operator records the name for the pods.
+			priv, pub := sshKeys(t)
+			secret = builder.SSHSecret(job, priv, pub)
+			secret.Name = names.SimpleNameGenerator.GenerateName(secret.GenerateName)
+			job.Status.SSHSecretName = secret.Name
+		}
 		opts := builder.Options{ProgressURL: "https://convoy-operator.convoy-system.svc:9443", ProgressCA: []byte("ca")}
 		pods := builder.Pods(job, p, opts)
 		if got, want := builder.MeetsPodSecurity(job, p, opts), builder.PodsMeet(pods); got != want {
@@ -102,9 +111,8 @@ func FuzzBuilders(f *testing.F) {
 		if pvc := builder.CheckpointClaim(job); pvc != nil {
 			children = append(children, pvc)
 		}
-		if p.NeedsSSHKeys() {
-			priv, pub := sshKeys(t)
-			children = append(children, builder.SSHSecret(job, priv, pub))
+		if secret != nil {
+			children = append(children, secret)
 		}
 		for _, child := range children {
 			var errs field.ErrorList

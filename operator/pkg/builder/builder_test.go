@@ -187,7 +187,7 @@ func TestPodVariants(t *testing.T) {
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", "")
 			},
 		},
-		"a named claim is mounted read-write, only the job's directory (the default prefix) of it": {
+		"a named claim is mounted read-only, only the job's directory (the default prefix) of it": {
 			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Retention: ptr.To[int32](3),
 				Storage: &convoy.CheckpointStorage{Type: convoy.StoragePVC, ClaimName: "ckpt"}}).
 				Monitoring(convoy.MonitoringSpec{TensorboardEnabled: true}).Obj(),
@@ -197,8 +197,8 @@ func TestPodVariants(t *testing.T) {
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_ROOT", "/checkpoints/team-a/llm")
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_FREQUENCY", "1")
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_RETENTION", "3")
-				wantEnv(t, pod, "TENSORBOARD_LOG_DIR", "/checkpoints/team-a/llm/tensorboard")
-				wantMount(t, pod, "checkpoints", corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints/team-a/llm", SubPath: "team-a/llm"})
+				wantEnv(t, pod, "TENSORBOARD_LOG_DIR", "/checkpoints/team-a/llm/attempt-0/tensorboard")
+				wantMount(t, pod, "checkpoints", corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints/team-a/llm", SubPath: "team-a/llm", ReadOnly: true})
 			},
 		},
 		"nfs checkpoints with a prefix": {
@@ -207,7 +207,7 @@ func TestPodVariants(t *testing.T) {
 			replica: worker0,
 			check: func(t *testing.T, pod *corev1.Pod) {
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", "/checkpoints/runs/7/attempt-0")
-				wantMount(t, pod, "checkpoints", corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints"})
+				wantMount(t, pod, "checkpoints", corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints", ReadOnly: true})
 			},
 		},
 		"gcs and azure URIs": {
@@ -458,8 +458,8 @@ func TestSSHSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := SSHSecret(utiltesting.MakeTrainingJob("hvd", "ns").Obj(), priv, pub)
-	if s.Name != "hvd-ssh" || s.Type != corev1.SecretTypeSSHAuth {
-		t.Errorf("secret %s of type %s, want hvd-ssh of type %s", s.Name, s.Type, corev1.SecretTypeSSHAuth)
+	if s.Name != "" || s.GenerateName != "hvd-ssh-" || s.Type != corev1.SecretTypeSSHAuth {
+		t.Errorf("secret %q (generateName %q) of type %s, want only generateName hvd-ssh- and type %s", s.Name, s.GenerateName, s.Type, corev1.SecretTypeSSHAuth)
 	}
 	if got := string(s.Data["ssh-publickey"]); len(got) < 20 || got[:19] != "ecdsa-sha2-nistp521" {
 		t.Errorf("public key = %q, want an ecdsa-sha2-nistp521 authorized key", got)

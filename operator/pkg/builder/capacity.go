@@ -23,16 +23,19 @@ import (
 )
 
 // capacityRequirement is the node requirements of spec.scheduling.capacity: spot selects nodes
-// labelled karpenter.sh/capacity-type=spot (the label deploy/queue's spot flavors carry), on-demand
-// excludes every default spot label, any adds nothing. One term, so that Kueue's flavor assigner,
-// which keeps only the keys its flavors use, still tells the flavors apart.
-func capacityRequirement(c convoy.CapacityType) []corev1.NodeSelectorRequirement {
+// with the first spot label (the one deploy/queue's spot flavors carry), on-demand excludes each,
+// any adds nothing. One term, so that Kueue's flavor assigner, which keeps only the keys its
+// flavors use, still tells the flavors apart.
+func capacityRequirement(c convoy.CapacityType, spot []convoy.SpotNodeLabel) []corev1.NodeSelectorRequirement {
+	if len(spot) == 0 {
+		spot = []convoy.SpotNodeLabel{convoy.DefaultSpotNodeLabel}
+	}
 	switch c {
 	case convoy.CapacitySpot:
-		return []corev1.NodeSelectorRequirement{{Key: convoy.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{convoy.CapacityTypeSpot}}}
+		return []corev1.NodeSelectorRequirement{{Key: spot[0].Key, Operator: corev1.NodeSelectorOpIn, Values: []string{spot[0].Value}}}
 	case convoy.CapacityOnDemand:
 		var reqs []corev1.NodeSelectorRequirement
-		for _, l := range convoy.DefaultSpotNodeLabels {
+		for _, l := range spot {
 			reqs = append(reqs, corev1.NodeSelectorRequirement{Key: l.Key, Operator: corev1.NodeSelectorOpNotIn, Values: []string{l.Value}})
 		}
 		return reqs
@@ -42,8 +45,8 @@ func capacityRequirement(c convoy.CapacityType) []corev1.NodeSelectorRequirement
 
 // withCapacity returns affinity with the capacity's requirements added to every required node
 // affinity term (a new term when there is none); affinity itself is not changed.
-func withCapacity(affinity *corev1.Affinity, c convoy.CapacityType) *corev1.Affinity {
-	reqs := capacityRequirement(c)
+func withCapacity(affinity *corev1.Affinity, c convoy.CapacityType, spot []convoy.SpotNodeLabel) *corev1.Affinity {
+	reqs := capacityRequirement(c, spot)
 	if len(reqs) == 0 {
 		return affinity
 	}

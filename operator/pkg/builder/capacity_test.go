@@ -28,10 +28,12 @@ import (
 func TestWithCapacity(t *testing.T) {
 	zone := corev1.NodeSelectorRequirement{Key: convoy.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}
 	spot := corev1.NodeSelectorRequirement{Key: convoy.LabelCapacityType, Operator: corev1.NodeSelectorOpIn, Values: []string{"spot"}}
-	notSpot := []corev1.NodeSelectorRequirement{
-		{Key: "karpenter.sh/capacity-type", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"spot"}},
+	notSpot := []corev1.NodeSelectorRequirement{{Key: "karpenter.sh/capacity-type", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"spot"}}}
+	gke := []convoy.SpotNodeLabel{{Key: "cloud.google.com/gke-spot", Value: "true"}, {Key: "cloud.google.com/gke-preemptible", Value: "true"}}
+	gkeSpot := corev1.NodeSelectorRequirement{Key: "cloud.google.com/gke-spot", Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}
+	gkeNotSpot := []corev1.NodeSelectorRequirement{
 		{Key: "cloud.google.com/gke-spot", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"true"}},
-		{Key: "eks.amazonaws.com/capacityType", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"SPOT"}},
+		{Key: "cloud.google.com/gke-preemptible", Operator: corev1.NodeSelectorOpNotIn, Values: []string{"true"}},
 	}
 	required := func(terms ...[]corev1.NodeSelectorRequirement) *corev1.Affinity {
 		a := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{}}}
@@ -44,12 +46,15 @@ func TestWithCapacity(t *testing.T) {
 	cases := map[string]struct {
 		affinity *corev1.Affinity
 		capacity convoy.CapacityType
+		spot     []convoy.SpotNodeLabel
 		want     *corev1.Affinity
 	}{
-		"any adds nothing":                   {capacity: convoy.CapacityAny},
-		"unset adds nothing":                 {affinity: required([]corev1.NodeSelectorRequirement{zone}), want: required([]corev1.NodeSelectorRequirement{zone})},
-		"spot":                               {capacity: convoy.CapacitySpot, want: required([]corev1.NodeSelectorRequirement{spot})},
-		"on-demand excludes each spot label": {capacity: convoy.CapacityOnDemand, want: required(notSpot)},
+		"any adds nothing":                       {capacity: convoy.CapacityAny},
+		"unset adds nothing":                     {affinity: required([]corev1.NodeSelectorRequirement{zone}), want: required([]corev1.NodeSelectorRequirement{zone})},
+		"spot":                                   {capacity: convoy.CapacitySpot, want: required([]corev1.NodeSelectorRequirement{spot})},
+		"on-demand lacks Karpenter's spot label": {capacity: convoy.CapacityOnDemand, want: required(notSpot)},
+		"spot has the first configured label":    {capacity: convoy.CapacitySpot, spot: gke, want: required([]corev1.NodeSelectorRequirement{gkeSpot})},
+		"on-demand lacks each configured label":  {capacity: convoy.CapacityOnDemand, spot: gke, want: required(gkeNotSpot)},
 		"spot joins every term of the user's": {
 			affinity: required([]corev1.NodeSelectorRequirement{zone}, nil),
 			capacity: convoy.CapacitySpot,
@@ -59,7 +64,7 @@ func TestWithCapacity(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			before := tc.affinity.DeepCopy()
-			if diff := cmp.Diff(tc.want, withCapacity(tc.affinity, tc.capacity)); diff != "" {
+			if diff := cmp.Diff(tc.want, withCapacity(tc.affinity, tc.capacity, tc.spot)); diff != "" {
 				t.Errorf("withCapacity (-want,+got):\n%s", diff)
 			}
 			if diff := cmp.Diff(before, tc.affinity); diff != "" {

@@ -126,7 +126,7 @@ func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
 		return
 	}
 	uri := CheckpointURI(job)
-	mountCheckpoints(job, s, pod)
+	mountCheckpoints(job, s, pod, true)
 	switch s.Type {
 	case convoy.StorageS3:
 		if s.S3Endpoint != "" {
@@ -153,35 +153,40 @@ func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
 		mlframework.SetEnv(pod, "CONVOY_CHECKPOINT_RETENTION", itoa(*cp.Retention))
 	}
 	if m := job.Spec.Monitoring; m != nil && m.TensorboardEnabled {
-		mlframework.SetEnv(pod, "TENSORBOARD_LOG_DIR", uri+"/tensorboard")
+		mlframework.SetEnv(pod, "TENSORBOARD_LOG_DIR", AttemptCheckpointURI(job)+"/tensorboard")
 	}
 }
 
-// mountCheckpoints mounts a pvc or nfs checkpoint storage so that the job's checkpoints lie
-// under CheckpointURI; it reports whether the storage is a file system it mounted.
-func mountCheckpoints(job *convoy.TrainingJob, s *convoy.CheckpointStorage, pod *corev1.Pod) bool {
+// mountCheckpoints mounts a pvc or nfs checkpoint storage read-only, so that the job's
+// checkpoints lie under CheckpointURI, and, with attempt, the current restart attempt's directory
+// read-write at AttemptCheckpointURI: the pods of an attempt before, which may still run on a lost
+// node, cannot write in it, nor this attempt's pods in theirs. The kubelet creates a subPath
+// missing from the volume. It reports whether the storage is a file system it mounted.
+func mountCheckpoints(job *convoy.TrainingJob, s *convoy.CheckpointStorage, pod *corev1.Pod, attempt bool) bool {
+	prefix := checkpointPrefix(job, s)
+	root := corev1.VolumeMount{Name: "checkpoints", MountPath: CheckpointDir, ReadOnly: true}
+	v := corev1.Volume{Name: root.Name}
 	switch s.Type {
 	case convoy.StoragePVC:
-		if ownsClaim(s) {
-			addVolume(pod, claimVolume(CheckpointClaimName(job)), CheckpointDir)
-		} else {
+		claim := CheckpointClaimName(job)
+		if !ownsClaim(s) {
 			// A claim named in the spec may be shared: the job sees only its own directory.
-			addVolumeSubPath(pod, claimVolume(s.ClaimName), CheckpointURI(job), checkpointPrefix(job, s))
+			claim, root.MountPath, root.SubPath = s.ClaimName, CheckpointURI(job), prefix
 		}
-		return true
+		v.PersistentVolumeClaim = &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}
 	case convoy.StorageNFS:
-		addVolume(pod, corev1.Volume{Name: "checkpoints", VolumeSource: corev1.VolumeSource{
-			NFS: &corev1.NFSVolumeSource{Server: s.NFS.Server, Path: s.NFS.Path},
-		}}, CheckpointDir)
-		return true
+		v.NFS = &corev1.NFSVolumeSource{Server: s.NFS.Server, Path: s.NFS.Path}
+	default:
+		return false
 	}
-	return false
-}
-
-func claimVolume(claim string) corev1.Volume {
-	return corev1.Volume{Name: "checkpoints", VolumeSource: corev1.VolumeSource{
-		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
-	}}
+	pod.Spec.Volumes = append(pod.Spec.Volumes, v)
+	c := &pod.Spec.Containers[0]
+	c.VolumeMounts = append(c.VolumeMounts, root)
+	if attempt {
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: AttemptCheckpointURI(job),
+			SubPath: prefix + "/" + attemptDir(job)})
+	}
+	return true
 }
 
 // CheckpointURI is the job's checkpoint location, every restart attempt's checkpoints under it
@@ -216,5 +221,8 @@ func AttemptCheckpointURI(job *convoy.TrainingJob) string {
 	if uri == "" {
 		return ""
 	}
-	return uri + "/attempt-" + itoa(job.Status.RestartCount)
+	return uri + "/" + attemptDir(job)
 }
+
+// attemptDir is the current restart attempt's directory under CheckpointURI.
+func attemptDir(job *convoy.TrainingJob) string { return "attempt-" + itoa(job.Status.RestartCount) }

@@ -17,6 +17,7 @@ limitations under the License.
 package builder
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -30,56 +31,78 @@ import (
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 )
 
-// TestCheckpointVolumes: where each kind of claim is mounted and what the pods are told.
+// TestCheckpointVolumes: where each kind of storage is mounted and what the pods are told: the
+// job's checkpoints read-only, the restart attempt's own directory read-write, so that the pods of
+// an attempt before (still running on a lost node) cannot write where this attempt's do.
 func TestCheckpointVolumes(t *testing.T) {
 	base := utiltesting.MakeTrainingJob("llm", "team-a").Workers(2)
+	claim := func(name string) corev1.VolumeSource {
+		return corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}
+	}
+	// The root read-only at path (the volume's subPath sub of it), the attempt's subPath read-write.
+	mounts := func(path, sub, attempt string) []corev1.VolumeMount {
+		return []corev1.VolumeMount{{Name: "checkpoints", MountPath: path, SubPath: sub, ReadOnly: true},
+			{Name: "checkpoints", MountPath: CheckpointDir + "/" + attempt, SubPath: attempt}}
+	}
 	cases := map[string]struct {
-		job       *convoy.TrainingJob
-		wantClaim string
-		wantMount corev1.VolumeMount
-		wantURI   string
+		job        *convoy.TrainingJob
+		wantVolume corev1.VolumeSource
+		wantMounts []corev1.VolumeMount
+		wantURI    string // the default prefix's when empty
 	}{
 		"enabled without storage: the job's own claim, whole, at /checkpoints": {
-			job:       base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Frequency: 5}).Obj(),
-			wantClaim: "llm-checkpoints",
-			wantMount: corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints"},
-			wantURI:   "/checkpoints/team-a/llm",
+			job:        base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Frequency: 5}).Obj(),
+			wantVolume: claim("llm-checkpoints"),
+			wantMounts: mounts("/checkpoints", "", "team-a/llm/attempt-0"),
 		},
-		"type pvc without claimName: the job's own claim": {
+		"type pvc without claimName, restarted twice: the job's own claim, attempt-2 writable": {
 			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{
-				Type: convoy.StoragePVC, Size: ptr.To(resource.MustParse("1Ti")), StorageClassName: "fast"}}).Obj(),
-			wantClaim: "llm-checkpoints",
-			wantMount: corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints"},
-			wantURI:   "/checkpoints/team-a/llm",
+				Type: convoy.StoragePVC, Size: ptr.To(resource.MustParse("1Ti")), StorageClassName: "fast"}}).
+				Status(convoy.TrainingJobStatus{RestartCount: 2}).Obj(),
+			wantVolume: claim("llm-checkpoints"),
+			wantMounts: mounts("/checkpoints", "", "team-a/llm/attempt-2"),
 		},
 		"a shared claim: only the subPath <namespace>/<job>": {
 			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{
 				Type: convoy.StoragePVC, ClaimName: "team-checkpoints"}}).Obj(),
-			wantClaim: "team-checkpoints",
-			wantMount: corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints/team-a/llm", SubPath: "team-a/llm"},
-			wantURI:   "/checkpoints/team-a/llm",
+			wantVolume: claim("team-checkpoints"),
+			wantMounts: mounts("/checkpoints/team-a/llm", "team-a/llm", "team-a/llm/attempt-0"),
 		},
 		"a shared claim with a prefix: only the subPath prefix": {
 			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{
-				Type: convoy.StoragePVC, ClaimName: "team-checkpoints", Prefix: "runs/7"}}).Obj(),
-			wantClaim: "team-checkpoints",
-			wantMount: corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints/runs/7", SubPath: "runs/7"},
-			wantURI:   "/checkpoints/runs/7",
+				Type: convoy.StoragePVC, ClaimName: "team-checkpoints", Prefix: "runs/7"}}).
+				Status(convoy.TrainingJobStatus{RestartCount: 1}).Obj(),
+			wantVolume: claim("team-checkpoints"),
+			wantMounts: mounts("/checkpoints/runs/7", "runs/7", "runs/7/attempt-1"),
+			wantURI:    "/checkpoints/runs/7",
+		},
+		"nfs: the export, whole, at /checkpoints": {
+			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{
+				Type: convoy.StorageNFS, NFS: &convoy.NFSStorage{Server: "nfs.local", Path: "/export"}}}).
+				Status(convoy.TrainingJobStatus{RestartCount: 3}).Obj(),
+			wantVolume: corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nfs.local", Path: "/export"}},
+			wantMounts: mounts("/checkpoints", "", "team-a/llm/attempt-3"),
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			pod := Pod(tc.job, mlframework.Replica{Role: mlframework.RoleWorker}, plugin(t, convoy.FrameworkPyTorch), opts)
-			wantMount(t, pod, "checkpoints", tc.wantMount)
-			wantEnv(t, pod, "CONVOY_CHECKPOINT_ROOT", tc.wantURI)
-			wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", tc.wantURI+"/attempt-0")
-			if got := CheckpointURI(tc.job); got != tc.wantURI {
-				t.Errorf("CheckpointURI = %q, want %q", got, tc.wantURI)
+			mounts := slices.DeleteFunc(slices.Clone(pod.Spec.Containers[0].VolumeMounts), func(m corev1.VolumeMount) bool { return m.Name != "checkpoints" })
+			if diff := cmp.Diff(tc.wantMounts, mounts); diff != "" {
+				t.Errorf("checkpoints mounts (-want,+got):\n%s", diff)
 			}
-			for _, v := range pod.Spec.Volumes {
-				if v.Name == "checkpoints" && (v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != tc.wantClaim) {
-					t.Errorf("checkpoints volume %+v, want the claim %s", v.VolumeSource, tc.wantClaim)
-				}
+			wantURI := tc.wantURI
+			if wantURI == "" {
+				wantURI = "/checkpoints/team-a/llm"
+			}
+			wantEnv(t, pod, "CONVOY_CHECKPOINT_ROOT", wantURI)
+			wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", tc.wantMounts[1].MountPath)
+			if got := CheckpointURI(tc.job); got != wantURI {
+				t.Errorf("CheckpointURI = %q, want %q", got, wantURI)
+			}
+			volumes := slices.DeleteFunc(slices.Clone(pod.Spec.Volumes), func(v corev1.Volume) bool { return v.Name != "checkpoints" })
+			if diff := cmp.Diff([]corev1.Volume{{Name: "checkpoints", VolumeSource: tc.wantVolume}}, volumes); diff != "" {
+				t.Errorf("checkpoints volume (-want,+got):\n%s", diff)
 			}
 		})
 	}

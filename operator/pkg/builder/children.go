@@ -135,10 +135,14 @@ func ConfigMap(job *convoy.TrainingJob, p mlframework.Plugin, opts Options) *cor
 	return &corev1.ConfigMap{ObjectMeta: objectMeta(job, mlframework.ConfigMapName(job), JobLabels(job)), Data: data}
 }
 
-// SSHSecret holds the key pair of frameworks that ssh between pods (mlframework.NeedsSSHKeys).
+// SSHSecret holds the key pair of frameworks that ssh between pods (mlframework.NeedsSSHKeys). It
+// has no name, only the generateName mlframework.SSHSecretPrefix: the operator records the name
+// the API server gives it in status.sshSecretName, where the pods find it.
 func SSHSecret(job *convoy.TrainingJob, privateKeyPEM, authorizedKey []byte) *corev1.Secret {
+	meta := objectMeta(job, "", JobLabels(job))
+	meta.GenerateName = mlframework.SSHSecretPrefix(job)
 	return &corev1.Secret{
-		ObjectMeta: objectMeta(job, mlframework.SSHSecretName(job), JobLabels(job)),
+		ObjectMeta: meta,
 		Type:       corev1.SecretTypeSSHAuth,
 		Data: map[string][]byte{
 			mlframework.SSHPrivateKey: privateKeyPEM,

@@ -72,7 +72,7 @@ func Pod(job *convoy.TrainingJob, r mlframework.Replica, p mlframework.Plugin, o
 	}
 	if s := job.Spec.Scheduling; s != nil {
 		pod.Spec.NodeSelector = s.NodeSelector
-		pod.Spec.Affinity = withCapacity(s.Affinity, job.Capacity())
+		pod.Spec.Affinity = withCapacity(s.Affinity, job.Capacity(), opts.SpotNodeLabels)
 		pod.Spec.Tolerations = s.Tolerations
 	}
 
@@ -117,15 +117,11 @@ func setConfigVolume(job *convoy.TrainingJob, pod *corev1.Pod) {
 	mlframework.SetEnv(pod, "CONVOY_HYPERPARAMETERS_FILE", ConfigDir+"/"+HyperparametersFile)
 }
 
+// addVolume mounts the volume (a ConfigMap, Secret or projected one) read-only at mountPath.
 func addVolume(pod *corev1.Pod, v corev1.Volume, mountPath string) {
-	addVolumeSubPath(pod, v, mountPath, "")
-}
-
-// addVolumeSubPath mounts only subPath of the volume (all of it when empty) at mountPath.
-func addVolumeSubPath(pod *corev1.Pod, v corev1.Volume, mountPath, subPath string) {
 	pod.Spec.Volumes = append(pod.Spec.Volumes, v)
 	c := &pod.Spec.Containers[0]
-	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: mountPath, SubPath: subPath, ReadOnly: v.PersistentVolumeClaim == nil && v.NFS == nil})
+	c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: mountPath, ReadOnly: true})
 }
 
 // setHyperparameterEnv gives every hyperparameter its own variable, read from the ConfigMap that

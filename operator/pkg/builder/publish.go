@@ -100,7 +100,7 @@ func PublishPod(job *convoy.TrainingJob, opts Options) (*corev1.Pod, error) {
 			}},
 		},
 	}
-	if s := checkpointStorage(job); s == nil || !mountCheckpoints(job, s, pod) {
+	if s := checkpointStorage(job); s == nil || !mountCheckpoints(job, s, pod, false) {
 		return nil, fmt.Errorf("the checkpoint %s is not on a pvc or nfs checkpoint storage, the only ones the operator publishes from", cp.Latest)
 	}
 	// status.checkpoint.latest is checked again against the job's storage as the spec says now.
@@ -108,9 +108,6 @@ func PublishPod(job *convoy.TrainingJob, opts Options) (*corev1.Pod, error) {
 		return nil, fmt.Errorf("status.checkpoint.latest %q is not under the job's checkpoint location %s: the operator publishes only from there", cp.Latest, loc)
 	}
 	c := &pod.Spec.Containers[0]
-	for i := range c.VolumeMounts {
-		c.VolumeMounts[i].ReadOnly = true
-	}
 	if ref := out.CredentialsSecretRef; ref != nil {
 		addVolume(pod, corev1.Volume{Name: "registry", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
 			SecretName: ref.Name, Items: []corev1.KeyToPath{{Key: corev1.DockerConfigJsonKey, Path: "config.json"}},

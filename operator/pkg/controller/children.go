@@ -104,19 +104,41 @@ func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob
 		return err
 	}
 	if creatingPods && plugin.NeedsSSHKeys() {
-		priv, pub, err := r.NewSSHKeyPair()
+		return r.ensureSSHSecret(ctx, job)
+	}
+	return nil
+}
+
+// ensureSSHSecret gives the job the SSH Secret its pods mount, before they are created. The
+// operator never reads a Secret: its role grants create alone. The Secret gets a name the API
+// server generates, which no one can take first, and status.sshSecretName records it before any
+// pod mounts it. The recorded Secret is kept, so a restarted gang keeps the keys its launcher may
+// have cached; a dry-run create of its name (create rights again) tells whether it is gone, and a
+// new one replaces it. A Secret whose name could not be recorded is the job's: it goes with the
+// job, and the next reconcile creates another.
+func (r *Reconciler) ensureSSHSecret(ctx context.Context, job *convoy.TrainingJob) error {
+	if name := job.Status.SSHSecretName; name != "" {
+		probe := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: job.Namespace, Name: name}}
+		err := r.Client.Create(ctx, probe, client.DryRunAll)
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
 		if err != nil {
-			return err
+			return fmt.Errorf("looking for Secret %s: %w", name, err)
 		}
-		// Created once; a restarted gang keeps the keys its launcher's image may have cached.
-		secret := builder.SSHSecret(job, priv, pub)
-		if err := r.Client.Create(ctx, secret); err != nil {
-			if !apierrors.IsAlreadyExists(err) {
-				return fmt.Errorf("creating Secret %s: %w", secret.Name, err)
-			}
-			// Secrets are not cached: read this one past the cache, only when it exists already.
-			return r.ownsTaken(ctx, job, secret)
-		}
+	}
+	priv, pub, err := r.NewSSHKeyPair()
+	if err != nil {
+		return err
+	}
+	secret := builder.SSHSecret(job, priv, pub)
+	if err := r.Client.Create(ctx, secret); err != nil {
+		return fmt.Errorf("creating Secret %s: %w", secret.GenerateName, err)
+	}
+	st := *job.Status.DeepCopy()
+	st.SSHSecretName = secret.Name
+	if err := r.writeStatus(ctx, job, st); err != nil {
+		return fmt.Errorf("recording Secret %s in the status: %w", secret.Name, err)
 	}
 	return nil
 }
@@ -197,7 +219,7 @@ func (r *Reconciler) ensureCheckpointClaim(ctx context.Context, job *convoy.Trai
 }
 
 // metadataPastCache reads the metadata of the object of obj's kind and name from the API server:
-// the cache holds only objects labelled for a job, and no Secrets.
+// the cache holds only objects labelled for a job.
 func (r *Reconciler) metadataPastCache(ctx context.Context, obj client.Object) (*metav1.PartialObjectMetadata, error) {
 	gvk, err := apiutil.GVKForObject(obj, r.Client.Scheme())
 	if err != nil {

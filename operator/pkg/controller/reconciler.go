@@ -87,9 +87,6 @@ type Reconciler struct {
 	Clock  clock.PassiveClock
 	// Prices reads the administrator's price list; nil prices nothing (status.cost has GPU-hours only).
 	Prices *cost.Book
-	// SpotNodeLabels are the node labels that mark a node spot for pricing;
-	// convoy.DefaultSpotNodeLabels when nil.
-	SpotNodeLabels []convoy.SpotNodeLabel
 	// NewSSHKeyPair makes the key pair of an SSH Secret; builder.NewSSHKeyPair when nil.
 	NewSSHKeyPair func() (privateKeyPEM, authorizedKey []byte, err error)
 
@@ -204,7 +201,7 @@ func (r *Reconciler) jobsOnNode(ctx context.Context, node client.Object) []recon
 // +kubebuilder:rbac:groups=convoy.dev,resources=trainingjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=services;configmaps,verbs=get;list;watch;create;update
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=create;get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=create
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=scheduling.x-k8s.io,resources=podgroups,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update
@@ -285,7 +282,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	p := decide(observation{
 		job: job, plugin: plugin, pods: pods, nodes: nodes, goneNodes: gone, notReadyNodes: notReady, reclaimNotices: notices, unreadyNodes: unready, queue: qs,
 		podSecurity: builder.MeetsPodSecurity(job, plugin, podOpts), preemptAttempt: preemptAttempt(job, pg), now: now, backoff: r.Backoff,
-		prices: prices, spotNodeLabels: r.SpotNodeLabels,
+		prices: prices, spotNodeLabels: r.Options.SpotNodeLabels,
 	})
 
 	setWandbRun(job, &p.status)

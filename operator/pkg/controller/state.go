@@ -17,6 +17,7 @@ limitations under the License.
 package controller
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -63,8 +64,8 @@ type observation struct {
 	// (decide fills it in).
 	prices cost.Prices
 	cost   *convoy.CostStatus
-	// spotNodeLabels are the node labels that mark spot capacity (convoy.DefaultSpotNodeLabels
-	// when nil).
+	// spotNodeLabels are the node labels that mark spot capacity (convoy.DefaultSpotNodeLabel
+	// when empty).
 	spotNodeLabels []convoy.SpotNodeLabel
 }
 
@@ -265,27 +266,45 @@ func unschedulable(pods []*corev1.Pod) string {
 	return ""
 }
 
-// resources summarises the gang's GPUs and where its pods are bound.
-func resources(job *convoy.TrainingJob, pods []*corev1.Pod, nodes map[string]map[string]string) *convoy.ResourcesStatus {
+// resources summarises the gang's GPUs and where its pods are bound: the nodes, then the domains
+// at each topology level that the scheduler recorded on the pods (convoy.AnnotationTopologyDomains),
+// outer to inner, for example "4 nodes; block: b1; rack: r1, r2".
+func resources(job *convoy.TrainingJob, pods []*corev1.Pod) *convoy.ResourcesStatus {
+	const maxPlacement = 1024 // status.resources.placement's MaxLength
 	used := map[string]bool{}
-	racks := map[string]bool{}
+	var levels []string
+	domains := map[string]map[string]bool{}
 	for _, pod := range pods {
-		if n := pod.Spec.NodeName; n != "" && pod.DeletionTimestamp == nil && !isFinished(pod) {
-			used[n] = true
-			if rack := nodes[n][convoy.LabelTopologyRack]; rack != "" {
-				racks[rack] = true
+		n := pod.Spec.NodeName
+		if n == "" || pod.DeletionTimestamp != nil || isFinished(pod) {
+			continue
+		}
+		used[n] = true
+		for _, d := range strings.Split(pod.Annotations[convoy.AnnotationTopologyDomains], ",") {
+			level, domain, ok := strings.Cut(d, "=")
+			if !ok || level == "" || domain == "" {
+				continue
 			}
+			if domains[level] == nil {
+				domains[level] = map[string]bool{}
+				levels = append(levels, level)
+			}
+			domains[level][domain] = true
 		}
 	}
 	r := &convoy.ResourcesStatus{GPUs: job.TotalGPUs(), Nodes: int32(len(used))}
 	if len(used) > 0 {
 		r.Placement = plural(len(used), "node")
-		if len(racks) > 0 {
-			names := slices.Sorted(maps.Keys(racks))
+		for _, level := range levels {
+			names := slices.Sorted(maps.Keys(domains[level]))
+			list := strings.Join(names, ", ")
 			if len(names) > 3 {
-				names = append(names[:3], "...")
+				list = fmt.Sprintf("%d (%s, ...)", len(names), strings.Join(names[:3], ", "))
 			}
-			r.Placement += " in " + plural(len(racks), "rack") + " (" + strings.Join(names, ", ") + ")"
+			r.Placement += "; " + level + ": " + list
+		}
+		if len(r.Placement) > maxPlacement {
+			r.Placement = r.Placement[:maxPlacement-3] + "..."
 		}
 	}
 	return r

@@ -113,7 +113,7 @@ func (t *tally) holds(pod *corev1.Pod) bool {
 func (d *decision) tally() bool {
 	d.t = countAttempt(d.o, d.st.RestartCount)
 	d.st.Workers = d.t.workers
-	d.st.Resources = resources(d.job, d.o.pods, d.o.nodes)
+	d.st.Resources = resources(d.job, d.o.pods)
 	d.deleteWhere(d.t.holds)
 	return false
 }

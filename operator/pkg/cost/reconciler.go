@@ -62,7 +62,7 @@ type Book struct {
 }
 
 // NewBook returns a Book of the ConfigMap key, with a cache of that one ConfigMap added to mgr.
-func NewBook(mgr ctrl.Manager, cfg *rest.Config, key types.NamespacedName) (*Book, cache.Cache, error) {
+func NewBook(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, key types.NamespacedName) (*Book, cache.Cache, error) {
 	c, err := cache.New(cfg, cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {
@@ -73,11 +73,24 @@ func NewBook(mgr ctrl.Manager, cfg *rest.Config, key types.NamespacedName) (*Boo
 	if err != nil {
 		return nil, nil, fmt.Errorf("price list cache: %w", err)
 	}
-	if err := mgr.Add(c); err != nil {
+	// The informer exists before the manager starts, so that the manager waits for it to sync.
+	if _, err := c.GetInformer(ctx, &corev1.ConfigMap{}, cache.BlockUntilSynced(false)); err != nil {
+		return nil, nil, fmt.Errorf("price list cache: %w", err)
+	}
+	if err := mgr.Add(managerCache{c}); err != nil {
 		return nil, nil, err
 	}
 	return &Book{key: key, reader: c}, c, nil
 }
+
+// managerCache makes the manager run a cache as one of its caches, as it runs its own: synced
+// before any controller starts and stopped once every controller has. Added bare, a cache is a
+// runnable that needs no leader election: controllers could read it before it synced and wait
+// for it, and the manager stops it before them.
+type managerCache struct{ cache.Cache }
+
+// GetCache is what the manager knows a cache by.
+func (c managerCache) GetCache() cache.Cache { return c.Cache }
 
 // Source names the ConfigMap for messages.
 func (b *Book) Source() string { return "ConfigMap " + b.key.String() }

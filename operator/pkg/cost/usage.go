@@ -36,7 +36,7 @@ type Node struct {
 }
 
 // NodeFromLabels reads a node's GPU product and capacity type from its labels: spot when one of
-// spot (convoy.DefaultSpotNodeLabels when nil) marks it, else on-demand.
+// spot (convoy.DefaultSpotNodeLabel when empty) marks it, else on-demand.
 func NodeFromLabels(labels map[string]string, spot []convoy.SpotNodeLabel) Node {
 	capacity := convoy.CapacityTypeOnDemand
 	if convoy.IsSpotNode(labels, spot) {

@@ -35,6 +35,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/storage/names"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -55,6 +56,10 @@ func Children(job *convoy.TrainingJob, opts builder.Options) ([]client.Object, e
 	if job.UID == "" {
 		// The owner reference needs a UID; the API server gives the job one before it asks.
 		job.UID = types.UID("00000000-0000-0000-0000-000000000000")
+	}
+	if p.NeedsSSHKeys() && job.Status.SSHSecretName == "" {
+		// The pods mount the Secret by the name the API server will generate for it.
+		job.Status.SSHSecretName = names.SimpleNameGenerator.GenerateName(mlframework.SSHSecretPrefix(job))
 	}
 	pods := builder.Pods(job, p, opts)
 	var out []client.Object

@@ -79,8 +79,13 @@ func HostPort(job *convoy.TrainingJob, r Replica) string {
 // ConfigMapName is the job's ConfigMap, <job>-config: hyperparameters and framework files.
 func ConfigMapName(job *convoy.TrainingJob) string { return job.Name + "-config" }
 
-// SSHSecretName is the Secret holding the SSH key pair of frameworks that need one, <job>-ssh.
-func SSHSecretName(job *convoy.TrainingJob) string { return job.Name + "-ssh" }
+// SSHSecretName is the Secret holding the SSH key pair of frameworks that need one, as the
+// job's status records it.
+func SSHSecretName(job *convoy.TrainingJob) string { return job.Status.SSHSecretName }
+
+// SSHSecretPrefix is the generateName of the job's SSH Secret, <job>-ssh-: the API server adds a
+// suffix no one can know before the Secret exists.
+func SSHSecretPrefix(job *convoy.TrainingJob) string { return job.Name + "-ssh-" }
 
 // Master is rank 0 of the workers, where every framework but MXNet rendezvouses.
 var Master = Replica{Role: RoleWorker, Rank: 0}
@@ -97,7 +102,7 @@ type Plugin interface {
 	// ConfigFiles are files the framework adds to the job's ConfigMap, by key; nil when none.
 	ConfigFiles(job *convoy.TrainingJob) map[string]string
 	// NeedsSSHKeys reports whether the pods reach each other over SSH, with the key pair in the
-	// Secret <job>-ssh.
+	// Secret SSHSecretName.
 	NeedsSSHKeys() bool
 	// MustSucceed reports whether the job's success waits for r to exit 0; pods that need not
 	// succeed (parameter servers, SSH daemons) are stopped once the others have.

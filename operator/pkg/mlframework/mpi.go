@@ -38,7 +38,7 @@ const (
 	MPIHostfileDir  = "/etc/mpi"
 	MPIHostfileKey  = "hostfile"
 	SSHAuthMountDir = "/root/.ssh"
-	// SSHPrivateKey and SSHPublicKey are the keys of the kubernetes.io/ssh-auth Secret <job>-ssh.
+	// SSHPrivateKey and SSHPublicKey are the keys of the kubernetes.io/ssh-auth Secret SSHSecretName.
 	SSHPrivateKey = corev1.SSHAuthPrivateKey
 	SSHPublicKey  = "ssh-publickey"
 )

@@ -105,6 +105,8 @@ type Options struct {
 	// ReclaimNotice says which node taints and conditions announce a node's removal: the gangs
 	// there checkpoint and move first. controller.DefaultReclaimNotice when zero.
 	ReclaimNotice controller.ReclaimNotice
+	// SpotNodeLabels mark spot nodes, builder.Options.SpotNodeLabels.
+	SpotNodeLabels []convoy.SpotNodeLabel
 	// WrapClient, when set, wraps the reconciler's client; tests use it to interrupt the operator.
 	WrapClient func(client.Client) client.Client
 	// SkipNameValidation lets one process start the operator more than once, as tests do.
@@ -204,7 +206,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 	}
 	var prices *cost.Book
 	if opts.PriceList != "-" {
-		book, priceCache, err := cost.NewBook(mgr, cfg, types.NamespacedName{Namespace: opts.Namespace, Name: opts.PriceList})
+		book, priceCache, err := cost.NewBook(ctx, mgr, cfg, types.NamespacedName{Namespace: opts.Namespace, Name: opts.PriceList})
 		if err != nil {
 			return nil, err
 		}
@@ -220,7 +222,8 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Recorder:  recorder,
 		Metrics:   metrics.NewRecorder(),
 		Options: builder.Options{ProgressURL: opts.ProgressURL, ProgressCA: cert.CAPEM, JobNetworkPolicy: opts.JobNetworkPolicy,
-			DisruptionBudget: opts.DisruptionBudget && !opts.ReclaimNotice.IgnoreCordon, PublishImage: publishImage(ctx, mgr.GetAPIReader(), opts)},
+			DisruptionBudget: opts.DisruptionBudget && !opts.ReclaimNotice.IgnoreCordon, PublishImage: publishImage(ctx, mgr.GetAPIReader(), opts),
+			SpotNodeLabels: opts.SpotNodeLabels},
 		Backoff: opts.Backoff,
 		Queue:   opts.Queue,
 		Notice:  opts.ReclaimNotice,

@@ -31,9 +31,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config/validation"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/admissioncheck"
@@ -52,6 +54,10 @@ type GangPlacement struct {
 	handle fwk.Handle
 	state  *gangcore.State
 	gpu    corev1.ResourceName
+	// levels are the topology levels, outer to inner, whose domains Bind records on the pod
+	// (convoy.AnnotationTopologyDomains), read from nodes; none when nodes is nil.
+	levels []config.TopologyLevel
+	nodes  corelisters.NodeLister
 	// binds holds a token per Binding request in flight (MaxConcurrentBindings).
 	binds chan struct{}
 }
@@ -96,8 +102,12 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 			return nil, fmt.Errorf("starting the placement admission check: %w", err)
 		}
 	}
-	return &GangPlacement{handle: h, state: st, gpu: corev1.ResourceName(args.GPUResourceName),
-		binds: make(chan struct{}, args.MaxConcurrentBindings)}, nil
+	pl := &GangPlacement{handle: h, state: st, gpu: corev1.ResourceName(args.GPUResourceName),
+		levels: args.Levels(), binds: make(chan struct{}, args.MaxConcurrentBindings)}
+	if f := h.SharedInformerFactory(); f != nil {
+		pl.nodes = f.Core().V1().Nodes().Lister()
+	}
+	return pl, nil
 }
 
 // Close ends this profile's hold on the scheduler's gangcore.State (gangcore.Release): the
@@ -185,20 +195,30 @@ func (pl *GangPlacement) Unreserve(_ context.Context, _ fwk.CycleState, pod *cor
 	pl.state.Unreserve(pod)
 }
 
-// Bind binds the pod with its GPU indices in the convoy.dev/gpu-indices annotation, in the one
-// Binding call (the API server copies a Binding's annotations onto the pod). On a node known by
-// GPU count only it leaves binding to DefaultBinder. At most MaxConcurrentBindings are in flight;
-// the others wait their turn, in the binding cycle, so that a released gang neither makes the
-// client open new connections nor queues every Binding behind all the others.
+// Bind binds the pod with its GPU indices in the convoy.dev/gpu-indices annotation and its node's
+// topology domains in convoy.dev/topology-domains, in the one Binding call (the API server copies a
+// Binding's annotations onto the pod). With neither (a node known by GPU count only, with none of
+// the levels' labels) it leaves binding to DefaultBinder. At most MaxConcurrentBindings are in
+// flight; the others wait their turn, in the binding cycle, so that a released gang neither makes
+// the client open new connections nor queues every Binding behind all the others.
 func (pl *GangPlacement) Bind(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeName string) *fwk.Status {
 	st, err := gangcore.ReadCycleState(cs)
-	if err != nil || !st.Placed || !st.Slot.Indexed || st.Slot.Node != nodeName {
+	if err != nil || !st.Placed || st.Slot.Node != nodeName {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	annotations := map[string]string{}
+	if st.Slot.Indexed {
+		annotations[gangcore.AnnotationGPUIndices] = gangcore.FormatGPUIndices(st.Slot.GPUs)
+	}
+	if d := pl.domains(nodeName); d != "" {
+		annotations[convoy.AnnotationTopologyDomains] = d
+	}
+	if len(annotations) == 0 {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	binding := &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
-			Annotations: map[string]string{gangcore.AnnotationGPUIndices: gangcore.FormatGPUIndices(st.Slot.GPUs)}},
-		Target: corev1.ObjectReference{Kind: "Node", Name: nodeName},
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: annotations},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: nodeName},
 	}
 	select {
 	case pl.binds <- struct{}{}:
@@ -206,11 +226,31 @@ func (pl *GangPlacement) Bind(ctx context.Context, cs fwk.CycleState, pod *corev
 	case <-ctx.Done():
 		return fwk.AsStatus(ctx.Err())
 	}
-	klog.FromContext(ctx).V(3).Info("Binding", "pod", klog.KObj(pod), "node", nodeName, "gpus", binding.Annotations[gangcore.AnnotationGPUIndices])
+	klog.FromContext(ctx).V(3).Info("Binding", "pod", klog.KObj(pod), "node", nodeName, "gpus", annotations[gangcore.AnnotationGPUIndices],
+		"domains", annotations[convoy.AnnotationTopologyDomains])
 	if err := pl.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {
 		return fwk.AsStatus(err)
 	}
 	return nil
+}
+
+// domains is the node's convoy.AnnotationTopologyDomains: level=domain for each level that labels
+// it, outer to inner; "" when the node is not known.
+func (pl *GangPlacement) domains(nodeName string) string {
+	if pl.nodes == nil {
+		return ""
+	}
+	node, err := pl.nodes.Get(nodeName)
+	if err != nil {
+		return ""
+	}
+	var out []string
+	for _, l := range pl.levels {
+		if v := node.Labels[l.NodeLabel]; v != "" {
+			out = append(out, l.Name+"="+v)
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // PostBind forgets the gang's plan once all its pods are bound.

@@ -28,16 +28,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
@@ -206,5 +210,66 @@ func TestBindCapsBindingsInFlight(t *testing.T) {
 	}
 	if _, made := requests(); made != 6 {
 		t.Errorf("%d Binding requests, want 6", made)
+	}
+}
+
+// TestBindRecordsTheNodesTopologyDomains: a pod bound by its gang's plan gets its node's domain at
+// each configured level the node is labelled with (here GKE's), outer to inner, beside its GPU
+// indices; on a node known by GPU count only with none of the labels, DefaultBinder binds it.
+func TestBindRecordsTheNodesTopologyDomains(t *testing.T) {
+	var got []map[string]string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var b corev1.Binding
+		if err := json.NewDecoder(r.Body).Decode(&b); err != nil {
+			http.Error(w, "want a Binding", http.StatusBadRequest)
+			return
+		}
+		got = append(got, b.Annotations)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Success"}`))
+	}))
+	defer srv.Close()
+	cs, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{})
+	for _, n := range []*corev1.Node{
+		st.MakeNode().Name("gke-a").Label(convoy.LabelTopologyZone, "us-central1-a").Label("cloud.google.com/gce-topology-block", "b7").
+			Label("cloud.google.com/gce-topology-subblock", "sb2").Label(convoy.LabelTopologyRack, "ignored").Obj(),
+		st.MakeNode().Name("plain").Obj(),
+	} {
+		if err := nodes.Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pl := &GangPlacement{handle: clientHandle{cs: cs}, binds: make(chan struct{}, 1),
+		levels: config.TopologyPresets[config.TopologyPresetGKE], nodes: corelisters.NewNodeLister(nodes)}
+	bind := func(node string, indexed bool) *fwk.Status {
+		state := framework.NewCycleState()
+		slot := gangcore.Slot{Node: node, Indexed: indexed}
+		if indexed {
+			slot.GPUs = planner.NewGPUSet(0, 1)
+		}
+		state.Write(gangcore.StateKey, &gangcore.CycleState{Gang: "ns/job", Placed: true, Slot: slot})
+		return pl.Bind(context.Background(), state, st.MakePod().Namespace("ns").Name("job-0").Obj(), node)
+	}
+	if s := bind("gke-a", true); !s.IsSuccess() {
+		t.Fatalf("Bind() on gke-a = %v", s)
+	}
+	if s := bind("gke-a", false); !s.IsSuccess() {
+		t.Fatalf("Bind() on gke-a, GPUs not indexed = %v", s)
+	}
+	if s := bind("plain", false); !s.IsSkip() {
+		t.Errorf("Bind() on a node without GPU indices or level labels = %v, want Skip", s)
+	}
+	domains := "zone=us-central1-a,block=b7,subblock=sb2"
+	want := []map[string]string{
+		{gangcore.AnnotationGPUIndices: "0,1", convoy.AnnotationTopologyDomains: domains},
+		{convoy.AnnotationTopologyDomains: domains},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Bindings' annotations (-want,+got):\n%s", diff)
 	}
 }

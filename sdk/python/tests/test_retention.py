@@ -1,6 +1,7 @@
 """Retention on a real directory: convoy.checkpoint_saved keeps the newest CONVOY_CHECKPOINT_RETENTION
 checkpoints it was told of in convoy.checkpoint_dir(), never the one resumed from, the newest one the
-operator recorded or one it is asked to keep, and nothing outside the directory."""
+operator recorded or one it is asked to keep, and nothing outside the directory: not an earlier
+restart attempt's, in the read-only checkpoint_root()."""
 
 import json
 import logging
@@ -70,19 +71,43 @@ class RetentionTest(unittest.TestCase):
         convoy.checkpoint_saved(self.save("epoch-7.pt"), 7)
         self.assertEqual(self.listing(), [".convoy-checkpoints.json", "epoch-5.pt", "epoch-6.pt", "epoch-7.pt"])
 
-    def test_spans_restart_attempts(self):
-        # Each attempt writes in its own directory under the job's (operator/pkg/builder, AttemptCheckpointURI).
+    def tree(self, but):
+        """Every path under the job's directory, but those in the directory but, with its size and
+        modification time."""
+        found = {}
+        for parent, dirs, files in os.walk(self.dir):
+            for name in dirs + files:
+                path = os.path.join(parent, name)
+                if os.path.commonpath([path, but]) != but:
+                    found[os.path.relpath(path, self.dir)] = (os.path.getsize(path), os.stat(path).st_mtime_ns)
+        return found
+
+    def test_each_attempt_deletes_only_in_its_own_directory(self):
+        # Each attempt writes in its own directory under the job's (operator/pkg/builder,
+        # AttemptCheckpointURI), the only one mounted read-write in its pods.
         os.environ["CONVOY_CHECKPOINT_ROOT"] = self.dir
-        for attempt, epochs in ((0, (1, 2)), (1, (3, 4, 5))):
-            os.environ["CONVOY_CHECKPOINT_URI"] = os.path.join(self.dir, "attempt-%d" % attempt)
-            self.assertEqual(convoy.checkpoint_dir(), os.environ["CONVOY_CHECKPOINT_URI"])
-            for epoch in epochs:
-                convoy.checkpoint_saved(self.save("attempt-%d/epoch-%d.pt" % (attempt, epoch)), epoch)
-            # The next attempt resumes from this one's latest.
-            os.environ["CONVOY_RESUME_FROM"] = os.path.join(self.dir, "attempt-%d" % attempt, "epoch-%d.pt" % epochs[-1])
-        self.assertEqual(self.listing(), [".convoy-checkpoints.json", "attempt-0", "attempt-1"])
-        self.assertEqual(sorted(os.listdir(os.path.join(self.dir, "attempt-0"))), ["epoch-2.pt"])
-        self.assertEqual(sorted(os.listdir(os.path.join(self.dir, "attempt-1"))), ["epoch-4.pt", "epoch-5.pt"])
+        os.environ["CONVOY_CHECKPOINT_URI"] = os.path.join(self.dir, "attempt-0")
+        self.assertEqual(convoy.checkpoint_dir(), os.environ["CONVOY_CHECKPOINT_URI"])
+        for epoch in (1, 2, 3):
+            convoy.checkpoint_saved(self.save("attempt-0/epoch-%d.pt" % epoch), epoch)
+        self.assertEqual(sorted(os.listdir(os.path.join(self.dir, "attempt-0"))), [".convoy-checkpoints.json", "epoch-2.pt", "epoch-3.pt"])
+        # A list in the job's directory, as an SDK that listed there across attempts left it.
+        with open(os.path.join(self.dir, ".convoy-checkpoints.json"), "w") as f:
+            json.dump({"checkpoints": [{"path": "attempt-0/epoch-%d.pt" % e, "epoch": e} for e in (2, 3)]}, f)
+        # Attempt 1 resumes from attempt 0's latest; the kubelet made its directory, and the rest of
+        # the job's directory is read-only (really so for a user other than root).
+        os.makedirs(os.path.join(self.dir, "attempt-1"))
+        for path in (os.path.join(self.dir, "attempt-0"), self.dir):
+            os.chmod(path, 0o555)
+            self.addCleanup(os.chmod, path, 0o755)
+        os.environ["CONVOY_CHECKPOINT_URI"] = os.path.join(self.dir, "attempt-1")
+        os.environ["CONVOY_RESUME_FROM"] = os.path.join(self.dir, "attempt-0", "epoch-3.pt")
+        before = self.tree(but=os.environ["CONVOY_CHECKPOINT_URI"])
+        with self.assertNoLogs("convoy", logging.WARNING):
+            for epoch in (4, 5, 6, 7):
+                convoy.checkpoint_saved(self.save("attempt-1/epoch-%d.pt" % epoch), epoch)
+        self.assertEqual(self.tree(but=os.environ["CONVOY_CHECKPOINT_URI"]), before)
+        self.assertEqual(sorted(os.listdir(os.path.join(self.dir, "attempt-1"))), [".convoy-checkpoints.json", "epoch-6.pt", "epoch-7.pt"])
 
     def test_never_one_it_is_asked_to_keep(self):
         best = self.save("epoch-1.pt")

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -35,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/convoy-dev/convoy/test/chaos"
+	"github.com/convoy-dev/convoy/test/e2e/realstack"
 	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
 )
@@ -66,11 +68,14 @@ func main() {
 	flags.DurationVar(&cfg.Grace, "grace", cfg.Grace, "How long a gang may be partly bound before it counts as partial.")
 	flags.DurationVar(&cfg.Deadline, "deadline", cfg.Deadline, "How long jobs have after a scenario's last fault before they count as stuck.")
 	flags.Uint64Var(&cfg.Seed, "seed", cfg.Seed, "Seed of the job sizes and kill moments.")
-	scenarios := flags.String("scenarios", "", "Comma-separated scenarios to run, of R1, R2, control-plane, R5, nodes and webhook (default: all).")
+	scenarios := flags.String("scenarios", "", "Comma-separated scenarios to run, of R1, R2, control-plane, R5, nodes, webhook and "+realNodes+" (default: all; "+realNodes+" needs root and `make images`).")
 	stateDir := flags.String("state-dir", "", "Keep the cluster's state and every component's log here (default: a temporary directory, removed unless the run fails).")
 	flag.Parse()
+	real := true
 	if *scenarios != "" {
 		cfg.Scenarios = strings.Split(*scenarios, ",")
+		real = slices.Contains(cfg.Scenarios, realNodes)
+		cfg.Scenarios = slices.DeleteFunc(cfg.Scenarios, func(s string) bool { return s == realNodes })
 	}
 	began := time.Now()
 	cfg.Log = func(format string, args ...any) {
@@ -80,20 +85,68 @@ func main() {
 	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cfg, *stateDir); err != nil {
+	var results []chaos.Result
+	var err error
+	if *scenarios == "" || len(cfg.Scenarios) > 0 {
+		results, err = run(ctx, cfg, *stateDir)
+	}
+	if real && err == nil {
+		var res []chaos.Result
+		res, err = runReal(ctx, *stateDir, cfg.Log)
+		results = append(results, res...)
+	}
+	if perr := chaos.Print(os.Stdout, results); perr != nil && err == nil {
+		err = perr
+	}
+	for _, res := range results {
+		if (!res.Met || len(res.Slow) > 0) && err == nil {
+			err = fmt.Errorf("%s: target not met", res.Scenario)
+		}
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, cfg chaos.Config, stateDir string) (err error) {
-	kwokArgs, err := stack.KwokArgs(ctx)
-	if err != nil {
-		return err
+// realNodes is the scenario of test/chaos RealNodes, on a cluster of its own.
+const realNodes = "real-nodes"
+
+// run runs the scenarios of cfg on the simulated fleet.
+func run(ctx context.Context, cfg chaos.Config, stateDir string) ([]chaos.Result, error) {
+	return onCluster(ctx, framework.Options{StateDir: stateDir, AddToScheme: chaos.AddToScheme}, func(c *framework.Cluster) ([]chaos.Result, error) {
+		r, err := chaos.Setup(ctx, c, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return r.Run(ctx)
+	})
+}
+
+// runReal starts Convoy on real nodes (test/e2e/realstack) and runs test/chaos RealNodes there.
+func runReal(ctx context.Context, stateDir string, log func(format string, args ...any)) ([]chaos.Result, error) {
+	if stateDir != "" {
+		stateDir = filepath.Join(stateDir, realNodes)
 	}
-	c, err := framework.Start(ctx, framework.Options{StateDir: stateDir, KwokArgs: kwokArgs, AddToScheme: chaos.AddToScheme, Log: os.Stderr})
+	return onCluster(ctx, framework.Options{StateDir: stateDir, RealNodes: true, AddToScheme: realstack.AddToScheme}, func(c *framework.Cluster) ([]chaos.Result, error) {
+		e, err := realstack.Start(ctx, c, log)
+		if err != nil {
+			return nil, err
+		}
+		return chaos.RealNodes(ctx, e, "chaos-real-nodes", log)
+	})
+}
+
+// onCluster starts a cluster with opts and the stack's kwok, runs f on it and stops it; a cluster
+// whose run failed keeps its state and logs.
+func onCluster(ctx context.Context, opts framework.Options, f func(*framework.Cluster) ([]chaos.Result, error)) (results []chaos.Result, err error) {
+	if opts.KwokArgs, err = stack.KwokArgs(ctx); err != nil {
+		return nil, err
+	}
+	opts.Log = os.Stderr
+	c, err := framework.Start(ctx, opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -104,18 +157,5 @@ func run(ctx context.Context, cfg chaos.Config, stateDir string) (err error) {
 			err = serr
 		}
 	}()
-	r, err := chaos.Setup(ctx, c, cfg)
-	if err != nil {
-		return err
-	}
-	results, err := r.Run(ctx)
-	if perr := chaos.Print(os.Stdout, results); perr != nil && err == nil {
-		err = perr
-	}
-	for _, res := range results {
-		if (!res.Met || len(res.Slow) > 0) && err == nil {
-			err = fmt.Errorf("%s: target not met", res.Scenario)
-		}
-	}
-	return err
+	return f(c)
 }

@@ -33,7 +33,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,38 +49,65 @@ func TestMain(m *testing.M) { realstack.Main(m) }
 // replaces with their own.
 const placeholderRegistry = "registry.example.com/ml"
 
-// On real nodes that carry only their provider's and NVIDIA's labels, the README's Helm block and
-// its kustomize block run with bash as written, REGISTRY set to the local registry; the kustomize
-// install then runs examples/seed/digits.yaml, a manifest written for the seed design (the GPU in
-// resources, priority, a root image), to Completed. Two things are not as on a platform team's
-// cluster, because this machine is offline and has no GPU: deploy/kueue takes Kueue's release from
-// the pinned module instead of GitHub (realstack.OfflineKueue), and the node agent reads mock NVML.
-// The Helm block's `helm install` runs with --dry-run=server: the API server validates what the
-// chart renders with the README's values, and the cluster keeps the kustomize install.
+// docFiles are the Markdown files whose marked blocks the test runs.
+var docFiles = []string{"README.md", "docs/install.md"}
+
+// On real nodes that carry only their provider's and NVIDIA's labels, beside a kwok fleet of EKS
+// GPU nodes labelled and tainted as EKS and GPU Feature Discovery do, the docs' blocks run with bash
+// as written, REGISTRY set to the local registry: the README's Helm install, checked to serve (its
+// Deployments available with the registry's images, its webhook refusing a job whose label and
+// spec.scheduling.queue disagree), then docs/install.md's uninstall, checked to leave nothing of
+// Convoy or Kueue; then docs/install.md's topology preset (eks) and the README's kustomize install,
+// which trains examples/seed/digits.yaml, a manifest written for the seed design (the GPU in
+// resources, priority, a root image), to Completed on the real nodes, while a 4-worker job of
+// team-a runs on the fleet, inside one layer-3 network domain. Three things are not as on a
+// platform team's cluster, because this machine is offline and has no GPU: deploy/kueue takes
+// Kueue's release from the pinned module instead of GitHub (realstack.OfflineKueue), the node agent
+// reads mock NVML, and the fleet's nodes are kwok's.
 func TestInstallFromTheREADMEAndTrainASeedJob(t *testing.T) {
 	ctx := t.Context()
 	e, err := realstack.StartNodes(ctx, framework.Shared(t), realstack.ProviderLabels(), t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range e.Nodes {
-		node, err := e.Cluster.Clientset.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for k := range node.Labels {
-			if strings.Contains(k, "convoy.dev/") || strings.HasPrefix(k, "karpenter.sh/") {
-				t.Fatalf("node %s has label %s: this tier's nodes carry only their provider's and NVIDIA's labels", n.Name, k)
-			}
-		}
-	}
-	readme, err := os.ReadFile(filepath.Join(e.Root, "README.md"))
+	fleet, err := startFleet(ctx, e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	blocks, err := Blocks(readme)
-	if err != nil {
-		t.Fatalf("README.md: %v", err)
+	nodes := &corev1.NodeList{}
+	if err := e.Cluster.Client.List(ctx, nodes); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range nodes.Items {
+		for k := range node.Labels {
+			if strings.Contains(k, "convoy.dev/") || strings.HasPrefix(k, "karpenter.sh/") {
+				t.Fatalf("node %s has label %s: this tier's nodes carry only their provider's and NVIDIA's labels", node.Name, k)
+			}
+		}
+	}
+	blocks := map[string]docBlock{}
+	for _, file := range docFiles {
+		data, err := os.ReadFile(filepath.Join(e.Root, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bs, err := Blocks(data)
+		if err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		for name, script := range bs {
+			if b, dup := blocks[name]; dup {
+				t.Fatalf("block %s is marked in %s and in %s", name, b.file, file)
+			}
+			blocks[name] = docBlock{file: file, name: name, script: script}
+		}
+	}
+	block := func(name string) docBlock {
+		b, ok := blocks[name]
+		if !ok {
+			t.Fatalf("no file of %v marks a block %s", docFiles, name)
+		}
+		return b
 	}
 	clone := cloneRepository(t, e.Root)
 	if err := e.OfflineKueue(ctx, filepath.Join(clone, "deploy", "kueue"), e.Image(images.Kueue)); err != nil {
@@ -90,30 +116,114 @@ func TestInstallFromTheREADMEAndTrainASeedJob(t *testing.T) {
 	mockNVML(t, clone)
 	registry := realstack.Registry + "/ml"
 
-	for _, block := range []string{"install-helm", "install-kustomize"} {
-		script, err := SetVariable(blocks[block], "REGISTRY", registry)
-		if err != nil {
-			t.Fatalf("README.md's block %s: %v", block, err)
-		}
-		if block == "install-helm" {
-			// What the chart renders is validated by the API server, not printed.
-			script = "helm() { command helm \"$@\" --dry-run=server >/dev/null; }\n" + script
-		}
-		runBlock(t, e, clone, block, script)
+	// The chart's node agent reads mock NVML too.
+	helm := block("install-helm").set(t, "REGISTRY", registry)
+	helm.script = `helm() { if [ "$1" = install ]; then command helm "$@" --set 'nodeAgent.extraArgs={--nvml=mock:` +
+		realstack.Profile + `}'; else command helm "$@"; fi; }` + "\n" + helm.script
+	runBlock(t, e, clone, helm)
+	checkDeployments(t, e, registry)
+	checkQueueWebhook(t, e)
+	runBlock(t, e, clone, block("uninstall"))
+	checkUninstalled(t, e)
+
+	runBlock(t, e, clone, block("topology-preset").set(t, "PRESET", fleetPreset))
+	runBlock(t, e, clone, block("install-kustomize").set(t, "REGISTRY", registry))
+	checkDeployments(t, e, registry)
+	if err := e.WaitGPUNodes(ctx); err != nil {
+		t.Fatal(err)
+	}
+	submitFleetJob(t, e)
+	trainSeedJob(t, e, registry)
+	checkFleetJob(t, e, fleet)
+}
+
+// docBlock is a marked block of a Markdown file.
+type docBlock struct {
+	file, name, script string
+}
+
+// set returns b with the shell variable name set to value, as a reader sets it.
+func (b docBlock) set(t *testing.T, name, value string) docBlock {
+	t.Helper()
+	script, err := SetVariable(b.script, name, value)
+	if err != nil {
+		t.Fatalf("%s's block %s: %v", b.file, b.name, err)
+	}
+	b.script = script
+	return b
+}
+
+// checkDeployments waits until the operator and the scheduler are available and checks that they
+// run the images that `make images` pushed to registry, tagged with the version.
+func checkDeployments(t *testing.T, e *realstack.Env, registry string) {
+	t.Helper()
+	if out, err := e.Kubectl(t.Context(), "wait", "-n", stack.Namespace, "--for=condition=Available", "deployment", "--all", "--timeout=4m"); err != nil {
+		pods, _ := e.Kubectl(context.Background(), "get", "pods", "-n", stack.Namespace, "-o", "wide")
+		t.Fatalf("Convoy's Deployments never available: %v\n%s\n%s", err, out, pods)
 	}
 	for _, d := range []string{stack.Operator, stack.Scheduler} {
 		var dep appsv1.Deployment
-		if err := e.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: stack.Namespace, Name: d}, &dep); err != nil {
+		if err := e.Cluster.Client.Get(t.Context(), client.ObjectKey{Namespace: stack.Namespace, Name: d}, &dep); err != nil {
 			t.Fatal(err)
 		}
 		if img := dep.Spec.Template.Spec.Containers[0].Image; !strings.HasPrefix(img, registry+"/"+d+":v") {
 			t.Errorf("deployment %s runs %s, want the image make images pushed to %s", d, img, registry)
 		}
 	}
-	if err := e.WaitGPUNodes(ctx); err != nil {
-		t.Fatal(err)
+}
+
+// checkQueueWebhook checks that the operator's TrainingJob webhook answers: kubectl is refused a
+// job whose queue label and spec.scheduling.queue disagree, with the webhook's message.
+func checkQueueWebhook(t *testing.T, e *realstack.Env) {
+	t.Helper()
+	file := writeTemp(t, []byte(`apiVersion: convoy.dev/v1alpha1
+kind: TrainingJob
+metadata:
+  name: two-queues
+  namespace: team-a
+  labels: {kueue.x-k8s.io/queue-name: default}
+spec:
+  model: resnet18
+  dataset: mnist
+  numWorkers: 1
+  scheduling: {queue: training}
+`))
+	want := `names LocalQueue "default" but spec.scheduling.queue names "training"`
+	var out string
+	// The webhook answers once the operator has made its certificate and injected its CA.
+	err := wait.PollUntilContextTimeout(t.Context(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var err error
+		out, err = e.Kubectl(ctx, "create", "--dry-run=server", "-f", file)
+		if err == nil {
+			return false, fmt.Errorf("kubectl create admitted a job whose label and spec.scheduling.queue disagree:\n%s", out)
+		}
+		return strings.Contains(out, want), nil
+	})
+	if err != nil {
+		t.Fatalf("the TrainingJob webhook never refused a job with %q: %v\n%s", want, err, out)
 	}
-	trainSeedJob(t, e, registry)
+}
+
+// checkUninstalled checks that nothing of Convoy, of Kueue or of deploy/queue is left: their
+// namespaces, CRDs, webhook configurations, API services, cluster roles and bindings,
+// PriorityClasses and admission policies.
+func checkUninstalled(t *testing.T, e *realstack.Env) {
+	t.Helper()
+	out, err := e.Kubectl(t.Context(), "get", "-o", "name",
+		"namespaces,customresourcedefinitions,mutatingwebhookconfigurations,validatingwebhookconfigurations,"+
+			"clusterroles,clusterrolebindings,priorityclasses,validatingadmissionpolicies,validatingadmissionpolicybindings,apiservices")
+	if err != nil {
+		t.Fatalf("kubectl get: %v\n%s", err, out)
+	}
+	var left []string
+	for _, o := range strings.Fields(out) {
+		if regexp.MustCompile(`convoy|kueue|scheduling\.x-k8s\.io|team-[ab]$|priorityclass[^/]*/(low|normal|high)$`).MatchString(o) {
+			left = append(left, o)
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("after docs/install.md's uninstall, the cluster still has %v", left)
+	}
 }
 
 // cloneRepository copies the repository's files (tracked, and untracked but not ignored) into a
@@ -175,16 +285,16 @@ func mockNVML(t *testing.T, clone string) {
 	}
 }
 
-// runBlock runs script with bash in dir, stopping at the first command that fails, with kubectl
+// runBlock runs b's script with bash in dir, stopping at the first command that fails, with kubectl
 // and helm of bin/ on PATH and the cluster's kubeconfig; REGISTRY_INSECURE=1 because the local
 // registry speaks plain HTTP, and CONVOY_BUILT because `make bin images` ran before the test.
-func runBlock(t *testing.T, e *realstack.Env, dir, block, script string) {
+func runBlock(t *testing.T, e *realstack.Env, dir string, b docBlock) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 	began := time.Now()
 	helmState := t.TempDir()
-	cmd := exec.CommandContext(ctx, "bash", "-euxo", "pipefail", "-c", script)
+	cmd := exec.CommandContext(ctx, "bash", "-euxo", "pipefail", "-c", b.script)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"PATH="+e.Cluster.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"),
@@ -195,9 +305,9 @@ func runBlock(t *testing.T, e *realstack.Env, dir, block, script string) {
 		"HELM_CONFIG_HOME="+filepath.Join(helmState, "config"),
 		"HELM_DATA_HOME="+filepath.Join(helmState, "data"))
 	out, err := cmd.CombinedOutput()
-	t.Logf("README.md's block %s (%.1fs):\n%s", block, time.Since(began).Seconds(), out)
+	t.Logf("%s's block %s (%.1fs):\n%s", b.file, b.name, time.Since(began).Seconds(), out)
 	if err != nil {
-		t.Fatalf("README.md's block %s failed: %v", block, err)
+		t.Fatalf("%s's block %s failed: %v", b.file, b.name, err)
 	}
 }
 

@@ -22,8 +22,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/chaos"
 	"github.com/convoy-dev/convoy/test/e2e/realstack"
 	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
@@ -98,6 +99,12 @@ func TestPyTorchJobTrainsIsKilledAndResumesFromItsCheckpoint(t *testing.T) {
 	}
 	if res.ResumedFrom < 1 || int32(res.ResumedFrom) < res.KilledAtEpoch {
 		t.Errorf("the restarted gang resumed from epoch %d; the job had checkpointed epoch %d before the kill", res.ResumedFrom, res.KilledAtEpoch)
+	}
+	// The earlier attempt's checkpoints and the job's directory are read-only in the restarted
+	// gang: the pods of one attempt never write where another's do.
+	want := map[string]string{"root": "Read-only file system", "resumed": "Read-only file system", "own": "written"}
+	if !maps.Equal(res.Writes, want) || !strings.Contains(res.ResumeFrom, "/attempt-0/") {
+		t.Errorf("writes in a restarted worker (CONVOY_RESUME_FROM %s): %v, want %v, resuming from attempt-0", res.ResumeFrom, res.Writes, want)
 	}
 	if res.Final.Status.State != convoy.StateCompleted {
 		t.Fatalf("the job ended %s, want Completed: %+v", res.Final.Status.State, res.Final.Status.Conditions)
@@ -431,100 +438,31 @@ func TestLeaderFailover(t *testing.T) {
 	}
 }
 
-// A node's kubelet stops under a running gang (its containers keep running, unreachable): once the
-// node lifecycle controller taints the node unreachable the operator restarts the gang, and its pods
-// there stay Terminating with no kubelet to finish them. After their grace period the operator deletes them without waiting, and
-// the whole gang restarts on the other node from its latest checkpoint, with no pod of it on the
-// lost node. The times are logged. It runs last: the node does not come back.
+// A real node is taken from under a running gang, its kubelet stopped, then its cable cut (test/chaos
+// RealNodes): each time the gang runs whole again on another node from its latest checkpoint, and
+// once the node is back the old attempt's containers there are gone, having written nothing after
+// and nothing into the new attempt's checkpoints. It logs each fault's row of `make chaos`'s table;
+// a time over its target is logged, not failed on (`make chaos` fails on it). It adds a third real
+// node, which stays.
 func TestGangOnALostNodeRestartsElsewhereFromItsCheckpoint(t *testing.T) {
 	e := setup(t)
-	ns := framework.TestNamespace(t)
-	ctx := t.Context()
-	if err := e.StoryQueue(ctx, ns); err != nil {
+	results, err := chaos.RealNodes(t.Context(), e, framework.TestNamespace(t), t.Logf)
+	var table strings.Builder
+	if perr := chaos.Print(&table, results); perr != nil {
+		t.Error(perr)
+	}
+	t.Logf("make chaos's rows:\n%s", table.String())
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := realstack.CheckpointVolume(ctx, e.Cluster, ns, "checkpoints"); err != nil {
-		t.Fatal(err)
-	}
-	// The pods leave an unreachable node 5 s after it is found so (the default is 300 s).
-	if err := e.Apply(ctx, fmt.Sprintf(`apiVersion: convoy.dev/v1alpha1
-kind: TrainingJob
-metadata: {name: lost, namespace: %s}
-spec:
-  model: mlp
-  dataset: sklearn-digits
-  framework: pytorch
-  numWorkers: 2
-  gpusPerWorker: 1
-  image: %s
-  env:
-  - {name: CONVOY_EXAMPLE_EPOCH_SLEEP, value: "2"}
-  resources:
-    requests: {cpu: 100m, memory: 256Mi}
-  hyperparameters: {epochs: 60}
-  networking: {backend: gloo}
-  checkpoint:
-    enabled: true
-    frequency: 1
-    storage: {type: pvc, claimName: checkpoints}
-  scheduling:
-    queue: training
-    priorityClassName: normal
-    tolerations:
-    - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 5}
-    - {key: node.kubernetes.io/not-ready, operator: Exists, effect: NoExecute, tolerationSeconds: 5}
-`, ns, e.Image(images.Trainer))); err != nil {
-		t.Fatal(err)
-	}
-	job := &convoy.TrainingJob{}
-	waitJob := func(what string, timeout time.Duration, cond func() bool) {
-		t.Helper()
-		err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-			if err := e.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lost"}, job); err != nil {
-				return false, err
-			}
-			return cond(), nil
-		})
-		if err != nil {
-			events, _ := e.Kubectl(context.Background(), "get", "events", "-n", ns, "--sort-by=.lastTimestamp")
-			t.Fatalf("waiting for %s: %v; state %s (%s), conditions %+v\nevents:\n%s", what, err, job.Status.State, job.Status.Reason, job.Status.Conditions, events)
-		}
-	}
-	waitJob("a checkpoint of the running gang", 3*time.Minute, func() bool {
-		return job.Status.State == convoy.StateRunning && job.Status.Checkpoint != nil && job.Status.Checkpoint.Epoch >= 1
-	})
-	pods := &corev1.PodList{}
-	if err := e.Cluster.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{convoy.LabelJobName: "lost"}); err != nil {
-		t.Fatal(err)
-	}
-	lostNode := pods.Items[0].Spec.NodeName
-	if err := e.Cluster.StopProcess(framework.Kubelet + "-" + lostNode); err != nil {
-		t.Fatal(err)
-	}
-	stopped := time.Now()
-	// The tests after this one need both nodes.
-	t.Cleanup(func() {
-		if err := e.RestartKubelet(context.Background(), lostNode); err != nil {
-			t.Error(err)
-		}
-	})
-
-	waitJob("the gang to restart", 3*time.Minute, func() bool { return job.Status.RestartCount >= 1 })
-	restarting := meta.FindStatusCondition(job.Status.Conditions, convoy.ConditionRestarting)
-	lostAt := restarting.LastTransitionTime.Time
-	t.Logf("kubelet of %s stopped; %.1fs later: %s: %s", lostNode, lostAt.Sub(stopped).Seconds(), restarting.Reason, restarting.Message)
-	waitJob("the gang running again", 4*time.Minute, func() bool { return job.Status.State == convoy.StateRunning })
-	t.Logf("running again %.1fs after its pods were found lost, from checkpoint epoch %d", time.Since(lostAt).Seconds(), job.Status.Checkpoint.Epoch)
-
-	if err := e.Cluster.Client.List(ctx, pods, client.InNamespace(ns), client.MatchingLabels{convoy.LabelJobName: "lost"}); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		if p.Labels[convoy.LabelRestartAttempt] != "1" || p.Spec.NodeName == lostNode {
-			t.Errorf("pod %s of attempt %s on node %s; want attempt 1 on another node", p.Name, p.Labels[convoy.LabelRestartAttempt], p.Spec.NodeName)
-		}
-		if !slices.ContainsFunc(p.Spec.Containers[0].Env, func(v corev1.EnvVar) bool { return v.Name == "CONVOY_RESUME_FROM" && v.Value != "" }) {
-			t.Errorf("pod %s of the restarted gang has no CONVOY_RESUME_FROM", p.Name)
+	for _, res := range results {
+		switch {
+		case res.Missed != "":
+			t.Errorf("%s: the fault did not land: %s", res.Scenario, res.Missed)
+		case !res.Met:
+			t.Errorf("%s: %s; got %s (lost %d, duplicate pods %d, partial gangs %d)", res.Scenario, res.Target, res.Times, res.Lost, res.Duplicates, res.Partial)
+		case len(res.Slow) > 0:
+			t.Logf("%s: over its target (a measure, not a test): %s", res.Scenario, strings.Join(res.Slow, "; "))
 		}
 	}
 }

@@ -44,10 +44,11 @@ import (
 	"github.com/convoy-dev/convoy/test/images"
 )
 
+// Registry is where the local registry listens: the host's address on the node bridge, which
+// containerd on every real node reaches.
+var Registry = framework.NodeGatewayIP + ":5000"
+
 const (
-	// Registry is where the local registry listens: the host's address on the node bridge, which
-	// containerd on every real node reaches.
-	Registry = framework.NodeGatewayIP + ":5000"
 	// Profile is the mock NVML profile of the real nodes' simulated GPUs: 4 L40S on PCIe.
 	Profile = "pcie-4"
 	// GPUProduct is what Profile imitates, the nodes' nvidia.com/gpu.product.
@@ -161,24 +162,11 @@ func StartNodes(ctx context.Context, c *framework.Cluster, labels map[string]str
 	logf("Registry at %s holds %v (%.1fs)", Registry, Images, time.Since(began).Seconds())
 
 	for i, name := range NodeNames {
-		n, err := c.StartRealNode(ctx, framework.RealNodeSpec{
-			Name:         name,
-			Index:        i + 1,
-			Labels:       maps.Clone(labels),
-			SandboxImage: e.Image(images.Pause),
-			Registry:     Registry,
-		})
+		n, err := e.startNode(ctx, name, i+1, labels)
 		if err != nil {
 			return nil, err
 		}
 		e.Nodes = append(e.Nodes, n)
-		if err := c.StartProcess(DevicePlugin+"-"+name, DevicePlugin, []string{
-			"--device-plugin-dir=" + n.DevicePluginDir,
-			"--node-name=" + name,
-			"--nvml=mock:" + Profile,
-		}, nil); err != nil {
-			return nil, err
-		}
 		logf("Real node %s Ready at %s, pods in %s (%.1fs)", name, n.IP, n.PodCIDR, time.Since(began).Seconds())
 	}
 	if err := waitGPUs(ctx, c, e.Nodes); err != nil {
@@ -190,6 +178,46 @@ func StartNodes(ctx context.Context, c *framework.Cluster, labels map[string]str
 	}
 	logf("CoreDNS ready on %s (%.1fs)", NodeNames[0], time.Since(began).Seconds())
 	return e, nil
+}
+
+// AddNode starts one more real node, number index (from 1, above the NodeNames'), labelled with
+// ConvoyLabels, with its device plugin, and waits until it advertises its GPUs.
+func (e *Env) AddNode(ctx context.Context, name string, index int) (*framework.RealNode, error) {
+	n, err := e.startNode(ctx, name, index, ConvoyLabels())
+	if err != nil {
+		return nil, err
+	}
+	e.Nodes = append(e.Nodes, n)
+	return n, waitGPUs(ctx, e.Cluster, []*framework.RealNode{n})
+}
+
+// startNode starts real node name, number index, and its device plugin.
+func (e *Env) startNode(ctx context.Context, name string, index int, labels map[string]string) (*framework.RealNode, error) {
+	n, err := e.Cluster.StartRealNode(ctx, framework.RealNodeSpec{
+		Name:         name,
+		Index:        index,
+		Labels:       maps.Clone(labels),
+		SandboxImage: e.Image(images.Pause),
+		Registry:     Registry,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return n, e.Cluster.StartProcess(DevicePlugin+"-"+name, DevicePlugin, []string{
+		"--device-plugin-dir=" + n.DevicePluginDir,
+		"--node-name=" + name,
+		"--nvml=mock:" + Profile,
+	}, nil)
+}
+
+// Node returns the running real node called name, nil when there is none.
+func (e *Env) Node(name string) *framework.RealNode {
+	for _, n := range e.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
 }
 
 // Kubectl runs bin/kubectl as the cluster's administrator and returns its combined output.
@@ -223,10 +251,8 @@ func (e *Env) RestartKubelet(ctx context.Context, node string) error {
 	if err != nil {
 		return fmt.Errorf("node %s Ready again after its kubelet's restart: %w", node, err)
 	}
-	for _, n := range e.Nodes {
-		if n.Name == node {
-			return waitGPUs(ctx, e.Cluster, []*framework.RealNode{n})
-		}
+	if n := e.Node(node); n != nil {
+		return waitGPUs(ctx, e.Cluster, []*framework.RealNode{n})
 	}
 	return nil
 }
@@ -255,11 +281,16 @@ func waitGPUs(ctx context.Context, c *framework.Cluster, nodes []*framework.Real
 	return nil
 }
 
+// CheckpointVolumeDir is the host directory of CheckpointVolume's volume.
+func CheckpointVolumeDir(c *framework.Cluster, namespace, name string) string {
+	return filepath.Join(c.StateDir, "volumes", namespace+"-"+name)
+}
+
 // CheckpointVolume creates, once, a PersistentVolume on a host directory that both real nodes
 // mount (they share the machine's file system, as nodes share an NFS export) and a claim
 // namespace/name bound to it, for checkpoints.
 func CheckpointVolume(ctx context.Context, c *framework.Cluster, namespace, name string) error {
-	dir := filepath.Join(c.StateDir, "volumes", namespace+"-"+name)
+	dir := CheckpointVolumeDir(c, namespace, name)
 	// A state directory kept from an earlier run (make demo-real's) must not hand its checkpoints
 	// to this run's jobs.
 	if err := os.RemoveAll(dir); err != nil {

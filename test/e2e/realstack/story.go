@@ -33,7 +33,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/test/framework"
 	"github.com/convoy-dev/convoy/test/images"
 	"github.com/convoy-dev/convoy/test/util"
 )
@@ -73,6 +72,12 @@ type StoryResult struct {
 	GPUs map[string]PodGPU
 	// FirstStep is the time from `kubectl apply` to the first epoch logged by rank 0.
 	FirstStep time.Duration
+	// Writes is what writing a file gave in a restarted worker (`kubectl exec`), "written" or the
+	// error, by where: "root" (CONVOY_CHECKPOINT_ROOT), "resumed" (the directory of
+	// CONVOY_RESUME_FROM, an earlier attempt's) and "own" (CONVOY_CHECKPOINT_URI).
+	Writes map[string]string
+	// ResumeFrom is the restarted worker's CONVOY_RESUME_FROM.
+	ResumeFrom string
 }
 
 // StoryQueue creates what a queue administrator would for the real nodes (NodeQueue, the flavor
@@ -264,6 +269,11 @@ func (e *Env) RunStory(ctx context.Context, namespace string, w io.Writer) (*Sto
 		res.ResumedFrom, _ = strconv.Atoi(m[1])
 	}
 	say("Running again on %s: %s resumed from epoch %d", describePods(restarted), restarted[0].Name, res.ResumedFrom)
+	if res.Writes, res.ResumeFrom, err = e.checkpointWrites(ctx, namespace, restarted[0].Name); err != nil {
+		return nil, err
+	}
+	say("In %s, a write in CONVOY_CHECKPOINT_ROOT: %s; next to CONVOY_RESUME_FROM %s: %s; in CONVOY_CHECKPOINT_URI: %s",
+		restarted[0].Name, res.Writes["root"], res.ResumeFrom, res.Writes["resumed"], res.Writes["own"])
 
 	job, err = e.waitJob(ctx, namespace, "Completed", func(j *convoy.TrainingJob) bool {
 		return j.Status.State == convoy.StateCompleted || j.Status.State == convoy.StateFailed
@@ -304,6 +314,37 @@ func (e *Env) resolve(ctx context.Context, namespace, pod, name string) (string,
 	out, err := e.Kubectl(ctx, "exec", "-n", namespace, pod, "--", "python3", "-c",
 		"import socket, sys; print(socket.gethostbyname(sys.argv[1]))", name)
 	return strings.TrimSpace(out), err
+}
+
+// checkpointWrites writes a file, and removes it, in pod's checkpoint root, in the directory of the
+// checkpoint it resumed from and in its own attempt's directory; it returns what each write gave
+// and CONVOY_RESUME_FROM.
+func (e *Env) checkpointWrites(ctx context.Context, namespace, pod string) (map[string]string, string, error) {
+	const probe = `import json, os
+def write(d):
+    try:
+        with open(os.path.join(d, ".write-probe"), "w"):
+            pass
+    except OSError as e:
+        return e.strerror
+    os.remove(os.path.join(d, ".write-probe"))
+    return "written"
+env = os.environ
+print(json.dumps({"resume": env["CONVOY_RESUME_FROM"], "root": write(env["CONVOY_CHECKPOINT_ROOT"]),
+    "resumed": write(os.path.dirname(env["CONVOY_RESUME_FROM"])), "own": write(env["CONVOY_CHECKPOINT_URI"])}))`
+	out, err := e.Kubectl(ctx, "exec", "-n", namespace, pod, "--", "python3", "-c", probe)
+	if err != nil {
+		return nil, "", err
+	}
+	// kubectl's output is combined: the JSON is the last line.
+	out = strings.TrimSpace(out)
+	writes := map[string]string{}
+	if err := json.Unmarshal([]byte(out[strings.LastIndex(out, "\n")+1:]), &writes); err != nil {
+		return nil, "", fmt.Errorf("the write probe in %s printed %q: %w", pod, out, err)
+	}
+	resume := writes["resume"]
+	delete(writes, "resume")
+	return writes, resume, nil
 }
 
 // allocatedGPUs reads each pod's NVIDIA_VISIBLE_DEVICES and, once the node agent has published it,
@@ -448,12 +489,7 @@ func (e *Env) waitLog(ctx context.Context, namespace, pod string, re *regexp.Reg
 // KillContainer sends SIGKILL to the pod's container process through its node's containerd, as
 // the kernel's OOM killer or a crash would end it.
 func (e *Env) KillContainer(ctx context.Context, pod *corev1.Pod) error {
-	var node *framework.RealNode
-	for _, n := range e.Nodes {
-		if n.Name == pod.Spec.NodeName {
-			node = n
-		}
-	}
+	node := e.Node(pod.Spec.NodeName)
 	if node == nil || len(pod.Status.ContainerStatuses) == 0 {
 		return fmt.Errorf("pod %s is not running on a real node", pod.Name)
 	}

@@ -22,7 +22,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/framework"
 )
 
@@ -103,4 +109,16 @@ func KwokArgs(ctx context.Context) ([]string, error) {
       operator: 'DoesNotExist'
 `, 1)
 	return framework.KwokArgs(ctx, simExitStage, initialize)
+}
+
+// Main runs a package's tests on clusters fit for the stack: kwok with KwokArgs, and a client that
+// knows TrainingJobs, Kueue's objects and PodGroups.
+func Main(m *testing.M) {
+	kwokArgs, err := KwokArgs(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	framework.Main(m, framework.Options{KwokArgs: kwokArgs, AddToScheme: []func(*runtime.Scheme) error{
+		convoy.AddToScheme, kueue.AddToScheme, schedv1alpha1.AddToScheme}})
 }

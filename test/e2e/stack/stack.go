@@ -46,6 +46,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/framework"
 	"github.com/convoy-dev/convoy/test/util"
 )
@@ -99,6 +100,13 @@ type Options struct {
 	// BookingTimeout, when not zero, replaces deploy/scheduler's GangPlacement bookingTimeoutSeconds:
 	// how long the placement admission check holds an admitted gang's place for its pods.
 	BookingTimeout time.Duration
+	// SpotNodeLabel, when set (key=value), is the label of spot nodes in place of Karpenter's: the
+	// operator's --spot-node-label, and the label of deploy/queue's spot flavors, edited as
+	// docs/operations.md says.
+	SpotNodeLabel string
+	// TopologyPreset, when set, replaces deploy/scheduler's GangPlacement topologyLevels with
+	// topologyPreset: the levels of the labels a cloud's nodes carry (gke, eks, topograph).
+	TopologyPreset string
 	// Log receives one line per step; nothing when nil.
 	Log func(format string, args ...any)
 }
@@ -181,22 +189,24 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Stack, err
 		{"-f", s.path("deploy/kueue/kueue_trainingjob_role.yaml")},
 		{"-f", s.path("deploy/scheduler/rbac.yaml")},
 		{"-k", s.path("deploy/node-agent/simulator")},
-		{"-k", s.path("deploy/queue")},
 	} {
 		if _, err := s.Kubectl(ctx, append([]string{"apply", "--server-side", "--force-conflicts"}, args...)...); err != nil {
 			return nil, err
 		}
 	}
+	if err := s.applyQueues(ctx, opts.SpotNodeLabel); err != nil {
+		return nil, err
+	}
 	s.log("deploy/ RBAC, queues and priority classes applied (%.1fs)", time.Since(began).Seconds())
 
-	if err := s.setupOperator(ctx, opts.PodNetwork, replicas); err != nil {
+	if err := s.setupOperator(ctx, opts.PodNetwork, replicas, opts.SpotNodeLabel); err != nil {
 		return nil, err
 	}
 	schedulers := replicas
 	if opts.SpareScheduler {
 		schedulers++
 	}
-	if err := s.setupScheduler(ctx, schedulers, opts.BookingTimeout); err != nil {
+	if err := s.setupScheduler(ctx, schedulers, opts.BookingTimeout, opts.TopologyPreset); err != nil {
 		return nil, err
 	}
 	for _, names := range [][]string{s.Replicas(Operator), s.Replicas(Scheduler)[:replicas]} {
@@ -223,7 +233,7 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Stack, err
 
 // setupOperator writes the operator's ServiceAccount kubeconfig and webhook certificate, and its
 // command line with loopback addresses.
-func (s *Stack) setupOperator(ctx context.Context, podNetwork bool, replicas int) error {
+func (s *Stack) setupOperator(ctx context.Context, podNetwork bool, replicas int, spotNodeLabel string) error {
 	c := s.Cluster
 	kubeconfig, err := c.ServiceAccountKubeconfig(ctx, Namespace, Operator)
 	if err != nil {
@@ -255,6 +265,9 @@ func (s *Stack) setupOperator(ctx context.Context, podNetwork bool, replicas int
 	leaderElection, err := s.deployedLeaderElection()
 	if err != nil {
 		return err
+	}
+	if spotNodeLabel != "" {
+		leaderElection = append(leaderElection, "--spot-node-label="+spotNodeLabel)
 	}
 	var progressBackends, webhookBackends []string
 	for i := range replicas {
@@ -327,6 +340,34 @@ func (s *Stack) deployedLeaderElection() ([]string, error) {
 	return flags, nil
 }
 
+// applyQueues applies deploy/queue, its spot flavors selecting spotNodeLabel (key=value) in place of
+// Karpenter's label when it is set, as an administrator edits deploy/queue/flavors.yaml.
+func (s *Stack) applyQueues(ctx context.Context, spotNodeLabel string) error {
+	apply := []string{"apply", "--server-side", "--force-conflicts"}
+	if spotNodeLabel == "" {
+		_, err := s.Kubectl(ctx, append(apply, "-k", s.path("deploy/queue"))...)
+		return err
+	}
+	l, err := convoy.ParseSpotNodeLabel(spotNodeLabel)
+	if err != nil {
+		return err
+	}
+	out, err := s.Kubectl(ctx, "kustomize", s.path("deploy/queue"))
+	if err != nil {
+		return err
+	}
+	karpenter := convoy.DefaultSpotNodeLabel.Key + ": " + convoy.DefaultSpotNodeLabel.Value
+	if !strings.Contains(out, karpenter) {
+		return fmt.Errorf("deploy/queue: no spot flavor selects %s", karpenter)
+	}
+	path := filepath.Join(s.Cluster.StateDir, "queues.yaml")
+	if err := os.WriteFile(path, []byte(strings.ReplaceAll(out, karpenter, l.Key+": "+strconv.Quote(l.Value))), 0o644); err != nil {
+		return err
+	}
+	_, err = s.Kubectl(ctx, append(apply, "-f", path)...)
+	return err
+}
+
 // replicaName is the process name of replica i (from 0) of component.
 func replicaName(component string, i int) string {
 	if i == 0 {
@@ -374,7 +415,7 @@ func (s *Stack) StopOperator() error { return s.Cluster.StopProcess(Operator) }
 
 // setupScheduler writes deploy/scheduler/config.yaml with the scheduler's ServiceAccount
 // kubeconfig; leader election stays on, as deployed.
-func (s *Stack) setupScheduler(ctx context.Context, replicas int, bookingTimeout time.Duration) error {
+func (s *Stack) setupScheduler(ctx context.Context, replicas int, bookingTimeout time.Duration, preset string) error {
 	c := s.Cluster
 	kubeconfig, err := c.ServiceAccountKubeconfig(ctx, Namespace, Scheduler)
 	if err != nil {
@@ -394,13 +435,18 @@ func (s *Stack) setupScheduler(ctx context.Context, replicas int, bookingTimeout
 	}
 	conn["kubeconfig"] = kubeconfig
 	cfg["clientConnection"] = conn
-	if bookingTimeout > 0 {
-		profiles, _ := cfg["profiles"].([]any)
-		for _, p := range profiles {
-			pcs, _ := p.(map[string]any)["pluginConfig"].([]any)
-			for _, pc := range pcs {
-				if pc := pc.(map[string]any); pc["name"] == "GangPlacement" {
-					pc["args"].(map[string]any)["bookingTimeoutSeconds"] = int64(bookingTimeout.Seconds())
+	profiles, _ := cfg["profiles"].([]any)
+	for _, p := range profiles {
+		pcs, _ := p.(map[string]any)["pluginConfig"].([]any)
+		for _, pc := range pcs {
+			if pc := pc.(map[string]any); pc["name"] == "GangPlacement" {
+				args := pc["args"].(map[string]any)
+				if bookingTimeout > 0 {
+					args["bookingTimeoutSeconds"] = int64(bookingTimeout.Seconds())
+				}
+				if preset != "" {
+					delete(args, "topologyLevels")
+					args["topologyPreset"] = preset
 				}
 			}
 		}

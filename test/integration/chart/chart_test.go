@@ -138,6 +138,32 @@ func TestChartRendersTheKustomizeBases(t *testing.T) {
 	}
 }
 
+// TestChartSpotNodeLabelIsOneValue: the value spotNodeLabel is both the operator's
+// --spot-node-label and the label the sample spot flavors select, in place of Karpenter's.
+func TestChartSpotNodeLabelIsOneValue(t *testing.T) {
+	c := framework.Shared(t)
+	out, err := run(t, c, "helm", "template", "convoy", chartDir(t), "--namespace", namespace,
+		"--set", "queues.enabled=true", "--set", "spotNodeLabel=cloud.google.com/gke-spot=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := objects(t, out)
+	var d appsv1.Deployment
+	if b, err := yaml.Marshal(objs["Deployment/"+namespace+"/convoy-operator"]); err != nil || yaml.Unmarshal(b, &d) != nil || len(d.Spec.Template.Spec.Containers) == 0 {
+		t.Fatalf("no operator Deployment in the chart (%v)", err)
+	}
+	if args := d.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--spot-node-label=cloud.google.com/gke-spot=true") {
+		t.Errorf("operator args %q, want --spot-node-label=cloud.google.com/gke-spot=true", args)
+	}
+	for _, name := range []string{"h100-spot", "a100-spot"} {
+		spec, _ := objs["ResourceFlavor/<nil>/"+name]["spec"].(map[string]any)
+		labels, _ := spec["nodeLabels"].(map[string]any)
+		if labels["cloud.google.com/gke-spot"] != "true" || labels["karpenter.sh/capacity-type"] != nil {
+			t.Errorf("ResourceFlavor %s nodeLabels = %v, want cloud.google.com/gke-spot: \"true\" in place of Karpenter's", name, labels)
+		}
+	}
+}
+
 // TestChartInstallsUpgradesAndUninstalls: helm installs the chart into a release namespace of its
 // own: the CRDs, the operator, scheduler and node agent workloads with the values given, the
 // webhooks and the priority-grant policy pointed at the release's namespace; an upgrade changes the replicas; uninstall removes

@@ -84,7 +84,7 @@ func setup(c *framework.Cluster) error {
 	if err := c.InstallCRDs(ctx, filepath.Join(root, "deploy", "crd", "bases")); err != nil {
 		return err
 	}
-	for _, dir := range []string{"deploy/node-agent", "deploy/node-agent/simulator"} {
+	for _, dir := range []string{"deploy/node-agent/simulator", "deploy/node-agent"} {
 		if err := util.ApplyKustomization(ctx, c, filepath.Join(root, dir), "nodeagent-test"); err != nil {
 			return fmt.Errorf("applying %s: %w", dir, err)
 		}

@@ -27,6 +27,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -102,12 +103,12 @@ func (e *env) configMap(name string) *corev1.ConfigMap {
 	return cm
 }
 
-// checkpointMount is the pod's checkpoints volume mount and the claim it mounts.
-func checkpointMount(pod *corev1.Pod) (corev1.VolumeMount, string) {
-	var mount corev1.VolumeMount
+// checkpointMounts are the pod's checkpoints volume mounts and the claim they mount.
+func checkpointMounts(pod *corev1.Pod) ([]corev1.VolumeMount, string) {
+	var mount []corev1.VolumeMount
 	for _, m := range pod.Spec.Containers[0].VolumeMounts {
 		if m.Name == "checkpoints" {
-			mount = m
+			mount = append(mount, m)
 		}
 	}
 	for _, v := range pod.Spec.Volumes {
@@ -174,7 +175,7 @@ func TestDesignExampleDistributed(t *testing.T) {
 			util.EnvOf(pod, "MASTER_ADDR") != name+"-worker-0."+name+"."+e.ns+".svc" || util.EnvOf(pod, "NCCL_IB_DISABLE") != "0" {
 			t.Errorf("pod %s torchrun and NCCL environment: %v", pod.Name, pod.Spec.Containers[0].Env)
 		}
-		if _, claim := checkpointMount(pod); claim != name+"-checkpoints" {
+		if _, claim := checkpointMounts(pod); claim != name+"-checkpoints" {
 			t.Errorf("pod %s mounts claim %q, want %s-checkpoints", pod.Name, claim, name)
 		}
 	}
@@ -213,9 +214,11 @@ func TestDesignExampleCheckpointWithoutStorage(t *testing.T) {
 	})
 	claimName := name + "-checkpoints"
 	for _, pod := range e.waitPods(name, 2, 0) {
-		mount, claim := checkpointMount(pod)
-		if claim != claimName || mount.MountPath != "/checkpoints" || mount.SubPath != "" || mount.ReadOnly {
-			t.Errorf("pod %s mounts claim %q as %+v, want %s read-write at /checkpoints", pod.Name, claim, mount, claimName)
+		mounts, claim := checkpointMounts(pod)
+		want := []corev1.VolumeMount{{Name: "checkpoints", MountPath: "/checkpoints", ReadOnly: true}, {Name: "checkpoints",
+			MountPath: "/checkpoints/" + e.ns + "/" + name + "/attempt-0", SubPath: e.ns + "/" + name + "/attempt-0"}}
+		if claim != claimName || !equality.Semantic.DeepEqual(mounts, want) {
+			t.Errorf("pod %s mounts claim %q as %+v, want %s read-only at /checkpoints, its attempt-0 read-write", pod.Name, claim, mounts, claimName)
 		}
 		if util.EnvOf(pod, "CONVOY_CHECKPOINT_ROOT") != "/checkpoints/"+e.ns+"/"+name || util.EnvOf(pod, "CONVOY_CHECKPOINT_FREQUENCY") != "5" {
 			t.Errorf("pod %s checkpoint environment: %v", pod.Name, pod.Spec.Containers[0].Env)
@@ -247,7 +250,7 @@ func TestDesignExampleCheckpointWithoutStorage(t *testing.T) {
 	// Applied again, the job mounts the claim it kept, with its checkpoints.
 	e.applyExample("checkpoint.yaml")
 	for _, pod := range e.waitPods(name, 2, 0) {
-		if _, claim := checkpointMount(pod); claim != claimName {
+		if _, claim := checkpointMounts(pod); claim != claimName {
 			t.Errorf("pod %s mounts claim %q, want the retained %s", pod.Name, claim, claimName)
 		}
 	}
@@ -293,10 +296,12 @@ func TestSharedClaimGetsSubPath(t *testing.T) {
 	})
 	for job, n := range map[string]int{a: 2, b: 1} {
 		for _, pod := range e.waitPods(job, n, 0) {
-			mount, claim := checkpointMount(pod)
-			want := corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints/" + e.ns + "/" + job, SubPath: e.ns + "/" + job}
-			if claim != "team-checkpoints" || mount != want || util.EnvOf(pod, "CONVOY_CHECKPOINT_ROOT") != want.MountPath {
-				t.Errorf("pod %s mounts claim %q as %+v with CONVOY_CHECKPOINT_ROOT %q, want team-checkpoints as %+v", pod.Name, claim, mount, util.EnvOf(pod, "CONVOY_CHECKPOINT_ROOT"), want)
+			mounts, claim := checkpointMounts(pod)
+			dir := e.ns + "/" + job
+			want := []corev1.VolumeMount{{Name: "checkpoints", MountPath: "/checkpoints/" + dir, SubPath: dir, ReadOnly: true},
+				{Name: "checkpoints", MountPath: "/checkpoints/" + dir + "/attempt-0", SubPath: dir + "/attempt-0"}}
+			if claim != "team-checkpoints" || !equality.Semantic.DeepEqual(mounts, want) || util.EnvOf(pod, "CONVOY_CHECKPOINT_ROOT") != want[0].MountPath {
+				t.Errorf("pod %s mounts claim %q as %+v with CONVOY_CHECKPOINT_ROOT %q, want team-checkpoints as %+v", pod.Name, claim, mounts, util.EnvOf(pod, "CONVOY_CHECKPOINT_ROOT"), want)
 			}
 		}
 	}

@@ -19,9 +19,7 @@ package operator
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -599,49 +597,35 @@ func TestProgressReviewsShareANamespaceBudget(t *testing.T) {
 	}
 }
 
-// TestSquattersAreNeverAdopted: objects that take the names of a job's children before the job
-// exists (a pod <job>-worker-0, an MPI job's SSH Secret) are left alone and never used; the job says
-// so in its ChildConflict condition and a Warning event, and goes on once they are deleted.
+// TestSquattersAreNeverAdopted: a pod that takes the name of a job's pod <job>-worker-0 before the
+// job exists is left alone and never used; the job says so in its ChildConflict condition and a
+// Warning event, and goes on once it is deleted.
 func TestSquattersAreNeverAdopted(t *testing.T) {
 	e := newEnv(t)
 	e.startOperator()
-	squatters := []client.Object{
-		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "squat-worker-0"},
-			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "attacker"}}}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "mpisquat-ssh"},
-			Data: map[string][]byte{"id_rsa": []byte("the attacker's key")}},
-	}
-	for _, o := range squatters {
-		e.create(o)
-	}
+	squatter := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "squat-worker-0"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Image: "attacker"}}}}
+	e.create(squatter)
 	e.create(utiltesting.MakeTrainingJob("squat", e.ns).Workers(2).Obj())
-	e.create(utiltesting.MakeTrainingJob("mpisquat", e.ns).Framework(convoy.FrameworkMPI).Workers(2).Obj())
 
-	for job, taken := range map[string]string{"squat": "Pod " + e.ns + "/squat-worker-0", "mpisquat": "Secret " + e.ns + "/mpisquat-ssh"} {
-		e.eventually(job+"'s ChildConflict condition", func() (bool, string) {
-			c := meta.FindStatusCondition(e.job(job).Status.Conditions, convoy.ConditionChildConflict)
-			if c == nil {
-				return false, "none"
-			}
-			return c.Status == metav1.ConditionTrue && c.Reason == convoy.ReasonNameTaken && strings.Contains(c.Message, taken), c.Message
-		})
-		e.waitEvents(job, convoy.ReasonNameTaken)
-	}
-	for _, o := range squatters {
-		got := o.DeepCopyObject().(client.Object)
-		if err := e.k.Get(t.Context(), client.ObjectKeyFromObject(o), got); err != nil {
-			t.Fatalf("squatter %s: %v", o.GetName(), err)
+	e.eventually("squat's ChildConflict condition", func() (bool, string) {
+		c := meta.FindStatusCondition(e.job("squat").Status.Conditions, convoy.ConditionChildConflict)
+		if c == nil {
+			return false, "none"
 		}
-		if len(got.GetOwnerReferences()) != 0 || got.GetDeletionTimestamp() != nil {
-			t.Errorf("squatter %s was adopted or deleted: owners %v, deletion %v", o.GetName(), got.GetOwnerReferences(), got.GetDeletionTimestamp())
-		}
+		return c.Status == metav1.ConditionTrue && c.Reason == convoy.ReasonNameTaken && strings.Contains(c.Message, "Pod "+e.ns+"/squat-worker-0"), c.Message
+	})
+	e.waitEvents("squat", convoy.ReasonNameTaken)
+	got := &corev1.Pod{}
+	if err := e.k.Get(t.Context(), client.ObjectKeyFromObject(squatter), got); err != nil {
+		t.Fatalf("squatter: %v", err)
 	}
-	if pods := e.pods("mpisquat"); len(pods) != 0 {
-		t.Errorf("the MPI job created pods %v that would mount the attacker's SSH Secret", slices.Collect(maps.Keys(pods)))
+	if len(got.OwnerReferences) != 0 || got.DeletionTimestamp != nil {
+		t.Errorf("squatter was adopted or deleted: owners %v, deletion %v", got.OwnerReferences, got.DeletionTimestamp)
 	}
 
 	// Once the squatter is gone, the job makes its own pod and the condition turns false.
-	if err := e.k.Delete(t.Context(), squatters[0], client.GracePeriodSeconds(0)); err != nil {
+	if err := e.k.Delete(t.Context(), squatter, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
 	e.eventually("squat's own worker-0", func() (bool, string) {
@@ -842,8 +826,8 @@ func (c *dyingClient) Create(ctx context.Context, obj client.Object, opts ...cli
 	return c.Client.Create(ctx, obj, opts...)
 }
 
-// TestFrameworkChildren: an MPI job gets its SSH Secret and hostfile; an MXNet job its scheduler
-// and servers in the same gang.
+// TestFrameworkChildren: an MPI job gets its SSH Secret (status.sshSecretName) and hostfile; an
+// MXNet job its scheduler and servers in the same gang.
 func TestFrameworkChildren(t *testing.T) {
 	e := newEnv(t)
 	e.startOperator()
@@ -852,10 +836,9 @@ func TestFrameworkChildren(t *testing.T) {
 
 	pods := e.waitPods("hvd", 2, 0)
 	secret := &corev1.Secret{}
-	e.eventually("the SSH Secret", func() (bool, string) {
-		err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "hvd-ssh"}, secret)
-		return err == nil, fmt.Sprint(err)
-	})
+	if err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: e.job("hvd").Status.SSHSecretName}, secret); err != nil {
+		t.Fatalf("the SSH Secret status.sshSecretName: %v", err)
+	}
 	if secret.Type != corev1.SecretTypeSSHAuth || len(secret.Data["ssh-privatekey"]) == 0 || len(secret.Data["ssh-publickey"]) == 0 {
 		t.Errorf("SSH Secret type %s with keys %d/%d bytes", secret.Type, len(secret.Data["ssh-privatekey"]), len(secret.Data["ssh-publickey"]))
 	}

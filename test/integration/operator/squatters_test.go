@@ -21,6 +21,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -28,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -35,6 +38,7 @@ import (
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/operator"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
+	"github.com/convoy-dev/convoy/test/util"
 )
 
 // TestSquattedChildrenOfEveryKindAreRefused: an unlabelled object created first under the name of
@@ -234,5 +238,86 @@ func TestSquattedPublishPodIsNeverUsed(t *testing.T) {
 	}
 	if job.Status.Model != nil || job.Status.State != convoy.StateCompleted {
 		t.Errorf("status.model %v, state %s; want no model and Completed", job.Status.Model, job.Status.State)
+	}
+}
+
+// TestMPISecretCannotBeTakenFirst: an MPI job's SSH Secret gets a name the API server generates,
+// which status.sshSecretName records and every pod mounts; a Secret created first under the name
+// <job>-ssh is neither mounted, adopted nor reported. The operator, with deploy/'s RBAC, may create
+// a tenant's Secrets but not read them. A restarted gang keeps its Secret; once that Secret is
+// deleted, the next attempt mounts a new one.
+func TestMPISecretCannotBeTakenFirst(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	squatter := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hvd-ssh"}, Type: corev1.SecretTypeSSHAuth,
+		Data: map[string][]byte{corev1.SSHAuthPrivateKey: []byte("the attacker's key"), "ssh-publickey": []byte("the attacker's key")}}
+	e.create(squatter)
+	e.create(utiltesting.MakeTrainingJob("hvd", e.ns).Framework(convoy.FrameworkMPI).Workers(2).FailurePolicy(convoy.RestartOnFailure, 3).Obj())
+
+	// ownSecret checks that every pod of attempt mounts the job's own SSH Secret, and returns its name.
+	ownSecret := func(attempt int32) string {
+		t.Helper()
+		pods := e.startGang("hvd", 2, attempt)
+		job := e.job("hvd")
+		name := job.Status.SSHSecretName
+		if !strings.HasPrefix(name, "hvd-ssh-") || len(name) <= len("hvd-ssh-") {
+			t.Fatalf("status.sshSecretName = %q, want hvd-ssh-<suffix>", name)
+		}
+		secret := &corev1.Secret{}
+		if err := e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: name}, secret); err != nil {
+			t.Fatal(err)
+		}
+		if !metav1.IsControlledBy(secret, job) || secret.Type != corev1.SecretTypeSSHAuth || len(secret.Data[corev1.SSHAuthPrivateKey]) < 100 {
+			t.Errorf("Secret %s: owners %v, type %s, private key of %d bytes; want the job's, with its key pair", name, secret.OwnerReferences, secret.Type, len(secret.Data[corev1.SSHAuthPrivateKey]))
+		}
+		for _, pod := range pods {
+			var mounted []string
+			for _, v := range pod.Spec.Volumes {
+				if v.Secret != nil {
+					mounted = append(mounted, v.Secret.SecretName)
+				}
+			}
+			if !cmp.Equal(mounted, []string{name}) {
+				t.Errorf("pod %s mounts Secrets %v, want [%s]", pod.Name, mounted, name)
+			}
+		}
+		if c := meta.FindStatusCondition(job.Status.Conditions, convoy.ConditionChildConflict); c != nil {
+			t.Errorf("ChildConflict %s: %s; a Secret of another name is no child of the job", c.Status, c.Message)
+		}
+		return name
+	}
+	first := ownSecret(0)
+	got := &corev1.Secret{}
+	if err := e.k.Get(t.Context(), client.ObjectKeyFromObject(squatter), got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.OwnerReferences) != 0 || string(got.Data[corev1.SSHAuthPrivateKey]) != "the attacker's key" {
+		t.Errorf("the Secret hvd-ssh made first was adopted or changed: owners %v", got.OwnerReferences)
+	}
+
+	operatorUser := serviceaccount.MakeUsername(operatorNamespace, operatorSA)
+	for verb, want := range map[string]bool{"get": false, "list": false, "watch": false, "create": true} {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: operatorUser, Groups: serviceaccount.MakeGroupNames(operatorNamespace),
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: e.ns, Verb: verb, Resource: "secrets"},
+		}}
+		if err := e.k.Create(t.Context(), review); err != nil {
+			t.Fatal(err)
+		}
+		if review.Status.Allowed != want {
+			t.Errorf("%s may %s Secrets in a tenant's namespace: %t, want %t", operatorUser, verb, review.Status.Allowed, want)
+		}
+	}
+
+	e.finishPod("hvd-worker-0", 1)
+	if again := ownSecret(1); again != first {
+		t.Errorf("the restarted gang mounts Secret %s, want the job's %s", again, first)
+	}
+	if err := e.k.Delete(t.Context(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: first}}); err != nil {
+		t.Fatal(err)
+	}
+	e.finishPod(util.WorkerPod("hvd", 0, 1), 1)
+	if next := ownSecret(2); next == first {
+		t.Errorf("the gang after its Secret %s was deleted mounts it still", first)
 	}
 }

@@ -42,8 +42,9 @@ def checkpoint_dir(create: bool = True, env: Optional[Mapping[str, str]] = None)
 
 def checkpoint_root(env: Optional[Mapping[str, str]] = None) -> Optional[str]:
     """The local directory that holds every restart attempt's checkpoints, $CONVOY_CHECKPOINT_ROOT
-    when it is a path; checkpoint_dir() without it (an operator that gives each attempt none of its
-    own). None when checkpoint_dir() is None."""
+    when it is a path, mounted read-only (only checkpoint_dir() is writable); checkpoint_dir()
+    without it (an operator that gives each attempt none of its own). None when checkpoint_dir() is
+    None."""
     env = os.environ if env is None else env
     if checkpoint_dir(create=False, env=env) is None:
         return None

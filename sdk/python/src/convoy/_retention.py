@@ -1,11 +1,13 @@
 """Retention of checkpoints on file-system storage (pvc, nfs): the checkpoints reported through
-checkpoint_saved are listed, newest last, in a list per rank in the job's checkpoint directory
-(checkpoint_root, which holds every restart attempt's), which outlives the pod and spans attempts. A checkpoint is the group of the shards the ranks reported for it (the same epoch,
-reported as often before at that epoch); rank 0 alone deletes, whole groups past the newest
-CONVOY_CHECKPOINT_RETENTION of its own list. Only what the lists name is ever deleted, only inside
-the checkpoint directory, and never a part of the checkpoint being resumed from, the newest one the
-operator recorded, one the caller asks to keep, one of the newest retained, nor a shard among the
-newest retained of the rank that listed it. Failures are warnings."""
+checkpoint_saved are listed, newest last, in a list per rank in the restart attempt's own directory
+(checkpoint_dir(); the job's checkpoint_root() is mounted read-only, so the pods of an attempt
+before, still running on a lost node, cannot touch this one's), which outlives the pod. Earlier
+attempts' checkpoints are left as they are. A checkpoint is the group of the shards the ranks
+reported for it (the same epoch, reported as often before at that epoch); rank 0 alone deletes,
+whole groups past the newest CONVOY_CHECKPOINT_RETENTION of its own list. Only what the lists name
+is ever deleted, only inside the attempt's directory, and never a part of the checkpoint being
+resumed from, the newest one the operator recorded, one the caller asks to keep, one of the newest
+retained, nor a shard among the newest retained of the rank that listed it. Failures are warnings."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import os
 import shutil
 from typing import Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
-from ._checkpoint import checkpoint_retention, checkpoint_root, resume_from
+from ._checkpoint import checkpoint_dir, checkpoint_retention, resume_from
 
 log = logging.getLogger("convoy")
 
@@ -30,7 +32,7 @@ def track(path: str, epoch: int, recorded: bool, reporting: bool, keep: Iterable
           env: Optional[Mapping[str, str]] = None, rank: int = 0) -> List[str]:
     """Adds path (this rank's checkpoint or shard just written and reported: recorded by the
     operator or not, reporting saying whether there is an operator to report to) to the rank's list
-    in checkpoint_root(); on rank 0, then deletes the listed checkpoints past the newest
+    in checkpoint_dir(); on rank 0, then deletes the listed checkpoints past the newest
     checkpoint_retention() of them. Returns the paths deleted; never raises."""
     try:
         return _track(path, epoch, recorded, reporting, keep, env, rank)
@@ -41,7 +43,7 @@ def track(path: str, epoch: int, recorded: bool, reporting: bool, keep: Iterable
 
 def _track(path: str, epoch: int, recorded: bool, reporting: bool, keep: Iterable[str],
            env: Optional[Mapping[str, str]], rank: int) -> List[str]:
-    directory = checkpoint_root(env)
+    directory = checkpoint_dir(create=False, env=env)
     if directory is None or not os.path.isdir(directory):
         return []
     root = os.path.realpath(directory)

@@ -140,19 +140,21 @@ test-fuzz: ## Fuzz each Fuzz target for FUZZTIME (300 inputs; longer: make test-
 		done; \
 	done
 
-# The integration packages run as two sequences at once, each package with its own control plane:
+# The integration packages run as three sequences at once, each package with its own control plane:
 # most of their time is spent waiting on controllers. The packages that build images are in one
-# sequence, since two builds of the same Debian layer must not run together; the two sequences take
-# about as long.
+# sequence, since two builds of the same Debian layer must not run together; MultiKueue's test (three
+# control planes) is a sequence of its own; the sequences take about as long.
 INTEG_SEQ_A   = $(shell $(GO) list ./test/framework ./test/images ./test/integration/images ./test/integration/api ./test/integration/chart ./test/integration/frameworks ./test/integration/nodeagent ./test/integration/scheduler)
+INTEG_SEQ_C   = $(shell $(GO) list ./test/integration/multikueue)
 
 .PHONY: test-integration
-test-integration: bin ## Integration tests against the real kube-apiserver, etcd and kwok built into bin/ (two packages at a time).
-	@a=0; b=0; \
+test-integration: bin ## Integration tests against the real kube-apiserver, etcd and kwok built into bin/ (three packages at a time).
+	@a=0; b=0; c=0; \
 	$(GO) test $(TEST_FLAGS) -p 1 $(INTEG_SEQ_A) & pa=$$!; \
-	$(GO) test $(TEST_FLAGS) -p 1 $(filter-out $(INTEG_SEQ_A),$(INTEG_PKGS)) & pb=$$!; \
-	wait $$pa || a=$$?; wait $$pb || b=$$?; \
-	exit $$(( a || b ))
+	$(GO) test $(TEST_FLAGS) -p 1 $(filter-out $(INTEG_SEQ_A) $(INTEG_SEQ_C),$(INTEG_PKGS)) & pb=$$!; \
+	$(GO) test $(TEST_FLAGS) -p 1 $(INTEG_SEQ_C) & pc=$$!; \
+	wait $$pa || a=$$?; wait $$pb || b=$$?; wait $$pc || c=$$?; \
+	exit $$(( a || b || c ))
 
 .PHONY: test-e2e
 test-e2e: bin monitoring-deps ## End-to-end tests: the real binaries, each with the RBAC in deploy/, on a simulated GPU fleet; a real Prometheus scrapes them. test/e2e and the chaos run at once, each on its own stack.

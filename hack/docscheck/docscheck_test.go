@@ -53,3 +53,18 @@ func TestBrokenNamesAreFound(t *testing.T) {
 		}
 	}
 }
+
+func TestShellBlocksNameRepositoryPaths(t *testing.T) {
+	idx, err := index("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := func(cmd string) string { return "intro\n```sh\n" + cmd + "\n```\n" }
+	if got := idx.checkFile("hack/docscheck/x.md", block("kubectl apply --server-side -k deploy/default  # Convoy")); len(got) != 0 {
+		t.Errorf("an existing path: reported %q, want nothing", got)
+	}
+	got := idx.checkFile("hack/docscheck/x.md", block("kubectl apply --server-side -k deploy/defaults"))
+	if len(got) != 1 || !strings.HasPrefix(got[0], "3: ") || !strings.Contains(got[0], "path deploy/defaults does not exist") {
+		t.Errorf("a missing path: reported %q, want one problem on line 3 naming deploy/defaults", got)
+	}
+}

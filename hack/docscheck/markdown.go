@@ -103,6 +103,19 @@ func (n *names) checkShell(line string, ln int, bad func(int, string, ...any)) {
 		}
 	}
 	n.checkFlags(code, ln, bad)
+	for _, tok := range strings.Fields(code) {
+		tok = strings.Trim(tok, `"'(),;`)
+		if repoPath.MatchString(tok) && !strings.ContainsAny(tok, "$*{<") && !strings.Contains(tok, "...") {
+			n.checkPath(tok, ln, bad)
+		}
+	}
+}
+
+// checkPath checks that a path of the repository exists.
+func (n *names) checkPath(p string, ln int, bad func(int, string, ...any)) {
+	if _, err := os.Stat(filepath.Join(n.root, strings.TrimSuffix(p, "/"))); err != nil {
+		bad(ln, "path %s does not exist", p)
+	}
 }
 
 func (n *names) checkFlags(code string, ln int, bad func(int, string, ...any)) {
@@ -151,10 +164,7 @@ func (n *names) checkCode(f, code string, ln int, bad func(int, string, ...any))
 		return
 	}
 	if repoPath.MatchString(c) && !strings.Contains(c, "...") {
-		p := strings.TrimSuffix(c, "/")
-		if _, err := os.Stat(filepath.Join(n.root, p)); err != nil {
-			bad(ln, "path %s does not exist", c)
-		}
+		n.checkPath(c, ln, bad)
 	}
 }
 

@@ -101,6 +101,9 @@ const (
 	ReasonStopRequested   = "StopRequested"
 	ReasonCheckpointSaved = "CheckpointSaved"
 	ReasonGraceExpired    = "GraceExpired"
+	// ReasonCheckpointRecent: the gang was stopped without being asked, its latest checkpoint
+	// younger than a tenth of spec.checkpoint.intervalSeconds.
+	ReasonCheckpointRecent = "CheckpointRecent"
 	// ReasonStoppedBeforeCheckpoint: the gang stopped before it answered (a drain evicted it, its
 	// node was lost, a pod failed) and restarts from the checkpoint it had.
 	ReasonStoppedBeforeCheckpoint = "StoppedBeforeCheckpoint"

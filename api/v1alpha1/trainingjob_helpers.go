@@ -151,3 +151,13 @@ func (j *TrainingJob) PreemptionGrace() time.Duration {
 	}
 	return DefaultPreemptionGraceSeconds * time.Second
 }
+
+// CheckpointInterval returns spec.checkpoint.intervalSeconds as a duration: 0 when checkpointing
+// is off or the interval unset.
+func (j *TrainingJob) CheckpointInterval() time.Duration {
+	c := j.Spec.Checkpoint
+	if c == nil || !c.Enabled || c.IntervalSeconds == nil {
+		return 0
+	}
+	return time.Duration(*c.IntervalSeconds) * time.Second
+}

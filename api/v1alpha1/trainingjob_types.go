@@ -301,6 +301,16 @@ type CheckpointSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	Frequency int32 `json:"frequency,omitempty"`
 
+	// intervalSeconds is how often, in seconds, the training code should write a checkpoint besides
+	// the epochs of frequency (CONVOY_CHECKPOINT_INTERVAL_SECONDS): the SDK's callbacks save at the
+	// end of the first training step this long after the latest checkpoint, so that a gang killed
+	// without warning loses at most about this much work. A stop that would ask for a checkpoint
+	// (preemptionGraceSeconds) stops at once when the latest one is younger than a tenth of it.
+	// Unset, checkpoints follow frequency only.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self >= 60 && self <= 604800",message="spec.checkpoint.intervalSeconds must be between 60 (a checkpoint a minute) and 604800 (a week): writing checkpoints more often costs more than a kill loses"
+	IntervalSeconds *int32 `json:"intervalSeconds,omitempty"`
+
 	// storage is where checkpoints live. Unset, or of type pvc without claimName, the operator
 	// creates a PersistentVolumeClaim <job>-checkpoints for the job (of the cluster's default
 	// StorageClass, 10Gi, kept when the job is deleted) and mounts it at /checkpoints.

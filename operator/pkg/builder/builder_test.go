@@ -64,7 +64,7 @@ func TestPodGolden(t *testing.T) {
 		Command([]string{"torchrun"}, "train.py").
 		Hyperparameters(convoy.Hyperparameters{LearningRate: ptr.To(3e-4), Epochs: ptr.To[int32](10),
 			AdditionalParams: map[string]string{"weight-decay": "0.1"}}).
-		Checkpoint(convoy.CheckpointSpec{Enabled: true, Frequency: 2, ResumeFrom: "s3://ckpt/base",
+		Checkpoint(convoy.CheckpointSpec{Enabled: true, Frequency: 2, IntervalSeconds: ptr.To[int32](900), ResumeFrom: "s3://ckpt/base",
 			Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "ckpt", S3Region: "eu-west-1",
 				CredentialsSecretRef: &corev1.LocalObjectReference{Name: "s3-creds"}}}).
 		Scheduling(convoy.SchedulingSpec{PriorityClassName: "high", NodeSelector: map[string]string{"pool": "h100"},
@@ -123,6 +123,7 @@ func TestPodGolden(t *testing.T) {
 					{Name: "CONVOY_CHECKPOINT_URI", Value: "s3://ckpt/team-a/llm/attempt-1"},
 					{Name: "CONVOY_CHECKPOINT_ROOT", Value: "s3://ckpt/team-a/llm"},
 					{Name: "CONVOY_CHECKPOINT_FREQUENCY", Value: "2"},
+					{Name: "CONVOY_CHECKPOINT_INTERVAL_SECONDS", Value: "900"},
 					{Name: "CONVOY_PROGRESS_URL", Value: "https://convoy-operator.convoy-system.svc:9443/v1/namespaces/team-a/trainingjobs/llm"},
 					{Name: "CONVOY_PROGRESS_TOKEN_FILE", Value: "/var/run/secrets/convoy.dev/progress/token"},
 					{Name: "CONVOY_PROGRESS_CA_FILE", Value: "/var/run/secrets/convoy.dev/progress/ca.crt"},
@@ -196,6 +197,7 @@ func TestPodVariants(t *testing.T) {
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", "/checkpoints/team-a/llm/attempt-0")
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_ROOT", "/checkpoints/team-a/llm")
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_FREQUENCY", "1")
+				wantEnv(t, pod, "CONVOY_CHECKPOINT_INTERVAL_SECONDS", "")
 				wantEnv(t, pod, "CONVOY_CHECKPOINT_RETENTION", "3")
 				wantEnv(t, pod, "TENSORBOARD_LOG_DIR", "/checkpoints/team-a/llm/attempt-0/tensorboard")
 				wantMount(t, pod, "checkpoints", corev1.VolumeMount{Name: "checkpoints", MountPath: "/checkpoints/team-a/llm", SubPath: "team-a/llm", ReadOnly: true})

@@ -149,6 +149,9 @@ func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
 		"CONVOY_CHECKPOINT_ROOT", uri,
 		"CONVOY_CHECKPOINT_FREQUENCY", strconv.Itoa(int(max(cp.Frequency, 1))),
 	)
+	if cp.IntervalSeconds != nil {
+		mlframework.SetEnv(pod, "CONVOY_CHECKPOINT_INTERVAL_SECONDS", itoa(*cp.IntervalSeconds))
+	}
 	if cp.Retention != nil {
 		mlframework.SetEnv(pod, "CONVOY_CHECKPOINT_RETENTION", itoa(*cp.Retention))
 	}

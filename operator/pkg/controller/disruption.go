@@ -35,7 +35,8 @@ import (
 // and returns how long to wait still. It returns 0 once the gang may stop: a checkpoint of the
 // attempt reported in a later second than the request is recorded, or
 // spec.checkpoint.preemptionGraceSeconds passed since the request, or there is nothing to wait
-// for (checkpointing off, a grace of 0, no running pod).
+// for (checkpointing off, a grace of 0, no running pod), or the attempt's latest checkpoint is
+// recent (recentCheckpoint).
 func checkpointFirst(job *convoy.TrainingJob, st *convoy.TrainingJobStatus, pods []*corev1.Pod, now time.Time, why string) time.Duration {
 	grace := job.PreemptionGrace()
 	c := meta.FindStatusCondition(st.Conditions, convoy.ConditionCheckpointRequested)
@@ -48,6 +49,12 @@ func checkpointFirst(job *convoy.TrainingJob, st *convoy.TrainingJobStatus, pods
 			Type: convoy.ConditionCheckpointRequested, Status: status, Reason: reason, Message: truncate(message),
 			ObservedGeneration: job.Generation, LastTransitionTime: metav1.NewTime(now),
 		})
+	}
+	if cp := st.Checkpoint; !asked && recentCheckpoint(job, st, c, now) {
+		set(metav1.ConditionFalse, convoy.ReasonCheckpointRecent, fmt.Sprintf(
+			"%s: the gang's checkpoint %s (epoch %d), reported at %s, is younger than a tenth of spec.checkpoint.intervalSeconds (%s), and the gang is stopped at once: it resumes from it",
+			why, cp.Latest, cp.Epoch, cp.Time.UTC().Format(time.RFC3339), job.CheckpointInterval()))
+		return 0
 	}
 	if !asked {
 		set(metav1.ConditionTrue, convoy.ReasonStopRequested, fmt.Sprintf(
@@ -68,6 +75,22 @@ func checkpointFirst(job *convoy.TrainingJob, st *convoy.TrainingJobStatus, pods
 	set(metav1.ConditionFalse, convoy.ReasonGraceExpired, fmt.Sprintf(
 		"the gang reported no checkpoint within spec.checkpoint.preemptionGraceSeconds (%s) of the request, and is stopped: it resumes from the latest checkpoint before", grace))
 	return 0
+}
+
+// recentCheckpoint reports whether the attempt's latest checkpoint makes asking for another
+// needless before a stop: with spec.checkpoint.intervalSeconds, one younger than a tenth of the
+// interval loses less work than the interval already accepts, and the stop need not wait for a
+// checkpoint that would add little. A stop decided so (c, ReasonCheckpointRecent, not older than
+// the checkpoint) stays decided while the gang goes.
+func recentCheckpoint(job *convoy.TrainingJob, st *convoy.TrainingJobStatus, c *metav1.Condition, now time.Time) bool {
+	cp, interval := st.Checkpoint, job.CheckpointInterval()
+	if interval <= 0 || cp == nil || cp.Time == nil || cp.Attempt != st.RestartCount {
+		return false
+	}
+	if c != nil && c.Reason == convoy.ReasonCheckpointRecent && !c.LastTransitionTime.Before(cp.Time) {
+		return true
+	}
+	return now.Sub(cp.Time.Time) < interval/10
 }
 
 // runningPod reports whether a pod of the attempt runs and is not being stopped.

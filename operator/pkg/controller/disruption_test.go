@@ -38,6 +38,8 @@ func TestDecideCheckpointsBeforeAStop(t *testing.T) {
 	grace := 30 * time.Second
 	base := utiltesting.MakeTrainingJob("llm", "ns").Workers(2).
 		Checkpoint(convoy.CheckpointSpec{Enabled: true, PreemptionGraceSeconds: ptr.To[int32](30)})
+	withInterval := base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, PreemptionGraceSeconds: ptr.To[int32](30),
+		IntervalSeconds: ptr.To[int32](600)})
 	asked := func(at time.Time) metav1.Condition {
 		return cond(convoy.ConditionCheckpointRequested, metav1.ConditionTrue, convoy.ReasonStopRequested, at)
 	}
@@ -74,6 +76,31 @@ func TestDecideCheckpointsBeforeAStop(t *testing.T) {
 		"asked, the grace passed: stopped without one": {
 			job:  base.Clone().Suspend(true).Status(convoy.TrainingJobStatus{Conditions: append(running(t0), asked(now.Add(-grace)))}).Obj(),
 			want: want{requested: metav1.ConditionFalse, reason: convoy.ReasonGraceExpired, deleted: 2, restartCount: 1},
+		},
+		"a checkpoint younger than a tenth of intervalSeconds: stopped at once without asking": {
+			job: withInterval.Clone().Suspend(true).Status(convoy.TrainingJobStatus{Conditions: running(t0),
+				Checkpoint: checkpoint(now.Add(-50 * time.Second))}).Obj(),
+			want: want{requested: metav1.ConditionFalse, reason: convoy.ReasonCheckpointRecent, deleted: 2, restartCount: 1},
+		},
+		"a stop decided on a recent checkpoint stays decided while the pods go": {
+			job: withInterval.Clone().Suspend(true).Status(convoy.TrainingJobStatus{Checkpoint: checkpoint(now.Add(-70 * time.Second)),
+				Conditions: append(running(t0), cond(convoy.ConditionCheckpointRequested, metav1.ConditionFalse, convoy.ReasonCheckpointRecent, now.Add(-20*time.Second)))}).Obj(),
+			want: want{requested: metav1.ConditionFalse, reason: convoy.ReasonCheckpointRecent, deleted: 2, restartCount: 1},
+		},
+		"a checkpoint older than a tenth of intervalSeconds: asked": {
+			job: withInterval.Clone().Suspend(true).Status(convoy.TrainingJobStatus{Conditions: running(t0),
+				Checkpoint: checkpoint(now.Add(-70 * time.Second))}).Obj(),
+			want: want{requested: metav1.ConditionTrue, reason: convoy.ReasonStopRequested, requeue: grace},
+		},
+		"a recent checkpoint of an earlier attempt: asked": {
+			job: withInterval.Clone().Suspend(true).Status(convoy.TrainingJobStatus{Conditions: running(t0), RestartCount: 1,
+				Checkpoint: checkpoint(now.Add(-time.Second))}).Obj(),
+			want: want{requested: metav1.ConditionTrue, reason: convoy.ReasonStopRequested, requeue: grace, restartCount: 1},
+		},
+		"a recent checkpoint without intervalSeconds: asked": {
+			job: base.Clone().Suspend(true).Status(convoy.TrainingJobStatus{Conditions: running(t0),
+				Checkpoint: checkpoint(now.Add(-time.Second))}).Obj(),
+			want: want{requested: metav1.ConditionTrue, reason: convoy.ReasonStopRequested, requeue: grace},
 		},
 		"no checkpointing: stopped at once": {
 			job:  utiltesting.MakeTrainingJob("llm", "ns").Workers(2).Suspend(true).Status(convoy.TrainingJobStatus{Conditions: running(t0)}).Obj(),

@@ -141,6 +141,25 @@ def watch_sigterm(test):
     return sigterm
 
 
+def checkpoint_interval(test, seconds):
+    """Sets CONVOY_CHECKPOINT_INTERVAL_SECONDS for the rest of test and gives the SDK a clock that
+    moves only when the test moves it: returns it, its now in seconds (0 at first)."""
+    import types
+
+    from convoy import _preempt
+
+    clock = types.SimpleNamespace(now=0.0)
+    set_environ(test, CONVOY_CHECKPOINT_INTERVAL_SECONDS=str(seconds))
+    real, since = _preempt._clock, _preempt._since
+    _preempt._clock, _preempt._since = (lambda: clock.now), None
+
+    def restore():
+        _preempt._clock, _preempt._since = real, since
+
+    test.addCleanup(restore)
+    return clock
+
+
 def subprocess_run(test, code, timeout=60):
     """Runs code in a new Python process with this environment and the package under test; fails
     test unless it exits 0. Returns the CompletedProcess (stdout and stderr as text)."""

@@ -31,6 +31,11 @@ class CheckpointTest(unittest.TestCase):
         self.assertEqual(convoy.resume_from(env={"CONVOY_RESUME_FROM": "file:///c/epoch-3.pt"}), "/c/epoch-3.pt")
         self.assertEqual(convoy.resume_from(env={"CONVOY_RESUME_FROM": "s3://b/ns/job/epoch-3"}), "s3://b/ns/job/epoch-3")
 
+    def test_interval(self):
+        self.assertIsNone(convoy.checkpoint_interval(env={}))
+        self.assertEqual(convoy.checkpoint_interval(env={"CONVOY_CHECKPOINT_INTERVAL_SECONDS": "900"}), 900)
+        self.assertIsNone(convoy.checkpoint_interval(env={"CONVOY_CHECKPOINT_INTERVAL_SECONDS": "0"}))
+
     def test_frequency_and_retention(self):
         self.assertEqual(convoy.checkpoint_frequency(env={}), 1)
         self.assertEqual(convoy.checkpoint_frequency(env={"CONVOY_CHECKPOINT_FREQUENCY": "5"}), 5)

@@ -80,6 +80,23 @@ class ReportingTest(unittest.TestCase):
         self.assertTrue(callback.model.stop_training)
         self.assertEqual([b["epoch"] for b in self.server.bodies("progress")], [1])
 
+    def test_saves_at_the_batch_end_an_interval_after_the_latest_checkpoint(self):
+        tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(tmp.cleanup)
+        os.environ["CONVOY_CHECKPOINT_URI"] = tmp.name
+        clock = support.checkpoint_interval(self, 60)
+        callback, saved = convoy.keras._Reporting(), []
+        callback.model = types.SimpleNamespace(stop_training=False, save=saved.append)
+        callback.params = {"epochs": 2, "steps": 4}
+        for epoch in range(2):
+            callback.on_epoch_begin(epoch)
+            for batch in range(4):  # batches end every 20 s; the interval starts at the first
+                clock.now += 20
+                callback.on_train_batch_end(batch, {"loss": 0.5})
+            callback.on_epoch_end(epoch, {"loss": 0.5})
+        self.assertEqual(saved, [os.path.join(tmp.name, n) for n in ("convoy-epoch=0-batch=3.keras", "convoy-epoch=1-batch=2.keras")])
+        self.assertFalse(callback.model.stop_training)
+
     def test_without_a_checkpoint_directory_it_only_exits(self):
         os.environ.pop("CONVOY_CHECKPOINT_URI", None)
         with self.assertRaises(SystemExit), self.assertLogs("convoy") as logs:

@@ -202,6 +202,26 @@ class StandInTrainerTest(unittest.TestCase):
         self.assertEqual((trainer.saved, self.server.bodies("checkpoint")), ([path], [{"path": path, "epoch": 0}]))
         self.assertFalse(convoy.should_checkpoint())
 
+    def test_saves_at_the_batch_end_an_interval_after_the_latest_checkpoint(self):
+        clock = support.checkpoint_interval(self, 60)
+        callback = convoy.lightning._Reporting()
+        trainer = self.trainer()
+        callback.on_train_start(trainer, None)
+        batch_end = callback.on_train_batch_end
+
+        def fifteen_seconds_a_batch(*args):
+            clock.now += 15
+            batch_end(*args)
+
+        callback.on_train_batch_end = fifteen_seconds_a_batch
+        self.epoch(callback, trainer, {"loss": 0.9})  # batches end at 15 (the interval starts), 30, 45, 60 s
+        epoch_end = self.save(trainer, "epoch=0-step=4.ckpt")  # reported at 60 s: the interval starts again
+        trainer.current_epoch = 1
+        self.epoch(callback, trainer, {"loss": 0.8})  # 75, 90, 105, 120 s: an interval since 60 s
+        path = os.path.join(self.dir, "convoy-epoch=1-step=8.ckpt")
+        self.assertEqual(trainer.saved, [path])
+        self.assertEqual(self.server.bodies("checkpoint"), [{"path": epoch_end, "epoch": 1}, {"path": path, "epoch": 1}])
+
     def test_lightnings_own_sigterm_exit_saves_and_exits_143(self):
         """Lightning raises SIGTERMException (a SystemExit of code None, exit status 0) after a
         validation that SIGTERM came during: on_exception saves and makes it 143."""

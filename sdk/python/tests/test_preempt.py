@@ -185,3 +185,35 @@ class CheckpointRequestTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class IntervalTest(unittest.TestCase):
+    """CONVOY_CHECKPOINT_INTERVAL_SECONDS: should_checkpoint() turns True on rank 0 once the interval
+    has passed since its latest checkpoint."""
+
+    def setUp(self):
+        support.set_environ(self, CONVOY_PROGRESS_URL=None, CONVOY_CHECKPOINT_URI=None, **dict.fromkeys(support.RANK_VARS))
+        self.addCleanup(_preempt._reset)
+        self.clock = support.checkpoint_interval(self, 60)
+
+    def at(self, now):
+        self.clock.now = now
+        return convoy.should_checkpoint()
+
+    def test_due_an_interval_after_the_first_ask_then_after_each_checkpoint(self):
+        self.assertEqual([self.at(t) for t in (0, 59, 60, 61)], [False, False, True, True])
+        convoy.checkpoint_saved("/nowhere/step-61", epoch=0)  # outside Convoy: no post, the clock starts again
+        self.assertEqual([self.at(t) for t in (61, 120, 121)], [False, False, True])
+
+    def test_not_on_other_ranks(self):
+        os.environ["RANK"] = "1"
+        self.assertEqual([self.at(t) for t in (0, 60, 6000)], [False, False, False])
+
+    def test_unset_or_not_a_number_never(self):
+        for value in ("", "0"):
+            os.environ["CONVOY_CHECKPOINT_INTERVAL_SECONDS"] = value
+            self.assertEqual([self.at(t) for t in (0, 60, 6000)], [False, False, False], value)
+        os.environ["CONVOY_CHECKPOINT_INTERVAL_SECONDS"] = "often"
+        with self.assertLogs("convoy") as logs:
+            self.assertEqual([self.at(t) for t in (0, 60, 6000)], [False, False, False])
+        self.assertEqual(len(logs.output), 1, logs.output)  # said once, not at every step

@@ -156,6 +156,16 @@ class StandInTrainerTest(unittest.TestCase):
                          [os.path.join(self.args.output_dir, "checkpoint-%d" % s) for s in (1, 4, 8)])
         self.assertEqual(self.server.bodies("progress")[-1]["epoch"], 2)
 
+    def test_saves_at_the_step_end_an_interval_after_the_latest_checkpoint(self):
+        clock = support.checkpoint_interval(self, 60)
+        callback, state = convoy.transformers._Reporting(), self.state()
+        for step in range(1, 9):  # steps end every 20 s; the interval starts at the first
+            clock.now += 20
+            state.global_step, state.epoch = step, step / 4
+            self.step(callback, state)
+        self.assertEqual([c["path"] for c in self.server.bodies("checkpoint")],
+                         [os.path.join(self.args.output_dir, "checkpoint-%d" % s) for s in (4, 7)])
+
 
 def accuracy(prediction):
     logits = prediction.predictions[0] if isinstance(prediction.predictions, tuple) else prediction.predictions

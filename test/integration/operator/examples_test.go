@@ -220,7 +220,8 @@ func TestDesignExampleCheckpointWithoutStorage(t *testing.T) {
 		if claim != claimName || !equality.Semantic.DeepEqual(mounts, want) {
 			t.Errorf("pod %s mounts claim %q as %+v, want %s read-only at /checkpoints, its attempt-0 read-write", pod.Name, claim, mounts, claimName)
 		}
-		if util.EnvOf(pod, "CONVOY_CHECKPOINT_ROOT") != "/checkpoints/"+e.ns+"/"+name || util.EnvOf(pod, "CONVOY_CHECKPOINT_FREQUENCY") != "5" {
+		if util.EnvOf(pod, "CONVOY_CHECKPOINT_ROOT") != "/checkpoints/"+e.ns+"/"+name || util.EnvOf(pod, "CONVOY_CHECKPOINT_FREQUENCY") != "5" ||
+			util.EnvOf(pod, "CONVOY_CHECKPOINT_INTERVAL_SECONDS") != "1800" {
 			t.Errorf("pod %s checkpoint environment: %v", pod.Name, pod.Spec.Containers[0].Env)
 		}
 	}

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping, Optional
 
-from ._checkpoint import checkpoint_dir, checkpoint_frequency, checkpoint_retention, checkpoint_root, checkpoint_uri, resume_from
+from ._checkpoint import checkpoint_dir, checkpoint_frequency, checkpoint_interval, checkpoint_retention, checkpoint_root, checkpoint_uri, resume_from
 from ._preempt import PREEMPTED_EXIT_CODE, on_preempt, preempted, should_checkpoint
 from ._report import DEFAULT_MIN_INTERVAL, Reporter, progress_body, rank
 from ._tracking import Tracking, hyperparameters
@@ -32,6 +32,7 @@ __all__ = [
     "Tracking",
     "checkpoint_dir",
     "checkpoint_frequency",
+    "checkpoint_interval",
     "checkpoint_retention",
     "checkpoint_root",
     "checkpoint_saved",

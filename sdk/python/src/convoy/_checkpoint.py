@@ -12,6 +12,7 @@ log = logging.getLogger("convoy")
 ENV_URI = "CONVOY_CHECKPOINT_URI"
 ENV_ROOT = "CONVOY_CHECKPOINT_ROOT"
 ENV_FREQUENCY = "CONVOY_CHECKPOINT_FREQUENCY"
+ENV_INTERVAL = "CONVOY_CHECKPOINT_INTERVAL_SECONDS"
 ENV_RETENTION = "CONVOY_CHECKPOINT_RETENTION"
 ENV_RESUME_FROM = "CONVOY_RESUME_FROM"
 
@@ -63,6 +64,13 @@ def resume_from(env: Optional[Mapping[str, str]] = None) -> Optional[str]:
 def checkpoint_frequency(env: Optional[Mapping[str, str]] = None) -> int:
     """Every how many epochs to write a checkpoint, $CONVOY_CHECKPOINT_FREQUENCY; 1 when unset."""
     return max(_int(env, ENV_FREQUENCY) or 1, 1)
+
+
+def checkpoint_interval(env: Optional[Mapping[str, str]] = None) -> Optional[int]:
+    """Every how many seconds to write a checkpoint besides the epochs of checkpoint_frequency(),
+    $CONVOY_CHECKPOINT_INTERVAL_SECONDS; None when unset."""
+    n = _int(env, ENV_INTERVAL)
+    return n if n and n > 0 else None
 
 
 def checkpoint_retention(env: Optional[Mapping[str, str]] = None) -> Optional[int]:

@@ -1,7 +1,8 @@
 """Preemption: SIGTERM (the kubelet stopping the pod, which then has terminationGracePeriodSeconds
 before SIGKILL) makes should_checkpoint() and preempted() True and runs the callbacks registered
-with on_preempt; a checkpoint request in a reply of the operator's progress endpoint makes
-should_checkpoint() True until the next checkpoint_saved.
+with on_preempt; a checkpoint request in a reply of the operator's progress endpoint, or on rank 0
+CONVOY_CHECKPOINT_INTERVAL_SECONDS passed since its latest checkpoint, makes should_checkpoint()
+True until the next checkpoint_saved.
 
 The handler is installed the first time on_preempt, should_checkpoint or preempted is called (or a
 framework callback is constructed), from the main thread: Python runs signal handlers there only,
@@ -13,9 +14,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import signal
 import threading
-from typing import Any, Callable, List
+import time
+from typing import Any, Callable, List, Optional
+
+from ._checkpoint import ENV_INTERVAL, checkpoint_interval
 
 log = logging.getLogger("convoy")
 
@@ -30,6 +35,9 @@ _requested = threading.Event()
 _installed = False
 _previous: Any = None  # the SIGTERM handler before ours
 _warned = False
+_clock = time.monotonic
+_since: Optional[float] = None  # when the interval started: rank 0's latest checkpoint, or its first ask
+_interval = ("", None)  # $CONVOY_CHECKPOINT_INTERVAL_SECONDS as read, and as taken: read once, warned once
 
 
 def on_preempt(callback: Callable[[], Any]) -> Callable[[], Any]:
@@ -47,9 +55,29 @@ def on_preempt(callback: Callable[[], Any]) -> Callable[[], Any]:
 
 def should_checkpoint() -> bool:
     """True once SIGTERM has arrived (the pod is being stopped: save a last checkpoint now), or
-    while the operator asks for a checkpoint (until the next checkpoint_saved)."""
+    while the operator asks for a checkpoint, or on rank 0 once checkpoint_interval() seconds have
+    passed since its latest checkpoint_saved (or its first call), until the next checkpoint_saved.
+    The operator's request and the interval come to rank 0 alone: the ranks must agree (the
+    framework callbacks do) when saving takes them all."""
     watch()
-    return _preempted.is_set() or _requested.is_set()
+    return _preempted.is_set() or _requested.is_set() or _interval_passed()
+
+
+def _interval_passed() -> bool:
+    from ._report import rank  # _report imports this module
+
+    global _since, _interval
+    raw = os.environ.get(ENV_INTERVAL, "")
+    if raw != _interval[0]:
+        _interval = (raw, checkpoint_interval({ENV_INTERVAL: raw}))
+    interval = _interval[1]
+    if interval is None or rank() != 0:
+        return False
+    now = _clock()
+    with _lock:
+        if _since is None:
+            _since = now
+        return now - _since >= interval
 
 
 def preempted() -> bool:
@@ -88,8 +116,11 @@ def request_checkpoint() -> None:
 
 
 def checkpoint_taken() -> None:
-    """A checkpoint was saved: the operator's request, if any, is met."""
+    """A checkpoint was saved: the operator's request, if any, is met, and the interval starts again."""
+    global _since
     _requested.clear()
+    with _lock:
+        _since = _clock()
 
 
 def read_reply(body: bytes) -> None:
@@ -131,11 +162,11 @@ def _run(callback: Callable[[], Any]) -> None:
 
 def _reset() -> None:
     """For tests: forgets the callbacks and the state, and puts the handler before ours back."""
-    global _installed, _previous, _warned
+    global _installed, _previous, _warned, _since
     with _lock:
         if _installed and signal.getsignal(signal.SIGTERM) is _handle:
             signal.signal(signal.SIGTERM, _previous if _previous is not None else signal.SIG_DFL)
-        _installed, _previous, _warned = False, None, False
+        _installed, _previous, _warned, _since = False, None, False, None
         _callbacks.clear()
     _preempted.clear()
     _requested.clear()

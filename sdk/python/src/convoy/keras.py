@@ -47,7 +47,7 @@ class _Reporting:
         what = _callbacks.wanted()
         if what == _callbacks.NOTHING:
             return
-        # Asked for a checkpoint (SIGTERM): the model as this batch left it, saved by rank 0.
+        # Asked for a checkpoint (SIGTERM, the operator, the interval): the model as this batch left it, saved by rank 0.
         directory = checkpoint_dir()
         if directory is None:
             _callbacks.log.warning("convoy: no checkpoint directory (convoy.checkpoint_dir()); not saving")
@@ -79,7 +79,8 @@ metric_names (default DEFAULT_METRIC_NAMES: val_loss as loss and val_accuracy as
 which the job's success policy watches; other names are kept); and a final report when
 training ends. Only rank 0 reports (convoy.rank()).
 
-When convoy.should_checkpoint() turns True (SIGTERM), rank 0 saves the model with model.save
-at the end of the batch, as convoy-epoch=<E>-batch=<B>.keras in convoy.checkpoint_dir(),
-reports it, and the process ends with convoy.PREEMPTED_EXIT_CODE.
+When convoy.should_checkpoint() turns True (SIGTERM, the operator's request, the checkpoint
+interval), rank 0 saves the model with model.save at the end of the batch, as
+convoy-epoch=<E>-batch=<B>.keras in convoy.checkpoint_dir(), and reports it; after SIGTERM the
+process ends with convoy.PREEMPTED_EXIT_CODE.
 """)

@@ -174,7 +174,8 @@ reported with checkpoint_saved once the file is there (its best_model_path is ne
 by retention), and a final report is sent when training ends. Only the process of global
 rank 0 reports.
 
-When convoy.should_checkpoint() turns True (SIGTERM), it saves a checkpoint at the end of
-the training batch, convoy-epoch=<E>-step=<S>.ckpt in the ModelCheckpoint's dirpath or else
-convoy.checkpoint_dir(), reports it, and ends the process with convoy.PREEMPTED_EXIT_CODE.
+When convoy.should_checkpoint() turns True (SIGTERM, the operator's request, the checkpoint
+interval), it saves a checkpoint at the end of the training batch, convoy-epoch=<E>-step=<S>.ckpt
+in the ModelCheckpoint's dirpath or else convoy.checkpoint_dir(), and reports it; after SIGTERM
+it ends the process with convoy.PREEMPTED_EXIT_CODE.
 """)

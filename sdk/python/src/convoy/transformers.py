@@ -77,7 +77,7 @@ class _Reporting:
                        metrics=dict(self._metrics.values))
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-        # Asked for a checkpoint (SIGTERM): the Trainer saves one right after this hook.
+        # Asked for a checkpoint (SIGTERM, the operator, the interval): the Trainer saves one right after this hook.
         self._asked = _agree(_callbacks.wanted())
         if self._asked != _callbacks.NOTHING:
             control.should_save = True
@@ -145,6 +145,7 @@ checkpoint_saved (state.best_model_checkpoint is never deleted by retention), an
 report is sent when training ends. Only the main process (state.is_world_process_zero)
 reports.
 
-When convoy.should_checkpoint() turns True (SIGTERM), it has the Trainer save a checkpoint at
-the end of the step, reports it, and ends the process with convoy.PREEMPTED_EXIT_CODE.
+When convoy.should_checkpoint() turns True (SIGTERM, the operator's request, the checkpoint
+interval), it has the Trainer save a checkpoint at the end of the step and reports it; after
+SIGTERM it ends the process with convoy.PREEMPTED_EXIT_CODE.
 """)

@@ -109,6 +109,28 @@ headers: ## Add the license header (hack/boilerplate.go.txt) to every Go file th
 $(BIN)/golangci-lint: hack/tools/go.mod hack/tools/go.sum
 	cd hack/tools && $(GO) build -o $(BIN)/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
+# What the SDK's gs:// and az:// stores are tested against (test/integration/sdkstorage):
+# fake-gcs-server, built from its own module hack/fakegcs, and Azurite from npm, installed once in
+# the cache directory the images use; both in bin/.
+CACHE_DIR       ?= $(or $(CONVOY_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/convoy)
+AZURITE_VERSION := 3.37.0
+AZURITE_DIR     := $(CACHE_DIR)/npm/azurite-$(AZURITE_VERSION)
+
+$(BIN)/fake-gcs-server: hack/fakegcs/go.mod hack/fakegcs/go.sum
+	cd hack/fakegcs && $(GO) build -ldflags -w -o $(BIN)/fake-gcs-server github.com/fsouza/fake-gcs-server
+
+.PHONY: cloud-storage-deps
+cloud-storage-deps: $(BIN)/fake-gcs-server ## Build fake-gcs-server into bin/; install Azurite (npm) into the cache when missing (Debian's npm first, when missing) and link it into bin/.
+	@if [ ! -x "$(AZURITE_DIR)/node_modules/.bin/azurite-blob" ]; then \
+		if ! command -v npm >/dev/null; then \
+			if [ "$$(id -u)" != 0 ]; then echo "Azurite needs npm (run as root: apt-get install nodejs npm)"; exit 1; fi; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nodejs npm; \
+		fi; \
+		echo "Installing azurite@$(AZURITE_VERSION) into $(AZURITE_DIR)"; \
+		npm install --silent --no-audit --no-fund --prefix "$(AZURITE_DIR)" azurite@$(AZURITE_VERSION); \
+	fi
+	@ln -sfn "$(AZURITE_DIR)/node_modules/.bin/azurite-blob" $(BIN)/azurite-blob
+
 .PHONY: lint
 lint: vet $(BIN)/golangci-lint ## make vet, then golangci-lint with .golangci.yaml (built from hack/tools; not part of make test).
 	$(BIN)/golangci-lint run ./...
@@ -148,7 +170,7 @@ INTEG_SEQ_A   = $(shell $(GO) list ./test/framework ./test/images ./test/integra
 INTEG_SEQ_C   = $(shell $(GO) list ./test/integration/multikueue)
 
 .PHONY: test-integration
-test-integration: bin ## Integration tests against the real kube-apiserver, etcd and kwok built into bin/ (three packages at a time).
+test-integration: bin cloud-storage-deps ## Integration tests against the real kube-apiserver, etcd and kwok built into bin/ (three packages at a time).
 	@a=0; b=0; c=0; \
 	$(GO) test $(TEST_FLAGS) -p 1 $(INTEG_SEQ_A) & pa=$$!; \
 	$(GO) test $(TEST_FLAGS) -p 1 $(filter-out $(INTEG_SEQ_A) $(INTEG_SEQ_C),$(INTEG_PKGS)) & pb=$$!; \

@@ -483,10 +483,22 @@ func TestServiceAccount(t *testing.T) {
 		t.Errorf("named: serviceAccountName %q automount %v, want trainer-irsa and the ServiceAccount's own setting (nil)",
 			pod.Spec.ServiceAccountName, pod.Spec.AutomountServiceAccountToken)
 	}
+	if _, ok := pod.Labels[AzureWorkloadIdentityLabel]; ok {
+		t.Errorf("named, without Azure storage: label %s set", AzureWorkloadIdentityLabel)
+	}
 	pod = Pod(utiltesting.MakeTrainingJob("llm", "team-a").Obj(), worker, p, opts)
 	if pod.Spec.ServiceAccountName != "" || pod.Spec.AutomountServiceAccountToken == nil || *pod.Spec.AutomountServiceAccountToken {
 		t.Errorf("unnamed: serviceAccountName %q automount %v, want the default ServiceAccount and no token",
 			pod.Spec.ServiceAccountName, pod.Spec.AutomountServiceAccountToken)
+	}
+	azure := convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageAzure, AzureContainer: "ckpt"}}
+	named = utiltesting.MakeTrainingJob("llm", "team-a").Checkpoint(azure).Obj()
+	named.Spec.ServiceAccountName = "trainer-wi"
+	if got := Pod(named, worker, p, opts).Labels[AzureWorkloadIdentityLabel]; got != "true" {
+		t.Errorf("named, Azure storage: label %s = %q, want true (Azure Workload Identity's webhook mutates only such pods)", AzureWorkloadIdentityLabel, got)
+	}
+	if _, ok := Pod(utiltesting.MakeTrainingJob("llm", "team-a").Checkpoint(azure).Obj(), worker, p, opts).Labels[AzureWorkloadIdentityLabel]; ok {
+		t.Errorf("unnamed, Azure storage: label %s set", AzureWorkloadIdentityLabel)
 	}
 }
 

@@ -28,6 +28,10 @@ import (
 	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
+// AzureWorkloadIdentityLabel, "true" on the pods of a job that checkpoints to Azure as a
+// ServiceAccount, has Azure Workload Identity's webhook project the identity's token into them.
+const AzureWorkloadIdentityLabel = "azure.workload.identity/use"
+
 // DefaultCheckpointSize is the capacity of the claim the operator creates for a job's checkpoints
 // when spec.checkpoint.storage.size is unset.
 var DefaultCheckpointSize = resource.MustParse("10Gi")
@@ -138,6 +142,11 @@ func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
 	case convoy.StorageAzure:
 		if s.AzureStorageAccount != "" {
 			mlframework.SetEnv(pod, "AZURE_STORAGE_ACCOUNT", s.AzureStorageAccount)
+		}
+		if job.Spec.ServiceAccountName != "" {
+			// Azure Workload Identity's webhook gives the ServiceAccount's identity (its token and
+			// AZURE_* variables) only to pods labelled so.
+			pod.Labels[AzureWorkloadIdentityLabel] = "true"
 		}
 	}
 	if s.CredentialsSecretRef != nil {

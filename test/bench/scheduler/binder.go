@@ -77,6 +77,9 @@ func (b *binder) run(ctx context.Context, factory informers.SharedInformerFactor
 	// no set order, which spreads every gang's binds over the whole run. A binder with a factory
 	// of its own (binder+events+watch) gets them in list order from its first list.
 	informer := factory.Core().V1().Pods().Informer()
+	// A factory of its own (binder+events+watch) starts here; the benchmark's runs already.
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
 	pending := func(p *corev1.Pod) bool { return p.Spec.NodeName == "" && p.Spec.SchedulerName == schedulerName }
 	backlog := map[types.UID]bool{}
 	var first []*corev1.Pod
@@ -141,8 +144,6 @@ func (b *binder) run(ctx context.Context, factory informers.SharedInformerFactor
 		}()
 	}
 	defer func() { close(binds); wg.Wait(); close(events); ewg.Wait() }()
-	// A factory of its own (binder+events+watch) starts here; the benchmark's runs already.
-	factory.Start(ctx.Done())
 	for {
 		select {
 		case <-ctx.Done():

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner/synth"
@@ -67,6 +68,32 @@ func BenchmarkPlace(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkPlanScale plans 200 gangs of the fits mix (rack preferred, as the operator asks), each
+// on the same half-full fleet, at 1,000 to 50,000 nodes, and reports the time of one gang's plan,
+// p50 and p99: how planning grows with the fleet. Run it with -benchtime 1x.
+func BenchmarkPlanScale(b *testing.B) {
+	for _, nodes := range []int{1000, 5000, 10000, 20000, 50000} {
+		c := half(nodes)
+		gangs := synth.Gangs(42, 200, synth.FittingWorkers)
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			took := make([]time.Duration, 0, len(gangs))
+			for b.Loop() {
+				took = took[:0]
+				for _, g := range gangs {
+					began := time.Now()
+					if _, err := c.Place(planner.Gang{Key: g.Name, Pods: g.Workers, GPUsPerPod: g.GPUsPerWorker, Level: planner.LevelRack}); err != nil {
+						b.Fatal(err)
+					}
+					took = append(took, time.Since(began))
+				}
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms/gang")
+			b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-ms/gang")
+		})
 	}
 }
 

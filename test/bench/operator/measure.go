@@ -27,6 +27,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/convoy-dev/convoy/test/framework"
 )
 
@@ -53,6 +55,9 @@ type Result struct {
 	// EventWrites are the API server's writes of Events (core and events.k8s.io, creations and
 	// updates of a series) from the batch's start until they stop, a few seconds after its last pod.
 	EventWrites float64
+	// JobEvents are the Events on the jobs themselves (the operator's own) the batch left, and
+	// JobEventCount the times they say they happened (a series counts each repeat).
+	JobEvents, JobEventCount int
 }
 
 func (r *Result) podsPerSecond() float64 {
@@ -71,15 +76,19 @@ func (r *Result) line() string {
 func table(results []*Result) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "system\tpods\tall pods (s)\tper-job p50 (s)\tper-job p99 (s)\tpods/s\toperator CPU (s)\tpeak RSS (MiB)\tapiserver CPU (s)\tEvent writes per job\tload avg at start\t")
+	fmt.Fprintln(w, "system\tpods\tall pods (s)\tper-job p50 (s)\tper-job p99 (s)\tpods/s\toperator CPU (s)\tpeak RSS (MiB)\tapiserver CPU (s)\tEvent writes per job\tEvents on the job per job (times)\tload avg at start\t")
 	for _, r := range results {
 		cpu, rss, p50, p99 := "-", "-", "-", "-"
 		if r.HasOperator {
 			cpu, rss = fmt.Sprintf("%.1f", r.CPUSeconds), fmt.Sprintf("%.0f", r.PeakRSSMiB)
 			p50, p99 = fmt.Sprintf("%.2f", r.P50.Seconds()), fmt.Sprintf("%.2f", r.P99.Seconds())
 		}
-		fmt.Fprintf(w, "%s\t%d/%d\t%.1f\t%s\t%s\t%.0f\t%s\t%s\t%.1f\t%.2f\t%s\t\n", r.System, r.PodsSeen, r.Pods,
-			r.Total.Seconds(), p50, p99, r.podsPerSecond(), cpu, rss, r.APIServerCPUSeconds, r.EventWrites/float64(r.Jobs), r.LoadAverage)
+		jobEvents := "-"
+		if r.HasOperator {
+			jobEvents = fmt.Sprintf("%.2f (%.2f)", float64(r.JobEvents)/float64(r.Jobs), float64(r.JobEventCount)/float64(r.Jobs))
+		}
+		fmt.Fprintf(w, "%s\t%d/%d\t%.1f\t%s\t%s\t%.0f\t%s\t%s\t%.1f\t%.2f\t%s\t%s\t\n", r.System, r.PodsSeen, r.Pods,
+			r.Total.Seconds(), p50, p99, r.podsPerSecond(), cpu, rss, r.APIServerCPUSeconds, r.EventWrites/float64(r.Jobs), jobEvents, r.LoadAverage)
 	}
 	_ = w.Flush()
 	return b.String()
@@ -182,6 +191,30 @@ func writeCounts(ctx context.Context, c *framework.Cluster) (map[string]float64,
 		counts[verb+" "+res] += n
 	}
 	return counts, nil
+}
+
+// jobEvents counts the Events in the benchmark's namespace whose object is a job (a TrainingJob or a
+// PyTorchJob), and the times they say they happened.
+func jobEvents(ctx context.Context, c *framework.Cluster) (events, times int, err error) {
+	list, err := c.Clientset.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, e := range list.Items {
+		if k := e.InvolvedObject.Kind; k != "TrainingJob" && k != "PyTorchJob" {
+			continue
+		}
+		events++
+		switch {
+		case e.Series != nil:
+			times += int(e.Series.Count)
+		case e.Count > 0:
+			times += int(e.Count)
+		default:
+			times++
+		}
+	}
+	return events, times, nil
 }
 
 // eventWrites sums the writes of Events in writeCounts' figures.

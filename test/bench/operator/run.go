@@ -128,6 +128,7 @@ func run(ctx context.Context, o options, sys System) (*Result, error) {
 	}
 	r := &Result{System: string(sys), Jobs: o.jobs, Pods: o.jobs * o.podsPerJob, HasOperator: sys != APICeiling, LoadAverage: framework.LoadAverage()}
 	writes0, _ := writeCounts(ctx, c)
+	events0, times0, _ := jobEvents(ctx, c)
 	cpu0, _ := cpuSeconds(pid)
 	apiCPU0, _ := cpuSeconds(apiserverPid)
 	began := time.Now()
@@ -156,6 +157,9 @@ func run(ctx context.Context, o options, sys System) (*Result, error) {
 	if writes1, err := settledWrites(ctx, c); err == nil {
 		r.Writes = writesLine(writes0, writes1)
 		r.EventWrites = eventWrites(writes1) - eventWrites(writes0)
+	}
+	if events1, times1, err := jobEvents(ctx, c); err == nil {
+		r.JobEvents, r.JobEventCount = events1-events0, times1-times0
 	}
 	r.APIServerCPUSeconds = apiCPU1 - apiCPU0
 	if pid != 0 {

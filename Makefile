@@ -234,7 +234,7 @@ bench-operator: bin ## 1,000 TrainingJobs × 8 pods: Convoy's operator vs Kubefl
 	$(GO) run ./test/bench/operator -jobs 1000
 
 .PHONY: bench-scheduler
-bench-scheduler: bin ## Gangs on 1,000 and 5,000 fake nodes, three mixes: Convoy's scheduler vs kube-scheduler with Coscheduling vs a bare binder (with and without events).
+bench-scheduler: bin ## Gangs on 1,000 and 5,000 fake nodes, three mixes, at the shipped client QPS: Convoy's scheduler vs kube-scheduler with Coscheduling (and bin packing) vs bare binders (with kube-scheduler's Events and watch).
 	$(GO) run ./test/bench/scheduler -nodes 1000,5000
 
 .PHONY: bench-trace

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -143,4 +144,14 @@ func ScrapeMetrics(ctx context.Context, url, token string) (int, map[string]*dto
 		return resp.StatusCode, nil, fmt.Errorf("parsing %s: %w", url, err)
 	}
 	return resp.StatusCode, families, nil
+}
+
+// LoadAverage is the machine's 1, 5 and 15 minute load averages from /proc/loadavg, for a
+// benchmark to print beside its figures ("?" where there is none).
+func LoadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(data)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
 }

@@ -98,8 +98,9 @@ type Reconciler struct {
 
 // CacheOptions limit the manager's cache to what the operator needs: of pods, Services,
 // ConfigMaps and PodGroups only those carrying the job-name label, so that a cluster's other
-// objects cost the operator no memory. Of nodes it keeps the metadata, the taints and the
-// conditions of notice (a zero notice: DefaultReclaimNotice).
+// objects cost the operator no memory, and of every object its managedFields dropped (the
+// operator never reads them; a cached pod's are a good part of it). Of nodes it keeps the
+// metadata, the taints and the conditions of notice (a zero notice: DefaultReclaimNotice).
 func CacheOptions(notice ReclaimNotice) cache.Options {
 	notice = notice.orDefault()
 	req, err := labels.NewRequirement(convoy.LabelJobName, selection.Exists, nil)
@@ -107,7 +108,7 @@ func CacheOptions(notice ReclaimNotice) cache.Options {
 		panic(err) // a constant, valid label key
 	}
 	owned := cache.ByObject{Label: labels.NewSelector().Add(*req)}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+	return cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}:             owned,
 		&corev1.Service{}:         owned,
 		&corev1.ConfigMap{}:       owned,

@@ -19,6 +19,7 @@ package operator
 import (
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 
@@ -30,12 +31,27 @@ import (
 const noteLimit = 1024
 
 // eventRecorder records events through the events.k8s.io API, cutting a note longer than the API
-// allows (a condition's message quotes API server and scheduler errors) instead of losing the event.
+// allows (a condition's message quotes API server and scheduler errors) instead of losing the event,
+// and with the objects' references unversioned, so that an event that repeats one of the same type,
+// reason and action on the same object within 6 minutes is counted in that one's series, as the
+// recorder means to, instead of written anew: the recorder keys its series by the reference, which
+// carries the resourceVersion that every status write changes.
 type eventRecorder struct {
 	events.EventRecorder
 }
 
 // Eventf records the event with its note cut to noteLimit.
 func (r eventRecorder) Eventf(regarding, related runtime.Object, eventtype, reason, action, note string, args ...any) {
-	r.EventRecorder.Eventf(regarding, related, eventtype, reason, action, "%s", controller.Truncate(fmt.Sprintf(note, args...), noteLimit))
+	r.EventRecorder.Eventf(unversioned(regarding), unversioned(related), eventtype, reason, action, "%s", controller.Truncate(fmt.Sprintf(note, args...), noteLimit))
+}
+
+// unversioned is obj, or a copy of it without its resourceVersion.
+func unversioned(obj runtime.Object) runtime.Object {
+	if m, err := meta.Accessor(obj); obj == nil || err != nil || m.GetResourceVersion() == "" {
+		return obj
+	}
+	c := obj.DeepCopyObject()
+	m, _ := meta.Accessor(c)
+	m.SetResourceVersion("")
+	return c
 }

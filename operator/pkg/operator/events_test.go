@@ -17,10 +17,17 @@ limitations under the License.
 package operator
 
 import (
+	"context"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
 
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
@@ -54,5 +61,58 @@ func TestEventNotesFitTheEventsAPI(t *testing.T) {
 				t.Errorf("recorded %q (%d bytes)", got, len(got))
 			}
 		})
+	}
+}
+
+// TestRepeatedEventsAreCountedNotRewritten: an event that repeats one of the same reason on the same
+// job, after status writes changed the job's resourceVersion, is counted in the first one's series
+// (one Event, count 2) instead of written as a new Event each time; another reason is an Event of
+// its own.
+func TestRepeatedEventsAreCountedNotRewritten(t *testing.T) {
+	scheme, err := Scheme()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := fake.NewClientset()
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer broadcaster.Shutdown()
+	r := eventRecorder{broadcaster.NewRecorder(scheme, "convoy-operator")}
+	job := utiltesting.MakeTrainingJob("j", "ns").Obj()
+	// The recorder writes in the background: each step waits for its write before the next.
+	for i, step := range []struct {
+		reason string
+		want   map[string]int32 // reason: series count (0: none)
+	}{
+		{"Restarting", map[string]int32{"Restarting": 0}},
+		{"Restarting", map[string]int32{"Restarting": 2}},
+		{"Running", map[string]int32{"Restarting": 2, "Running": 0}},
+	} {
+		job.ResourceVersion = strconv.Itoa(i + 1)
+		r.Eventf(job, nil, corev1.EventTypeNormal, step.reason, "Reconcile", "attempt %d", i)
+		var got map[string]int32
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			list, err := cs.EventsV1().Events("ns").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			got = map[string]int32{}
+			for _, e := range list.Items {
+				if _, dup := got[e.Reason]; dup {
+					got[e.Reason+" again"] = 0
+				}
+				got[e.Reason] = 0
+				if e.Series != nil {
+					got[e.Reason] = e.Series.Count
+				}
+			}
+			return cmp.Diff(step.want, got) == "", nil
+		}); err != nil {
+			t.Fatalf("step %d (%s): Events by reason and series count (-want,+got):\n%s", i, step.reason, cmp.Diff(step.want, got))
+		}
 	}
 }

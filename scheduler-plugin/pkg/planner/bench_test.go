@@ -18,8 +18,12 @@ package planner_test
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner/synth"
@@ -67,6 +71,42 @@ func BenchmarkPlace(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkPlanScale plans 1,000 gangs of the fits mix (rack preferred, as the operator asks), each
+// on the same half-full fleet, at 1,000 to 50,000 nodes, and reports the CPU time of one gang's
+// plan (its thread's, which other processes on a loaded machine do not inflate as they do the wall
+// time), p50 and p99 over every plan of every iteration: how planning grows with the fleet.
+func BenchmarkPlanScale(b *testing.B) {
+	cpu := func() time.Duration {
+		var ts unix.Timespec
+		if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+			b.Fatal(err)
+		}
+		return time.Duration(ts.Nano())
+	}
+	for _, nodes := range []int{1000, 5000, 10000, 20000, 50000} {
+		c := half(nodes)
+		gangs := synth.Gangs(42, 1000, synth.FittingWorkers)
+		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
+			// The thread's CPU clock holds only while the goroutine stays on it.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			var took []time.Duration
+			for b.Loop() {
+				for _, g := range gangs {
+					began := cpu()
+					if _, err := c.Place(planner.Gang{Key: g.Name, Pods: g.Workers, GPUsPerPod: g.GPUsPerWorker, Level: planner.LevelRack}); err != nil {
+						b.Fatal(err)
+					}
+					took = append(took, cpu()-began)
+				}
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-cpu-ms/gang")
+			b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "p99-cpu-ms/gang")
+		})
 	}
 }
 

@@ -22,7 +22,9 @@ limitations under the License.
 //	go run ./test/bench/operator -jobs 1000
 //
 // Every contender gets a fresh local control plane (test/framework; no scheduler, no nodes: pods
-// only need to exist) and the same client QPS and burst. The jobs, each of 8 pods (Convoy: 8
+// only need to exist). Convoy's operator runs with the flags it ships with (its client QPS and burst
+// included) unless -qps or -convoy-args says otherwise; training-operator with its best measured
+// setting (-peer-qps). The jobs, each of 8 pods (Convoy: 8
 // workers; PyTorchJob: 1 master and 7 workers), are all submitted at once, and a metadata watch
 // notes when each pod appears. The operators run as separate processes from bin/, so their CPU
 // seconds and peak RSS are read from /proc.
@@ -65,6 +67,8 @@ type options struct {
 	podsPerJob        int
 	qps               float32
 	burst             int
+	peerQPS           float32
+	peerBurst         int
 	timeout           time.Duration
 	binDir            string
 	stateDir          string
@@ -78,8 +82,10 @@ func main() {
 	var o options
 	systems := flag.String("systems", "convoy,convoy-32,training-operator,training-operator-32,api", "comma-separated contenders: convoy (its default 16 concurrent reconciles), convoy-32 (32), training-operator (its default single worker), training-operator-32 (32 workers), api (a plain client creating the pods)")
 	flag.IntVar(&o.jobs, "jobs", 1000, "jobs submitted at once")
-	qps := flag.Float64("qps", 1000, "client QPS of every operator, the job creator and the plain pod creator")
-	flag.IntVar(&o.burst, "burst", 2000, "client burst of every operator, the job creator and the plain pod creator")
+	qps := flag.Float64("qps", 0, "client QPS of convoy-operator (--kube-api-qps); 0: its shipped default")
+	flag.IntVar(&o.burst, "burst", 0, "client burst of convoy-operator (--kube-api-burst); 0: its shipped default")
+	peerQPS := flag.Float64("peer-qps", 1000, "client QPS of training-operator")
+	flag.IntVar(&o.peerBurst, "peer-burst", 2000, "client burst of training-operator")
 	flag.IntVar(&o.creators, "creators", 32, "goroutines submitting jobs (and creating pods for the api ceiling)")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest wait for one contender's pods")
 	flag.StringVar(&o.binDir, "bin-dir", "", "directory with the control plane, convoy-operator and training-operator; default bin/")
@@ -87,7 +93,7 @@ func main() {
 	extra := flag.String("convoy-args", "", "space-separated extra flags for convoy-operator")
 	flag.Parse()
 	o.podsPerJob = 8
-	o.qps = float32(*qps)
+	o.qps, o.peerQPS = float32(*qps), float32(*peerQPS)
 	o.trainingOpThreads = 32
 	o.convoyExtraArgs = strings.Fields(*extra)
 	for _, s := range strings.Split(*systems, ",") {
@@ -125,10 +131,10 @@ func main() {
 		}
 	}
 
-	fmt.Fprintf(os.Stderr, "load average before: %s\n", loadAverage())
+	fmt.Fprintf(os.Stderr, "load average before: %s\n", framework.LoadAverage())
 	var results []*Result
 	for _, sys := range o.systems {
-		fmt.Fprintf(os.Stderr, "== %s: %d jobs x %d pods (load average %s)\n", sys, o.jobs, o.podsPerJob, loadAverage())
+		fmt.Fprintf(os.Stderr, "== %s: %d jobs x %d pods (load average %s)\n", sys, o.jobs, o.podsPerJob, framework.LoadAverage())
 		r, err := run(ctx, o, sys)
 		if err != nil {
 			fail(fmt.Errorf("%s: %w", sys, err))
@@ -137,9 +143,17 @@ func main() {
 		fmt.Fprintf(os.Stderr, "%s: API writes during the batch: %s\n", sys, r.Writes)
 		results = append(results, r)
 	}
-	fmt.Printf("%d jobs x %d pods, client QPS %g / burst %d, %d CPUs, load average after: %s\n\n",
-		o.jobs, o.podsPerJob, o.qps, o.burst, numCPU(), loadAverage())
+	fmt.Printf("%d jobs x %d pods, convoy-operator %s, training-operator client QPS %g / burst %d, %d CPUs, load average after: %s\n\n",
+		o.jobs, o.podsPerJob, o.convoyRate(), o.peerQPS, o.peerBurst, numCPU(), framework.LoadAverage())
 	fmt.Println(table(results))
+}
+
+// convoyRate says which client rate convoy-operator runs with.
+func (o options) convoyRate() string {
+	if o.qps == 0 && o.burst == 0 {
+		return "with its shipped client QPS and burst"
+	}
+	return fmt.Sprintf("client QPS %g / burst %d (0: shipped)", o.qps, o.burst)
 }
 
 func fail(err error) {

@@ -27,6 +27,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/convoy-dev/convoy/test/framework"
 )
 
@@ -50,6 +52,12 @@ type Result struct {
 	LoadAverage string
 	// Writes are the API server's mutating requests during the batch, from every client.
 	Writes string
+	// EventWrites are the API server's writes of Events (core and events.k8s.io, creations and
+	// updates of a series) from the batch's start until they stop, a few seconds after its last pod.
+	EventWrites float64
+	// JobEvents are the Events on the jobs themselves (the operator's own) the batch left, and
+	// JobEventCount the times they say they happened (a series counts each repeat).
+	JobEvents, JobEventCount int
 }
 
 func (r *Result) podsPerSecond() float64 {
@@ -68,15 +76,19 @@ func (r *Result) line() string {
 func table(results []*Result) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "system\tpods\tall pods (s)\tper-job p50 (s)\tper-job p99 (s)\tpods/s\toperator CPU (s)\tpeak RSS (MiB)\tapiserver CPU (s)\tload avg at start\t")
+	fmt.Fprintln(w, "system\tpods\tall pods (s)\tper-job p50 (s)\tper-job p99 (s)\tpods/s\toperator CPU (s)\tpeak RSS (MiB)\tapiserver CPU (s)\tEvent writes per job\tEvents on the job per job (times)\tload avg at start\t")
 	for _, r := range results {
 		cpu, rss, p50, p99 := "-", "-", "-", "-"
 		if r.HasOperator {
 			cpu, rss = fmt.Sprintf("%.1f", r.CPUSeconds), fmt.Sprintf("%.0f", r.PeakRSSMiB)
 			p50, p99 = fmt.Sprintf("%.2f", r.P50.Seconds()), fmt.Sprintf("%.2f", r.P99.Seconds())
 		}
-		fmt.Fprintf(w, "%s\t%d/%d\t%.1f\t%s\t%s\t%.0f\t%s\t%s\t%.1f\t%s\t\n", r.System, r.PodsSeen, r.Pods,
-			r.Total.Seconds(), p50, p99, r.podsPerSecond(), cpu, rss, r.APIServerCPUSeconds, r.LoadAverage)
+		jobEvents := "-"
+		if r.HasOperator {
+			jobEvents = fmt.Sprintf("%.2f (%.2f)", float64(r.JobEvents)/float64(r.Jobs), float64(r.JobEventCount)/float64(r.Jobs))
+		}
+		fmt.Fprintf(w, "%s\t%d/%d\t%.1f\t%s\t%s\t%.0f\t%s\t%s\t%.1f\t%.2f\t%s\t%s\t\n", r.System, r.PodsSeen, r.Pods,
+			r.Total.Seconds(), p50, p99, r.podsPerSecond(), cpu, rss, r.APIServerCPUSeconds, r.EventWrites/float64(r.Jobs), jobEvents, r.LoadAverage)
 	}
 	_ = w.Flush()
 	return b.String()
@@ -136,18 +148,6 @@ func peakRSSMiB(pid int) (float64, error) {
 	return 0, fmt.Errorf("/proc/%d/status has no VmHWM", pid)
 }
 
-func loadAverage() string {
-	data, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(data))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
 func numCPU() int { return runtime.NumCPU() }
 
 // writeCounts returns the API server's count of mutating requests so far, by "VERB resource"
@@ -191,6 +191,59 @@ func writeCounts(ctx context.Context, c *framework.Cluster) (map[string]float64,
 		counts[verb+" "+res] += n
 	}
 	return counts, nil
+}
+
+// jobEvents counts the Events in the benchmark's namespace whose object is a job (a TrainingJob or a
+// PyTorchJob), and the times they say they happened.
+func jobEvents(ctx context.Context, c *framework.Cluster) (events, times int, err error) {
+	list, err := c.Clientset.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, e := range list.Items {
+		if k := e.InvolvedObject.Kind; k != "TrainingJob" && k != "PyTorchJob" {
+			continue
+		}
+		events++
+		switch {
+		case e.Series != nil:
+			times += int(e.Series.Count)
+		case e.Count > 0:
+			times += int(e.Count)
+		default:
+			times++
+		}
+	}
+	return events, times, nil
+}
+
+// eventWrites sums the writes of Events in writeCounts' figures.
+func eventWrites(counts map[string]float64) float64 {
+	n := 0.0
+	for k, v := range counts {
+		if strings.HasSuffix(k, " events") {
+			n += v
+		}
+	}
+	return n
+}
+
+// settledWrites reads writeCounts once a second until the Events stop changing (the recorders
+// write them in the background, after the pods), for at most 15 seconds.
+func settledWrites(ctx context.Context, c *framework.Cluster) (map[string]float64, error) {
+	prev, err := writeCounts(ctx, c)
+	for range 15 {
+		if err != nil {
+			return nil, err
+		}
+		time.Sleep(time.Second)
+		var next map[string]float64
+		if next, err = writeCounts(ctx, c); err == nil && eventWrites(next) == eventWrites(prev) {
+			return next, nil
+		}
+		prev = next
+	}
+	return prev, err
 }
 
 // writesLine formats the growth of writeCounts between before and after, largest first.

@@ -45,10 +45,13 @@ import (
 type binder struct {
 	events bool
 	cs     kubernetes.Interface
-	names  []string
-	free   []int
-	first  int
-	queue  chan *corev1.Pod
+	// eventsCS is a client of its own, with its own rate limit, as kube-scheduler's events
+	// broadcaster has.
+	eventsCS kubernetes.Interface
+	names    []string
+	free     []int
+	first    int
+	queue    chan *corev1.Pod
 }
 
 func newBinder(cfg *rest.Config, f synth.Fleet, events bool) (*binder, error) {
@@ -56,7 +59,11 @@ func newBinder(cfg *rest.Config, f synth.Fleet, events bool) (*binder, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &binder{events: events, cs: cs, names: make([]string, f.Nodes), free: make([]int, f.Nodes), queue: make(chan *corev1.Pod, 1<<16)}
+	eventsCS, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	b := &binder{events: events, cs: cs, eventsCS: eventsCS, names: make([]string, f.Nodes), free: make([]int, f.Nodes), queue: make(chan *corev1.Pod, 1<<16)}
 	for i := range f.Nodes {
 		b.names[i], b.free[i] = f.Node(i).Name, f.GPUsPerNode
 	}
@@ -70,6 +77,9 @@ func (b *binder) run(ctx context.Context, factory informers.SharedInformerFactor
 	// no set order, which spreads every gang's binds over the whole run. A binder with a factory
 	// of its own (binder+events+watch) gets them in list order from its first list.
 	informer := factory.Core().V1().Pods().Informer()
+	// A factory of its own (binder+events+watch) starts here; the benchmark's runs already.
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
 	pending := func(p *corev1.Pod) bool { return p.Spec.NodeName == "" && p.Spec.SchedulerName == schedulerName }
 	backlog := map[types.UID]bool{}
 	var first []*corev1.Pod
@@ -123,7 +133,7 @@ func (b *binder) run(ctx context.Context, factory informers.SharedInformerFactor
 		go func() {
 			defer ewg.Done()
 			for x := range events {
-				_, _ = b.cs.EventsV1().Events(x.pod.Namespace).Create(ctx, &eventsv1.Event{
+				_, _ = b.eventsCS.EventsV1().Events(x.pod.Namespace).Create(ctx, &eventsv1.Event{
 					ObjectMeta: metav1.ObjectMeta{Namespace: x.pod.Namespace, GenerateName: x.pod.Name + "."},
 					EventTime:  metav1.NowMicro(), ReportingController: "default-scheduler", ReportingInstance: "default-scheduler-bench",
 					Action: "Binding", Reason: "Scheduled", Type: corev1.EventTypeNormal,
@@ -134,8 +144,6 @@ func (b *binder) run(ctx context.Context, factory informers.SharedInformerFactor
 		}()
 	}
 	defer func() { close(binds); wg.Wait(); close(events); ewg.Wait() }()
-	// A factory of its own (binder+events+watch) starts here; the benchmark's runs already.
-	factory.Start(ctx.Done())
 	for {
 		select {
 		case <-ctx.Done():

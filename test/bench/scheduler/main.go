@@ -24,7 +24,8 @@ limitations under the License.
 // Nodes are plain Ready Node objects (no kubelet, no kwok: the node lifecycle controller is off so
 // they stay schedulable) in 2 zones of 4 blocks of 16-node racks, 8 GPUs each, with a GPUNode each.
 // Gangs are a PodGroup with minMember = all its pods, and pods labelled and annotated as the
-// operator makes them. Every contender gets a fresh control plane and the same client QPS and burst.
+// operator makes them. Every contender gets a fresh control plane and the same client QPS and burst:
+// by default those deploy/scheduler/config.yaml ships.
 //
 // By default (-arrival burst) every gang exists before the contender starts, as when a queue admits
 // a backlog at once: pods/s is then the contender's own rate and the binder's is the API server's
@@ -37,17 +38,22 @@ limitations under the License.
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner/synth"
 	"github.com/convoy-dev/convoy/test/framework"
@@ -115,11 +121,11 @@ func main() {
 	var sizes, mixes, schedulers string
 	flag.StringVar(&sizes, "nodes", "5000", "comma-separated fleet sizes")
 	flag.StringVar(&mixes, "mixes", "mixed,whole-node,fits", "comma-separated gang mixes: mixed (1, 2, 4 or 8 GPUs per worker), whole-node (8), fits (1, 2, 4 or 8, each half as common as the one below: the gangs fit the fleet), clique (1 to 36 4-GPU workers on GB200 NVL72 cliques of 18 nodes, not run by default)")
-	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,binder,binder+events", "comma-separated contenders: convoy, convoy+async-api (with kube-scheduler's SchedulerAsyncAPICalls feature gate on), convoy+partly-used-first (GangPlacement's nodePacking: PartlyUsedFirst), coscheduling, coscheduling+binpack (Coscheduling with MostAllocated scoring), binder, binder+events (the binder recording kube-scheduler's Scheduled event per pod), binder+events+watch (that binder with a pod watch of its own, as kube-scheduler has)")
+	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,coscheduling+binpack,binder,binder+events+watch", "comma-separated contenders: convoy, convoy+async-api (with kube-scheduler's SchedulerAsyncAPICalls feature gate on), convoy+partly-used-first (GangPlacement's nodePacking: PartlyUsedFirst), coscheduling, coscheduling+binpack (Coscheduling with MostAllocated scoring), binder, binder+events (the binder recording kube-scheduler's Scheduled event per pod), binder+events+watch (that binder with a pod watch of its own, as kube-scheduler has)")
 	flag.IntVar(&o.gangs, "gangs", 0, "gangs per run; 0 for one per 5 nodes (1,000 at 5,000 nodes)")
 	flag.Uint64Var(&o.seed, "seed", 42, "seed of the gang mix")
-	qps := flag.Float64("qps", 1000, "client QPS of every scheduler, the binder and the gang creator")
-	flag.IntVar(&o.burst, "burst", 2000, "client burst of every scheduler, the binder and the gang creator")
+	qps := flag.Float64("qps", 0, "client QPS of every scheduler and binder; 0: clientConnection.qps of deploy/scheduler/config.yaml, as shipped")
+	flag.IntVar(&o.burst, "burst", 0, "client burst of every scheduler and binder; 0: clientConnection.burst of deploy/scheduler/config.yaml")
 	flag.DurationVar(&o.stall, "stall", 60*time.Second, "end a run when no pod binds for this long after the last gang is created")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest run")
 	flag.StringVar(&o.binDir, "bin-dir", "", "directory with the control plane and convoy-scheduler; default bin/")
@@ -177,6 +183,14 @@ func main() {
 	if err := framework.CheckBinaries(o.binDir, "etcd", "kube-apiserver", "kube-controller-manager", "kwok", "convoy-scheduler"); err != nil {
 		fail(err)
 	}
+	if o.qps == 0 || o.burst == 0 {
+		qps, burst, err := shippedClientConnection()
+		if err != nil {
+			fail(err)
+		}
+		o.qps, o.burst = cmp.Or(o.qps, qps), cmp.Or(o.burst, burst)
+	}
+	fmt.Fprintf(os.Stderr, "client QPS %g / burst %d; load average %s\n", o.qps, o.burst, framework.LoadAverage())
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -212,6 +226,7 @@ func main() {
 			}
 		}
 	}
+	fmt.Printf("client QPS %g / burst %d, %d CPUs, load average after: %s\n\n", o.qps, o.burst, runtime.NumCPU(), framework.LoadAverage())
 	fmt.Println(table(results))
 	if o.jsonOut != "" {
 		data, _ := json.MarshalIndent(results, "", "  ")
@@ -219,6 +234,29 @@ func main() {
 			fail(err)
 		}
 	}
+}
+
+// shippedClientConnection reads the client QPS and burst deploy/scheduler/config.yaml ships.
+func shippedClientConnection() (float32, int, error) {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return 0, 0, err
+	}
+	path := filepath.Join(root, "deploy", "scheduler", "config.yaml")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	var cfg struct {
+		ClientConnection struct {
+			QPS   float32 `json:"qps"`
+			Burst int     `json:"burst"`
+		} `json:"clientConnection"`
+	}
+	if err := yaml.Unmarshal(data, &cfg); err != nil || cfg.ClientConnection.QPS <= 0 || cfg.ClientConnection.Burst <= 0 {
+		return 0, 0, fmt.Errorf("%s: no clientConnection.qps and burst (%v); give -qps and -burst", path, err)
+	}
+	return cfg.ClientConnection.QPS, cfg.ClientConnection.Burst, nil
 }
 
 func fail(err error) {

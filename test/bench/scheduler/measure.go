@@ -77,7 +77,9 @@ type Result struct {
 	Gangs     int       `json:"gangs"`
 	// Namespaces is how many namespaces the gangs were spread over.
 	Namespaces int `json:"namespaces"`
-	Pods       int `json:"pods"`
+	// Stream is whether the gangs were created while the contender ran (-arrival stream).
+	Stream bool `json:"stream,omitempty"`
+	Pods   int  `json:"pods"`
 	// DemandGPUs is what all gangs ask; CapacityGPUs what the fleet has.
 	DemandGPUs   int `json:"demandGPUs"`
 	CapacityGPUs int `json:"capacityGPUs"`
@@ -386,20 +388,34 @@ func table(results []*Result) string {
 	}
 	b.WriteString("\n")
 	seen := map[string]bool{}
+	var met strings.Builder
 	for _, r := range results {
 		if k := fmt.Sprint(r.Nodes, r.Mix); !seen[k] {
 			seen[k] = true
 			fmt.Fprintf(&b, "%d nodes, %s: %d gangs in %d namespace(s) ask %d GPUs in %d pods; the fleet has %d GPUs.\n", r.Nodes, r.Mix, r.Gangs, r.Namespaces, r.DemandGPUs, r.Pods, r.CapacityGPUs)
-			b.WriteString(ratios(results, r.Nodes, r.Mix))
+			met.WriteString(targets(results, r.Nodes, r.Mix))
 		}
+	}
+	if met.Len() > 0 {
+		b.WriteString("\n| nodes | mix | Convoy's target | Convoy | |\n|---|---|---|---|---|\n")
+		b.WriteString(met.String())
 	}
 	return b.String()
 }
 
-// ratios compares, for one fleet size and mix, each scheduler with the binders, as issue 5's
-// targets do: pods/s as a fraction of the binder's, gang p99 as a multiple of the binder's.
-func ratios(results []*Result, nodes int, mix string) string {
-	var b strings.Builder
+// Convoy's targets, against binder+events+watch (the ceiling of a kube-scheduler) in the same run.
+const (
+	targetPodsPerSec   = 0.95
+	targetGangP99      = 1.1
+	targetCPUPerPodMs  = 1.0
+	targetStreamP99Sec = 1.0
+)
+
+// targets states, for one fleet size and mix, each of Convoy's targets with its figure and whether
+// it was met: pods/s, gang p99 and CPU per pod against binder+events+watch; on fits, stranded GPUs
+// against first fit (the binder) and coscheduling+binpack and racks per gang against the fewest;
+// streaming, gang p99 itself.
+func targets(results []*Result, nodes int, mix string) string {
 	of := func(sc Scheduler) *Result {
 		for _, r := range results {
 			if r.Nodes == nodes && r.Mix == mix && r.Scheduler == sc {
@@ -408,20 +424,39 @@ func ratios(results []*Result, nodes int, mix string) string {
 		}
 		return nil
 	}
-	for _, sc := range []Scheduler{Convoy, ConvoyAsyncAPI, ConvoyPartlyUsedFirst, Coscheduling, CoschedulingBinpack} {
-		r := of(sc)
-		if r == nil || r.PodsPerSec == 0 {
-			continue
+	c := of(Convoy)
+	if c == nil {
+		return ""
+	}
+	var b strings.Builder
+	row := func(target, got string, met bool) {
+		verdict := "**missed**"
+		if met {
+			verdict = "met"
 		}
-		var parts []string
-		for _, base := range []Scheduler{Binder, BinderEvents, BinderEventsWatch} {
-			if c := of(base); c != nil && c.PodsPerSec > 0 {
-				parts = append(parts, fmt.Sprintf("%.2f× %s's pods/s with %.2f× its gang p99", r.PodsPerSec/c.PodsPerSec, base, r.GangP99/c.GangP99))
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", nodes, mix, target, got, verdict)
+	}
+	if w := of(BinderEventsWatch); w != nil && w.PodsPerSec > 0 && w.GangP99 > 0 {
+		// Streaming, the gangs' arrival sets the pace of both.
+		if !c.Stream {
+			row(fmt.Sprintf("pods/s ≥ %.2f× %s's", targetPodsPerSec, BinderEventsWatch), fmt.Sprintf("%.2f× (%.0f of %.0f)", c.PodsPerSec/w.PodsPerSec, c.PodsPerSec, w.PodsPerSec), c.PodsPerSec >= targetPodsPerSec*w.PodsPerSec)
+		}
+		row(fmt.Sprintf("gang p99 ≤ %.1f× %s's", targetGangP99, BinderEventsWatch), fmt.Sprintf("%.2f× (%.1f s against %.1f s)", c.GangP99/w.GangP99, c.GangP99, w.GangP99), c.GangP99 <= targetGangP99*w.GangP99)
+	}
+	if s, ok := c.CPUToLastBind["scheduler"]; ok && c.BoundPods > 0 {
+		perPod := 1000 * s / float64(c.BoundPods)
+		row(fmt.Sprintf("scheduler CPU ≤ %.1f ms per pod", targetCPUPerPodMs), fmt.Sprintf("%.2f ms", perPod), perPod <= targetCPUPerPodMs)
+	}
+	if c.Stream {
+		row(fmt.Sprintf("gang p99 ≤ %.0f s, streaming", targetStreamP99Sec), fmt.Sprintf("%.2f s", c.GangP99), c.GangP99 <= targetStreamP99Sec)
+	}
+	if mix == "fits" {
+		for _, peer := range []Scheduler{Binder, CoschedulingBinpack} {
+			if p := of(peer); p != nil {
+				row(fmt.Sprintf("stranded GPUs ≤ %s's", peer), fmt.Sprintf("%d against %d", c.Stranded, p.Stranded), c.Stranded <= p.Stranded)
 			}
 		}
-		if len(parts) > 0 {
-			fmt.Fprintf(&b, "  %s: %s.\n", sc, strings.Join(parts, "; "))
-		}
+		row("racks per gang at the fewest", fmt.Sprintf("%.2f (fewest %.2f)", c.RacksPerGang, c.MinRacksPerGang), c.RacksPerGang <= c.MinRacksPerGang+0.005)
 	}
 	return b.String()
 }

@@ -17,8 +17,11 @@ limitations under the License.
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner/synth"
 )
@@ -65,5 +68,32 @@ func TestAPIServerPace(t *testing.T) {
 	}
 	if got := (&Result{APIWrites: 2000}).apiServerPace(); got != "" {
 		t.Errorf("apiServerPace() without the API server's CPU = %q, want none", got)
+	}
+}
+
+// TestTargets: each of Convoy's targets is stated with its figure, met or missed, against the peers
+// of the same fleet and mix; stranded GPUs and racks only on fits.
+func TestTargets(t *testing.T) {
+	results := []*Result{
+		{Scheduler: Convoy, Nodes: 1000, Mix: "fits", PodsPerSec: 190, GangP99: 2.2, BoundPods: 1000, CPUToLastBind: map[string]float64{"scheduler": 1.5},
+			Stranded: 14, RacksPerGang: 1.06, MinRacksPerGang: 1.06},
+		{Scheduler: BinderEventsWatch, Nodes: 1000, Mix: "fits", PodsPerSec: 200, GangP99: 2},
+		{Scheduler: Binder, Nodes: 1000, Mix: "fits", Stranded: 14},
+		{Scheduler: CoschedulingBinpack, Nodes: 1000, Mix: "fits", Stranded: 13},
+		{Scheduler: Convoy, Nodes: 1000, Mix: "mixed", PodsPerSec: 100, GangP99: 1, Stranded: 50},
+		{Scheduler: BinderEventsWatch, Nodes: 1000, Mix: "mixed", PodsPerSec: 200, GangP99: 1},
+	}
+	want := `| 1000 | fits | pods/s ≥ 0.95× binder+events+watch's | 0.95× (190 of 200) | met |
+| 1000 | fits | gang p99 ≤ 1.1× binder+events+watch's | 1.10× (2.2 s against 2.0 s) | met |
+| 1000 | fits | scheduler CPU ≤ 1.0 ms per pod | 1.50 ms | **missed** |
+| 1000 | fits | stranded GPUs ≤ binder's | 14 against 14 | met |
+| 1000 | fits | stranded GPUs ≤ coscheduling+binpack's | 14 against 13 | **missed** |
+| 1000 | fits | racks per gang at the fewest | 1.06 (fewest 1.06) | met |
+`
+	if diff := cmp.Diff(want, targets(results, 1000, "fits")); diff != "" {
+		t.Errorf("targets(fits) (-want,+got):\n%s", diff)
+	}
+	if got := targets(results, 1000, "mixed"); !strings.Contains(got, "0.50× (100 of 200) | **missed** |") || strings.Contains(got, "stranded") {
+		t.Errorf("targets(mixed) = %q, want pods/s missed and no stranded GPUs", got)
 	}
 }

@@ -531,6 +531,36 @@ func table(results []*Result) string {
 		fmt.Fprintf(&b, "| %s | %s | %d / %d | %d | %s | %s | %d | %d | %.0f |\n", r.Pods, r.Policy, r.GPUTasksPlaced, r.GPUTasks,
 			r.GPUsTurnedAway, first, pct(r.Allocated), r.Stranded, r.NoRoomBeside, r.MicrosPerTask)
 	}
+	b.WriteString(targets(results))
+	return b.String()
+}
+
+// targets states, for each pod list, Convoy's target: it turns away no more GPUs than the best of
+// the other policies, met or missed.
+func targets(results []*Result) string {
+	var b strings.Builder
+	for _, c := range results {
+		if c.Policy != "convoy" {
+			continue
+		}
+		best := (*Result)(nil)
+		for _, r := range results {
+			if r.Pods == c.Pods && r.Policy != c.Policy && (best == nil || r.GPUsTurnedAway < best.GPUsTurnedAway) {
+				best = r
+			}
+		}
+		if best == nil {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\n| pods | Convoy's target | Convoy | |\n|---|---|---|---|\n")
+		}
+		verdict := "**missed**"
+		if c.GPUsTurnedAway <= best.GPUsTurnedAway {
+			verdict = "met"
+		}
+		fmt.Fprintf(&b, "| %s | GPUs turned away ≤ the best other policy's | %d against %s's %d | %s |\n", c.Pods, c.GPUsTurnedAway, best.Policy, best.GPUsTurnedAway, verdict)
+	}
 	return b.String()
 }
 

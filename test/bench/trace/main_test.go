@@ -78,3 +78,21 @@ func TestReplayCountsWhatIsTurnedAway(t *testing.T) {
 		}
 	}
 }
+
+// TestTargets: Convoy's target on each pod list is met when it turns away no more GPUs than the
+// best other policy, and missed otherwise.
+func TestTargets(t *testing.T) {
+	results := []*Result{
+		{Pods: "default", Policy: "convoy", GPUsTurnedAway: 25},
+		{Pods: "default", Policy: "first-fit", GPUsTurnedAway: 25},
+		{Pods: "default", Policy: "kube-scheduler", GPUsTurnedAway: 264},
+		{Pods: "multigpu50", Policy: "convoy", GPUsTurnedAway: 45},
+		{Pods: "multigpu50", Policy: "kube-scheduler-binpack", GPUsTurnedAway: 44},
+	}
+	want := "\n| pods | Convoy's target | Convoy | |\n|---|---|---|---|\n" +
+		"| default | GPUs turned away ≤ the best other policy's | 25 against first-fit's 25 | met |\n" +
+		"| multigpu50 | GPUs turned away ≤ the best other policy's | 45 against kube-scheduler-binpack's 44 | **missed** |\n"
+	if got := targets(results); got != want {
+		t.Errorf("targets() = %q, want %q", got, want)
+	}
+}

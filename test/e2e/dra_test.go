@@ -1,0 +1,152 @@
+/*
+Copyright The Convoy Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	utiltestingapi "sigs.k8s.io/kueue/pkg/util/testing/v1beta2"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+const (
+	// draPool labels the nodes whose GPUs are DRA devices, and draFlavor selects them.
+	draPool   = "convoy.dev/test-pool"
+	draFlavor = "dra-gpus"
+)
+
+// draNodes have 4 H100s each, published as DRA devices of NVIDIA's driver rather than as
+// nvidia.com/gpu: no node agent serves them, and no nvidia.com/gpu gang lands on them.
+var draNodes = []framework.NodeSpec{
+	{Name: "dra-0", DRAGPUs: 4, GPUProduct: product, Labels: map[string]string{draPool: "dra"}},
+	{Name: "dra-1", DRAGPUs: 4, GPUProduct: product, Labels: map[string]string{draPool: "dra"}},
+}
+
+// draJob is a job of workers × gpus DRA GPUs of DeviceClass gpu.nvidia.com.
+func (e *env) draJob(name string, workers, gpus int32) *convoy.TrainingJob {
+	job := e.job(name, workers, gpus, "normal")
+	job.Spec.Scheduling.Topology = nil
+	job.Spec.GPU = &convoy.GPUSpec{DeviceClassName: convoy.DriverGPU}
+	return job
+}
+
+// TestDRAGangRunsOnFreeDevicesAndCountsAgainstTheGPUQuota: a job asking for DRA GPUs is admitted
+// by Kueue against the ClusterQueue's nvidia.com/gpu quota (deploy/kueue's deviceClassMappings),
+// and its whole gang runs, each worker's claim allocated with devices of the node it is bound to.
+// A second gang for which the devices are taken waits, its status saying why, with no pod bound,
+// and runs once the first job is deleted.
+func TestDRAGangRunsOnFreeDevicesAndCountsAgainstTheGPUQuota(t *testing.T) {
+	e := setup(t)
+	fl := utiltestingapi.MakeResourceFlavor(draFlavor).NodeLabel(draPool, "dra").Obj()
+	if err := e.k.Create(t.Context(), fl); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	e.clusterQueue(16, draFlavor, nil)
+
+	e.create(e.draJob("first", 2, 4))
+	running := e.waitState("first", convoy.StateRunning)
+	wl := e.workload(running)
+	if got := wl.Status.Admission.PodSetAssignments[0].ResourceUsage[framework.ResourceGPU]; got.Value() != 8 {
+		t.Errorf("the Workload uses %s nvidia.com/gpu of the quota, want 8 (2 workers × 4 DRA GPUs)", got.String())
+	}
+	tmpl := &resourcev1.ResourceClaimTemplate{}
+	must(t, e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "first-gpu"}, tmpl))
+	if !metav1.IsControlledBy(tmpl, running) {
+		t.Errorf("ResourceClaimTemplate first-gpu is not controlled by the job: %v", tmpl.OwnerReferences)
+	}
+	nodes := map[string]bool{}
+	for _, p := range e.pods("first") {
+		if _, ok := p.Spec.Containers[0].Resources.Limits[framework.ResourceGPU]; ok {
+			t.Errorf("pod %s asks for nvidia.com/gpu beside its claim", p.Name)
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			t.Errorf("pod %s is %s, want Running", p.Name, p.Status.Phase)
+		}
+		nodes[p.Spec.NodeName] = true
+		if devices := e.allocatedDevices(&p); len(devices) != 4 || strings.Count(strings.Join(devices, ","), p.Spec.NodeName+"/") != 4 {
+			t.Errorf("pod %s on %s has devices %v, want 4 of its node's", p.Name, p.Spec.NodeName, devices)
+		}
+	}
+	if len(nodes) != 2 || !nodes["dra-0"] || !nodes["dra-1"] {
+		t.Errorf("the workers run on %v, want one on each DRA node", nodes)
+	}
+
+	e.create(e.draJob("second", 2, 2))
+	waiting := e.waitJob("second", "waiting for devices", func(j *convoy.TrainingJob) bool {
+		c := meta.FindStatusCondition(j.Status.Conditions, convoy.ConditionInitializing)
+		return c != nil && c.Reason == convoy.ReasonUnschedulable && strings.Contains(c.Message, "claim")
+	})
+	if waiting.Status.Admission == nil {
+		t.Errorf("the second job is not admitted: Kueue's quota (16) holds both")
+	}
+	for _, p := range e.pods("second") {
+		if p.Spec.NodeName != "" {
+			t.Errorf("pod %s of the waiting gang is bound to %s", p.Name, p.Spec.NodeName)
+		}
+	}
+
+	must(t, e.k.Delete(t.Context(), running))
+	e.waitState("second", convoy.StateRunning)
+	for _, p := range e.pods("second") {
+		if devices := e.allocatedDevices(&p); len(devices) != 2 {
+			t.Errorf("pod %s has devices %v, want 2", p.Name, devices)
+		}
+	}
+}
+
+// workload returns the job's Workload.
+func (e *env) workload(job *convoy.TrainingJob) *kueue.Workload {
+	e.t.Helper()
+	list := &kueue.WorkloadList{}
+	must(e.t, e.k.List(e.t.Context(), list, client.InNamespace(job.Namespace)))
+	i := slices.IndexFunc(list.Items, func(wl kueue.Workload) bool { return metav1.IsControlledBy(&wl, job) })
+	if i < 0 || list.Items[i].Status.Admission == nil {
+		e.t.Fatalf("job %s has no admitted Workload", job.Name)
+	}
+	return &list.Items[i]
+}
+
+// allocatedDevices returns the devices allocated to the pod's GPU claim, as "<pool>/<device>".
+func (e *env) allocatedDevices(pod *corev1.Pod) []string {
+	e.t.Helper()
+	var out []string
+	for _, s := range pod.Status.ResourceClaimStatuses {
+		if s.ResourceClaimName == nil {
+			continue
+		}
+		claim := &resourcev1.ResourceClaim{}
+		must(e.t, e.k.Get(e.t.Context(), client.ObjectKey{Namespace: pod.Namespace, Name: *s.ResourceClaimName}, claim))
+		if a := claim.Status.Allocation; a != nil {
+			for _, r := range a.Devices.Results {
+				out = append(out, fmt.Sprintf("%s/%s", r.Pool, r.Device))
+			}
+		}
+	}
+	return out
+}

@@ -17,6 +17,7 @@ limitations under the License.
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -26,7 +27,9 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	utiltestingapi "sigs.k8s.io/kueue/pkg/util/testing/v1beta2"
@@ -39,13 +42,16 @@ const (
 	// draPool labels the nodes whose GPUs are DRA devices, and draFlavor selects them.
 	draPool   = "convoy.dev/test-pool"
 	draFlavor = "dra-gpus"
+	// draProduct is not the fleet's product: no node agent serves the DRA nodes, and no flavor
+	// of the fleet's nodes selects them.
+	draProduct = "NVIDIA-H200-141GB-HBM3e"
 )
 
-// draNodes have 4 H100s each, published as DRA devices of NVIDIA's driver rather than as
-// nvidia.com/gpu: no node agent serves them, and no nvidia.com/gpu gang lands on them.
+// draNodes have 4 H200s each, published as DRA devices of NVIDIA's driver rather than as
+// nvidia.com/gpu.
 var draNodes = []framework.NodeSpec{
-	{Name: "dra-0", DRAGPUs: 4, GPUProduct: product, Labels: map[string]string{draPool: "dra"}},
-	{Name: "dra-1", DRAGPUs: 4, GPUProduct: product, Labels: map[string]string{draPool: "dra"}},
+	{Name: "dra-0", DRAGPUs: 4, GPUProduct: draProduct, DRAGPUMemory: "141Gi", Labels: map[string]string{draPool: "dra"}},
+	{Name: "dra-1", DRAGPUs: 4, GPUProduct: draProduct, DRAGPUMemory: "141Gi", Labels: map[string]string{draPool: "dra"}},
 }
 
 // draJob is a job of workers × gpus DRA GPUs of DeviceClass gpu.nvidia.com.
@@ -149,4 +155,37 @@ func (e *env) allocatedDevices(pod *corev1.Pod) []string {
 		}
 	}
 	return out
+}
+
+// TestDRAGPUSelectorsPickTheProductAndMemory: outside a queue, spec.gpu's product and minMemory
+// become CEL selectors that the scheduler evaluates against the devices' attributes and capacity
+// as NVIDIA's driver publishes them: a job asking for the DRA nodes' product and less memory than
+// theirs runs; one asking for another product, or more memory, waits, saying why.
+func TestDRAGPUSelectorsPickTheProductAndMemory(t *testing.T) {
+	e := setup(t)
+	e.namespace()
+	t.Cleanup(func() { _ = e.k.DeleteAllOf(context.Background(), &convoy.TrainingJob{}, client.InNamespace(e.ns)) })
+	job := func(name, product, memory string) *convoy.TrainingJob {
+		j := e.draJob(name, 1, 2)
+		j.Spec.Scheduling.Queue = ""
+		j.Spec.GPU.Product, j.Spec.GPU.MinMemory = product, ptr.To(resource.MustParse(memory))
+		return j
+	}
+	e.create(job("h200", draProduct, "100Gi"))
+	e.create(job("b200", "NVIDIA-B200", "100Gi"))
+	e.create(job("more-memory", draProduct, "160Gi"))
+	e.waitState("h200", convoy.StateRunning)
+	for _, name := range []string{"b200", "more-memory"} {
+		e.waitJob(name, "waiting for a device that matches", func(j *convoy.TrainingJob) bool {
+			c := meta.FindStatusCondition(j.Status.Conditions, convoy.ConditionInitializing)
+			return c != nil && c.Reason == convoy.ReasonUnschedulable && strings.Contains(c.Message, "claim")
+		})
+	}
+	for _, p := range e.pods("h200") {
+		for _, d := range e.allocatedDevices(&p) {
+			if !strings.HasPrefix(d, "dra-") {
+				t.Errorf("pod %s got device %s, want one of a DRA node", p.Name, d)
+			}
+		}
+	}
 }

@@ -19,7 +19,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 
@@ -77,7 +76,8 @@ func TestDRAGangRunsOnFreeDevicesAndCountsAgainstTheGPUQuota(t *testing.T) {
 
 	e.create(e.draJob("first", 2, 4))
 	running := e.waitState("first", convoy.StateRunning)
-	wl := e.workload(running)
+	wl := e.waitWorkloadWhere("the Workload of first", func(wl *kueue.Workload) bool { return metav1.IsControlledBy(wl, running) },
+		"admitted", func(wl *kueue.Workload) bool { return wl.Status.Admission != nil })
 	if got := wl.Status.Admission.PodSetAssignments[0].ResourceUsage[framework.ResourceGPU]; got.Value() != 8 {
 		t.Errorf("the Workload uses %s nvidia.com/gpu of the quota, want 8 (2 workers × 4 DRA GPUs)", got.String())
 	}
@@ -124,18 +124,6 @@ func TestDRAGangRunsOnFreeDevicesAndCountsAgainstTheGPUQuota(t *testing.T) {
 			t.Errorf("pod %s has devices %v, want 2", p.Name, devices)
 		}
 	}
-}
-
-// workload returns the job's Workload.
-func (e *env) workload(job *convoy.TrainingJob) *kueue.Workload {
-	e.t.Helper()
-	list := &kueue.WorkloadList{}
-	must(e.t, e.k.List(e.t.Context(), list, client.InNamespace(job.Namespace)))
-	i := slices.IndexFunc(list.Items, func(wl kueue.Workload) bool { return metav1.IsControlledBy(&wl, job) })
-	if i < 0 || list.Items[i].Status.Admission == nil {
-		e.t.Fatalf("job %s has no admitted Workload", job.Name)
-	}
-	return &list.Items[i]
 }
 
 // allocatedDevices returns the devices allocated to the pod's GPU claim, as "<pool>/<device>".

@@ -187,6 +187,8 @@ func podTemplate(job *convoy.TrainingJob, r mlframework.Replica, plugin mlframew
 			PriorityClassName: pod.Spec.PriorityClassName,
 			SchedulerName:     pod.Spec.SchedulerName,
 			Overhead:          pod.Spec.Overhead,
+			// Kueue counts the devices of the claim templates (deviceClassMappings).
+			ResourceClaims: pod.Spec.ResourceClaims,
 		},
 	}
 }

@@ -43,6 +43,7 @@ const (
 var (
 	queuePath = field.NewPath("spec", "scheduling", "queue")
 	labelPath = field.NewPath("metadata", "labels").Key(constants.QueueLabel)
+	gpuPath   = field.NewPath("spec", "gpu")
 )
 
 // Webhook defaults and validates the TrainingJobs that name a queue, as Kueue's BaseWebhook does
@@ -168,7 +169,8 @@ func SyncQueueName(job, old *convoy.TrainingJob) field.ErrorList {
 
 // ValidateCreate applies Kueue's rules for a new job.
 func (w *Webhook) ValidateCreate(_ context.Context, job *convoy.TrainingJob) (admission.Warnings, error) {
-	errs := append(queueAgreement(job), withPrebuiltWorkload(jobframework.ValidateJobOnCreate(fromObject(job)))...)
+	errs := append(queueAgreement(job), gpuSelectors(job)...)
+	errs = append(errs, withPrebuiltWorkload(jobframework.ValidateJobOnCreate(fromObject(job)))...)
 	return nil, toInvalid(job, errs)
 }
 
@@ -193,7 +195,8 @@ func withPrebuiltWorkload(errs field.ErrorList) field.ErrorList {
 // ValidateUpdate applies Kueue's rules for a change: among them, the queue and the workload
 // priority class change only while the job is suspended.
 func (w *Webhook) ValidateUpdate(ctx context.Context, old, job *convoy.TrainingJob) (admission.Warnings, error) {
-	errs := append(queueAgreement(job), jobframework.ValidateJobOnUpdate(fromObject(old), fromObject(job), func(namespace string) bool {
+	errs := append(queueAgreement(job), gpuSelectors(job)...)
+	errs = append(errs, jobframework.ValidateJobOnUpdate(fromObject(old), fromObject(job), func(namespace string) bool {
 		return w.defaultLocalQueueExists(ctx, namespace)
 	})...)
 	return nil, toInvalid(job, errs)
@@ -211,6 +214,25 @@ func queueAgreement(job *convoy.TrainingJob) field.ErrorList {
 		return field.ErrorList{field.Invalid(queuePath, spec, fmt.Sprintf("must name the same LocalQueue as the label %s (%q)", constants.QueueLabel, label))}
 	}
 	return nil
+}
+
+// gpuSelectors refuses spec.gpu's product and minMemory on a job with a queue: they become CEL
+// selectors of the GPU claim, and Kueue counts no claim with selectors (it holds the Workload
+// inadmissible), so the job would wait for ever.
+func gpuSelectors(job *convoy.TrainingJob) field.ErrorList {
+	g := job.Spec.GPU
+	if g == nil || job.QueueName() == "" {
+		return nil
+	}
+	var errs field.ErrorList
+	const fix = "Kueue does not count GPU claims with selectors: remove it and name a DeviceClass that selects these devices in spec.gpu.deviceClassName, or run the job without a queue"
+	if g.Product != "" {
+		errs = append(errs, field.Invalid(gpuPath.Child("product"), g.Product, fix))
+	}
+	if g.MinMemory != nil {
+		errs = append(errs, field.Invalid(gpuPath.Child("minMemory"), g.MinMemory.String(), fix))
+	}
+	return errs
 }
 
 func toInvalid(job *convoy.TrainingJob, errs field.ErrorList) error {

@@ -94,3 +94,31 @@ func TestPrebuiltWorkloadLabelIsAccepted(t *testing.T) {
 		t.Errorf("ValidateCreate with a prebuilt Workload label that is no name = %v, want it refused", err)
 	}
 }
+
+// TestGPUSelectorsWithAQueueAreRefused: Kueue counts no GPU claim with CEL selectors, so a queued
+// job's spec.gpu may name a DeviceClass but no product or memory; without a queue it may.
+func TestGPUSelectorsWithAQueueAreRefused(t *testing.T) {
+	cases := map[string]struct {
+		job  *convoy.TrainingJob
+		want string // "" when accepted
+	}{
+		"class with a queue":   {job: utiltesting.MakeTrainingJob("llama", "team-a").DRAGPUs("gpu.nvidia.com", "").Queue("training").Obj()},
+		"product with a queue": {job: utiltesting.MakeTrainingJob("llama", "team-a").DRAGPUs("gpu.nvidia.com", "NVIDIA H100 80GB HBM3").Queue("training").Obj(), want: "spec.gpu.product: Invalid value: \"NVIDIA H100 80GB HBM3\": Kueue does not count GPU claims with selectors"},
+		"product, no queue":    {job: utiltesting.MakeTrainingJob("llama", "team-a").DRAGPUs("gpu.nvidia.com", "NVIDIA H100 80GB HBM3").Obj()},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := (&Webhook{}).ValidateCreate(context.Background(), tc.job)
+			if got := errString(err); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+				t.Errorf("ValidateCreate() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

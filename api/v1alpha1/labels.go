@@ -42,6 +42,11 @@ const (
 	// ResourceGPU is the extended resource the NVIDIA device plugin advertises.
 	ResourceGPU = "nvidia.com/gpu"
 
+	// DriverGPU is NVIDIA's DRA driver: the domain of the attributes (productName, uuid, ...) and
+	// capacities (memory) of the GPUs it publishes in ResourceSlices, and the name of its
+	// DeviceClass of whole GPUs.
+	DriverGPU = "gpu.nvidia.com"
+
 	// AnnotationGPUIndices on a pod lists the GPU indices Convoy's scheduler chose for it on its
 	// node, for example "0,1,2,3". On fake nodes the node agent gives the pod these GPUs when they
 	// are free and healthy.

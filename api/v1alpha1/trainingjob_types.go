@@ -41,6 +41,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.limits) || !('nvidia.com/gpu' in self.resources.limits) || (isQuantity(string(self.resources.limits['nvidia.com/gpu'])) && quantity(string(self.resources.limits['nvidia.com/gpu'])).isInteger() && (!has(self.gpusPerWorker) || quantity(string(self.resources.limits['nvidia.com/gpu'])).asInteger() == self.gpusPerWorker))",message="spec.resources.limits[nvidia.com/gpu] must be a whole number equal to spec.gpusPerWorker: set one of the two, or make them agree",fieldPath=".resources.limits"
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !('nvidia.com/gpu' in self.resources.requests) || (isQuantity(string(self.resources.requests['nvidia.com/gpu'])) && quantity(string(self.resources.requests['nvidia.com/gpu'])).isInteger() && (!has(self.gpusPerWorker) || quantity(string(self.resources.requests['nvidia.com/gpu'])).asInteger() == self.gpusPerWorker))",message="spec.resources.requests[nvidia.com/gpu] must be a whole number equal to spec.gpusPerWorker: set one of the two, or make them agree",fieldPath=".resources.requests"
 // +kubebuilder:validation:XValidation:rule="!has(self.resources) || !has(self.resources.requests) || !has(self.resources.limits) || !('nvidia.com/gpu' in self.resources.requests) || !('nvidia.com/gpu' in self.resources.limits) || !isQuantity(string(self.resources.requests['nvidia.com/gpu'])) || !isQuantity(string(self.resources.limits['nvidia.com/gpu'])) || quantity(string(self.resources.requests['nvidia.com/gpu'])).compareTo(quantity(string(self.resources.limits['nvidia.com/gpu']))) == 0",message="spec.resources.requests[nvidia.com/gpu] must equal spec.resources.limits[nvidia.com/gpu]: GPUs cannot be overcommitted",fieldPath=".resources.requests"
+// +kubebuilder:validation:XValidation:rule="!has(self.gpu) || !has(self.resources) || ((!has(self.resources.limits) || !('nvidia.com/gpu' in self.resources.limits)) && (!has(self.resources.requests) || !('nvidia.com/gpu' in self.resources.requests)))",message="spec.gpu asks for the workers' GPUs as DRA devices, so spec.resources must not ask for nvidia.com/gpu too: remove nvidia.com/gpu from spec.resources and give the count in spec.gpusPerWorker, or remove spec.gpu",fieldPath=".gpu"
+// +kubebuilder:validation:XValidation:rule="!has(self.gpu) || !has(self.gpusPerWorker) || self.gpusPerWorker > 0",message="spec.gpu asks for DRA GPUs but spec.gpusPerWorker is 0: remove spec.gpu to run workers without GPUs, or set spec.gpusPerWorker to at least 1",fieldPath=".gpu"
+// +kubebuilder:validation:XValidation:rule="has(self.gpu) == has(oldSelf.gpu) && (!has(self.gpu) || self.gpu == oldSelf.gpu) || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.gpu is immutable unless the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".gpu"
 // +kubebuilder:validation:XValidation:rule="!has(self.monitoring) || !has(self.networking) || self.monitoring.metricsPort != self.networking.masterPort",message="spec.monitoring.metricsPort must differ from spec.networking.masterPort: pick another port for one of them",fieldPath=".monitoring.metricsPort"
 // +kubebuilder:validation:XValidation:rule="self.numWorkers == oldSelf.numWorkers || (has(self.suspend) && self.suspend) || (has(oldSelf.suspend) && oldSelf.suspend)",message="spec.numWorkers is immutable while the job runs: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".numWorkers"
 // +kubebuilder:validation:XValidation:rule="!has(self.minWorkers) || self.minWorkers <= self.numWorkers",message="spec.minWorkers must not exceed spec.numWorkers: lower spec.minWorkers, or raise spec.numWorkers",fieldPath=".minWorkers"
@@ -93,7 +96,8 @@ type TrainingJobSpec struct {
 	// +kubebuilder:validation:Maximum=1024
 	MinWorkers *int32 `json:"minWorkers,omitempty"`
 
-	// gpusPerWorker is the number of nvidia.com/gpu each worker requests; 0 runs workers without GPUs.
+	// gpusPerWorker is the number of GPUs each worker requests, as nvidia.com/gpu or, with spec.gpu,
+	// as devices of its DeviceClass; 0 runs workers without GPUs.
 	// Unset, it is spec.resources' nvidia.com/gpu (limits, else requests) where that is set, else 1;
 	// where both are set they must agree. Parameter servers and other roles get no GPU either way.
 	// Immutable unless the job is suspended.
@@ -156,6 +160,13 @@ type TrainingJobSpec struct {
 	// with gpusPerWorker.
 	// +optional
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// gpu asks for the workers' GPUs as Dynamic Resource Allocation devices instead of the
+	// nvidia.com/gpu extended resource: the operator creates the ResourceClaimTemplate <job>-gpu,
+	// one claim per worker for gpusPerWorker devices, and the workers' pods reference it. Unset,
+	// workers ask for nvidia.com/gpu. Immutable unless the job is suspended.
+	// +optional
+	GPU *GPUSpec `json:"gpu,omitempty"`
 
 	// hyperparameters are passed to the training code through the <job>-config ConfigMap (as JSON and as
 	// one environment variable each).
@@ -223,6 +234,32 @@ type TrainingJobSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// GPUSpec says which DRA devices a worker's GPUs are. The attribute and capacity names are those
+// NVIDIA's DRA driver publishes (driver gpu.nvidia.com).
+type GPUSpec struct {
+	// deviceClassName is the DeviceClass of the devices, for example gpu.nvidia.com (NVIDIA's DRA
+	// driver) or a class the platform team defined for one product. With Kueue, the class must be
+	// in Kueue's resources.deviceClassMappings to be counted against quota.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",message="spec.gpu.deviceClassName must be a DeviceClass name: lowercase letters, digits, '-' and '.', for example gpu.nvidia.com"
+	DeviceClassName string `json:"deviceClassName"`
+
+	// product keeps the workers to devices whose productName attribute is this, for example
+	// "NVIDIA H100 80GB HBM3" (a CEL selector of the claim). Kueue counts no claim with a
+	// selector: with a queue, name a DeviceClass that selects the product instead.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[A-Za-z0-9][-A-Za-z0-9 _.()/]*$')",message="spec.gpu.product must be a product name of letters, digits, spaces and - _ . ( ) /, for example NVIDIA H100 80GB HBM3"
+	Product string `json:"product,omitempty"`
+
+	// minMemory keeps the workers to devices with at least this memory capacity, for example 80Gi
+	// (a CEL selector of the claim; with a queue, see product).
+	// +optional
+	MinMemory *resource.Quantity `json:"minMemory,omitempty"`
 }
 
 // Precision is the floating-point type mixed-precision training computes in, named as Hugging Face

@@ -17,7 +17,7 @@ limitations under the License.
 // Package e2e tests Convoy as a platform team meets it: the whole stack from test/e2e/stack (the
 // real kube-apiserver, Kueue manager, convoy-operator, convoy-scheduler and mock node agents,
 // each of Convoy's components as its ServiceAccount with deploy/'s RBAC) on 16 kwok H100 nodes in
-// 4 racks, with simtrainer reporting progress for the running gangs. Every test has its own
+// 4 racks (and 2 whose GPUs are DRA devices, dra_test.go), with simtrainer reporting progress for the running gangs. Every test has its own
 // namespace and ClusterQueue, and asserts what a user sees with kubectl.
 package e2e
 
@@ -91,7 +91,7 @@ func setup(t *testing.T) *env {
 	c := framework.Shared(t)
 	setupOnce.Do(func() {
 		ctx := context.Background()
-		if setupErr = c.CreateNodes(ctx, fleet.Nodes()...); setupErr != nil {
+		if setupErr = c.CreateNodes(ctx, append(fleet.Nodes(), draNodes...)...); setupErr != nil {
 			return
 		}
 		shared, setupErr = stack.Start(ctx, c, stack.Options{

@@ -26,8 +26,11 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 )
@@ -56,6 +59,8 @@ const (
 	DefaultNodeCPU    = "96"
 	DefaultNodeMemory = "1Ti"
 	DefaultNodePods   = 110
+	// DefaultDRAGPUMemory is the memory of a DRA GPU, an H100's.
+	DefaultDRAGPUMemory = "80Gi"
 )
 
 // NodeSpec describes a fake node that kwok keeps Ready.
@@ -66,6 +71,12 @@ type NodeSpec struct {
 	GPUs int
 	// GPUProduct is the nvidia.com/gpu.product label, e.g. "NVIDIA-H100-80GB-HBM3"; unset when empty.
 	GPUProduct string
+	// DRAGPUs is the number of GPUs the node publishes as DRA devices of NVIDIA's driver
+	// (ResourceSlice), with GPUProduct as their productName and DRAGPUMemory as their memory; none
+	// when zero. Use it instead of GPUs: a node's GPUs are either kind.
+	DRAGPUs int
+	// DRAGPUMemory is the memory capacity of each DRA GPU; DefaultDRAGPUMemory when empty.
+	DRAGPUMemory string
 	// CPU and Memory are quantities ("96", "1Ti"); DefaultNodeCPU and DefaultNodeMemory when empty.
 	CPU    string
 	Memory string
@@ -131,6 +142,51 @@ func (s NodeSpec) Node() (*corev1.Node, error) {
 	}, nil
 }
 
+// ResourceSlice returns the ResourceSlice in which NVIDIA's DRA driver would publish the node's
+// DRAGPUs: devices gpu-0, gpu-1, ... with the attributes uuid, index and productName and the
+// capacity memory. Nil for a node without DRA GPUs.
+func (s NodeSpec) ResourceSlice() (*resourcev1.ResourceSlice, error) {
+	if s.DRAGPUs == 0 {
+		return nil, nil
+	}
+	memory, err := resource.ParseQuantity(cmp.Or(s.DRAGPUMemory, DefaultDRAGPUMemory))
+	if err != nil {
+		return nil, fmt.Errorf("node %s: DRA GPU memory: %w", s.Name, err)
+	}
+	devices := make([]resourcev1.Device, s.DRAGPUs)
+	for i := range devices {
+		devices[i] = resourcev1.Device{
+			Name: "gpu-" + strconv.Itoa(i),
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+				"uuid":        {StringValue: ptr.To(fmt.Sprintf("GPU-%s-%d", s.Name, i))},
+				"index":       {IntValue: ptr.To(int64(i))},
+				"productName": {StringValue: ptr.To(s.GPUProduct)},
+			},
+			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: memory}},
+		}
+	}
+	return &resourcev1.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: s.Name + "-" + strings.ReplaceAll(convoy.DriverGPU, ".", "-")},
+		Spec: resourcev1.ResourceSliceSpec{
+			Driver:   convoy.DriverGPU,
+			NodeName: ptr.To(s.Name),
+			Pool:     resourcev1.ResourcePool{Name: s.Name, ResourceSliceCount: 1},
+			Devices:  devices,
+		},
+	}, nil
+}
+
+// GPUDeviceClass is the DeviceClass gpu.nvidia.com of NVIDIA's DRA driver: every device it
+// publishes.
+func GPUDeviceClass() *resourcev1.DeviceClass {
+	return &resourcev1.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: convoy.DriverGPU},
+		Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{
+			CEL: &resourcev1.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", convoy.DriverGPU)},
+		}}},
+	}
+}
+
 // CreateNodes creates a fake node for each spec and waits until every one is ready for pods: kwok
 // reports it Ready and the node lifecycle controller has lifted the node.kubernetes.io/not-ready
 // taint that every new node starts with.
@@ -143,6 +199,16 @@ func (c *Cluster) CreateNodes(ctx context.Context, specs ...NodeSpec) error {
 		}
 		if err := c.Client.Create(ctx, node); err != nil {
 			return fmt.Errorf("creating node %s: %w", s.Name, err)
+		}
+		if slice, err := s.ResourceSlice(); err != nil {
+			return err
+		} else if slice != nil {
+			if err := c.Client.Create(ctx, GPUDeviceClass()); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("creating DeviceClass %s: %w", convoy.DriverGPU, err)
+			}
+			if err := c.Client.Create(ctx, slice); err != nil {
+				return fmt.Errorf("creating the ResourceSlice of node %s: %w", s.Name, err)
+			}
 		}
 		pending[s.Name] = true
 	}

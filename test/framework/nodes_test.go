@@ -17,10 +17,14 @@ limitations under the License.
 package framework_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/utils/ptr"
 
 	"github.com/convoy-dev/convoy/test/framework"
 )
@@ -101,5 +105,32 @@ func TestNodeSpecNode(t *testing.T) {
 func TestNodeSpecRejectsBadQuantities(t *testing.T) {
 	if _, err := (framework.NodeSpec{Name: "n", CPU: "lots"}).Node(); err == nil {
 		t.Error("a CPU of \"lots\" was accepted")
+	}
+}
+
+// TestResourceSlice: a node's DRA GPUs are devices of NVIDIA's driver in one pool of one slice,
+// with the attributes and capacity its DeviceClass selectors and a job's spec.gpu read; a node
+// without them publishes none.
+func TestResourceSlice(t *testing.T) {
+	slice, err := framework.NodeSpec{Name: "dra-0", DRAGPUs: 2, GPUProduct: h100}.ResourceSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	device := func(i int64) resourcev1.Device {
+		return resourcev1.Device{
+			Name: fmt.Sprintf("gpu-%d", i),
+			Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+				"uuid": {StringValue: ptr.To(fmt.Sprintf("GPU-dra-0-%d", i))}, "index": {IntValue: ptr.To(i)}, "productName": {StringValue: ptr.To(h100)},
+			},
+			Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse("80Gi")}},
+		}
+	}
+	want := resourcev1.ResourceSliceSpec{Driver: "gpu.nvidia.com", NodeName: ptr.To("dra-0"),
+		Pool: resourcev1.ResourcePool{Name: "dra-0", ResourceSliceCount: 1}, Devices: []resourcev1.Device{device(0), device(1)}}
+	if diff := cmp.Diff(want, slice.Spec); diff != "" {
+		t.Errorf("ResourceSlice spec (-want,+got):\n%s", diff)
+	}
+	if slice, err := (framework.NodeSpec{Name: "gpu-0", GPUs: 8}).ResourceSlice(); slice != nil || err != nil {
+		t.Errorf("a node of nvidia.com/gpu publishes %v, %v; want no ResourceSlice", slice, err)
 	}
 }

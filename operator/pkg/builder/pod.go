@@ -76,6 +76,7 @@ func Pod(job *convoy.TrainingJob, r mlframework.Replica, p mlframework.Plugin, o
 		pod.Spec.Tolerations = s.Tolerations
 	}
 
+	setGPUClaim(job, r, pod)
 	setHyperparameterEnv(job, pod)
 	mlframework.SetEnv(pod, "MODEL", job.Spec.Model, "DATASET", job.Spec.Dataset)
 	p.Configure(job, r, pod)
@@ -88,7 +89,8 @@ func Pod(job *convoy.TrainingJob, r mlframework.Replica, p mlframework.Plugin, o
 	return pod
 }
 
-// resources are spec.resources, with gpusPerWorker GPUs for workers and none for other roles.
+// resources are spec.resources, with gpusPerWorker nvidia.com/gpu for workers (unless they claim
+// DRA GPUs, setGPUClaim) and none for other roles.
 func resources(job *convoy.TrainingJob, r mlframework.Replica) corev1.ResourceRequirements {
 	var res corev1.ResourceRequirements
 	if job.Spec.Resources != nil {
@@ -96,7 +98,7 @@ func resources(job *convoy.TrainingJob, r mlframework.Replica) corev1.ResourceRe
 		delete(res.Limits, convoy.ResourceGPU)
 		delete(res.Requests, convoy.ResourceGPU)
 	}
-	if gpus := job.GPUsPerWorker(); r.Role == mlframework.RoleWorker && gpus > 0 {
+	if gpus := job.GPUsPerWorker(); r.Role == mlframework.RoleWorker && gpus > 0 && job.Spec.GPU == nil {
 		q := *resource.NewQuantity(int64(gpus), resource.DecimalSI)
 		if res.Requests == nil {
 			res.Requests = corev1.ResourceList{}

@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -214,6 +215,32 @@ func (r *Reconciler) ensureCheckpointClaim(ctx context.Context, job *convoy.Trai
 	have.OwnerReferences = owners
 	if err := r.Client.Update(ctx, have); err != nil {
 		return fmt.Errorf("updating the owners of PersistentVolumeClaim %s: %w", want.Name, err)
+	}
+	return nil
+}
+
+// ensureGPUClaimTemplate creates the ResourceClaimTemplate of a job with spec.gpu while the job
+// is not finished: Kueue reads it to count the job's devices before it admits the job. A
+// template's spec is immutable, so one that no longer matches the job (spec.gpu changed while
+// the job was suspended) is replaced; the claims made from it belong to their pods.
+func (r *Reconciler) ensureGPUClaimTemplate(ctx context.Context, job *convoy.TrainingJob) error {
+	want := builder.GPUClaimTemplate(job)
+	if want == nil || job.Status.IsFinished() {
+		return nil
+	}
+	have := &resourcev1.ResourceClaimTemplate{}
+	stale := false
+	if err := ensure(ctx, r, job, want, have, func(want, have *resourcev1.ResourceClaimTemplate) bool {
+		stale = !equality.Semantic.DeepEqual(want.Spec, have.Spec)
+		return false
+	}); err != nil || !stale {
+		return err
+	}
+	if err := r.Client.Delete(ctx, have, client.Preconditions{UID: &have.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("replacing ResourceClaimTemplate %s: %w", have.Name, err)
+	}
+	if err := r.Client.Create(ctx, want); err != nil {
+		return fmt.Errorf("replacing ResourceClaimTemplate %s: %w", want.Name, err)
 	}
 	return nil
 }

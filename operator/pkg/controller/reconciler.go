@@ -30,6 +30,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -117,7 +118,9 @@ func CacheOptions(notice ReclaimNotice) cache.Options {
 		&corev1.PersistentVolumeClaim{}: owned,
 		&networkingv1.NetworkPolicy{}:   owned,
 		&policyv1.PodDisruptionBudget{}: owned,
-		&corev1.Node{}:                  {Transform: notice.stripNode},
+		// GPU claim templates, of jobs with spec.gpu.
+		&resourcev1.ResourceClaimTemplate{}: owned,
+		&corev1.Node{}:                      {Transform: notice.stripNode},
 	}}
 }
 
@@ -162,6 +165,7 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		Owns(&schedv1alpha1.PodGroup{}).
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&networkingv1.NetworkPolicy{}).
+		Owns(&resourcev1.ResourceClaimTemplate{}).
 		// The disruption controller rewrites a budget's status as pods come and go: only its spec
 		// and its deletion matter here.
 		Owns(&policyv1.PodDisruptionBudget{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -205,6 +209,7 @@ func (r *Reconciler) jobsOnNode(ctx context.Context, node client.Object) []recon
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=scheduling.x-k8s.io,resources=podgroups,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaimtemplates,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
@@ -297,6 +302,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	// job now carries the new status: restart attempt and latest checkpoint for the pods.
 	if err := r.ensureCheckpointClaim(ctx, job, p.ensureChildren); err != nil {
+		return r.childError(ctx, job, err)
+	}
+	if err := r.ensureGPUClaimTemplate(ctx, job); err != nil {
 		return r.childError(ctx, job, err)
 	}
 	if p.ensureChildren {

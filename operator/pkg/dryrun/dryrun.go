@@ -45,7 +45,8 @@ import (
 
 // Children are the objects the operator creates for job, as the API server will judge them: the
 // first and the last pod of each role (pods of a role differ only in their rank), the PodGroup,
-// the Services, the ConfigMap, the checkpoint claim the operator makes for the job and, for
+// the Services, the ConfigMap, the checkpoint claim the operator makes for the job, the GPU claim
+// template and, for
 // frameworks that ssh, the Secret (with placeholder keys).
 func Children(job *convoy.TrainingJob, opts builder.Options) ([]client.Object, error) {
 	p, err := mlframework.For(job.Spec.Framework)
@@ -77,6 +78,9 @@ func Children(job *convoy.TrainingJob, opts builder.Options) ([]client.Object, e
 	out = append(out, builder.ConfigMap(job, p, opts))
 	if claim := builder.CheckpointClaim(job); claim != nil {
 		out = append(out, claim)
+	}
+	if tmpl := builder.GPUClaimTemplate(job); tmpl != nil {
+		out = append(out, tmpl)
 	}
 	if p.NeedsSSHKeys() {
 		out = append(out, builder.SSHSecret(job, []byte("private key"), []byte("public key")))

@@ -24,6 +24,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -77,6 +78,12 @@ var (
 		"spec.resources":        {"spec.checkpoint.storage.size", "give a size such as 10Gi", true},
 		"spec.accessModes":      {"spec.checkpoint.storage.accessModes", "", false},
 	}
+	gpuClaimOrigins = map[string]origin{
+		"metadata": {"metadata.name", "choose a shorter job name", true},
+		"spec.spec.devices.requests[0].exactly.deviceClassName": {"spec.gpu.deviceClassName", "name a DeviceClass such as gpu.nvidia.com", true},
+		"spec.spec.devices.requests[0].exactly.count":           {"spec.gpusPerWorker", "", true},
+		"spec": {"spec.gpu", "", true},
+	}
 	podGroupOrigins = map[string]origin{
 		"metadata":          {"metadata.name", "choose a shorter job name", true},
 		"spec.minResources": {"spec.resources", "", true},
@@ -117,6 +124,8 @@ func jobField(job *convoy.TrainingJob, child client.Object, childField string) (
 		origins = podGroupOrigins
 	case *corev1.PersistentVolumeClaim:
 		origins = claimOrigins
+	case *resourcev1.ResourceClaimTemplate:
+		origins = gpuClaimOrigins
 	}
 	jobField, fix := "spec", ""
 	if prefix, ok := longestPrefix(origins, childField); ok {

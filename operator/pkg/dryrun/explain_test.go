@@ -37,6 +37,7 @@ func TestExplainNamesTheTrainingJobField(t *testing.T) {
 	job.Spec.Env = []corev1.EnvVar{{Name: "HF_HOME", Value: "/cache"}, {Name: "A=B", Value: "1"}}
 	job.Spec.Hyperparameters = &convoy.Hyperparameters{AdditionalParams: map[string]string{"weight-decay": "0.1"}}
 	job.Spec.Monitoring = &convoy.MonitoringSpec{Enabled: true, MetricsPort: 9090}
+	job.Spec.GPU = &convoy.GPUSpec{DeviceClassName: "gpu.nvidia.com"}
 	children, err := Children(job, builder.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +84,10 @@ func TestExplainNamesTheTrainingJobField(t *testing.T) {
 		child: "llm-config",
 		cause: metav1.StatusCause{Type: "FieldValueInvalid", Field: "data[WEIGHT_DECAY]", Message: `Invalid value: "WEIGHT_DECAY": too long`},
 		want:  `spec.hyperparameters.additionalParams[weight-decay]: Invalid value: "WEIGHT_DECAY": too long (in ConfigMap llm-config data[WEIGHT_DECAY]): use shorter names of letters, digits, '-', '_' and '.'`,
+	}, {
+		child: "llm-gpu",
+		cause: metav1.StatusCause{Type: "FieldValueInvalid", Field: "spec.spec.devices.requests[0].exactly.deviceClassName", Message: `Invalid value: "x": bad`},
+		want:  `spec.gpu.deviceClassName: Invalid value: "x": bad (in ResourceClaimTemplate llm-gpu spec.spec.devices.requests[0].exactly.deviceClassName): name a DeviceClass such as gpu.nvidia.com`,
 	}, {
 		child: "llm",
 		cause: metav1.StatusCause{Type: "FieldValueRequired", Field: "spec.minResources", Message: `Required value`},

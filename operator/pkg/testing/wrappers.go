@@ -72,6 +72,13 @@ func (w *TrainingJobWrapper) GPUs(n int32) *TrainingJobWrapper {
 	return w
 }
 
+// DRAGPUs sets spec.gpu: the workers' GPUs are devices of the DeviceClass, of the product when
+// it is not empty.
+func (w *TrainingJobWrapper) DRAGPUs(deviceClass, product string) *TrainingJobWrapper {
+	w.Spec.GPU = &convoy.GPUSpec{DeviceClassName: deviceClass, Product: product}
+	return w
+}
+
 // Framework sets spec.framework.
 func (w *TrainingJobWrapper) Framework(f convoy.Framework) *TrainingJobWrapper {
 	w.Spec.Framework = f

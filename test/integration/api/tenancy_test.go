@@ -157,8 +157,9 @@ func TestTenantUsesOnlyGrantedPriorityClasses(t *testing.T) {
 }
 
 // TestGPUPodsGoThroughTheQueue: in a team's namespace, a member bound to the built-in edit role
-// cannot run GPUs with a pod of its own (the refusal names the container and says to run a
-// TrainingJob); a pod without GPUs is created, and outside team namespaces a GPU pod is too.
+// cannot run GPUs with a pod of its own, asking nvidia.com/gpu or claiming DRA devices (the refusal
+// names the container or the claims and says to run a TrainingJob); a pod without GPUs is created,
+// and outside team namespaces a GPU pod is too.
 func TestGPUPodsGoThroughTheQueue(t *testing.T) {
 	c := cluster(t)
 	ctx := context.Background()
@@ -183,6 +184,12 @@ func TestGPUPodsGoThroughTheQueue(t *testing.T) {
 	err := editor.Create(ctx, pod(ns, "gpus", "8"), client.DryRunAll)
 	if want := "container trainer asks nvidia.com/gpu, which in namespace " + ns + " is used through its queue: run the work as a TrainingJob"; !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
 		t.Errorf("a pod of 8 GPUs by a member with edit: got %v, want a refusal saying %q", err, want)
+	}
+	claiming := pod(ns, "claims", "")
+	claiming.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpus")}}
+	err = editor.Create(ctx, claiming, client.DryRunAll)
+	if want := "pod claims DRA devices (spec.resourceClaims), which in namespace " + ns + " are used through its queue"; !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("a pod claiming DRA devices by a member with edit: got %v, want a refusal saying %q", err, want)
 	}
 	if err := editor.Create(ctx, pod(ns, "cpu-only", ""), client.DryRunAll); err != nil {
 		t.Errorf("a pod without GPUs was refused: %v", err)

@@ -200,6 +200,10 @@ func TestInvalidSpecsAreRejectedNamingTheField(t *testing.T) {
 		"gpus in resources disagree":     {spec: `{"gpusPerWorker": 4, "resources": {"limits": {"nvidia.com/gpu": "8"}}}`, want: "spec.resources.limits[nvidia.com/gpu] must be a whole number equal to spec.gpusPerWorker: set one of the two, or make them agree"},
 		"gpu requests disagree":          {spec: `{"gpusPerWorker": 4, "resources": {"requests": {"nvidia.com/gpu": 2}}}`, want: "spec.resources.requests[nvidia.com/gpu] must be a whole number equal to spec.gpusPerWorker"},
 		"fractional gpus in resources":   {spec: `{"resources": {"limits": {"nvidia.com/gpu": "500m"}}}`, want: "spec.resources.limits[nvidia.com/gpu] must be a whole number"},
+		"DRA and extended GPUs":          {spec: `{"gpu": {"deviceClassName": "gpu.nvidia.com"}, "resources": {"limits": {"nvidia.com/gpu": "4"}}}`, want: "spec.gpu: Invalid value: spec.gpu asks for the workers' GPUs as DRA devices, so spec.resources must not ask for nvidia.com/gpu too"},
+		"DRA GPUs but none per worker":   {spec: `{"gpusPerWorker": 0, "gpu": {"deviceClassName": "gpu.nvidia.com"}}`, want: "spec.gpu asks for DRA GPUs but spec.gpusPerWorker is 0"},
+		"DRA device class not a name":    {spec: `{"gpu": {"deviceClassName": "GPU Class"}}`, want: "spec.gpu.deviceClassName must be a DeviceClass name"},
+		"DRA product with a quote":       {spec: `{"gpu": {"deviceClassName": "gpu.nvidia.com", "product": "H100\" || true"}}`, want: "spec.gpu.product must be a product name"},
 		"gpu requests above limits":      {spec: `{"resources": {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "4"}}}`, want: "spec.resources.requests[nvidia.com/gpu] must equal spec.resources.limits[nvidia.com/gpu]"},
 		"zero learning rate":             {spec: `{"hyperparameters": {"learningRate": 0}}`, want: "spec.hyperparameters.learningRate must be greater than 0"},
 		"zero budget":                    {spec: `{"budget": 0}`, want: "spec.budget must be greater than 0, an amount in the price list's currency"},
@@ -289,6 +293,7 @@ func TestShapeIsImmutableUnlessSuspended(t *testing.T) {
 		"minWorkers":    {func(j *v1alpha1.TrainingJob) { j.Spec.MinWorkers = ptr.To[int32](1) }, "spec.minWorkers is immutable unless the job is suspended"},
 		"gpusPerWorker": {func(j *v1alpha1.TrainingJob) { j.Spec.GPUsPerWorker = ptr.To[int32](8) }, "spec.gpusPerWorker is immutable unless the job is suspended"},
 		"framework":     {func(j *v1alpha1.TrainingJob) { j.Spec.Framework = v1alpha1.FrameworkJAX }, "spec.framework is immutable"},
+		"gpu":           {func(j *v1alpha1.TrainingJob) { j.Spec.GPU = &v1alpha1.GPUSpec{DeviceClassName: "gpu.nvidia.com"} }, "spec.gpu is immutable unless the job is suspended"},
 		"managedBy":     {func(j *v1alpha1.TrainingJob) { j.Spec.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue") }, "spec.managedBy is immutable: delete the job and create it again"},
 		"GPUs in resources": {func(j *v1alpha1.TrainingJob) {
 			j.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{v1alpha1.ResourceGPU: resource.MustParse("4")}}

@@ -1,0 +1,179 @@
+/*
+Copyright The Convoy Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	utiltestingapi "sigs.k8s.io/kueue/pkg/util/testing/v1beta2"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/framework"
+)
+
+const (
+	// draPool labels the nodes whose GPUs are DRA devices, and draFlavor selects them.
+	draPool   = "convoy.dev/test-pool"
+	draFlavor = "dra-gpus"
+	// draProduct is not the fleet's product: no node agent serves the DRA nodes, and no flavor
+	// of the fleet's nodes selects them.
+	draProduct = "NVIDIA-H200-141GB-HBM3e"
+)
+
+// draNodes have 4 H200s each, published as DRA devices of NVIDIA's driver rather than as
+// nvidia.com/gpu.
+var draNodes = []framework.NodeSpec{
+	{Name: "dra-0", DRAGPUs: 4, GPUProduct: draProduct, DRAGPUMemory: "141Gi", Labels: map[string]string{draPool: "dra"}},
+	{Name: "dra-1", DRAGPUs: 4, GPUProduct: draProduct, DRAGPUMemory: "141Gi", Labels: map[string]string{draPool: "dra"}},
+}
+
+// draJob is a job of workers × gpus DRA GPUs of DeviceClass gpu.nvidia.com.
+func (e *env) draJob(name string, workers, gpus int32) *convoy.TrainingJob {
+	job := e.job(name, workers, gpus, "normal")
+	job.Spec.Scheduling.Topology = nil
+	job.Spec.GPU = &convoy.GPUSpec{DeviceClassName: convoy.DriverGPU}
+	return job
+}
+
+// TestDRAGangRunsOnFreeDevicesAndCountsAgainstTheGPUQuota: a job asking for DRA GPUs is admitted
+// by Kueue against the ClusterQueue's nvidia.com/gpu quota (deploy/kueue's deviceClassMappings),
+// and its whole gang runs, each worker's claim allocated with devices of the node it is bound to.
+// A second gang for which the devices are taken waits, its status saying why, with no pod bound,
+// and runs once the first job is deleted.
+func TestDRAGangRunsOnFreeDevicesAndCountsAgainstTheGPUQuota(t *testing.T) {
+	e := setup(t)
+	fl := utiltestingapi.MakeResourceFlavor(draFlavor).NodeLabel(draPool, "dra").Obj()
+	if err := e.k.Create(t.Context(), fl); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	e.clusterQueue(16, draFlavor, nil)
+
+	e.create(e.draJob("first", 2, 4))
+	running := e.waitState("first", convoy.StateRunning)
+	wl := e.waitWorkloadWhere("the Workload of first", func(wl *kueue.Workload) bool { return metav1.IsControlledBy(wl, running) },
+		"admitted", func(wl *kueue.Workload) bool { return wl.Status.Admission != nil })
+	if got := wl.Status.Admission.PodSetAssignments[0].ResourceUsage[framework.ResourceGPU]; got.Value() != 8 {
+		t.Errorf("the Workload uses %s nvidia.com/gpu of the quota, want 8 (2 workers × 4 DRA GPUs)", got.String())
+	}
+	tmpl := &resourcev1.ResourceClaimTemplate{}
+	must(t, e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: "first-gpu"}, tmpl))
+	if !metav1.IsControlledBy(tmpl, running) {
+		t.Errorf("ResourceClaimTemplate first-gpu is not controlled by the job: %v", tmpl.OwnerReferences)
+	}
+	nodes := map[string]bool{}
+	for _, p := range e.pods("first") {
+		if _, ok := p.Spec.Containers[0].Resources.Limits[framework.ResourceGPU]; ok {
+			t.Errorf("pod %s asks for nvidia.com/gpu beside its claim", p.Name)
+		}
+		if p.Status.Phase != corev1.PodRunning {
+			t.Errorf("pod %s is %s, want Running", p.Name, p.Status.Phase)
+		}
+		nodes[p.Spec.NodeName] = true
+		if devices := e.allocatedDevices(&p); len(devices) != 4 || strings.Count(strings.Join(devices, ","), p.Spec.NodeName+"/") != 4 {
+			t.Errorf("pod %s on %s has devices %v, want 4 of its node's", p.Name, p.Spec.NodeName, devices)
+		}
+	}
+	if len(nodes) != 2 || !nodes["dra-0"] || !nodes["dra-1"] {
+		t.Errorf("the workers run on %v, want one on each DRA node", nodes)
+	}
+
+	e.create(e.draJob("second", 2, 2))
+	waiting := e.waitJob("second", "waiting for devices", func(j *convoy.TrainingJob) bool {
+		c := meta.FindStatusCondition(j.Status.Conditions, convoy.ConditionInitializing)
+		return c != nil && c.Reason == convoy.ReasonUnschedulable && strings.Contains(c.Message, "claim")
+	})
+	if waiting.Status.Admission == nil {
+		t.Errorf("the second job is not admitted: Kueue's quota (16) holds both")
+	}
+	for _, p := range e.pods("second") {
+		if p.Spec.NodeName != "" {
+			t.Errorf("pod %s of the waiting gang is bound to %s", p.Name, p.Spec.NodeName)
+		}
+	}
+
+	must(t, e.k.Delete(t.Context(), running))
+	e.waitState("second", convoy.StateRunning)
+	for _, p := range e.pods("second") {
+		if devices := e.allocatedDevices(&p); len(devices) != 2 {
+			t.Errorf("pod %s has devices %v, want 2", p.Name, devices)
+		}
+	}
+}
+
+// allocatedDevices returns the devices allocated to the pod's GPU claim, as "<pool>/<device>".
+func (e *env) allocatedDevices(pod *corev1.Pod) []string {
+	e.t.Helper()
+	var out []string
+	for _, s := range pod.Status.ResourceClaimStatuses {
+		if s.ResourceClaimName == nil {
+			continue
+		}
+		claim := &resourcev1.ResourceClaim{}
+		must(e.t, e.k.Get(e.t.Context(), client.ObjectKey{Namespace: pod.Namespace, Name: *s.ResourceClaimName}, claim))
+		if a := claim.Status.Allocation; a != nil {
+			for _, r := range a.Devices.Results {
+				out = append(out, fmt.Sprintf("%s/%s", r.Pool, r.Device))
+			}
+		}
+	}
+	return out
+}
+
+// TestDRAGPUSelectorsPickTheProductAndMemory: outside a queue, spec.gpu's product and minMemory
+// become CEL selectors that the scheduler evaluates against the devices' attributes and capacity
+// as NVIDIA's driver publishes them: a job asking for the DRA nodes' product and less memory than
+// theirs runs; one asking for another product, or more memory, waits, saying why.
+func TestDRAGPUSelectorsPickTheProductAndMemory(t *testing.T) {
+	e := setup(t)
+	e.namespace()
+	t.Cleanup(func() { _ = e.k.DeleteAllOf(context.Background(), &convoy.TrainingJob{}, client.InNamespace(e.ns)) })
+	job := func(name, product, memory string) *convoy.TrainingJob {
+		j := e.draJob(name, 1, 2)
+		j.Spec.Scheduling.Queue = ""
+		j.Spec.GPU.Product, j.Spec.GPU.MinMemory = product, ptr.To(resource.MustParse(memory))
+		return j
+	}
+	e.create(job("h200", draProduct, "100Gi"))
+	e.create(job("b200", "NVIDIA-B200", "100Gi"))
+	e.create(job("more-memory", draProduct, "160Gi"))
+	e.waitState("h200", convoy.StateRunning)
+	for _, name := range []string{"b200", "more-memory"} {
+		e.waitJob(name, "waiting for a device that matches", func(j *convoy.TrainingJob) bool {
+			c := meta.FindStatusCondition(j.Status.Conditions, convoy.ConditionInitializing)
+			return c != nil && c.Reason == convoy.ReasonUnschedulable && strings.Contains(c.Message, "claim")
+		})
+	}
+	for _, p := range e.pods("h200") {
+		for _, d := range e.allocatedDevices(&p) {
+			if !strings.HasPrefix(d, "dra-") {
+				t.Errorf("pod %s got device %s, want one of a DRA node", p.Name, d)
+			}
+		}
+	}
+}

@@ -16,10 +16,12 @@ limitations under the License.
 
 // Package multikueue tests TrainingJobs dispatched by Kueue's MultiKueue with real parts: three
 // control planes from test/framework (a manager and two workers, each its own kube-apiserver and
-// etcd), the unmodified Kueue manager on each with deploy/kueue's configuration, and the operator
-// with the queue integration on each (test/util/queuetest). The manager gets deploy/multikueue,
-// the workers deploy/queue and deploy/multikueue/worker, as docs/operations.md says. The workers'
-// GPU nodes are kwok's; no scheduler runs: the test binds a gang's pods as convoy-scheduler would.
+// etcd), the unmodified Kueue manager on each with deploy/kueue's configuration (the manager's with
+// a short multiKueue.workerLostTimeout), and the operator with the queue integration on each
+// (test/util/queuetest). The manager gets deploy/multikueue, the workers deploy/queue without the
+// placement check and deploy/multikueue/worker, as docs/operations.md says. The workers' GPU nodes
+// are kwok's; no scheduler runs: the test binds a gang's pods as convoy-scheduler would. The
+// subtests share the three control planes.
 package multikueue
 
 import (
@@ -75,8 +77,7 @@ type member struct {
 	lost bool
 }
 
-// start runs Kueue and the operator on c and applies deploy/queue, without the placement check
-// (no convoy-scheduler runs here).
+// start runs Kueue and the operator on c.
 func start(t *testing.T, name string, c *framework.Cluster, opts queuetest.Options) *member {
 	t.Helper()
 	ctx := t.Context()
@@ -96,8 +97,8 @@ func (m *member) kubectl(t *testing.T, args ...string) {
 	}
 }
 
-// startWorker starts a worker cluster with nodes, Kueue, the operator, deploy/queue and
-// deploy/multikueue/worker, and returns it with the kubeconfig the manager's Kueue reaches it by.
+// startWorker starts a worker cluster with nodes, Kueue, the operator, deploy/queue without the
+// placement check (no convoy-scheduler runs here) and deploy/multikueue/worker, and returns it with the kubeconfig the manager's Kueue reaches it by.
 func startWorker(t *testing.T, name string, nodes ...framework.NodeSpec) (*member, []byte) {
 	t.Helper()
 	ctx := t.Context()

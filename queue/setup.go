@@ -129,7 +129,8 @@ func (i *Integration) Owned() client.Object { return &kueue.Workload{} }
 // +kubebuilder:rbac:groups="";events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager adds Kueue's API types to mgr's scheme, then registers the Workload owner index,
-// Kueue's generic job reconciler for TrainingJobs and the admission webhook server.
+// Kueue's generic job reconciler for TrainingJobs, the dispatch controller of a MultiKueue manager
+// and the admission webhook server.
 func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if err := kueue.AddToScheme(mgr.GetScheme()); err != nil {
 		return err
@@ -168,6 +169,9 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 		return err
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := i.setupDispatch(mgr); err != nil {
 		return err
 	}
 	return i.setupWebhook(mgr)

@@ -57,6 +57,8 @@ var (
 //     (Kueue's default LocalQueue).
 //   - A new job whose LocalQueue's ClusterQueue has a MultiKueue admission check gets
 //     spec.managedBy kueue.x-k8s.io/multikueue unless it names another controller.
+//   - MultiKueue's copy of a job in a worker loses its owner references, which name objects of the
+//     manager cluster (a trial's TrainingSweep).
 //   - A new job that is Kueue's (it names a queue, or Management makes it Kueue's) is suspended
 //     until Kueue admits it.
 //   - Kueue's own rules apply: the queue may change only while the job is suspended, and so on.
@@ -92,10 +94,20 @@ func (w *Webhook) Default(ctx context.Context, job *convoy.TrainingJob) error {
 	if old != nil {
 		return nil
 	}
+	dropManagerOwners(job)
 	if err := w.defaultManagedBy(ctx, job); err != nil {
 		return err
 	}
 	return jobframework.ApplyDefaultForSuspend(ctx, fromObject(job), w.Client, w.Management.WithoutQueueName, w.Management.selector())
+}
+
+// dropManagerOwners drops the owner references of MultiKueue's copy of a job in a worker: they name
+// objects in the manager cluster, and the worker's garbage collector, finding no such owner, would
+// delete the copy.
+func dropManagerOwners(job *convoy.TrainingJob) {
+	if _, copied := job.Labels[kueue.MultiKueueOriginLabel]; copied {
+		job.OwnerReferences = nil
+	}
 }
 
 // defaultManagedBy gives a new job whose LocalQueue feeds a ClusterQueue with a MultiKueue

@@ -86,6 +86,19 @@ const (
 	LabelRestartAttempt = "convoy.dev/restart-attempt"
 )
 
+// Annotations Convoy keeps on a MultiKueue manager cluster's TrainingJob (spec.managedBy
+// kueue.x-k8s.io/multikueue), which runs on a worker cluster while its status mirrors the worker's.
+const (
+	// AnnotationWorkerCluster names the worker cluster (MultiKueueCluster) that MultiKueue last
+	// dispatched the job to; each new one is announced by a Dispatched event.
+	AnnotationWorkerCluster = "convoy.dev/worker-cluster"
+	// AnnotationResumeFrom is the latest checkpoint a worker reported (status.checkpoint.latest).
+	// MultiKueue copies it with the job when it dispatches the job again, to another worker after
+	// the first was lost, and that worker's pods get it as CONVOY_RESUME_FROM, in place of
+	// spec.checkpoint.resumeFrom, until they report a checkpoint of their own.
+	AnnotationResumeFrom = "convoy.dev/resume-from"
+)
+
 // Spot capacity. Cloud providers and node provisioners mark spot (preemptible) nodes with a label,
 // and announce a node's reclaim with a taint shortly before the node goes.
 const (

@@ -16,6 +16,7 @@ limitations under the License.
 package util
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -23,6 +24,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -86,4 +88,26 @@ func EnvOf(pod *corev1.Pod, name string) string {
 		}
 	}
 	return ""
+}
+
+// EndPod ends the training container of the pod key with exitCode, as its kubelet would report
+// it: Succeeded with 0, Failed otherwise.
+func EndPod(ctx context.Context, c client.Client, key client.ObjectKey, exitCode int32) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		pod := &corev1.Pod{}
+		if err := c.Get(ctx, key, pod); err != nil {
+			return err
+		}
+		pod.Status.Phase = corev1.PodSucceeded
+		reason := "Completed"
+		if exitCode != 0 {
+			pod.Status.Phase, reason = corev1.PodFailed, "Error"
+		}
+		now := metav1.Now()
+		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
+			Name: "trainer", Image: pod.Spec.Containers[0].Image,
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exitCode, Reason: reason, FinishedAt: now, StartedAt: now}},
+		}}
+		return c.Status().Update(ctx, pod)
+	})
 }

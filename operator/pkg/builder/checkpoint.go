@@ -112,12 +112,16 @@ func IsOwnCheckpointClaim(job *convoy.TrainingJob, claim metav1.Object) bool {
 }
 
 // setCheckpoint wires checkpoint storage and tells the code where to resume: the latest checkpoint
-// it reported, or spec.checkpoint.resumeFrom before it reported any.
+// it reported; before it reported any, the one a MultiKueue manager copied with the job from the
+// worker it ran on before (convoy.dev/resume-from), else spec.checkpoint.resumeFrom.
 func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
 	cp := job.Spec.Checkpoint
 	resume := ""
 	if cp != nil {
 		resume = cp.ResumeFrom
+	}
+	if from := job.Annotations[convoy.AnnotationResumeFrom]; from != "" {
+		resume = from
 	}
 	if s := job.Status.Checkpoint; s != nil && s.Latest != "" {
 		resume = s.Latest

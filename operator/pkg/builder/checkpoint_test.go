@@ -115,9 +115,21 @@ func TestCheckpointAttempts(t *testing.T) {
 		Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "ckpt"}})
 	cases := map[string]struct {
 		status              convoy.TrainingJobStatus
+		resumeFrom          string
 		wantURI, wantResume string
 	}{
 		"the first attempt": {wantURI: "s3://ckpt/team-a/llm/attempt-0"},
+		"the first attempt on a MultiKueue worker after another was lost": {
+			resumeFrom: "s3://ckpt/team-a/llm/attempt-1/epoch-6",
+			wantURI:    "s3://ckpt/team-a/llm/attempt-0",
+			wantResume: "s3://ckpt/team-a/llm/attempt-1/epoch-6",
+		},
+		"restarted on that worker after it checkpointed": {
+			status:     convoy.TrainingJobStatus{RestartCount: 1, Checkpoint: &convoy.CheckpointStatus{Latest: "s3://ckpt/team-a/llm/attempt-0/epoch-8"}},
+			resumeFrom: "s3://ckpt/team-a/llm/attempt-1/epoch-6",
+			wantURI:    "s3://ckpt/team-a/llm/attempt-1",
+			wantResume: "s3://ckpt/team-a/llm/attempt-0/epoch-8",
+		},
 		"restarted after attempt 0 checkpointed": {
 			status:     convoy.TrainingJobStatus{RestartCount: 1, Checkpoint: &convoy.CheckpointStatus{Latest: "s3://ckpt/team-a/llm/attempt-0/epoch-4"}},
 			wantURI:    "s3://ckpt/team-a/llm/attempt-1",
@@ -132,6 +144,9 @@ func TestCheckpointAttempts(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			job := base.Clone().Status(tc.status).Obj()
+			if tc.resumeFrom != "" {
+				job.Annotations = map[string]string{convoy.AnnotationResumeFrom: tc.resumeFrom}
+			}
 			pod := Pod(job, mlframework.Replica{Role: mlframework.RoleWorker}, plugin(t, convoy.FrameworkPyTorch), opts)
 			wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", tc.wantURI)
 			wantEnv(t, pod, "CONVOY_CHECKPOINT_ROOT", "s3://ckpt/team-a/llm")

@@ -50,7 +50,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -341,24 +340,7 @@ func (e *env) startGang(job string, n int, attempt int32) map[string]*corev1.Pod
 // finishPod ends a pod's training container with exitCode, as its kubelet would report it.
 func (e *env) finishPod(name string, exitCode int32) {
 	e.t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		pod := &corev1.Pod{}
-		if err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: e.ns, Name: name}, pod); err != nil {
-			return err
-		}
-		pod.Status.Phase = corev1.PodSucceeded
-		reason := "Completed"
-		if exitCode != 0 {
-			pod.Status.Phase, reason = corev1.PodFailed, "Error"
-		}
-		now := metav1.Now()
-		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{
-			Name: "trainer", Image: pod.Spec.Containers[0].Image,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: exitCode, Reason: reason, FinishedAt: now, StartedAt: now}},
-		}}
-		return e.k.Status().Update(e.t.Context(), pod)
-	})
-	if err != nil {
+	if err := util.EndPod(e.t.Context(), e.k, client.ObjectKey{Namespace: e.ns, Name: name}, exitCode); err != nil {
 		e.t.Fatalf("finishing pod %s: %v", name, err)
 	}
 }

@@ -395,18 +395,7 @@ func podNames(pods []corev1.Pod) []string {
 // finishPod ends a pod's training container with exit code 0, as its kubelet would report it.
 func (e *env) finishPod(pod *corev1.Pod) {
 	e.t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		p := &corev1.Pod{}
-		if err := e.k.Get(e.t.Context(), client.ObjectKeyFromObject(pod), p); err != nil {
-			return err
-		}
-		now := metav1.Now()
-		p.Status.Phase = corev1.PodSucceeded
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "trainer", Image: p.Spec.Containers[0].Image,
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now}}}}
-		return e.k.Status().Update(e.t.Context(), p)
-	})
-	if err != nil {
+	if err := util.EndPod(e.t.Context(), e.k, client.ObjectKeyFromObject(pod), 0); err != nil {
 		e.t.Fatalf("finishing pod %s: %v", pod.Name, err)
 	}
 }

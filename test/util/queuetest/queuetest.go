@@ -22,6 +22,7 @@ limitations under the License.
 package queuetest
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -72,6 +73,9 @@ type Options struct {
 	ReclaimNotice controller.ReclaimNotice
 	// SkipNameValidation lets the process start the operator on more than one cluster.
 	SkipNameValidation bool
+	// KueueConfig is Kueue's configuration file, deploy/kueue/controller_manager_config.yaml
+	// when empty.
+	KueueConfig string
 }
 
 // Env is a running Kueue and operator.
@@ -114,7 +118,8 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Env, error
 	if err := c.InstallCRDs(ctx, filepath.Join(root, "deploy/crd/bases"), filepath.Join(strings.TrimSpace(string(out)), "config/crd/bases")); err != nil {
 		return nil, err
 	}
-	if e.Kueue, err = c.StartKueue(ctx, framework.KueueOptions{ConfigFile: filepath.Join(root, "deploy/kueue/controller_manager_config.yaml")}); err != nil {
+	kueueConfig := cmp.Or(opts.KueueConfig, filepath.Join(root, "deploy/kueue/controller_manager_config.yaml"))
+	if e.Kueue, err = c.StartKueue(ctx, framework.KueueOptions{ConfigFile: kueueConfig}); err != nil {
 		return nil, err
 	}
 	if out, err := e.Kubectl(ctx, "apply", "--server-side", "-f", filepath.Join(root, "deploy/kueue/kueue_trainingjob_role.yaml")); err != nil {
@@ -143,7 +148,7 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Env, error
 	if err != nil {
 		return nil, err
 	}
-	management, err := kueueManagement(filepath.Join(root, "deploy/kueue/controller_manager_config.yaml"))
+	management, err := kueueManagement(kueueConfig)
 	if err != nil {
 		return nil, err
 	}

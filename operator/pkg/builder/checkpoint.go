@@ -24,6 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
@@ -228,7 +230,7 @@ func CheckpointURI(job *convoy.TrainingJob) string {
 }
 
 // AttemptCheckpointURI is where the pods of the gang's current restart attempt write checkpoints
-// (CONVOY_CHECKPOINT_URI): attempt-<status.restartCount> under CheckpointURI. The pods of an
+// (CONVOY_CHECKPOINT_URI): attempt-<status.restartCount> under CheckpointURI (see attemptDir). The pods of an
 // attempt before, which may still run (their node lost, the pods force-deleted), write elsewhere;
 // CONVOY_RESUME_FROM names the latest checkpoint, whichever attempt wrote it. It is empty when
 // checkpointing is off.
@@ -240,5 +242,14 @@ func AttemptCheckpointURI(job *convoy.TrainingJob) string {
 	return uri + "/" + attemptDir(job)
 }
 
-// attemptDir is the current restart attempt's directory under CheckpointURI.
-func attemptDir(job *convoy.TrainingJob) string { return "attempt-" + itoa(job.Status.RestartCount) }
+// attemptDir is the current restart attempt's directory under CheckpointURI. On a MultiKueue
+// worker the restart count starts again at 0 whenever the job is dispatched anew, while the copy on
+// a lost worker may still run: there the directory also carries the copy's UID, so that two
+// dispatches never write in one directory.
+func attemptDir(job *convoy.TrainingJob) string {
+	dir := "attempt-" + itoa(job.Status.RestartCount)
+	if _, copied := job.Labels[kueue.MultiKueueOriginLabel]; copied && job.UID != "" {
+		dir += "-" + string(job.UID)[:min(8, len(job.UID))]
+	}
+	return dir
+}

@@ -24,7 +24,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
@@ -115,20 +117,23 @@ func TestCheckpointAttempts(t *testing.T) {
 		Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "ckpt"}})
 	cases := map[string]struct {
 		status              convoy.TrainingJobStatus
+		copy                types.UID // the UID of MultiKueue's copy on a worker
 		resumeFrom          string
 		wantURI, wantResume string
 	}{
 		"the first attempt": {wantURI: "s3://ckpt/team-a/llm/attempt-0"},
 		"the first attempt on a MultiKueue worker after another was lost": {
-			resumeFrom: "s3://ckpt/team-a/llm/attempt-1/epoch-6",
-			wantURI:    "s3://ckpt/team-a/llm/attempt-0",
-			wantResume: "s3://ckpt/team-a/llm/attempt-1/epoch-6",
+			copy:       "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
+			resumeFrom: "s3://ckpt/team-a/llm/attempt-1-9a8b7c6d/epoch-6",
+			wantURI:    "s3://ckpt/team-a/llm/attempt-0-0f1e2d3c",
+			wantResume: "s3://ckpt/team-a/llm/attempt-1-9a8b7c6d/epoch-6",
 		},
 		"restarted on that worker after it checkpointed": {
-			status:     convoy.TrainingJobStatus{RestartCount: 1, Checkpoint: &convoy.CheckpointStatus{Latest: "s3://ckpt/team-a/llm/attempt-0/epoch-8"}},
-			resumeFrom: "s3://ckpt/team-a/llm/attempt-1/epoch-6",
-			wantURI:    "s3://ckpt/team-a/llm/attempt-1",
-			wantResume: "s3://ckpt/team-a/llm/attempt-0/epoch-8",
+			copy:       "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
+			status:     convoy.TrainingJobStatus{RestartCount: 1, Checkpoint: &convoy.CheckpointStatus{Latest: "s3://ckpt/team-a/llm/attempt-0-0f1e2d3c/epoch-8"}},
+			resumeFrom: "s3://ckpt/team-a/llm/attempt-1-9a8b7c6d/epoch-6",
+			wantURI:    "s3://ckpt/team-a/llm/attempt-1-0f1e2d3c",
+			wantResume: "s3://ckpt/team-a/llm/attempt-0-0f1e2d3c/epoch-8",
 		},
 		"restarted after attempt 0 checkpointed": {
 			status:     convoy.TrainingJobStatus{RestartCount: 1, Checkpoint: &convoy.CheckpointStatus{Latest: "s3://ckpt/team-a/llm/attempt-0/epoch-4"}},
@@ -146,6 +151,10 @@ func TestCheckpointAttempts(t *testing.T) {
 			job := base.Clone().Status(tc.status).Obj()
 			if tc.resumeFrom != "" {
 				job.Annotations = map[string]string{convoy.AnnotationResumeFrom: tc.resumeFrom}
+			}
+			if tc.copy != "" {
+				job.UID = tc.copy
+				job.Labels = map[string]string{kueue.MultiKueueOriginLabel: "manager"}
 			}
 			pod := Pod(job, mlframework.Replica{Role: mlframework.RoleWorker}, plugin(t, convoy.FrameworkPyTorch), opts)
 			wantEnv(t, pod, "CONVOY_CHECKPOINT_URI", tc.wantURI)

@@ -438,6 +438,7 @@ func (f *fleet) lostWorker(t *testing.T) {
 	job := submit(t, f.manager, "gpt")
 	key := client.ObjectKeyFromObject(job)
 	pods := runsOn(t, f.worker1, job, f.node.Name)
+	lostURI := util.EnvOf(&pods[0], "CONVOY_CHECKPOINT_URI")
 	const checkpoint = "s3://checkpoints/team-a/gpt/attempt-0/epoch-4"
 	if _, err := f.worker1.env.Report(ctx, &pods[0], "progress", progress.Report{Epoch: ptr.To[int32](4), TotalEpochs: ptr.To[int32](10)}); err != nil {
 		t.Fatal(err)
@@ -462,6 +463,10 @@ func (f *fleet) lostWorker(t *testing.T) {
 	t.Logf("the job running on worker-2 %v after (workerLostTimeout %v)", time.Since(killed).Round(time.Second), workerLostTimeout)
 	if got := util.EnvOf(&pods[0], "CONVOY_RESUME_FROM"); got != checkpoint {
 		t.Errorf("worker-2's pod %s: CONVOY_RESUME_FROM = %q, want worker-1's checkpoint %q", pods[0].Name, got, checkpoint)
+	}
+	// worker-1 may still run its copy, cut off: the two must not write in one directory.
+	if got := util.EnvOf(&pods[0], "CONVOY_CHECKPOINT_URI"); got == lostURI || !strings.HasPrefix(got, "s3://checkpoints/team-a/gpt/attempt-0-") {
+		t.Errorf("worker-2's pod %s: CONVOY_CHECKPOINT_URI = %q, want a directory of its own beside worker-1's %q", pods[0].Name, got, lostURI)
 	}
 	f.dispatchedTo(t, key, f.worker2)
 	if _, err := f.worker2.env.Report(ctx, &pods[0], "progress", progress.Report{Epoch: ptr.To[int32](5), TotalEpochs: ptr.To[int32](10)}); err != nil {

@@ -98,7 +98,7 @@ func TestPlan(t *testing.T) {
 			want: []Estimate{{Name: "ns/c", Start: t0, Reason: "ns/a must finish first, to free the 8 nvidia.com/gpu it lacks in ClusterQueue cq"}},
 		},
 		"more than the whole quota never starts": {
-			q: Queue{Name: "cq", Now: t0, Quota: gpus(8), Pending: []Job{{Name: "ns/c", Requests: gpus(16)}}},
+			q:    Queue{Name: "cq", Now: t0, Quota: gpus(8), Pending: []Job{{Name: "ns/c", Requests: gpus(16)}}},
 			want: []Estimate{{Name: "ns/c", Reason: "unknown: it asks 8 nvidia.com/gpu more than ClusterQueue cq's whole quota"}},
 		},
 		"a reason names the last three jobs to finish": {

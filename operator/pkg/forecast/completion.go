@@ -62,3 +62,27 @@ func Remaining(st *convoy.TrainingJobStatus) (time.Duration, bool) {
 	}
 	return time.Duration(max(0, st.TotalEpochs-st.CurrentEpoch)) * f.EpochDuration.Duration, true
 }
+
+// End is when an admitted job is expected to finish: its estimated completion, else (no epoch
+// rate measured yet) its start plus typical, the mean run of the queue's finished jobs; zero
+// when neither is known.
+func End(st *convoy.TrainingJobStatus, typical time.Duration, now time.Time) time.Time {
+	switch {
+	case st.Forecast != nil && st.Forecast.EstimatedCompletionTime != nil:
+		return st.Forecast.EstimatedCompletionTime.Time
+	case typical > 0 && st.StartTime != nil:
+		return st.StartTime.Add(typical)
+	case typical > 0:
+		return now.Add(typical)
+	}
+	return time.Time{}
+}
+
+// Runtime is how long a pending job is expected to run once admitted: what it has left at the
+// rate of its last attempt, else typical; zero when neither is known.
+func Runtime(st *convoy.TrainingJobStatus, typical time.Duration) time.Duration {
+	if left, ok := Remaining(st); ok {
+		return left
+	}
+	return typical
+}

@@ -76,83 +76,137 @@ type running struct {
 	end time.Time // zero: unknown
 }
 
+// plan is Plan's simulation.
+type plan struct {
+	q    Queue
+	free map[corev1.ResourceName]int64
+	held []running
+	// pending are the jobs to admit, in order, linked from first through next past those admitted
+	// (next[i] == len(pending) ends the list).
+	pending []Job
+	next    []int
+	first   int
+	// least is the least request of any pending job, per resource: with less free, none fits.
+	least    map[corev1.ResourceName]int64
+	finished []string
+	// started is when each pending job was admitted, and after how many jobs finished.
+	started map[string]start
+	out     map[string]Estimate
+}
+
+type start struct {
+	at    time.Time
+	after int
+}
+
 // Plan estimates the start of every pending job, in q.Pending's order: from q.Now, the pending
 // jobs are admitted in order as they fit the free quota, and the next job to finish (by End, or
 // by Runtime after its simulated start) frees its quota. A job waits for an unknown time once
 // every job that could free quota for it has an unknown end.
 func Plan(q Queue) []Estimate {
-	free := maps.Clone(q.Quota)
-	var held []running
+	p := &plan{q: q, free: maps.Clone(q.Quota), out: map[string]Estimate{}, started: map[string]start{}}
 	for _, j := range q.Admitted {
-		take(free, j.Requests)
+		take(p.free, j.Requests)
 		end := j.End
 		if !end.IsZero() && end.Before(q.Now) {
 			end = q.Now
 		}
-		held = append(held, running{Job: j, end: end})
+		p.held = append(p.held, running{Job: j, end: end})
 	}
-	short := map[string]map[corev1.ResourceName]int64{}
+	free0 := maps.Clone(p.free)
 	for _, j := range q.Pending {
-		short[j.Name] = lacking(free, j.Requests)
+		if over := lacking(q.Quota, j.Requests); len(over) > 0 {
+			p.out[j.Name] = Estimate{Name: j.Name, Reason: fmt.Sprintf("unknown: it asks %s more than ClusterQueue %s's whole quota", quantities(over), q.Name)}
+			continue
+		}
+		p.pending = append(p.pending, j)
 	}
-	out := make(map[string]Estimate, len(q.Pending))
-	pending := slices.Clone(q.Pending)
-	var finished []string
+	p.next = make([]int, len(p.pending))
+	for i := range p.next {
+		p.next[i] = i + 1
+	}
+	p.least = least(p.pending)
 	now := q.Now
-	for len(pending) > 0 {
-		pending, held = admit(q, now, free, pending, held, finished, short, out)
-		if len(pending) == 0 {
+	for {
+		p.admit(now)
+		if p.first == len(p.pending) {
 			break
 		}
-		next := -1
-		for i, r := range held {
-			if !r.end.IsZero() && (next < 0 || r.end.Before(held[next].end)) {
-				next = i
-			}
-		}
-		if next < 0 {
-			unknown(q, pending, held, out)
+		if !p.finishNext(&now) {
+			p.unknown()
 			break
 		}
-		r := held[next]
-		held = slices.Delete(held, next, next+1)
-		now = r.end
-		give(free, r.Requests)
-		finished = append(finished, r.Name)
 	}
 	ests := make([]Estimate, 0, len(q.Pending))
 	for _, j := range q.Pending {
-		ests = append(ests, out[j.Name])
+		e, ok := p.out[j.Name]
+		if s, started := p.started[j.Name]; !ok && started {
+			e = Estimate{Name: j.Name, Start: s.at, Reason: waitedFor(q, p.finished[:s.after], lacking(free0, j.Requests))}
+		}
+		ests = append(ests, e)
 	}
 	return ests
 }
 
 // admit admits, at now, the pending jobs that fit in order (stopping at the first that does not
-// under StrictFIFO) and returns the jobs still pending and those holding quota.
-func admit(q Queue, now time.Time, free map[corev1.ResourceName]int64, pending []Job, held []running,
-	finished []string, short map[string]map[corev1.ResourceName]int64, out map[string]Estimate) ([]Job, []running) {
-	var rest []Job
-	for i, j := range pending {
-		if len(lacking(q.Quota, j.Requests)) > 0 {
-			out[j.Name] = Estimate{Name: j.Name, Reason: fmt.Sprintf("unknown: it asks %s more than ClusterQueue %s's whole quota", quantities(lacking(q.Quota, j.Requests)), q.Name)}
-			continue
-		}
-		if len(lacking(free, j.Requests)) > 0 {
-			if q.StrictFIFO {
-				return append(rest, pending[i:]...), held
+// under StrictFIFO, and once no pending job can fit).
+func (p *plan) admit(now time.Time) {
+	prev := -1
+	for i := p.first; i < len(p.pending) && roomFor(p.free, p.least); i = p.next[i] {
+		j := p.pending[i]
+		if len(lacking(p.free, j.Requests)) > 0 {
+			if p.q.StrictFIFO {
+				return
 			}
-			rest = append(rest, j)
+			prev = i
 			continue
 		}
-		take(free, j.Requests)
+		take(p.free, j.Requests)
 		var end time.Time
 		if j.Runtime > 0 {
 			end = now.Add(j.Runtime)
 		}
-		held = append(held, running{Job: j, end: end})
-		out[j.Name] = Estimate{Name: j.Name, Start: now, Reason: waitedFor(q, finished, short[j.Name])}
+		p.held = append(p.held, running{Job: j, end: end})
+		p.started[j.Name] = start{at: now, after: len(p.finished)}
+		if prev < 0 {
+			p.first = p.next[i]
+		} else {
+			p.next[prev] = p.next[i]
+		}
 	}
-	return rest, held
+}
+
+// finishNext ends the held job that finishes first, moving now to its end; false when every held
+// job's end is unknown.
+func (p *plan) finishNext(now *time.Time) bool {
+	next := -1
+	for i, r := range p.held {
+		if !r.end.IsZero() && (next < 0 || r.end.Before(p.held[next].end)) {
+			next = i
+		}
+	}
+	if next < 0 {
+		return false
+	}
+	r := p.held[next]
+	p.held = slices.Delete(p.held, next, next+1)
+	*now = r.end
+	give(p.free, r.Requests)
+	p.finished = append(p.finished, r.Name)
+	return true
+}
+
+// unknown gives the jobs still pending an unknown start, naming the jobs of unknown end they
+// wait for.
+func (p *plan) unknown() {
+	var blockers []string
+	for _, r := range p.held {
+		blockers = append(blockers, r.Name)
+	}
+	for i := p.first; i < len(p.pending); i = p.next[i] {
+		j := p.pending[i]
+		p.out[j.Name] = Estimate{Name: j.Name, Reason: fmt.Sprintf("unknown: it waits for %s, whose completion cannot be estimated yet (no measured epoch rate)", names(blockers))}
+	}
 }
 
 // waitedFor says what a job admitted in the simulation after the jobs in finished waited for.
@@ -165,17 +219,6 @@ func waitedFor(q Queue, finished []string, short map[corev1.ResourceName]int64) 
 		s = fmt.Sprintf("%s must finish first, to free quota in ClusterQueue %s for the jobs ahead of it", names(finished), q.Name)
 	}
 	return s
-}
-
-// unknown gives the pending jobs an unknown start, naming the jobs of unknown end they wait for.
-func unknown(q Queue, pending []Job, held []running, out map[string]Estimate) {
-	var blockers []string
-	for _, r := range held {
-		blockers = append(blockers, r.Name)
-	}
-	for _, j := range pending {
-		out[j.Name] = Estimate{Name: j.Name, Reason: fmt.Sprintf("unknown: it waits for %s, whose completion cannot be estimated yet (no measured epoch rate)", names(blockers))}
-	}
 }
 
 // names lists jobs, the last ones to finish first, at most maxNamed of them.
@@ -225,4 +268,28 @@ func quantities(m map[corev1.ResourceName]int64) string {
 		parts = append(parts, resource.NewMilliQuantity(m[r], resource.DecimalSI).String()+" "+string(r))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// least is the least any of jobs requests of each resource (zero for a job that does not ask it).
+func least(jobs []Job) map[corev1.ResourceName]int64 {
+	out := map[corev1.ResourceName]int64{}
+	for i, j := range jobs {
+		for r := range out {
+			out[r] = min(out[r], j.Requests[r])
+		}
+		if i == 0 {
+			maps.Copy(out, j.Requests)
+		}
+	}
+	return out
+}
+
+// roomFor says whether free may hold a job asking at least least.
+func roomFor(free, least map[corev1.ResourceName]int64) bool {
+	for r, v := range least {
+		if have, ok := free[r]; ok && v > have {
+			return false
+		}
+	}
+	return true
 }

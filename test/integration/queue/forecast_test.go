@@ -42,7 +42,9 @@ func TestWaitingJobForecastsItsStartFromTheRunningJobsProgress(t *testing.T) {
 	pods := e.startGang(e.ns, "first", 1)
 	e.create(trainingJob(e.ns, "second", "q", "", 1, 8))
 
-	forecastOf := func(j *convoy.TrainingJob) convoy.ForecastStatus { return ptr.Deref(j.Status.Forecast, convoy.ForecastStatus{}) }
+	forecastOf := func(j *convoy.TrainingJob) convoy.ForecastStatus {
+		return ptr.Deref(j.Status.Forecast, convoy.ForecastStatus{})
+	}
 	second := forecastOf(e.waitJob(e.ns, "second", "a forecast", func(j *convoy.TrainingJob) bool { return forecastOf(j).Reason != "" }))
 	if second.EstimatedStartTime != nil || !strings.HasPrefix(second.Reason, "unknown") || !strings.Contains(second.Reason, e.ns+"/first") {
 		t.Errorf("forecast before the running job's rate is measured: start %v, reason %q; want none, and a reason naming %s/first", second.EstimatedStartTime, second.Reason, e.ns)

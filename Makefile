@@ -241,6 +241,10 @@ bench-scheduler: bin ## Gangs on 1,000 and 5,000 fake nodes, three mixes, at the
 bench-trace: ## The Alibaba GPU trace of 2023 (TRACE_DIR) filling its 1,523 nodes: Convoy's planner vs upstream kube-scheduler's default scoring vs first fit.
 	$(GO) run ./test/bench/trace -trace $(TRACE_DIR)
 
+.PHONY: bench-forecast
+bench-forecast: ## The same trace's GPU tasks with their run times through one ClusterQueue of 48, 56 and 64 GPUs: operator/pkg/forecast's predicted starts against queue position × mean run.
+	$(GO) run ./test/bench/trace -trace $(TRACE_DIR) -forecast 48,56,64
+
 .PHONY: bench-queue
 bench-queue: bin ## Admission rate of 1,000 TrainingJobs vs 1,000 batch/v1 Jobs through the same Kueue.
 	$(GO) test ./test/bench/queue -run '^$$' -bench BenchmarkAdmission -benchtime 1x -timeout 40m

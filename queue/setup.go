@@ -174,6 +174,9 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 	if err := i.setupDispatch(mgr); err != nil {
 		return err
 	}
+	if err := (&Forecaster{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	return i.setupWebhook(mgr)
 }
 

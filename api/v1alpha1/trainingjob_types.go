@@ -974,9 +974,57 @@ type TrainingJobStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	SSHSecretName string `json:"sshSecretName,omitempty"`
 
+	// forecast is the operator's estimate of when the job starts, while Kueue holds it in its
+	// queue, and of when it completes, while it runs.
+	// +optional
+	Forecast *ForecastStatus `json:"forecast,omitempty"`
+
 	// observedGeneration is the spec generation this status reflects.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// ForecastStatus is the operator's estimate of a job's start and completion.
+type ForecastStatus struct {
+	// estimatedStartTime is when the job is expected to be admitted, while it waits in a Kueue
+	// ClusterQueue: the running jobs finishing at their estimated completion and the jobs ahead of
+	// it in the queue starting first. Absent while the estimate is unknown; reason then says why.
+	// +optional
+	EstimatedStartTime *metav1.Time `json:"estimatedStartTime,omitempty"`
+
+	// reason names what the job waits for: the jobs that must finish first and the quota they free,
+	// or why no start can be estimated.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Reason string `json:"reason,omitempty"`
+
+	// estimatedCompletionTime is when the running job is expected to complete: the epochs left
+	// times epochDuration after the latest report.
+	// +optional
+	EstimatedCompletionTime *metav1.Time `json:"estimatedCompletionTime,omitempty"`
+
+	// epochDuration is the measured time per epoch of the current attempt, from rateSince to the
+	// latest report.
+	// +optional
+	EpochDuration *metav1.Duration `json:"epochDuration,omitempty"`
+
+	// rateSince is the first progress report of the current attempt, which epochDuration is
+	// measured from.
+	// +optional
+	RateSince *EpochSample `json:"rateSince,omitempty"`
+}
+
+// EpochSample is an epoch the training code reported and when.
+type EpochSample struct {
+	// epoch is the reported epoch.
+	// +required
+	Epoch int32 `json:"epoch"`
+	// time is when it was reported.
+	// +required
+	Time metav1.MicroTime `json:"time"`
+	// attempt is the gang's attempt (status.restartCount) that reported it.
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
 }
 
 // TrackingStatus is the experiment-tracker run of a job.
@@ -1123,6 +1171,8 @@ type AdmissionStatus struct {
 // +kubebuilder:printcolumn:name="GPUs",type=integer,JSONPath=`.status.resources.gpus`
 // +kubebuilder:printcolumn:name="Queue",type=string,JSONPath=`.spec.scheduling.queue`
 // +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.cost.summary`
+// +kubebuilder:printcolumn:name="Starts",type=string,JSONPath=`.status.forecast.estimatedStartTime`
+// +kubebuilder:printcolumn:name="Ends",type=string,JSONPath=`.status.forecast.estimatedCompletionTime`,priority=1
 // +kubebuilder:printcolumn:name="Pod Security",type=string,JSONPath=`.status.podSecurity`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Run",type=string,JSONPath=`.status.tracking.url`,priority=1

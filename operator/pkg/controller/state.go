@@ -210,6 +210,9 @@ func (d *decision) finish(condType, reason, message string) {
 	d.stopGang()
 	now := metav1.NewTime(d.o.now)
 	d.st.CompletionTime = &now
+	if f := d.st.Forecast; f != nil {
+		f.EstimatedCompletionTime = nil // completionTime says when
+	}
 	if condType == convoy.ConditionFailed {
 		d.st.FailureReason = reason
 	}

@@ -350,3 +350,20 @@ func TestDecideForceDeletesPodsStuckOnUnreadyNodes(t *testing.T) {
 		t.Errorf("requeueAfter = %v, want at most 20s, when llm-worker-1's grace period ends", got.requeueAfter)
 	}
 }
+
+// TestCompletedJobDropsItsEstimatedCompletion: once the gang completes, status.completionTime
+// says when, and the estimate is gone; the measured epoch duration stays.
+func TestCompletedJobDropsItsEstimatedCompletion(t *testing.T) {
+	_, running := twoWorkers()
+	job := running.Obj()
+	job.Status.Forecast = &convoy.ForecastStatus{EstimatedCompletionTime: &metav1.Time{Time: now.Add(time.Hour)}, EpochDuration: &metav1.Duration{Duration: time.Minute}}
+	p, err := mlframework.For(job.Spec.Framework)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pods := []*corev1.Pod{&makePod(job, mlframework.RoleWorker, 0).exit(0).Pod, &makePod(job, mlframework.RoleWorker, 1).exit(0).Pod}
+	st := decide(observation{job: job, plugin: p, pods: pods, now: now, backoff: DefaultBackoff}).status
+	if st.CompletionTime == nil || st.Forecast.EstimatedCompletionTime != nil || st.Forecast.EpochDuration == nil {
+		t.Errorf("completed job: completionTime %v, forecast %+v; want a completionTime, no estimated completion, the epoch duration kept", st.CompletionTime, st.Forecast)
+	}
+}

@@ -47,6 +47,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/forecast"
 	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
@@ -488,7 +489,11 @@ func (s *Server) write(ctx context.Context, key types.NamespacedName, updates []
 				tracked = st.Tracking
 			}
 			if u.report != nil {
+				prev := st.CurrentEpoch
 				ApplyReport(job, st, u.report)
+				if u.report.Epoch != nil {
+					forecast.ObserveReport(st, prev, s.Clock.Now())
+				}
 			}
 			if u.checkpoint != nil {
 				ApplyCheckpoint(st, u.checkpoint, u.attempt, s.Clock.Now())

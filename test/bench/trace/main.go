@@ -78,9 +78,30 @@ func main() {
 	arrive := flag.Float64("arrive", 1.0, "stop once the arrived GPU tasks ask this share of the cluster's GPUs")
 	jsonOut := flag.String("json", "", "also write the results to this file")
 	taint := flag.Bool("taint-gpu-nodes", true, "keep tasks without GPUs off the GPU nodes, as the usual nvidia.com/gpu:NoSchedule taint does; false lets upstream's scoring put them anywhere")
+	forecasts := flag.String("forecast", "", "instead, replay the default pod list's GPU tasks with their run times through a ClusterQueue of each of these GPU quotas (comma-separated), comparing predicted to actual starts")
+	epochs := flag.Int("epochs", 10, "-forecast: epochs per task, each of its run time / epochs ± jitter")
+	jitter := flag.Float64("jitter", 0.5, "-forecast: how much one epoch's length varies, as a share of the mean")
 	flag.Parse()
 	if *dir == "" {
 		*dir = filepath.Join("..", "shared", "traces", "alibaba-gpu-2023")
+	}
+	if *forecasts != "" {
+		var quotas []int
+		for _, q := range strings.Split(*forecasts, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(q))
+			if err != nil || n < 1 {
+				fmt.Fprintf(os.Stderr, "-forecast: %q is not a GPU quota (a positive integer)\n", q)
+				os.Exit(2)
+			}
+			quotas = append(quotas, n)
+		}
+		results, err := runForecast(*dir, "default", quotas, *epochs, *jitter, *seed)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Print(forecastTable(results))
+		return
 	}
 	var all []*Result
 	for _, name := range strings.Split(*lists, ",") {

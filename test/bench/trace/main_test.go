@@ -16,7 +16,15 @@ limitations under the License.
 
 package main
 
-import "testing"
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+)
 
 // TestPoliciesPlaceAsTheirSchedulersWould: on a CPU node, a 2-GPU node and an 8-GPU node with
 // more CPU, a 1-GPU task goes to the 2-GPU node with Convoy's planner (best fit), to the 8-GPU
@@ -94,5 +102,29 @@ func TestTargets(t *testing.T) {
 		"| multigpu50 | GPUs turned away ≤ the best other policy's | 45 against kube-scheduler-binpack's 44 | **missed** |\n"
 	if got := targets(results); got != want {
 		t.Errorf("targets() = %q, want %q", got, want)
+	}
+}
+
+// TestForecastReplayComparesPredictedToActualStarts: on 8 GPUs, c runs 20 s, a waits for it and
+// runs 100 s in epochs of 10 s, and b arrives at 50 s: by then a's reports give its rate, so
+// Convoy's forecast puts b's start at a's end, 120 s, exactly; the baseline says b's place (1)
+// times the mean run of the finished tasks (c's 20 s), 70 s. a's own wait is not compared: when
+// it arrived nothing had finished and c had reported no epoch.
+func TestForecastReplayComparesPredictedToActualStarts(t *testing.T) {
+	epochs := func(run time.Duration) []time.Duration {
+		var ends []time.Duration
+		for k := 1; k <= 10; k++ {
+			ends = append(ends, run*time.Duration(k)/10)
+		}
+		return ends
+	}
+	task := func(name string, arrive, run time.Duration) timedTask {
+		return timedTask{name: name, gpus: 8, arrive: arrive, run: run, epochEnds: epochs(run),
+			requests: map[corev1.ResourceName]int64{convoy.ResourceGPU: 8000}}
+	}
+	got := forecastReplay("test", []timedTask{task("c", 0, 20*time.Second), task("a", 0, 100*time.Second), task("b", 50*time.Second, 100*time.Second)}, 8)
+	want := &ForecastResult{Pods: "test", QuotaGPUs: 8, Jobs: 3, Waited: 2, Compared: 1, ConvoyMedian: 0, ConvoyP90: 0, BaselineMedian: 50, BaselineP90: 50, MedianWait: 70}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("forecastReplay (-want,+got):\n%s", diff)
 	}
 }

@@ -363,7 +363,7 @@ func TestKubectlPrintsTheColumns(t *testing.T) {
 			t.Errorf("kubectl describe does not show the run %s and the model %s:\n%s", url, digest, d)
 		}
 	}()
-	if got, want := strings.Fields(lines[0]), []string{"NAME", "STATE", "REASON", "PROGRESS", "EPOCH", "WORKERS", "GPUS", "QUEUE", "COST", "AGE"}; strings.Join(got, " ") != strings.Join(want, " ") {
+	if got, want := strings.Fields(lines[0]), []string{"NAME", "STATE", "REASON", "PROGRESS", "EPOCH", "WORKERS", "GPUS", "QUEUE", "COST", "STARTS", "AGE"}; strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("kubectl get trainingjobs header = %v, want %v", got, want)
 	}
 	if at := strings.Index(lines[0], "COST"); at < 0 || !strings.HasPrefix(lines[1][at:], "12.34 USD ") {

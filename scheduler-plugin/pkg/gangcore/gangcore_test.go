@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	k8stesting "k8s.io/client-go/testing"
 	resourcehelper "k8s.io/component-helpers/resource"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -197,6 +198,54 @@ func TestPlanForUnplaceable(t *testing.T) {
 		return err == nil && saysAlready(p, want), nil
 	}); err != nil {
 		t.Errorf("the waiting sibling was not told why the gang does not fit: %v", err)
+	}
+}
+
+// TestUnplaceableGangTellsEachSiblingOnce: a gang that does not fit, planned again as the
+// cluster changes and failing with other numbers, writes the status of each waiting sibling once,
+// whether the next verdict comes before its siblings are told or after: a backlog of such gangs
+// would otherwise rewrite its pending pods as gangs bind.
+func TestUnplaceableGangTellsEachSiblingOnce(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r2", 8)}
+	pods := []*corev1.Pod{member("ns", "job", 0, 8).Annotation(convoy.AnnotationTopologyLevel, "rack").Obj(), member("ns", "job", 1, 8).Obj(), member("ns", "job", 2, 8).Obj()}
+	h := newHarness(t, nodes, pods, inventory("a", 8), inventory("b", 8))
+	var last string
+	// verdict plans the gang again on a node that lost GPUs: a verdict with other numbers.
+	verdict := func(node string, gpus int) {
+		t.Helper()
+		h.state.SetGPUNode(inventory(node, gpus))
+		h.state.bump()
+		_, status := h.state.PlanFor(context.Background(), pods[0], h.nodeInfos())
+		if status.IsSuccess() || !strings.HasPrefix(status.Message(), "ns/job needs 3 pod(s)") || status.Message() == last {
+			t.Fatalf("PlanFor() = %v %q, want Unschedulable with other numbers than %q", status.Code(), status.Message(), last)
+		}
+		last = status.Message()
+	}
+	// Two verdicts before the siblings are told (tellDelay), a third once the scheduler's
+	// informer has seen them told.
+	verdict("a", 8)
+	verdict("a", 4)
+	h.state.telling.Wait()
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		for _, name := range []string{"job-1", "job-2"} {
+			if p, err := h.state.pods.Pods("ns").Get(name); err != nil || !saysAlready(p, "ns/job needs ") {
+				return false, nil
+			}
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("the waiting siblings were not told why the gang does not fit: %v", err)
+	}
+	verdict("b", 4)
+	h.state.telling.Wait()
+	told := map[string]int{}
+	for _, a := range h.cs.Actions() {
+		if a.GetResource().Resource == "pods" && a.GetSubresource() == "status" && a.GetVerb() == "patch" {
+			told[a.(k8stesting.PatchAction).GetName()]++
+		}
+	}
+	if diff := cmp.Diff(map[string]int{"job-1": 1, "job-2": 1}, told); diff != "" {
+		t.Errorf("status writes by pod (-want,+got):\n%s", diff)
 	}
 }
 

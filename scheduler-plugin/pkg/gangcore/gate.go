@@ -131,6 +131,11 @@ func (s *State) awaitQuiet(ctx context.Context, deadline time.Time) {
 // tellUnplaceable tells a gang's waiting pods why the gang does not fit, unless it has a plan by
 // then.
 func (s *State) tellUnplaceable(logger klog.Logger, pods []*corev1.Pod, msg string) {
+	defer func() {
+		for _, p := range pods {
+			s.toTell.Delete(p.UID)
+		}
+	}()
 	time.Sleep(tellDelay)
 	s.tell(logger, pods, msg, func(p *corev1.Pod) bool {
 		_, open := s.open.Load(GangKey(p))

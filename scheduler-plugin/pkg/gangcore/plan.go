@@ -93,7 +93,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 			s.handle.Activate(logger, activate)
 		}
 		if len(tell) > 0 {
-			go s.tellUnplaceable(logger, tell, told)
+			s.telling.Go(func() { s.tellUnplaceable(logger, tell, told) })
 		}
 	}()
 	s.mu.Lock()
@@ -159,9 +159,13 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 		s.verdicts.set(key, verdict{generation: s.generation.Load(), at: now, message: err.Error()})
 		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())
 		// The siblings wait in PreEnqueue for a plan: tell them why there is none. Those that
-		// already say it, even with older numbers, are left alone.
+		// already say it, even with older numbers, or are still to be told by an earlier verdict,
+		// are left alone: one status write per pod.
 		for _, p := range slices.Concat(g.pending, g.held) {
-			if p.UID != pod.UID && !saysAlready(p, key+" needs ") {
+			if p.UID == pod.UID || saysAlready(p, key+" needs ") {
+				continue
+			}
+			if _, queued := s.toTell.LoadOrStore(p.UID, true); !queued {
 				tell = append(tell, p)
 			}
 		}

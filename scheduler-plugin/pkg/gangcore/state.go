@@ -85,6 +85,10 @@ type State struct {
 	// moment (see tell).
 	tellLimiter flowcontrol.RateLimiter
 	lastReserve atomic.Int64
+	// telling counts the tells of unplaceable gangs under way; toTell holds the UIDs of the pods
+	// they have yet to tell, whom a later verdict leaves to them.
+	telling sync.WaitGroup
+	toTell  sync.Map
 	// generation changes whenever GPUs may have been freed: a pod deleted or unreserved, a node
 	// or GPUNode added or changed, a plan dropped. A gang found unplaceable stays so until it
 	// changes.

@@ -127,6 +127,23 @@ func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
 	}
 	uri := CheckpointURI(job)
 	mountCheckpoints(job, s, pod, true)
+	setStorageEnv(s, pod)
+	mlframework.SetEnv(pod,
+		"CONVOY_CHECKPOINT_URI", AttemptCheckpointURI(job),
+		"CONVOY_CHECKPOINT_ROOT", uri,
+		"CONVOY_CHECKPOINT_FREQUENCY", strconv.Itoa(int(max(cp.Frequency, 1))),
+	)
+	if cp.Retention != nil {
+		mlframework.SetEnv(pod, "CONVOY_CHECKPOINT_RETENTION", itoa(*cp.Retention))
+	}
+	if m := job.Spec.Monitoring; m != nil && m.TensorboardEnabled {
+		mlframework.SetEnv(pod, "TENSORBOARD_LOG_DIR", AttemptCheckpointURI(job)+"/tensorboard")
+	}
+}
+
+// setStorageEnv gives the pod's first container what an object storage client reads: the endpoint,
+// region or account, and the credentials Secret's keys as variables.
+func setStorageEnv(s *convoy.CheckpointStorage, pod *corev1.Pod) {
 	switch s.Type {
 	case convoy.StorageS3:
 		if s.S3Endpoint != "" {
@@ -143,17 +160,6 @@ func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
 	if s.CredentialsSecretRef != nil {
 		c := &pod.Spec.Containers[0]
 		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *s.CredentialsSecretRef}})
-	}
-	mlframework.SetEnv(pod,
-		"CONVOY_CHECKPOINT_URI", AttemptCheckpointURI(job),
-		"CONVOY_CHECKPOINT_ROOT", uri,
-		"CONVOY_CHECKPOINT_FREQUENCY", strconv.Itoa(int(max(cp.Frequency, 1))),
-	)
-	if cp.Retention != nil {
-		mlframework.SetEnv(pod, "CONVOY_CHECKPOINT_RETENTION", itoa(*cp.Retention))
-	}
-	if m := job.Spec.Monitoring; m != nil && m.TensorboardEnabled {
-		mlframework.SetEnv(pod, "TENSORBOARD_LOG_DIR", AttemptCheckpointURI(job)+"/tensorboard")
 	}
 }
 

@@ -102,7 +102,7 @@ func (c *Cluster) StartS3(ctx context.Context, host string, buckets []string, id
 		"-volume.port=" + p(4), "-volume.port.grpc=" + p(5), "-filer.port=" + p(6), "-filer.port.grpc=" + p(7),
 		"-s3.config=" + config,
 		"-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.iam=false",
-		"-master.telemetry=false", "-master.volumeSizeLimitMB=64", "-volume.max=8"}
+		"-master.telemetry=false", "-master.volumeSizeLimitMB=64"}
 	if err := c.StartProcess(S3Server, S3Server, args, nil); err != nil {
 		return nil, err
 	}

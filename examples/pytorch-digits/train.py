@@ -10,6 +10,7 @@ import glob
 import os
 import re
 import signal
+import tempfile
 import threading
 import time
 from datetime import timedelta
@@ -79,12 +80,19 @@ def main():
     else:
         raise SystemExit(f"OPTIMIZER={optimizer_name!r}: use adam, adamw or sgd")
 
-    # Resume: rank 0 reads the checkpoint and sends it to the others.
+    # Resume: rank 0 reads the checkpoint and sends it to the others. On object storage (s3://)
+    # every rank saves its shard through the SDK, which rank 0 commits.
     directory = convoy.checkpoint_dir()
+    objects = directory is None and convoy.checkpoint_uri() is not None
+    scratch = tempfile.mkdtemp()
     start, metrics = 1, {}
     state = [None]
     if rank == 0:
-        path = convoy.resume_from() or newest_checkpoint(convoy.checkpoint_root())
+        if objects:
+            found = convoy.load_checkpoint(scratch)
+            path = found and os.path.join(found.path, "model.pt")
+        else:
+            path = convoy.resume_from() or newest_checkpoint(convoy.checkpoint_root())
         if path:
             state[0] = torch.load(path, map_location="cpu")
     dist.broadcast_object_list(state, src=0)
@@ -109,9 +117,13 @@ def main():
             metrics = {"loss": (totals[0] / totals[1]).item(), "accuracy": accuracy(net, test_x, test_y)}
             print(f"rank={rank} epoch={epoch}/{epochs} loss={metrics['loss']:.4f} accuracy={metrics['accuracy']:.4f}", flush=True)
             convoy.report(epoch=epoch, total_epochs=epochs, step=epoch * len(loader), metrics=metrics)
-            if rank == 0 and directory and epoch % convoy.checkpoint_frequency() == 0:
-                path = save_checkpoint(directory, epoch, net, optimizer, metrics)
-                convoy.checkpoint_saved(path, epoch)
+            if epoch % convoy.checkpoint_frequency() == 0:
+                if objects:
+                    path = save_checkpoint(scratch, epoch, net, optimizer, metrics, name="model.pt")
+                    convoy.save_checkpoint(path, epoch)
+                elif rank == 0 and directory:
+                    path = save_checkpoint(directory, epoch, net, optimizer, metrics)
+                    convoy.checkpoint_saved(path, epoch)
             time.sleep(epoch_sleep)
     except RuntimeError as e:  # gloo fails the collective when another rank has died
         print(f"rank={rank} training failed: {e}; waiting {PEER_LOSS_WAIT}s for the gang to be stopped", flush=True)
@@ -170,10 +182,10 @@ def newest_checkpoint(directory):
     return found[-1] if found else None
 
 
-def save_checkpoint(directory, epoch, net, optimizer, metrics):
-    """Writes epoch-<N>.pt atomically (a reader never sees half a file). convoy.checkpoint_saved, once
-    told of it, keeps the newest CONVOY_CHECKPOINT_RETENTION of those it was told of."""
-    path = os.path.join(directory, f"epoch-{epoch}.pt")
+def save_checkpoint(directory, epoch, net, optimizer, metrics, name=None):
+    """Writes epoch-<N>.pt (or name) atomically (a reader never sees half a file). convoy.checkpoint_saved,
+    once told of it, keeps the newest CONVOY_CHECKPOINT_RETENTION of those it was told of."""
+    path = os.path.join(directory, name or f"epoch-{epoch}.pt")
     with open(path + ".tmp", "wb") as f:
         torch.save({"epoch": epoch, "model": net.state_dict(), "optimizer": optimizer.state_dict(), "metrics": metrics}, f)
         f.flush()

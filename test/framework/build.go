@@ -53,6 +53,10 @@ type Binary struct {
 	// Package is the main package to build: an import path of a module in go.mod's build list, or
 	// a path starting with "./" relative to the repository root.
 	Package string
+	// Dir is the directory, relative to the repository root, of the module whose build list has
+	// Package, when it is not the root's go.mod: a tool whose dependencies would pin Convoy's
+	// (hack/seaweedfs). Each Dir is a go build of its own.
+	Dir string
 	// Static builds with CGO_ENABLED=0: an executable that needs no libc, for an image without one.
 	// It is a go build of its own, with its own compile of every package it imports: keep it to
 	// executables that import little (the pause container).
@@ -86,6 +90,8 @@ var Binaries = []Binary{
 	{Name: "coredns", Package: "github.com/coredns/coredns"},
 	// Helm, for the chart in deploy/helm (test/integration/chart).
 	{Name: "helm", Package: "helm.sh/helm/v4/cmd/helm"},
+	// SeaweedFS, the S3-compatible server (StartS3).
+	{Name: S3Server, Package: "github.com/seaweedfs/seaweedfs/weed", Dir: "hack/seaweedfs"},
 	{Name: "localcluster", Package: "./test/cmd/localcluster"},
 	{Name: "convoy-operator", Package: "./operator/cmd/convoy-operator"},
 	{Name: "convoy-scheduler", Package: "./scheduler-plugin/cmd/convoy-scheduler"},
@@ -101,7 +107,8 @@ func Build(ctx context.Context, root string, log io.Writer) error {
 }
 
 // BuildBinaries builds bins into <root>/bin with BuildLDFlags and writes the go commands it runs
-// and their output to log. Every binary that is not Static comes from one go build, which compiles
+// and their output to log. Every binary that is neither Static nor of another module (Dir) comes
+// from one go build, which compiles
 // each package once and links the executables in parallel; go build leaves an executable that is
 // up to date as it is (it links none of them when nothing changed), so a second Build costs seconds.
 func BuildBinaries(ctx context.Context, root string, bins []Binary, log io.Writer) error {
@@ -116,7 +123,13 @@ func BuildBinaries(ctx context.Context, root string, bins []Binary, log io.Write
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return err
 	}
-	var shared, static []string
+	type group struct {
+		dir  string
+		env  []string
+		pkgs []string
+	}
+	groups := []*group{{}, {env: []string{"CGO_ENABLED=0"}}}
+	byDir := map[string]*group{}
 	built := map[string]string{}
 	for _, b := range bins {
 		if b.Name == "" || b.Package == "" {
@@ -127,20 +140,24 @@ func BuildBinaries(ctx context.Context, root string, bins []Binary, log io.Write
 			return fmt.Errorf("%s and %s would both be bin/%s: go build names an executable after its package", other, b.Package, base)
 		}
 		built[base] = b.Package
-		if b.Static {
-			static = append(static, b.Package)
-		} else {
-			shared = append(shared, b.Package)
+		g := groups[0]
+		switch {
+		case b.Dir != "":
+			if g = byDir[b.Dir]; g == nil {
+				g = &group{dir: b.Dir}
+				byDir[b.Dir] = g
+				groups = append(groups, g)
+			}
+		case b.Static:
+			g = groups[1]
 		}
+		g.pkgs = append(g.pkgs, b.Package)
 	}
-	for _, group := range []struct {
-		env  []string
-		pkgs []string
-	}{{nil, shared}, {[]string{"CGO_ENABLED=0"}, static}} {
-		if len(group.pkgs) == 0 {
+	for _, g := range groups {
+		if len(g.pkgs) == 0 {
 			continue
 		}
-		if err := goBuild(ctx, root, group.env, BuildLDFlags, binDir+string(filepath.Separator), group.pkgs, log); err != nil {
+		if err := goBuild(ctx, filepath.Join(root, g.dir), g.env, BuildLDFlags, binDir+string(filepath.Separator), g.pkgs, log); err != nil {
 			return err
 		}
 	}

@@ -30,11 +30,12 @@ var (
 	// GlibcLayer is the C library and what it needs (libgcc-s1): for executables built with cgo,
 	// and for go-nvml, which dlopens the NVIDIA driver's libnvidia-ml.so.1.
 	GlibcLayer = DebLayer{Name: "glibc", WithDependencies: []string{"libc6"}}
-	// TrainerLayer is Python with PyTorch (CPU), NumPy and scikit-learn, checked by importing them.
+	// TrainerLayer is Python with PyTorch (CPU), NumPy, scikit-learn and boto3 (the SDK's S3
+	// client), checked by importing them.
 	TrainerLayer = DebLayer{
 		Name:             "python-torch",
-		WithDependencies: []string{"python3", "python3-torch", "python3-numpy", "python3-sklearn"},
-		Check:            []string{"/usr/bin/python3", "-c", "import numpy, sklearn.datasets, torch; torch.ones(2) @ torch.ones(2)"},
+		WithDependencies: []string{"python3", "python3-torch", "python3-numpy", "python3-sklearn", "python3-boto3"},
+		Check:            []string{"/usr/bin/python3", "-c", "import boto3, numpy, sklearn.datasets, torch; torch.ones(2) @ torch.ones(2)"},
 	}
 )
 

@@ -137,6 +137,27 @@ func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
 	}
 	uri := CheckpointURI(job)
 	mountCheckpoints(job, s, pod, true)
+	setStorageEnv(job, s, pod)
+	mlframework.SetEnv(pod,
+		"CONVOY_CHECKPOINT_URI", AttemptCheckpointURI(job),
+		"CONVOY_CHECKPOINT_ROOT", uri,
+		"CONVOY_CHECKPOINT_FREQUENCY", strconv.Itoa(int(max(cp.Frequency, 1))),
+	)
+	if cp.IntervalSeconds != nil {
+		mlframework.SetEnv(pod, "CONVOY_CHECKPOINT_INTERVAL_SECONDS", itoa(*cp.IntervalSeconds))
+	}
+	if cp.Retention != nil {
+		mlframework.SetEnv(pod, "CONVOY_CHECKPOINT_RETENTION", itoa(*cp.Retention))
+	}
+	if m := job.Spec.Monitoring; m != nil && m.TensorboardEnabled {
+		mlframework.SetEnv(pod, "TENSORBOARD_LOG_DIR", AttemptCheckpointURI(job)+"/tensorboard")
+	}
+}
+
+// setStorageEnv gives the pod's first container what an object storage client reads: the endpoint,
+// region or account, the credentials Secret's keys as variables, and the label Azure Workload
+// Identity needs when the job runs as a ServiceAccount of its own.
+func setStorageEnv(job *convoy.TrainingJob, s *convoy.CheckpointStorage, pod *corev1.Pod) {
 	switch s.Type {
 	case convoy.StorageS3:
 		if s.S3Endpoint != "" {
@@ -158,20 +179,6 @@ func setCheckpoint(job *convoy.TrainingJob, pod *corev1.Pod) {
 	if s.CredentialsSecretRef != nil {
 		c := &pod.Spec.Containers[0]
 		c.EnvFrom = append(c.EnvFrom, corev1.EnvFromSource{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: *s.CredentialsSecretRef}})
-	}
-	mlframework.SetEnv(pod,
-		"CONVOY_CHECKPOINT_URI", AttemptCheckpointURI(job),
-		"CONVOY_CHECKPOINT_ROOT", uri,
-		"CONVOY_CHECKPOINT_FREQUENCY", strconv.Itoa(int(max(cp.Frequency, 1))),
-	)
-	if cp.IntervalSeconds != nil {
-		mlframework.SetEnv(pod, "CONVOY_CHECKPOINT_INTERVAL_SECONDS", itoa(*cp.IntervalSeconds))
-	}
-	if cp.Retention != nil {
-		mlframework.SetEnv(pod, "CONVOY_CHECKPOINT_RETENTION", itoa(*cp.Retention))
-	}
-	if m := job.Spec.Monitoring; m != nil && m.TensorboardEnabled {
-		mlframework.SetEnv(pod, "TENSORBOARD_LOG_DIR", AttemptCheckpointURI(job)+"/tensorboard")
 	}
 }
 

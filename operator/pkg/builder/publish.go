@@ -47,7 +47,8 @@ func PublishPodName(job *convoy.TrainingJob) string { return job.Name + "-publis
 
 // PublishPod is the pod that pushes the job's final checkpoint (status.checkpoint.latest) to
 // spec.output.model.image: the operator's image running `convoy-operator publish`, with the
-// checkpoint storage mounted read-only at CheckpointDir, which it reads nothing outside of, and
+// checkpoint storage mounted read-only at CheckpointDir, which it reads nothing outside of (on s3,
+// the job's credentials and prefix, which it reads nothing outside of, and a scratch /tmp), and
 // the credentials Secret as a Docker config outside it. It carries
 // the job-name label (the operator's cache sees it) but not the gang's PodGroup label, and runs
 // on the default scheduler: it is no part of the gang, and Kueue, which treats TrainingJobs as the
@@ -100,8 +101,17 @@ func PublishPod(job *convoy.TrainingJob, opts Options) (*corev1.Pod, error) {
 			}},
 		},
 	}
-	if s := checkpointStorage(job); s == nil || !mountCheckpoints(job, s, pod, false) {
-		return nil, fmt.Errorf("the checkpoint %s is not on a pvc or nfs checkpoint storage, the only ones the operator publishes from", cp.Latest)
+	switch s := checkpointStorage(job); {
+	case s != nil && s.Type == convoy.StorageS3:
+		// The objects are read with the job's own credentials, from its own prefix only, into a
+		// scratch directory.
+		setStorageEnv(job, s, pod)
+		c := &pod.Spec.Containers[0]
+		c.Args[2] = "--root=" + CheckpointURI(job)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "scratch", MountPath: "/tmp"})
+	case s == nil || !mountCheckpoints(job, s, pod, false):
+		return nil, fmt.Errorf("the checkpoint %s is not on a pvc, nfs or s3 checkpoint storage, the only ones the operator publishes from", cp.Latest)
 	}
 	// status.checkpoint.latest is checked again against the job's storage as the spec says now.
 	if loc := CheckpointURI(job); !progress.Under(cp.Latest, loc) {

@@ -90,9 +90,32 @@ func TestPublishPod(t *testing.T) {
 		"no checkpoint reported": {
 			job: base.Clone().Status(convoy.TrainingJobStatus{}).Obj(), opts: opts, wantErr: "the job reported no checkpoint",
 		},
-		"checkpoints in s3": {
-			job:  base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "b"}}).Obj(),
-			opts: opts, wantErr: "not on a pvc or nfs checkpoint storage",
+		"checkpoints in s3, read with the job's credentials from its prefix": {
+			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "b",
+				S3Endpoint: "http://s3.example:8333", CredentialsSecretRef: &corev1.LocalObjectReference{Name: "team-a-s3"}}}).
+				Status(convoy.TrainingJobStatus{Checkpoint: &convoy.CheckpointStatus{Latest: "s3://b/team-a/llm/attempt-0/epoch-3", Epoch: 3}}).Obj(),
+			opts: opts,
+			check: func(t *testing.T, pod *corev1.Pod) {
+				c := pod.Spec.Containers[0]
+				if c.Args[1] != "--checkpoint=s3://b/team-a/llm/attempt-0/epoch-3" || c.Args[2] != "--root=s3://b/team-a/llm" {
+					t.Errorf("args %q, want the checkpoint under the job's prefix as --root", c.Args)
+				}
+				if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef.Name != "team-a-s3" || podEnv(pod)["AWS_ENDPOINT_URL"] != "http://s3.example:8333" {
+					t.Errorf("env %+v from %+v: want the job's endpoint and credentials", c.Env, c.EnvFrom)
+				}
+				if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/tmp" || pod.Spec.Volumes[0].EmptyDir == nil {
+					t.Errorf("mounts %+v: want only a scratch /tmp", c.VolumeMounts)
+				}
+			},
+		},
+		"an s3 checkpoint of another prefix": {
+			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "b"}}).
+				Status(convoy.TrainingJobStatus{Checkpoint: &convoy.CheckpointStatus{Latest: "s3://b/team-b/other/attempt-0/epoch-3", Epoch: 3}}).Obj(),
+			opts: opts, wantErr: "is not under the job's checkpoint location s3://b/team-a/llm",
+		},
+		"checkpoints in gcs": {
+			job:  base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageGCS, GCSBucket: "b"}}).Obj(),
+			opts: opts, wantErr: "not on a pvc, nfs or s3 checkpoint storage",
 		},
 		"no image to publish with": {
 			job: base.Clone().Obj(), wantErr: "--publish-image",

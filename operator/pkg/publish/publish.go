@@ -63,11 +63,13 @@ const (
 // Options say what to push where.
 type Options struct {
 	// Checkpoint is the checkpoint's path: a directory (every regular file under it is pushed) or
-	// one file.
+	// one file; or an s3:// URI, whose objects are downloaded to a temporary directory first (see
+	// fetchS3).
 	Checkpoint string
 	// Root is a directory the checkpoint lies in that its writers cannot replace (the volume's
 	// mount point): no directory on the way from it to the checkpoint may be a symbolic link.
-	// "" is the checkpoint's own directory.
+	// "" is the checkpoint's own directory. For an s3:// checkpoint, the job's prefix, s3://bucket/prefix,
+	// which it must lie under.
 	Root string
 	// Reference is the target, registry/repository:tag.
 	Reference string
@@ -107,6 +109,17 @@ func Push(ctx context.Context, o Options) (Result, error) {
 		if rel, err := filepath.Rel(filepath.Clean(o.Root), filepath.Clean(o.DockerConfig)); err == nil && filepath.IsLocal(rel) {
 			return Result{}, fmt.Errorf("the registry credentials %s lie in the checkpoint storage %s: mount them elsewhere", o.DockerConfig, o.Root)
 		}
+	}
+	if IsObjectURI(o.Checkpoint) {
+		dir, err := os.MkdirTemp("", "checkpoint-")
+		if err != nil {
+			return Result{}, err
+		}
+		defer os.RemoveAll(dir)
+		if err := fetchS3(ctx, o.Root, o.Checkpoint, dir); err != nil {
+			return Result{}, err
+		}
+		o.Checkpoint, o.Root = dir, ""
 	}
 	src, err := openCheckpoint(o.Root, o.Checkpoint)
 	if err != nil {

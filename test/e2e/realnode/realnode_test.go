@@ -23,12 +23,15 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -134,6 +137,58 @@ func TestPyTorchJobTrainsIsKilledAndResumesFromItsCheckpoint(t *testing.T) {
 	}
 	if got, _ := strconv.ParseFloat(final[1], 64); m != nil && m.Accuracy != nil && fmt.Sprintf("%.4f", got) != fmt.Sprintf("%.4f", *m.Accuracy) {
 		t.Errorf("status.metrics.accuracy = %v, the log says %v", *m.Accuracy, got)
+	}
+}
+
+// The story again with the checkpoints on S3 (SeaweedFS on the node bridge, credentials scoped to
+// the namespace's prefix, a Secret of the job): every rank uploads its shard and rank 0 commits it;
+// after the kill the restarted gang resumes from the previous attempt's committed checkpoint on
+// S3 (the epoch continues) and writes under its own attempt's prefix.
+func TestPyTorchJobCheckpointsToS3AndResumesFromIt(t *testing.T) {
+	e := setup(t)
+	ns := framework.TestNamespace(t)
+	id := framework.ScopedS3Identity(ns, "checkpoints", ns)
+	s, err := e.Cluster.StartS3(t.Context(), framework.NodeGatewayIP, []string{"checkpoints"}, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.StoryQueue(t.Context(), ns); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Kubectl(t.Context(), "create", "secret", "generic", "s3", "-n", ns,
+		"--from-literal=AWS_ACCESS_KEY_ID="+id.AccessKey, "--from-literal=AWS_SECRET_ACCESS_KEY="+id.SecretKey); err != nil {
+		t.Fatal(err)
+	}
+	var timeline bytes.Buffer
+	res, err := e.RunStoryOn(t.Context(), ns, fmt.Sprintf("{type: s3, s3Bucket: checkpoints, s3Endpoint: %q, credentialsSecretRef: {name: s3}}", s.Endpoint), &timeline)
+	t.Logf("Timeline:\n%s", timeline.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "s3://checkpoints/" + ns + "/digits/"
+	if res.ResumedFrom < 1 || int32(res.ResumedFrom) < res.KilledAtEpoch || !strings.HasPrefix(res.ResumeFrom, prefix+"attempt-0/epoch-") {
+		t.Errorf("the restarted gang resumed from epoch %d (CONVOY_RESUME_FROM %s); the job had checkpointed epoch %d on %sattempt-0 before the kill",
+			res.ResumedFrom, res.ResumeFrom, res.KilledAtEpoch, prefix)
+	}
+	job := res.Final
+	if job.Status.State != convoy.StateCompleted || job.Status.Checkpoint == nil || !strings.HasPrefix(job.Status.Checkpoint.Latest, prefix+"attempt-") ||
+		strings.HasPrefix(job.Status.Checkpoint.Latest, prefix+"attempt-0/") {
+		t.Fatalf("the job ended %s with status.checkpoint %+v; want Completed, the latest checkpoint on S3 under a later attempt's prefix", job.Status.State, job.Status.Checkpoint)
+	}
+	// The committed checkpoint holds both ranks' shards.
+	out, err := s.Client(s.Admin).ListObjectsV2(t.Context(), &s3.ListObjectsV2Input{Bucket: ptr.To("checkpoints"),
+		Prefix: ptr.To(strings.TrimPrefix(job.Status.Checkpoint.Latest, "s3://checkpoints/") + "/")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range out.Contents {
+		keys = append(keys, path.Base(path.Dir(*o.Key))+"/"+path.Base(*o.Key))
+	}
+	for _, want := range []string{"rank-0/model.pt", "rank-1/model.pt"} {
+		if !slices.Contains(keys, want) {
+			t.Errorf("the checkpoint %s holds %v, want %s", job.Status.Checkpoint.Latest, keys, want)
+		}
 	}
 }
 

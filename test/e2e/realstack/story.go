@@ -135,6 +135,14 @@ spec: {clusterQueue: real-%[1]s}
 // simulated GPU each, one per node, gloo, for epochs epochs of at least epochSleep seconds each,
 // checkpointing every epoch to the claim "checkpoints".
 func (e *Env) TrainingJob(namespace, name string, epochs int, epochSleep string) string {
+	return e.trainingJob(namespace, name, epochs, epochSleep, PVCStorage)
+}
+
+// PVCStorage is the story's checkpoint storage, spec.checkpoint.storage as YAML: the claim
+// "checkpoints" that CheckpointVolume makes.
+const PVCStorage = "{type: pvc, claimName: checkpoints}"
+
+func (e *Env) trainingJob(namespace, name string, epochs int, epochSleep, storage string) string {
 	return fmt.Sprintf(`apiVersion: convoy.dev/v1alpha1
 kind: TrainingJob
 metadata: {name: %[1]s, namespace: %[2]s}
@@ -154,7 +162,7 @@ spec:
   checkpoint:
     enabled: true
     frequency: 1
-    storage: {type: pvc, claimName: checkpoints}
+    storage: %[6]s
   failurePolicy: {restartPolicy: OnFailure, backoffLimit: 3}
   scheduling:
     queue: training
@@ -167,7 +175,7 @@ spec:
         - topologyKey: kubernetes.io/hostname
           labelSelector:
             matchLabels: {convoy.dev/job-name: %[1]s}
-`, name, namespace, e.Image(images.Trainer), epochSleep, epochs)
+`, name, namespace, e.Image(images.Trainer), epochSleep, epochs, storage)
 }
 
 // Apply runs `kubectl apply -f -` with manifest.
@@ -181,6 +189,12 @@ func (e *Env) Apply(ctx context.Context, manifest string) error {
 // one worker's process is killed with SIGKILL through containerd; the whole gang restarts and
 // resumes from its latest checkpoint; the job completes with the accuracy it reached.
 func (e *Env) RunStory(ctx context.Context, namespace string, w io.Writer) (*StoryResult, error) {
+	return e.RunStoryOn(ctx, namespace, PVCStorage, w)
+}
+
+// RunStoryOn is RunStory with the checkpoints on storage (spec.checkpoint.storage as YAML); on
+// object storage the writes in a restarted worker are not tried (StoryResult.Writes is empty).
+func (e *Env) RunStoryOn(ctx context.Context, namespace, storage string, w io.Writer) (*StoryResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, storyTimeout)
 	defer cancel()
 	began := time.Now()
@@ -197,7 +211,7 @@ func (e *Env) RunStory(ctx context.Context, namespace string, w io.Writer) (*Sto
 
 	res := &StoryResult{Nodes: map[string]string{}, PodIPs: map[string]string{}, Logs: map[string]string{}}
 	applied := time.Now()
-	if err := e.Apply(ctx, e.TrainingJob(namespace, storyJob, storyEpochs, storyEpochSleep)); err != nil {
+	if err := e.Apply(ctx, e.trainingJob(namespace, storyJob, storyEpochs, storyEpochSleep, storage)); err != nil {
 		return nil, err
 	}
 	say("kubectl apply: TrainingJob %s (pytorch, 2 workers × 1 GPU, gloo, %d epochs)", storyJob, storyEpochs)
@@ -269,11 +283,15 @@ func (e *Env) RunStory(ctx context.Context, namespace string, w io.Writer) (*Sto
 		res.ResumedFrom, _ = strconv.Atoi(m[1])
 	}
 	say("Running again on %s: %s resumed from epoch %d", describePods(restarted), restarted[0].Name, res.ResumedFrom)
-	if res.Writes, res.ResumeFrom, err = e.checkpointWrites(ctx, namespace, restarted[0].Name); err != nil {
+	if storage != PVCStorage {
+		res.ResumeFrom = util.EnvOf(&restarted[0], "CONVOY_RESUME_FROM")
+		say("%s resumed from CONVOY_RESUME_FROM=%s", restarted[0].Name, res.ResumeFrom)
+	} else if res.Writes, res.ResumeFrom, err = e.checkpointWrites(ctx, namespace, restarted[0].Name); err != nil {
 		return nil, err
+	} else {
+		say("In %s, a write in CONVOY_CHECKPOINT_ROOT: %s; next to CONVOY_RESUME_FROM %s: %s; in CONVOY_CHECKPOINT_URI: %s",
+			restarted[0].Name, res.Writes["root"], res.ResumeFrom, res.Writes["resumed"], res.Writes["own"])
 	}
-	say("In %s, a write in CONVOY_CHECKPOINT_ROOT: %s; next to CONVOY_RESUME_FROM %s: %s; in CONVOY_CHECKPOINT_URI: %s",
-		restarted[0].Name, res.Writes["root"], res.ResumeFrom, res.Writes["resumed"], res.Writes["own"])
 
 	job, err = e.waitJob(ctx, namespace, "Completed", func(j *convoy.TrainingJob) bool {
 		return j.Status.State == convoy.StateCompleted || j.Status.State == convoy.StateFailed

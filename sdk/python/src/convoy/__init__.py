@@ -1,5 +1,6 @@
 """Convoy's Python SDK: report progress and checkpoints from a TrainingJob's pods to the operator,
-and find the checkpoint directory and the checkpoint to resume from. Standard library only.
+and find the checkpoint directory and the checkpoint to resume from. Standard library only, but for
+object storage (save_checkpoint and load_checkpoint on s3://, gs://, az://), which needs its vendor's client.
 
     import convoy
     convoy.report(epoch=3, total_epochs=10, metrics={"loss": 0.41, "accuracy": 0.87})
@@ -21,12 +22,14 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Optional
 
 from ._checkpoint import checkpoint_dir, checkpoint_frequency, checkpoint_interval, checkpoint_retention, checkpoint_root, checkpoint_uri, resume_from
+from ._objcheckpoint import Checkpoint, Saver
 from ._preempt import PREEMPTED_EXIT_CODE, on_preempt, preempted, should_checkpoint
 from ._report import DEFAULT_MIN_INTERVAL, Reporter, progress_body, rank
 from ._tracking import Tracking, hyperparameters
 from . import _tracking
 
 __all__ = [
+    "Checkpoint",
     "PREEMPTED_EXIT_CODE",
     "Reporter",
     "Tracking",
@@ -39,12 +42,15 @@ __all__ = [
     "checkpoint_uri",
     "configure",
     "hyperparameters",
+    "list_checkpoints",
+    "load_checkpoint",
     "on_preempt",
     "preempted",
     "progress_body",
     "rank",
     "report",
     "resume_from",
+    "save_checkpoint",
     "should_checkpoint",
     "start_tracking",
 ]
@@ -52,6 +58,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 _reporter = Reporter()
+_saver = Saver()
 
 
 def configure(
@@ -88,6 +95,31 @@ def checkpoint_saved(path: str, epoch: int, metrics: Optional[Mapping[str, float
     the newest one the operator recorded and those in keep. Only rank 0 posts and deletes unless
     all_ranks. Returns True when the operator recorded it; never raises."""
     return _reporter.checkpoint_saved(path, epoch, metrics, all_ranks=all_ranks, keep=keep)
+
+
+def save_checkpoint(src: str, epoch: int, metrics: Optional[Mapping[str, float]] = None, *,
+                    keep: Iterable[str] = ()) -> Optional[str]:
+    """Saves src (a file, or a directory and everything in it) as this rank's shard of the checkpoint
+    after epoch, under $CONVOY_CHECKPOINT_URI, on object storage (s3://, gs://, az://) or a volume
+    alike; every rank calls it for the same epochs. Rank 0 waits for every rank's shard, commits the
+    checkpoint's manifest last, reports it as checkpoint_saved does and keeps the newest
+    checkpoint_retention() committed ones of this restart attempt. Returns the checkpoint's URI, or
+    None when checkpointing is off or it was not committed; raises when an upload fails."""
+    return _saver.save(src, epoch, metrics, keep=keep)
+
+
+def load_checkpoint(dst: str, rank: Optional[int] = None) -> Optional[Checkpoint]:
+    """Downloads this rank's shard (or rank's) of the checkpoint to resume from into the directory
+    dst: $CONVOY_RESUME_FROM when it names a committed checkpoint, else the newest committed one of
+    any restart attempt; one without its manifest (half written) is never loaded. Returns it (uri,
+    epoch, metrics, path=dst), or None when there is none."""
+    return _saver.load(dst, rank)
+
+
+def list_checkpoints(root: bool = True) -> list:
+    """The committed checkpoints, oldest first, of every restart attempt of the job (root) or of
+    this attempt only."""
+    return _saver.list(root)
 
 
 def start_tracking(params: Optional[Mapping[str, Any]] = None) -> Tracking:

@@ -109,11 +109,12 @@ class Reporter:
         *,
         all_ranks: bool = False,
         keep: Iterable[str] = (),
+        track: bool = True,
     ) -> bool:
         """Reports a checkpoint written completely at path, taken after epoch; a restarted gang gets
         path back as CONVOY_RESUME_FROM. metrics, when given, go first in a progress report for the
-        same epoch. Then, when path is in checkpoint_dir(), enforces the retention there (the
-        checkpoints in keep are not deleted). Rank 0 only unless all_ranks, also outside Convoy
+        same epoch. Then, with track and when path is in checkpoint_dir(), enforces the retention
+        there (the checkpoints in keep are not deleted). Rank 0 only unless all_ranks, also outside Convoy
         for the retention. True when the operator recorded the checkpoint."""
         try:
             if not (all_ranks or rank(self.env) == 0):
@@ -125,7 +126,8 @@ class Reporter:
                 if metrics:
                     self.report(epoch=epoch, metrics=metrics, all_ranks=all_ranks)
                 recorded = self._post("checkpoint", {"path": os.fspath(path), "epoch": int(epoch)})
-            _retention.track(path, epoch, recorded, reporting, keep, env=self.env, rank=rank(self.env))
+            if track:
+                _retention.track(path, epoch, recorded, reporting, keep, env=self.env, rank=rank(self.env))
             return recorded
         except Exception:  # never into the training loop
             log.warning("convoy: reporting a checkpoint failed", exc_info=True)

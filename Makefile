@@ -32,6 +32,10 @@ REAL_NODE_DEBS = containerd runc containernetworking-plugins iptables conntrack 
 # make verify runs go vet with every check on every package, test files included: the tiers do not
 # vet again (-vet=off).
 TEST_FLAGS   ?= -count=1 -timeout=30m -vet=off
+# The Kubernetes minor whose kube-apiserver and kube-controller-manager test-e2e runs against: 1.37
+# (bin/k8s-1.37/, built from hack/k8s137's go.mod) or 1.36 (go.mod's, in bin/ with everything else).
+K8S          ?= 1.37
+K8S_137      := v1.37.2
 # The tiers `make test` runs, in order, each timed (hack/tiers.sh): the budget is docs/testing.md#time-budget.
 TIERS        ?= verify test-unit test-fuzz test-monitoring bin test-integration test-e2e images test-real
 
@@ -47,6 +51,12 @@ bin: ## Build the control plane (etcd, kube-apiserver, kube-controller-manager, 
 ifeq ($(filter bin,$(subst $(COMMA), ,$(CONVOY_BUILT))),)
 	$(GO) run ./test/cmd/localcluster build
 endif
+
+.PHONY: bin-k8s137
+bin-k8s137: ## kube-apiserver and kube-controller-manager v1.37.2 into bin/k8s-1.37/, from hack/k8s137's own go.mod: the control plane of `make test-e2e`.
+	cd hack/k8s137 && $(GO) build -o $(BIN)/k8s-1.37/ -ldflags "-w $(foreach p,component-base/version client-go/pkg/version,\
+		-X k8s.io/$(p).gitVersion=$(K8S_137) -X k8s.io/$(p).gitMajor=1 -X k8s.io/$(p).gitMinor=37)" \
+		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
 
 .PHONY: build
 build: bin ## Compile every package; Convoy's binaries (convoy-operator, convoy-scheduler, convoy-node-agent) go to bin/.
@@ -92,7 +102,8 @@ verify: ## Fail when generated files are stale, go.mod is not tidy, the Markdown
 	after=$$($(GENERATED)); \
 	if [ "$$before" != "$$after" ]; then echo "Generated files were stale; 'make generate' has updated them: review and commit."; \
 		diff <(echo "$$before") <(echo "$$after") || true; exit 1; fi
-	@$(GO) mod tidy -diff >/dev/null 2>&1 || { echo "go.mod or go.sum is not tidy: run 'go mod tidy' and commit:"; $(GO) mod tidy -diff; exit 1; }
+	@for m in . hack/k8s137; do (cd $$m && $(GO) mod tidy -diff >/dev/null 2>&1) || { \
+		echo "$$m/go.mod or go.sum is not tidy: run 'go mod tidy' there and commit:"; cd $$m && $(GO) mod tidy -diff; exit 1; }; done
 	@$(GO) run ./hack/docscheck
 	@$(MAKE) --no-print-directory vet
 
@@ -179,8 +190,9 @@ test-integration: bin cloud-storage-deps ## Integration tests against the real k
 	exit $$(( a || b || c ))
 
 .PHONY: test-e2e
-test-e2e: bin monitoring-deps ## End-to-end tests: the real binaries, each with the RBAC in deploy/, on a simulated GPU fleet; a real Prometheus scrapes them. test/e2e and the chaos run at once, each on its own stack.
-	CONVOY_REQUIRE_PROMETHEUS=1 $(GO) test $(TEST_FLAGS) -p 2 $(E2E_PKGS)
+test-e2e: bin $(if $(filter 1.37,$(K8S)),bin-k8s137) monitoring-deps ## End-to-end tests: the real binaries, each with the RBAC in deploy/, on a simulated GPU fleet; a real Prometheus scrapes them. test/e2e and the chaos run at once, each on its own stack, against a 1.37 control plane (K8S=1.36: go.mod's 1.36).
+	@case "$(K8S)" in 1.36|1.37) ;; *) echo "K8S=$(K8S): 1.36 or 1.37" >&2; exit 2;; esac
+	$(if $(filter 1.37,$(K8S)),CONVOY_CONTROL_PLANE_BIN=$(BIN)/k8s-1.37) CONVOY_REQUIRE_PROMETHEUS=1 $(GO) test $(TEST_FLAGS) -p 2 $(E2E_PKGS)
 
 .PHONY: test-real
 test-real: bin images real-node-deps ## The real-node tier (root): two real kubelets with containerd run Convoy's images and a real PyTorch job. Its packages run at once, each on a real-node network of its own (CONVOY_REAL_NET).
@@ -283,4 +295,4 @@ demo-down: ## Stop every process the demo started.
 
 .PHONY: help
 help:
-	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ { printf "  %-18s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z0-9_-]+:.*##/ { printf "  %-18s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)

@@ -66,6 +66,9 @@ type Options struct {
 	StateDir string
 	// BinDir holds etcd, kube-apiserver, kube-controller-manager and kwok. When empty, DefaultBinDir.
 	BinDir string
+	// ControlPlaneBinDir, when set, holds the kube-apiserver and kube-controller-manager to run
+	// instead of BinDir's. When empty, $CONVOY_CONTROL_PLANE_BIN (EnvControlPlaneBin).
+	ControlPlaneBinDir string
 	// AddToScheme registers more API types (Convoy's, Kueue's) with the Client's scheme, which
 	// always has client-go's types and apiextensions/v1.
 	AddToScheme []func(*runtime.Scheme) error
@@ -102,6 +105,9 @@ type Cluster struct {
 	StateDir string
 	// BinDir is where the control-plane binaries came from; StartProcess looks there first.
 	BinDir string
+	// ControlPlaneBinDir is where kube-apiserver and kube-controller-manager came from: BinDir
+	// unless Options.ControlPlaneBinDir or $CONVOY_CONTROL_PLANE_BIN named another.
+	ControlPlaneBinDir string
 	// KubeconfigPath is an admin (system:masters) kubeconfig, <StateDir>/kubeconfig.
 	KubeconfigPath string
 	// RESTConfig is the admin configuration, with client-side rate limits raised for tests.
@@ -149,9 +155,17 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			return nil, err
 		}
 	}
-	binaries := []string{Etcd, APIServer}
+	if opts.ControlPlaneBinDir == "" {
+		opts.ControlPlaneBinDir = os.Getenv(EnvControlPlaneBin)
+	}
+	if opts.ControlPlaneBinDir == "" {
+		opts.ControlPlaneBinDir = opts.BinDir
+	} else if opts.ControlPlaneBinDir, err = filepath.Abs(opts.ControlPlaneBinDir); err != nil {
+		return nil, err
+	}
+	binaries, controlPlane := []string{Etcd}, []string{APIServer}
 	if !opts.WithoutControllerManager {
-		binaries = append(binaries, ControllerManager)
+		controlPlane = append(controlPlane, ControllerManager)
 	}
 	if !opts.WithoutKwok {
 		binaries = append(binaries, Kwok)
@@ -159,7 +173,10 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := CheckBinaries(opts.BinDir, binaries...); err != nil {
 		return nil, err
 	}
-	c = &Cluster{BinDir: opts.BinDir, procs: map[string]*proc{}}
+	if err := CheckBinaries(opts.ControlPlaneBinDir, controlPlane...); err != nil {
+		return nil, err
+	}
+	c = &Cluster{BinDir: opts.BinDir, ControlPlaneBinDir: opts.ControlPlaneBinDir, procs: map[string]*proc{}}
 	if opts.StateDir == "" {
 		if c.StateDir, err = os.MkdirTemp("", "convoy-cluster-"); err != nil {
 			return nil, err
@@ -194,7 +211,12 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if err := c.start(ctx, opts, logw); err != nil {
 		return c, err
 	}
-	fmt.Fprintf(logw, "Control plane ready in %.1fs; KUBECONFIG=%s\n", time.Since(began).Seconds(), c.KubeconfigPath)
+	version, err := c.Clientset.Discovery().ServerVersion()
+	if err != nil {
+		return c, err
+	}
+	fmt.Fprintf(logw, "Control plane (Kubernetes %s, %s) ready in %.1fs; KUBECONFIG=%s\n",
+		version.GitVersion, c.ControlPlaneBinDir, time.Since(began).Seconds(), c.KubeconfigPath)
 	return c, nil
 }
 
@@ -315,7 +337,7 @@ func (c *Cluster) start(ctx context.Context, opts Options, logw io.Writer) error
 			"--endpoint-reconciler-type=none",
 		)
 	}
-	if err := c.StartProcess(APIServer, APIServer, append(apiArgs, opts.APIServerArgs...), nil); err != nil {
+	if err := c.StartProcess(APIServer, filepath.Join(c.ControlPlaneBinDir, APIServer), append(apiArgs, opts.APIServerArgs...), nil); err != nil {
 		return err
 	}
 	c.RESTConfig = &rest.Config{
@@ -376,7 +398,7 @@ func (c *Cluster) start(ctx context.Context, opts Options, logw io.Writer) error
 		"--profiling=false",
 	}
 	if !opts.WithoutControllerManager {
-		if err := c.StartProcess(ControllerManager, ControllerManager, append(kcmArgs, opts.ControllerManagerArgs...), nil); err != nil {
+		if err := c.StartProcess(ControllerManager, filepath.Join(c.ControlPlaneBinDir, ControllerManager), append(kcmArgs, opts.ControllerManagerArgs...), nil); err != nil {
 			return err
 		}
 	}

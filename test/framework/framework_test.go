@@ -344,3 +344,48 @@ func TestWithoutKwok(t *testing.T) {
 		t.Errorf("creating a pod right after Start: %v", err)
 	}
 }
+
+func TestControlPlaneBinDirSuppliesAPIServerAndControllerManager(t *testing.T) {
+	binDir, err := framework.DefaultBinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty := t.TempDir()
+	_, err = framework.Start(t.Context(), framework.Options{BinDir: binDir, ControlPlaneBinDir: empty})
+	if want := "missing kube-apiserver, kube-controller-manager in " + empty; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Start with an empty ControlPlaneBinDir: %v, want an error containing %q", err, want)
+	}
+
+	dir := t.TempDir()
+	for _, name := range []string{framework.APIServer, framework.ControllerManager} {
+		if err := linkOrCopy(filepath.Join(binDir, name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(framework.EnvControlPlaneBin, dir)
+	c, err := framework.Start(t.Context(), framework.Options{BinDir: binDir, WithoutKwok: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	got := map[string]string{}
+	for _, p := range c.Processes() {
+		got[p.Name] = filepath.Dir(p.Binary)
+	}
+	want := map[string]string{framework.Etcd: binDir, framework.APIServer: dir, framework.ControllerManager: dir}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("each process's directory (-want,+got):\n%s", diff)
+	}
+}
+
+// linkOrCopy makes dst the executable src: a hard link, or a copy across file systems.
+func linkOrCopy(src, dst string) error {
+	if os.Link(src, dst) == nil {
+		return nil
+	}
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(dst, data, 0o755)
+}

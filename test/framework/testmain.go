@@ -30,6 +30,10 @@ import (
 // EnvBinDir, when set, names the directory holding the binaries instead of <repository root>/bin.
 const EnvBinDir = "CONVOY_BIN_DIR"
 
+// EnvControlPlaneBin, when set, names a directory whose kube-apiserver and kube-controller-manager
+// every cluster runs instead of the bin directory's: `make test-e2e` sets it to bin/k8s-1.37 (K8S=1.36: unset).
+const EnvControlPlaneBin = "CONVOY_CONTROL_PLANE_BIN"
+
 // EnvKeepState, when set to anything but "", keeps a test package's state directory, with every
 // component's log, when its tests pass too: to read what the scheduler did in a passing run.
 const EnvKeepState = "CONVOY_KEEP_STATE"

@@ -390,6 +390,12 @@ const (
 	StorageNFS   StorageType = "nfs"
 )
 
+// S3Access is how a job's pods reach S3.
+type S3Access string
+
+// S3AccessPresigned: the pods ask the operator for a pre-signed URL for each object.
+const S3AccessPresigned S3Access = "presigned"
+
 // ReclaimPolicy says what becomes of the claim the operator creates for a job's checkpoints when
 // the job is deleted.
 // +kubebuilder:validation:Enum=Retain;Delete
@@ -409,6 +415,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.type != 'azure' || has(self.azureContainer)",message="spec.checkpoint.storage.azureContainer is required when spec.checkpoint.storage.type is azure"
 // +kubebuilder:validation:XValidation:rule="self.type != 'nfs' || has(self.nfs)",message="spec.checkpoint.storage.nfs (server and path) is required when spec.checkpoint.storage.type is nfs"
 // +kubebuilder:validation:XValidation:rule="!has(self.credentialsSecretRef) || self.type in ['s3', 'gcs', 'azure']",message="spec.checkpoint.storage.credentialsSecretRef is only used with type s3, gcs or azure: remove it or change the type"
+// +kubebuilder:validation:XValidation:rule="!has(self.s3Access) || (self.type == 's3' && !has(self.credentialsSecretRef) && !has(self.prefix))",message="spec.checkpoint.storage.s3Access presigned needs type s3, no credentialsSecretRef and no prefix (the job's prefix is <namespace>/<job>): remove them or remove s3Access"
 type CheckpointStorage struct {
 	// type is the storage kind: pvc, s3, gcs, azure or nfs. Defaults to pvc.
 	// +optional
@@ -471,6 +478,15 @@ type CheckpointStorage struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	S3Region string `json:"s3Region,omitempty"`
+
+	// s3Access presigned has the pods hold no S3 credentials: for each object they read or write,
+	// the SDK asks the operator's progress endpoint for a URL pre-signed with the operator's own
+	// S3 credentials (its --s3-presign flag), valid for 15 minutes, and only for keys under the
+	// job's prefix <namespace>/<job> (writes: the current attempt's directory only). The endpoint
+	// and region are the operator's. Unset, the pods use their own credentials.
+	// +optional
+	// +kubebuilder:validation:Enum=presigned
+	S3Access S3Access `json:"s3Access,omitempty"`
 
 	// gcsBucket is the bucket when type is gcs.
 	// +optional

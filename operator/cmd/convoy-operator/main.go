@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"go.uber.org/zap/zapcore"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/rest"
@@ -94,6 +95,7 @@ func main() {
 		return err
 	})
 	flag.BoolVar(&opts.DisruptionBudget, "gang-disruption-budget", opts.DisruptionBudget, "Give every TrainingJob a PodDisruptionBudget <job> that refuses evictions of its running gang, so that kubectl drain waits while the gang checkpoints and moves off the cordoned node. false: drains evict the gang at once. Ignored with --cordon-is-notice=false.")
+	s3Presign := flag.Bool("s3-presign", false, "Sign S3 URLs for the pods of TrainingJobs with spec.checkpoint.storage.s3Access presigned, each for its own prefix, with the operator's own S3 credentials, endpoint and region (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from a Secret in its namespace, or its own workload identity; AWS_ENDPOINT_URL, AWS_REGION).")
 	flag.Parse()
 	opts.ReclaimNotice = controller.ReclaimNotice{Taints: commaList(*noticeTaints), Conditions: commaList(*noticeConditions), IgnoreCordon: !*cordonNotice}
 	opts.InsecureMetrics = !*metricsSecure
@@ -121,6 +123,14 @@ func main() {
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(qps), burst
 	ctx := ctrl.SetupSignalHandler()
+	if *s3Presign {
+		c, err := awsconfig.LoadDefaultConfig(ctx)
+		if err != nil {
+			log.Error(err, "Loading the S3 credentials for --s3-presign")
+			os.Exit(2)
+		}
+		opts.S3Presign = &c
+	}
 	withKueue, err := useKueue(*kueue, cfg)
 	if err != nil {
 		log.Error(err, "Deciding whether to use Kueue")

@@ -166,6 +166,10 @@ func setStorageEnv(job *convoy.TrainingJob, s *convoy.CheckpointStorage, pod *co
 		if s.S3Region != "" {
 			mlframework.SetEnv(pod, "AWS_REGION", s.S3Region, "AWS_DEFAULT_REGION", s.S3Region)
 		}
+		if s.S3Access == convoy.S3AccessPresigned {
+			// The SDK asks the progress endpoint for a pre-signed URL per object (progress/presign.go).
+			mlframework.SetEnv(pod, "CONVOY_CHECKPOINT_PRESIGN", "1")
+		}
 	case convoy.StorageAzure:
 		if s.AzureStorageAccount != "" {
 			mlframework.SetEnv(pod, "AZURE_STORAGE_ACCOUNT", s.AzureStorageAccount)

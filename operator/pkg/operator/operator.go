@@ -28,6 +28,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -111,6 +112,9 @@ type Options struct {
 	WrapClient func(client.Client) client.Client
 	// SkipNameValidation lets one process start the operator more than once, as tests do.
 	SkipNameValidation bool
+	// S3Presign, when set, are the S3 credentials, endpoint and region with which the progress
+	// endpoint signs URLs for the pods of jobs with spec.checkpoint.storage.s3Access presigned.
+	S3Presign *aws.Config
 	// Queue reports what the queueing system says of jobs that name a queue; a ManagedQueue (the
 	// Kueue integration in queue/) also runs its controllers and webhook in the manager. Nil leaves
 	// queued jobs with generic messages.
@@ -248,7 +252,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		}
 	}
 	if err := mgr.Add(&progress.Server{Listener: listener, TLS: tlsConfig, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		CheckpointURI: builder.CheckpointURI, Recorder: recorder}); err != nil {
+		CheckpointURI: builder.CheckpointURI, AttemptCheckpointURI: builder.AttemptCheckpointURI, S3Presign: opts.S3Presign, Recorder: recorder}); err != nil {
 		return nil, err
 	}
 	return mgr, nil

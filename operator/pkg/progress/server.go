@@ -31,6 +31,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -102,6 +104,11 @@ type Server struct {
 	// CheckpointURI returns where a job's pods write checkpoints (empty when its spec names no
 	// storage): a reported checkpoint must lie under it.
 	CheckpointURI func(*convoy.TrainingJob) string
+	// AttemptCheckpointURI returns where the pods of the job's current attempt write checkpoints.
+	AttemptCheckpointURI func(*convoy.TrainingJob) string
+	// S3Presign, when set, signs URLs for the pods of jobs with spec.checkpoint.storage.s3Access
+	// presigned (POST .../presign), with the operator's own S3 credentials.
+	S3Presign *aws.Config
 	// Recorder, when set, records an Event on the job when its tracker run is first recorded.
 	Recorder events.EventRecorder
 
@@ -110,6 +117,7 @@ type Server struct {
 
 	setupOnce sync.Once
 	tokens    authenticator.Token
+	presigner *s3.PresignClient
 	clients   *clientLimits
 	reviews   *reviewLimits
 }
@@ -184,6 +192,7 @@ func (s *Server) Handler() http.Handler {
 		t := &Tracking{}
 		s.handle(w, req, t, t.Validate, &update{tracking: t})
 	})
+	mux.HandleFunc("POST /v1/namespaces/{namespace}/trainingjobs/{name}/presign", s.presign)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	return mux
 }
@@ -198,6 +207,10 @@ func (s *Server) setup() {
 		s.reviews = newReviewLimits(s.Clock)
 		s.tokens = tokencache.New(&tokenReviewer{client: s.Client, limits: s.reviews}, false, tokenCacheTTL, rejectedTokenTTL)
 		s.clients = newClientLimits(s.Clock)
+		if s.S3Presign != nil {
+			// S3-compatible servers on a plain host name or address have no bucket sub-domains.
+			s.presigner = s3.NewPresignClient(s3.NewFromConfig(*s.S3Presign, func(o *s3.Options) { o.UsePathStyle = s.S3Presign.BaseEndpoint != nil }))
+		}
 	})
 }
 

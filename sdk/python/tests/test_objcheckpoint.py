@@ -196,6 +196,42 @@ class S3Checkpoints(Checkpoints, unittest.TestCase):
             self.load(self.env(CONVOY_RESUME_FROM=foreign.rsplit("/", 1)[0]))
 
 
+@unittest.skipUnless(os.environ.get("CONVOY_TEST_PRESIGN_URL"), "needs the operator and S3 of TestPresignedS3URLsOnlyForTheJobsPrefix")
+class PresignedS3(unittest.TestCase):
+    """A pod of attempt 0 of a job with s3Access presigned: CONVOY_TEST_PRESIGN_URL, _TOKEN_FILE and
+    _CA_FILE are its progress endpoint, _ROOT its checkpoint root."""
+
+    def env(self, **more):
+        root = os.environ["CONVOY_TEST_PRESIGN_ROOT"]
+        return dict(CONVOY_CHECKPOINT_PRESIGN="1", CONVOY_PROGRESS_URL=os.environ["CONVOY_TEST_PRESIGN_URL"],
+                    CONVOY_PROGRESS_TOKEN_FILE=os.environ["CONVOY_TEST_PRESIGN_TOKEN_FILE"],
+                    CONVOY_PROGRESS_CA_FILE=os.environ["CONVOY_TEST_PRESIGN_CA_FILE"], CONVOY_CHECKPOINT_ROOT=root,
+                    CONVOY_CHECKPOINT_URI=root + "/attempt-0", RANK="0", WORLD_SIZE="1", **more)
+
+    def test_checkpoints_save_and_load_without_credentials_or_boto3(self):
+        import sys
+        from unittest import mock
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(lambda: __import__("shutil").rmtree(tmp, ignore_errors=True))
+        src = os.path.join(tmp, "src")
+        os.makedirs(src)
+        with open(os.path.join(src, "model.pt"), "w") as f:
+            f.write("presigned")
+        with mock.patch.dict(sys.modules, {"boto3": None, "botocore": None}):
+            saver = _objcheckpoint.Saver(self.env(CONVOY_CHECKPOINT_RETENTION="1"))
+            for epoch in (1, 2):
+                saver.save(src, epoch, {}, report=lambda *a: True)
+            self.assertEqual([c.epoch for c in saver.list()], [2], "retention deleted epoch 1")
+            ckpt = _objcheckpoint.Saver(self.env()).load(os.path.join(tmp, "dst"))
+            with open(os.path.join(ckpt.path, "model.pt")) as f:
+                self.assertEqual((ckpt.epoch, f.read()), (2, "presigned"))
+            foreign = os.environ["CONVOY_TEST_S3_FOREIGN"]
+            store, key = _objstore.store_for(foreign, self.env())
+            for op in (lambda: store.get_bytes(key), lambda: store.put_bytes(key, b"overwritten"), lambda: store.delete(key)):
+                with self.assertRaisesRegex(PermissionError, "only under its (current attempt's )?prefix"):
+                    op()
+
+
 class StoreFor(unittest.TestCase):
     def test_schemes(self):
         store, prefix = _objstore.store_for("/checkpoints/ns/job/attempt-0", {})

@@ -46,12 +46,18 @@ var (
 	s3Err        error
 	teamA, teamB = framework.ScopedS3Identity("team-a", checkpointBucket, "team-a"),
 		framework.ScopedS3Identity("team-b", checkpointBucket, "team-b")
+	// s3Platform is the operator's own identity, which may use the whole bucket: it signs the
+	// URLs of jobs with s3Access presigned.
+	s3Platform = framework.S3Identity{Name: "platform", AccessKey: "platformkey0", SecretKey: "platformsecret000000",
+		Actions: []string{"Read:" + checkpointBucket, "Write:" + checkpointBucket, "List:" + checkpointBucket}}
 )
 
 // s3 is SeaweedFS's S3 gateway (bin/weed) on loopback, started once for the suite.
 func (e *env) s3() *framework.S3 {
 	e.t.Helper()
-	s3Once.Do(func() { s3Server, s3Err = e.c.StartS3(e.t.Context(), "", []string{checkpointBucket}, teamA, teamB) })
+	s3Once.Do(func() {
+		s3Server, s3Err = e.c.StartS3(e.t.Context(), "", []string{checkpointBucket}, teamA, teamB, s3Platform)
+	})
 	if s3Err != nil {
 		e.t.Fatal(s3Err)
 	}

@@ -97,7 +97,8 @@ def split_uri(uri: str) -> Tuple[str, str, str]:
 
 
 def store_for(uri: str, env: Optional[Mapping[str, str]] = None) -> Tuple[Store, str]:
-    """The Store that holds uri and the key prefix uri names in it: s3://bucket/prefix (boto3),
+    """The Store that holds uri and the key prefix uri names in it: s3://bucket/prefix (boto3, or
+    URLs the operator pre-signed when CONVOY_CHECKPOINT_PRESIGN is set),
     gs://bucket/prefix (google-cloud-storage), az:// or azure://container/prefix (azure-storage-blob),
     and a local path or file:// URI (a directory, LocalStore). ValueError for another scheme,
     ImportError naming the package when the vendor's client is not installed."""
@@ -106,6 +107,9 @@ def store_for(uri: str, env: Optional[Mapping[str, str]] = None) -> Tuple[Store,
         path = uri[len("file://"):] if uri.startswith("file://") else uri
         return LocalStore(os.sep), os.path.abspath(path).strip(os.sep).replace(os.sep, "/")
     scheme, bucket, prefix = split_uri(uri)
+    if scheme == "s3" and env.get("CONVOY_CHECKPOINT_PRESIGN"):
+        from ._s3presigned import PresignedS3Store
+        return PresignedS3Store(bucket, env), prefix
     if scheme == "s3":
         from ._s3 import S3Store
         return S3Store(bucket, env), prefix

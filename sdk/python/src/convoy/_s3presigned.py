@@ -1,0 +1,94 @@
+"""S3 without credentials in the pod (spec.checkpoint.storage.s3Access presigned, which sets
+CONVOY_CHECKPOINT_PRESIGN): for each request the store asks the operator's progress endpoint,
+POST $CONVOY_PROGRESS_URL/presign with the pod's projected token, for a URL the operator signed for
+that one operation, and sends it with urllib. The operator signs only keys under the job's prefix
+(writes: the current attempt's directory), so another job's key is a PermissionError."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import ssl
+import urllib.error
+import urllib.request
+import xml.etree.ElementTree as ET
+from typing import List, Mapping, Optional, Tuple
+
+from ._objstore import Store
+
+_TIMEOUT = 60
+
+
+class PresignedS3Store(Store):
+    def __init__(self, bucket: str, env: Mapping[str, str]):
+        self.bucket = bucket
+        self.url = (env.get("CONVOY_PROGRESS_URL") or "").rstrip("/")
+        if not self.url:
+            raise ValueError("convoy: CONVOY_CHECKPOINT_PRESIGN is set but CONVOY_PROGRESS_URL is not: pre-signed "
+                             "S3 URLs come from the operator's progress endpoint")
+        self.env = env
+
+    def _sign(self, op: str, key: str, token: str = "") -> Tuple[str, str]:
+        headers = {"Content-Type": "application/json"}
+        token_file = self.env.get("CONVOY_PROGRESS_TOKEN_FILE")
+        if token_file:
+            with open(token_file, encoding="utf-8") as f:  # re-read: the kubelet rotates it
+                headers["Authorization"] = "Bearer " + f.read().strip()
+        body = {"op": op, "key": key}
+        if token:
+            body["continuationToken"] = token
+        req = urllib.request.Request(self.url + "/presign", data=json.dumps(body).encode(), headers=headers, method="POST")
+        context = ssl.create_default_context(cafile=self.env.get("CONVOY_PROGRESS_CA_FILE") or None) if self.url.startswith("https:") else None
+        try:
+            with urllib.request.urlopen(req, timeout=_TIMEOUT, context=context) as resp:
+                reply = json.loads(resp.read())
+        except urllib.error.HTTPError as e:
+            message = e.read(4096).decode("utf-8", "replace").strip()
+            if e.code == 403:
+                raise PermissionError("s3://%s/%s: %s" % (self.bucket, key, message)) from None
+            raise OSError("convoy: pre-signing %s s3://%s/%s: %d %s" % (op, self.bucket, key, e.code, message)) from None
+        return reply["method"], reply["url"]
+
+    def _send(self, op: str, key: str, data=None, headers: Optional[dict] = None, token: str = ""):
+        method, url = self._sign(op, key, token)
+        req = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
+        try:
+            return urllib.request.urlopen(req, timeout=_TIMEOUT)
+        except urllib.error.HTTPError as e:
+            if e.code == 404 and op != "put":
+                raise FileNotFoundError("s3 object %s is not there" % key) from None
+            raise OSError("convoy: %s s3://%s/%s: %d %s" % (method, self.bucket, key, e.code, e.read(4096).decode("utf-8", "replace"))) from None
+
+    def put(self, key: str, src_path: str) -> None:
+        with open(src_path, "rb") as f:
+            self._send("put", key, f, {"Content-Length": str(os.fstat(f.fileno()).st_size)}).close()
+
+    def get(self, key: str, dst_path: str) -> None:
+        with self._send("get", key) as resp, open(dst_path, "wb") as f:
+            shutil.copyfileobj(resp, f)
+
+    def list(self, prefix: str) -> List[str]:
+        keys: List[str] = []
+        token = ""
+        while True:
+            with self._send("list", prefix, token=token) as resp:
+                root = ET.fromstring(resp.read())
+            text = {el.tag.rsplit("}", 1)[-1]: el.text or "" for el in root}
+            keys.extend(el.text or "" for el in root.iter() if el.tag.endswith("}Key") or el.tag == "Key")
+            token = text.get("NextContinuationToken", "")
+            if text.get("IsTruncated") != "true" or not token:
+                return sorted(keys)
+
+    def delete(self, key: str) -> None:
+        try:
+            self._send("delete", key).close()
+        except FileNotFoundError:
+            pass
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        self._send("put", key, data, {"Content-Length": str(len(data))}).close()
+
+    def get_bytes(self, key: str) -> bytes:
+        with self._send("get", key) as resp:
+            return resp.read()

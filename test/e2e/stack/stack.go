@@ -476,6 +476,30 @@ func (s *Stack) setupScheduler(ctx context.Context, replicas int, bookingTimeout
 	return nil
 }
 
+// StartSchedulerAlone runs convoy-scheduler on c, whose Kueue and operator run otherwise (for
+// example test/util/queuetest's): deploy/scheduler's RBAC and configuration, one replica, ready when
+// it returns. Its placement admission check serves deploy/queue's convoy-placement; it stops with c.
+func StartSchedulerAlone(ctx context.Context, c *framework.Cluster) (*Stack, error) {
+	if err := framework.CheckBinaries(c.BinDir, Scheduler, "kubectl"); err != nil {
+		return nil, err
+	}
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	s := &Stack{Cluster: c, Root: root, log: func(string, ...any) {}, replicas: map[string]*replica{}}
+	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	if _, err := s.Kubectl(ctx, "apply", "--server-side", "--force-conflicts", "-f", s.path("deploy/scheduler/rbac.yaml")); err != nil {
+		return nil, err
+	}
+	if err := s.setupScheduler(ctx, 1, 0, ""); err != nil {
+		return nil, err
+	}
+	return s, s.StartScheduler(ctx)
+}
+
 // StartScheduler starts the scheduler process and waits until it is ready.
 func (s *Stack) StartScheduler(ctx context.Context) error { return s.StartReplica(ctx, Scheduler) }
 

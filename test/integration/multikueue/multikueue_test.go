@@ -18,13 +18,14 @@ limitations under the License.
 // control planes from test/framework (a manager and two workers, each its own kube-apiserver and
 // etcd), the unmodified Kueue manager on each with deploy/kueue's configuration (the manager's with
 // a short multiKueue.workerLostTimeout), and the operator with the queue integration on each
-// (test/util/queuetest). The manager gets deploy/multikueue, the workers deploy/queue without the
-// placement check and deploy/multikueue/worker, as docs/operations.md says. The workers' GPU nodes
-// are kwok's; no scheduler runs: the test binds a gang's pods as convoy-scheduler would. The
-// subtests share the three control planes.
+// (test/util/queuetest). The manager gets deploy/multikueue, the workers deploy/queue and
+// deploy/multikueue/worker, as docs/operations.md says, and convoy-scheduler, whose placement check
+// (deploy/queue's convoy-placement) admits a gang only where it fits whole. The workers' GPU nodes
+// are kwok's. The subtests share the three control planes.
 package multikueue
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -42,12 +43,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/kueue/pkg/controller/constants"
+	"sigs.k8s.io/kueue/pkg/util/admissioncheck"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 	"github.com/convoy-dev/convoy/queue"
+	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
 	"github.com/convoy-dev/convoy/test/util"
 	"github.com/convoy-dev/convoy/test/util/queuetest"
@@ -97,8 +100,8 @@ func (m *member) kubectl(t *testing.T, args ...string) {
 	}
 }
 
-// startWorker starts a worker cluster with nodes, Kueue, the operator, deploy/queue without the
-// placement check (no convoy-scheduler runs here) and deploy/multikueue/worker, and returns it with the kubeconfig the manager's Kueue reaches it by.
+// startWorker starts a worker cluster with nodes, Kueue, the operator, convoy-scheduler, deploy/queue
+// and deploy/multikueue/worker, and returns it with the kubeconfig the manager's Kueue reaches it by.
 func startWorker(t *testing.T, name string, nodes ...framework.NodeSpec) (*member, []byte) {
 	t.Helper()
 	ctx := t.Context()
@@ -120,10 +123,10 @@ func startWorker(t *testing.T, name string, nodes ...framework.NodeSpec) (*membe
 		t.Fatal(err)
 	}
 	w.env = start(t, name, c, queuetest.Options{}).env
-	w.kubectl(t, "apply", "--server-side", "-k", filepath.Join(w.env.Root, "deploy/queue"))
-	for _, cq := range []string{"team-a", "team-b"} {
-		w.kubectl(t, "patch", "clusterqueue", cq, "--type=json", `-p=[{"op":"remove","path":"/spec/admissionChecksStrategy"}]`)
+	if _, err := stack.StartSchedulerAlone(ctx, c); err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
+	w.kubectl(t, "apply", "--server-side", "-k", filepath.Join(w.env.Root, "deploy/queue"))
 	w.kubectl(t, "apply", "--server-side", "-k", filepath.Join(w.env.Root, "deploy/multikueue/worker"))
 	path, err := c.ServiceAccountKubeconfig(ctx, "kueue-system", "multikueue")
 	if err != nil {
@@ -141,12 +144,10 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	util.Eventually(t, 200*time.Millisecond, timeout, what, cond)
 }
 
-// submit creates a one-worker job of 8 GPUs that checkpoints to object storage every worker
-// reaches, in team-a's LocalQueue on the manager and checks that
-// Convoy's webhook gave it spec.managedBy: the ClusterQueue has MultiKueue's check.
-func submit(t *testing.T, manager *member, name string) *convoy.TrainingJob {
+// submit creates job (from newJob) on the manager and checks that Convoy's webhook gave it
+// spec.managedBy: the ClusterQueue has MultiKueue's check.
+func submit(t *testing.T, manager *member, job *convoy.TrainingJob) *convoy.TrainingJob {
 	t.Helper()
-	job := newJob(name).Obj()
 	job.UID = ""
 	if err := manager.c.Client.Create(t.Context(), job); err != nil {
 		t.Fatal(err)
@@ -157,15 +158,17 @@ func submit(t *testing.T, manager *member, name string) *convoy.TrainingJob {
 	return job
 }
 
+// newJob is a one-worker job of 8 GPUs in team-a's LocalQueue that checkpoints to object storage
+// every worker reaches.
 func newJob(name string) *utiltesting.TrainingJobWrapper {
 	return utiltesting.MakeTrainingJob(name, team).Workers(1).GPUs(8).
 		Scheduling(convoy.SchedulingSpec{Queue: localQueue, PriorityClassName: "normal"}).
 		Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: "checkpoints"}})
 }
 
-// runsOn waits for MultiKueue's copy of job on w, without spec.managedBy and owners, binds the pods w's
-// operator creates for it to node, as convoy-scheduler would, and waits until it runs there.
-func runsOn(t *testing.T, w *member, job *convoy.TrainingJob, node string) []corev1.Pod {
+// runsOn waits for MultiKueue's copy of job on w, without spec.managedBy and owners, until w's
+// convoy-scheduler has bound the pods w's operator creates for it and it runs; it returns the pods.
+func runsOn(t *testing.T, w *member, job *convoy.TrainingJob) []corev1.Pod {
 	t.Helper()
 	ctx, key := t.Context(), client.ObjectKeyFromObject(job)
 	remote := &convoy.TrainingJob{}
@@ -177,24 +180,28 @@ func runsOn(t *testing.T, w *member, job *convoy.TrainingJob, node string) []cor
 		t.Errorf("%s's copy: spec.managedBy %v, owners %v, labels %v; want no managedBy, no owner and MultiKueue's labels", w.name, remote.Spec.ManagedBy, remote.OwnerReferences, remote.Labels)
 	}
 	var pods []corev1.Pod
-	eventually(t, w.name+"'s operator creates the gang", func() (bool, string) {
-		list := &corev1.PodList{}
-		if err := w.c.Client.List(ctx, list, client.InNamespace(team), client.MatchingLabels{convoy.LabelJobName: job.Name}); err != nil {
+	eventually(t, w.name+"'s operator creates the gang and convoy-scheduler binds it", func() (bool, string) {
+		var err error
+		if pods, err = gangPods(ctx, w, job); err != nil {
 			return false, err.Error()
 		}
-		pods = list.Items
-		return len(pods) == 1, fmt.Sprintf("%d pods", len(pods))
-	})
-	for _, pod := range pods {
-		if err := w.c.Clientset.CoreV1().Pods(team).Bind(ctx, &corev1.Binding{
-			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: team, UID: pod.UID},
-			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
-		}, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("binding %s: %v", pod.Name, err)
+		bound := 0
+		for _, pod := range pods {
+			if pod.Spec.NodeName != "" {
+				bound++
+			}
 		}
-	}
+		return len(pods) == int(job.Spec.NumWorkers) && bound == len(pods), fmt.Sprintf("%d pods, %d bound", len(pods), bound)
+	})
 	util.WaitState(t, w.c.Client, 200*time.Millisecond, timeout, key, convoy.StateRunning)
 	return pods
+}
+
+// gangPods lists the pods of job on w.
+func gangPods(ctx context.Context, w *member, job *convoy.TrainingJob) ([]corev1.Pod, error) {
+	list := &corev1.PodList{}
+	err := w.c.Client.List(ctx, list, client.InNamespace(team), client.MatchingLabels{convoy.LabelJobName: job.Name})
+	return list.Items, err
 }
 
 // TestMultiKueue starts a manager and two workers and runs the subtests on them, in order.
@@ -202,25 +209,29 @@ func TestMultiKueue(t *testing.T) {
 	f := startFleet(t)
 	t.Run("the worker with room runs it", f.workerWithRoom)
 	t.Run("a sweep's trials run on a worker", f.sweep)
+	t.Run("a worker with quota but no place for the whole gang is passed over", f.wholeGang)
 	// Last: worker-1 stays lost.
 	t.Run("a lost worker's job runs again on the other, from its checkpoint", f.lostWorker)
 }
 
-// fleet is the manager and its two workers, each with one node of 8 GPUs.
+// fleet is the manager and its two workers, each with two nodes of 8 GPUs: worker-1's in two
+// racks, worker-2's in one.
 type fleet struct {
 	manager, worker1, worker2 *member
-	node                      framework.NodeSpec
 }
 
 // startFleet starts the workers, gives the manager their kubeconfigs and deploy/multikueue, and
 // waits until both are connected. worker-2's ClusterQueue team-a is held: it admits nothing.
 func startFleet(t *testing.T) *fleet {
 	ctx := t.Context()
-	f := &fleet{node: framework.NodeSpec{Name: "h100-0", GPUs: 8, GPUProduct: h100}}
+	f := &fleet{}
 	f.manager = start(t, "manager", framework.Shared(t), queuetest.Options{KueueConfig: managerKueueConfig(t)})
+	node := func(name, rack string) framework.NodeSpec {
+		return framework.NodeSpec{Name: name, GPUs: 8, GPUProduct: h100, Rack: rack}
+	}
 	var kubeconfig1, kubeconfig2 []byte
-	f.worker1, kubeconfig1 = startWorker(t, "worker-1", f.node)
-	f.worker2, kubeconfig2 = startWorker(t, "worker-2", f.node)
+	f.worker1, kubeconfig1 = startWorker(t, "worker-1", node("h100-0", "rack-a"), node("h100-1", "rack-b"))
+	f.worker2, kubeconfig2 = startWorker(t, "worker-2", node("h100-0", "rack-a"), node("h100-1", "rack-a"))
 	f.worker2.hold(t, true)
 
 	for name, kubeconfig := range map[string][]byte{"worker-1": kubeconfig1, "worker-2": kubeconfig2} {
@@ -337,9 +348,9 @@ func (f *fleet) dispatchedTo(t *testing.T, key client.ObjectKey, w *member) {
 // manager, it is deleted on the worker.
 func (f *fleet) workerWithRoom(t *testing.T) {
 	ctx := t.Context()
-	job := submit(t, f.manager, "llama")
+	job := submit(t, f.manager, newJob("llama").Obj())
 	key := client.ObjectKeyFromObject(job)
-	pods := runsOn(t, f.worker1, job, f.node.Name)
+	pods := runsOn(t, f.worker1, job)
 	if _, err := f.worker1.env.Report(ctx, &pods[0], "progress", progress.Report{Epoch: ptr.To[int32](3), TotalEpochs: ptr.To[int32](10)}); err != nil {
 		t.Fatal(err)
 	}
@@ -410,7 +421,7 @@ func (f *fleet) sweep(t *testing.T) {
 	if got := ptr.Deref(trial.Spec.ManagedBy, ""); got != kueue.MultiKueueControllerName {
 		t.Errorf("the trial's spec.managedBy = %q, want %q", got, kueue.MultiKueueControllerName)
 	}
-	pods := runsOn(t, f.worker1, trial, f.node.Name)
+	pods := runsOn(t, f.worker1, trial)
 	if _, err := f.worker1.env.Report(ctx, &pods[0], "progress", progress.Report{Epoch: ptr.To[int32](1), Metrics: map[string]float64{"loss": 0.25}}); err != nil {
 		t.Fatal(err)
 	}
@@ -435,9 +446,9 @@ func (f *fleet) sweep(t *testing.T) {
 // CONVOY_RESUME_FROM; the manager's job names worker-2 and mirrors worker-2's status.
 func (f *fleet) lostWorker(t *testing.T) {
 	ctx := t.Context()
-	job := submit(t, f.manager, "gpt")
+	job := submit(t, f.manager, newJob("gpt").Obj())
 	key := client.ObjectKeyFromObject(job)
-	pods := runsOn(t, f.worker1, job, f.node.Name)
+	pods := runsOn(t, f.worker1, job)
 	lostURI := util.EnvOf(&pods[0], "CONVOY_CHECKPOINT_URI")
 	const checkpoint = "s3://checkpoints/team-a/gpt/attempt-0/epoch-4"
 	if _, err := f.worker1.env.Report(ctx, &pods[0], "progress", progress.Report{Epoch: ptr.To[int32](4), TotalEpochs: ptr.To[int32](10)}); err != nil {
@@ -459,7 +470,7 @@ func (f *fleet) lostWorker(t *testing.T) {
 	f.clusterActive(t, "worker-1", metav1.ConditionFalse)
 	t.Logf("worker-1 inactive on the manager %v after its API server was killed", time.Since(killed).Round(time.Second))
 
-	pods = runsOn(t, f.worker2, job, f.node.Name)
+	pods = runsOn(t, f.worker2, job)
 	t.Logf("the job running on worker-2 %v after (workerLostTimeout %v)", time.Since(killed).Round(time.Second), workerLostTimeout)
 	if got := util.EnvOf(&pods[0], "CONVOY_RESUME_FROM"); got != checkpoint {
 		t.Errorf("worker-2's pod %s: CONVOY_RESUME_FROM = %q, want worker-1's checkpoint %q", pods[0].Name, got, checkpoint)
@@ -475,4 +486,62 @@ func (f *fleet) lostWorker(t *testing.T) {
 	f.mirrors(t, f.worker2, key, "Running at epoch 5", func(j *convoy.TrainingJob) bool {
 		return j.Status.State == convoy.StateRunning && j.Status.CurrentEpoch == 5
 	})
+}
+
+// noPlace starts the message of convoy-scheduler's placement check on a Workload whose gang has no
+// place.
+const noPlace = "convoy-scheduler has no place for the gang yet"
+
+// wholeGang: a gang of two 8-GPU workers that must share a rack. worker-1 has the quota and 16 free
+// GPUs, but in two racks: its convoy-placement check stays Pending with convoy-scheduler's reason,
+// so MultiKueue does not dispatch the job there, and worker-1 never gets the job or runs a pod of
+// it. Once worker-2, whose rack holds the gang, admits jobs again, the job runs there and the
+// manager's job names worker-2 and mirrors its status.
+func (f *fleet) wholeGang(t *testing.T) {
+	ctx := t.Context()
+	job := submit(t, f.manager, newJob("bert").Workers(2).Topology(convoy.TopologyRack, convoy.TopologyRequired).Obj())
+	key := client.ObjectKeyFromObject(job)
+	eventually(t, "worker-1's Workload with quota reserved and convoy-placement Pending, no place", func() (bool, string) {
+		wl, err := f.remoteWorkload(ctx, f.worker1, job)
+		if err != nil {
+			return false, err.Error()
+		}
+		check := admissioncheck.FindAdmissionCheck(wl.Status.AdmissionChecks, "convoy-placement")
+		return check != nil && meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) &&
+				check.State == kueue.CheckStatePending && strings.HasPrefix(check.Message, noPlace),
+			fmt.Sprintf("conditions %+v, checks %+v", wl.Status.Conditions, wl.Status.AdmissionChecks)
+	})
+	f.worker2.hold(t, false)
+	defer f.worker2.hold(t, true)
+	pods := runsOn(t, f.worker2, job)
+	f.dispatchedTo(t, key, f.worker2)
+	f.mirrors(t, f.worker2, key, "Running", func(j *convoy.TrainingJob) bool { return j.Status.State == convoy.StateRunning })
+	if err := f.worker1.c.Client.Get(ctx, key, &convoy.TrainingJob{}); !apierrors.IsNotFound(err) {
+		t.Errorf("worker-1: Get the job = %v, want NotFound", err)
+	}
+	if pods1, err := gangPods(ctx, f.worker1, job); err != nil || len(pods1) > 0 {
+		t.Errorf("worker-1 has %d pods of the job (%v), want none", len(pods1), err)
+	}
+	var nodes []string
+	for _, pod := range pods {
+		nodes = append(nodes, pod.Spec.NodeName)
+	}
+	t.Logf("worker-2 runs the gang on %v", nodes)
+	f.deleteFromWorker(t, job, f.worker2, key)
+}
+
+// remoteWorkload returns w's copy of the manager's Workload of job, which MultiKueue creates under
+// the same name.
+func (f *fleet) remoteWorkload(ctx context.Context, w *member, job *convoy.TrainingJob) (*kueue.Workload, error) {
+	list := &kueue.WorkloadList{}
+	if err := f.manager.c.Client.List(ctx, list, client.InNamespace(team)); err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if metav1.IsControlledBy(&list.Items[i], job) {
+			remote := &kueue.Workload{}
+			return remote, w.c.Client.Get(ctx, client.ObjectKeyFromObject(&list.Items[i]), remote)
+		}
+	}
+	return nil, fmt.Errorf("no Workload of %s on the manager", job.Name)
 }

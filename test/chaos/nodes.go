@@ -267,6 +267,10 @@ func (r *Runner) partition(ctx context.Context, name string) error {
 		}
 		lease.Spec.HolderIdentity = ptr.To(partitionHolder)
 		lease.Spec.LeaseDurationSeconds = ptr.To[int32](3600)
+		// The cut comes just after a renewal: from 1.37 the node lifecycle controller marks a node
+		// NotReady only once its cache holds the Lease the API server serves, and it takes up a
+		// Lease only when its renewTime moves on.
+		lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
 		return r.k.Update(ctx, lease)
 	})
 }

@@ -47,11 +47,13 @@ const (
 )
 
 // draNodes have 4 H200s each, published as DRA devices of NVIDIA's driver rather than as
-// nvidia.com/gpu.
+// nvidia.com/gpu, in rack draRack.
 var draNodes = []framework.NodeSpec{
-	{Name: "dra-0", DRAGPUs: 4, GPUProduct: draProduct, DRAGPUMemory: "141Gi", Labels: map[string]string{draPool: "dra"}},
-	{Name: "dra-1", DRAGPUs: 4, GPUProduct: draProduct, DRAGPUMemory: "141Gi", Labels: map[string]string{draPool: "dra"}},
+	{Name: "dra-0", DRAGPUs: 4, GPUProduct: draProduct, DRAGPUMemory: "141Gi", Rack: draRack, Labels: map[string]string{draPool: "dra"}},
+	{Name: "dra-1", DRAGPUs: 4, GPUProduct: draProduct, DRAGPUMemory: "141Gi", Rack: draRack, Labels: map[string]string{draPool: "dra"}},
 }
+
+const draRack = "dra-rack"
 
 // draJob is a job of workers × gpus DRA GPUs of DeviceClass gpu.nvidia.com.
 func (e *env) draJob(name string, workers, gpus int32) *convoy.TrainingJob {
@@ -63,9 +65,11 @@ func (e *env) draJob(name string, workers, gpus int32) *convoy.TrainingJob {
 
 // TestDRAGangRunsOnFreeDevicesAndCountsAgainstTheGPUQuota: a job asking for DRA GPUs is admitted
 // by Kueue against the ClusterQueue's nvidia.com/gpu quota (deploy/kueue's deviceClassMappings),
-// and its whole gang runs, each worker's claim allocated with devices of the node it is bound to.
-// A second gang for which the devices are taken waits, its status saying why, with no pod bound,
-// and runs once the first job is deleted.
+// and its whole gang runs, each worker's claim allocated with devices of the node it is bound to:
+// convoy-scheduler planned it from the nodes' ResourceSlices, into the one rack, as Bind's
+// convoy.dev/topology-domains on each pod says.
+// A second gang for which the devices are taken waits, its status saying what it needs, with no
+// pod bound, and runs once the first job is deleted.
 func TestDRAGangRunsOnFreeDevicesAndCountsAgainstTheGPUQuota(t *testing.T) {
 	e := setup(t)
 	fl := utiltestingapi.MakeResourceFlavor(draFlavor).NodeLabel(draPool, "dra").Obj()
@@ -95,6 +99,9 @@ func TestDRAGangRunsOnFreeDevicesAndCountsAgainstTheGPUQuota(t *testing.T) {
 			t.Errorf("pod %s is %s, want Running", p.Name, p.Status.Phase)
 		}
 		nodes[p.Spec.NodeName] = true
+		if got, want := p.Annotations[convoy.AnnotationTopologyDomains], "rack="+draRack; got != want {
+			t.Errorf("pod %s has topology domains %q, want %q: convoy-scheduler planned the DRA gang", p.Name, got, want)
+		}
 		if devices := e.allocatedDevices(&p); len(devices) != 4 || strings.Count(strings.Join(devices, ","), p.Spec.NodeName+"/") != 4 {
 			t.Errorf("pod %s on %s has devices %v, want 4 of its node's", p.Name, p.Spec.NodeName, devices)
 		}
@@ -106,7 +113,7 @@ func TestDRAGangRunsOnFreeDevicesAndCountsAgainstTheGPUQuota(t *testing.T) {
 	e.create(e.draJob("second", 2, 2))
 	waiting := e.waitJob("second", "waiting for devices", func(j *convoy.TrainingJob) bool {
 		c := meta.FindStatusCondition(j.Status.Conditions, convoy.ConditionInitializing)
-		return c != nil && c.Reason == convoy.ReasonUnschedulable && strings.Contains(c.Message, "claim")
+		return c != nil && c.Reason == convoy.ReasonUnschedulable && strings.Contains(c.Message, "needs 2 pod(s) × 2 GPU(s)")
 	})
 	if waiting.Status.Admission == nil {
 		t.Errorf("the second job is not admitted: Kueue's quota (16) holds both")

@@ -184,7 +184,7 @@ func (s *State) gangOfPods(key string, pods []*corev1.Pod) *gang {
 	g := &gang{key: key, pendingUIDs: map[types.UID]bool{}}
 	mixed := false
 	for _, p := range pods {
-		n := GPURequest(p, s.opts.GPUResource)
+		n := s.PodGPUs(p)
 		if n == 0 {
 			continue
 		}
@@ -202,9 +202,10 @@ func (s *State) gangOfPods(key string, pods []*corev1.Pod) *gang {
 	if mixed {
 		g.podGPUs = make([]int, len(g.pending))
 		for i, p := range g.pending {
-			g.podGPUs[i] = GPURequest(p, s.opts.GPUResource)
+			g.podGPUs[i] = s.PodGPUs(p)
 		}
 	}
+	g.dra = len(g.pending) > 0 && GPURequest(g.pending[0], s.opts.GPUResource) == 0
 	g.fewest = len(g.pending)
 	return g
 }

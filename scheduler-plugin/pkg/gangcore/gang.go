@@ -48,6 +48,9 @@ type gang struct {
 	// asks of the gang's Limits, in the order of pending (planner.Gang.PodNeeds); set per plan by
 	// eligibilityFor.
 	podNeeds [][]int64
+	// dra says that its pods claim their GPUs through DRA: the nodes whose GPUs the device plugin
+	// hands out are not for it, nor are the nodes whose GPUs DRA hands out for other gangs.
+	dra      bool
 	level    planner.Level
 	required bool
 	// levelErr says that the level the gang asks is none of the scheduler's.
@@ -112,7 +115,7 @@ func (s *State) gangOf(pod *corev1.Pod) *gang {
 		if g.pendingUIDs[p.UID] || p.DeletionTimestamp != nil || p.Spec.SchedulerName != pod.Spec.SchedulerName {
 			continue
 		}
-		n := GPURequest(p, s.opts.GPUResource)
+		n := s.PodGPUs(p)
 		node := s.gangs.nodeOf(p)
 		if n == 0 {
 			if node == "" && s.requiresDomain(p) {
@@ -143,9 +146,10 @@ func (s *State) gangOf(pod *corev1.Pod) *gang {
 	if mixed {
 		g.podGPUs = make([]int, len(g.pending))
 		for i, p := range g.pending {
-			g.podGPUs[i] = GPURequest(p, s.opts.GPUResource)
+			g.podGPUs[i] = s.PodGPUs(p)
 		}
 	}
+	g.dra = len(g.pending) > 0 && GPURequest(g.pending[0], s.opts.GPUResource) == 0
 	g.fewest = len(g.pending)
 	if info, ok := s.gangs.podGroup(pod.Namespace, g.podGroup); ok && g.podGroup != "" {
 		// Coscheduling's Permit lets a gang's pods through once minMember of its pods are

@@ -49,7 +49,7 @@ func (s *State) Gate(pod *corev1.Pod) (bool, string) {
 	if why := s.Incomplete(pod); why != "" {
 		return false, why
 	}
-	if GPURequest(pod, s.opts.GPUResource) == 0 && !s.requiresDomain(pod) {
+	if s.PodGPUs(pod) == 0 && !s.requiresDomain(pod) {
 		return true, ""
 	}
 	key := GangKey(pod)
@@ -78,7 +78,7 @@ func (s *State) leader(pod *corev1.Pod) *corev1.Pod {
 	var best *corev1.Pod
 	for _, p := range s.gangs.members(pod.Namespace, PodGroupName(pod)) {
 		if s.gangs.nodeOf(p) != "" || p.DeletionTimestamp != nil || p.Spec.SchedulerName != pod.Spec.SchedulerName ||
-			len(p.Spec.SchedulingGates) > 0 || GPURequest(p, s.opts.GPUResource) == 0 {
+			len(p.Spec.SchedulingGates) > 0 || s.PodGPUs(p) == 0 {
 			continue
 		}
 		if best == nil || rank(p) < rank(best) || rank(p) == rank(best) && p.Name < best.Name {
@@ -236,7 +236,7 @@ func (s *State) AnchorFor(pod *corev1.Pod) string {
 		return anchor
 	}
 	for _, p := range s.gangs.members(pod.Namespace, PodGroupName(pod)) {
-		if node := s.gangs.nodeOf(p); node != "" && p.DeletionTimestamp == nil && GPURequest(p, s.opts.GPUResource) > 0 {
+		if node := s.gangs.nodeOf(p); node != "" && p.DeletionTimestamp == nil && s.PodGPUs(p) > 0 {
 			return node
 		}
 	}

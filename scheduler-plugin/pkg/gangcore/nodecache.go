@@ -28,6 +28,8 @@ import (
 // It has no lock: State.mu guards it, as every view is made under State.mu.
 type nodeCache struct {
 	opts *Options
+	// dra counts the GPUs of nodes and pods that DRA hands out (dra.go).
+	dra *draGPUs
 	// bases holds the bases by node name. byPosition holds the same bases in the order of the last
 	// view's nodes, which the snapshot keeps from one cycle to the next, so that a view finds a
 	// node's base without looking its name up.
@@ -53,6 +55,8 @@ type nodeBase struct {
 	holders []hold
 	// leaving is how many GPUs pods that terminate hold (see leavingMessage).
 	leaving int
+	// dra says that its GPUs are the devices its ResourceSlices publish (see gang.dra).
+	dra bool
 }
 
 // hold is one pod's GPUs on a node.
@@ -115,13 +119,19 @@ func (c *nodeCache) base(ni fwk.NodeInfo, gn *gpuNode, book *planBook) *nodeBase
 		pn.Indexed, pn.GPUs, pn.Unhealthy, pn.Topology = true, gn.total, gn.unhealthy, gn.topology
 		free = gn.healthy
 	} else {
+		if alloc == 0 {
+			// A node without the device plugin's GPUs has those its DRA driver publishes; its
+			// pods' claims hold some (below).
+			alloc = c.dra.nodeGPUs(node.Name)
+			b.room, b.dra = alloc, true
+		}
 		pn.GPUs = min(alloc, planner.MaxGPUsPerNode)
 		free = planner.FirstGPUs(pn.GPUs)
 	}
 	var unknown []int
 	for _, pi := range ni.GetPods() {
 		p := pi.GetPod()
-		n := GPURequest(p, c.opts.GPUResource)
+		n := c.podGPUs(p)
 		if n == 0 {
 			continue
 		}
@@ -148,6 +158,14 @@ func (c *nodeCache) base(ni fwk.NodeInfo, gn *gpuNode, book *planBook) *nodeBase
 	}
 	c.bases[node.Name] = b
 	return b
+}
+
+// podGPUs is State.PodGPUs.
+func (c *nodeCache) podGPUs(p *corev1.Pod) int {
+	if n := GPURequest(p, c.opts.GPUResource); n > 0 {
+		return n
+	}
+	return c.dra.podGPUs(p)
 }
 
 // leaving returns how many GPUs pods that terminate hold, and on how many nodes, in the last view,

@@ -284,7 +284,7 @@ func (s *State) slotHolds(pod *corev1.Pod, key string, priority int32, sl *slot)
 	if sl.Indexed {
 		return sl.GPUs&^pn.Free == 0
 	}
-	return pn.Free.Len() >= GPURequest(pod, s.opts.GPUResource)
+	return pn.Free.Len() >= s.PodGPUs(pod)
 }
 
 // dropPlanLocked forgets a gang's plan and sends its pods waiting at Permit back to the queue, so

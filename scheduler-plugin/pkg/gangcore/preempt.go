@@ -309,11 +309,11 @@ func (s *State) anyVictim(nodes []fwk.NodeInfo, pod *corev1.Pod, g *gang, lonePo
 			p := pi.GetPod()
 			if p.DeletionTimestamp == nil && corev1helpers.PodPriority(p) < g.priority && GangKey(p) != g.key &&
 				(lonePods || PodGroupName(p) != "") &&
-				(GPURequest(p, s.opts.GPUResource) > 0 || apart || asks || hasRequiredAntiAffinity(p)) {
+				(s.PodGPUs(p) > 0 || apart || asks || hasRequiredAntiAffinity(p)) {
 				return true
 			}
 			// GPUs on their way to free: the plan may wait for them (see leavingFor).
-			if leavingFor(p, g) && GPURequest(p, s.opts.GPUResource) > 0 {
+			if leavingFor(p, g) && s.PodGPUs(p) > 0 {
 				return true
 			}
 		}

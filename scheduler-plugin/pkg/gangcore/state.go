@@ -69,6 +69,8 @@ type State struct {
 	gangs *gangRegistry
 	// inventory holds the GPUNodes (gpunodes.go).
 	inventory *gpuInventory
+	// dra counts the GPUs pods claim and nodes publish through DRA (dra.go).
+	dra *draGPUs
 	// waiters brings back the pods whose gang found no room, and retries dropped gangs (wake.go).
 	waiters *waiters
 	// interPod filters nodes by the gang's inter-pod affinity, topology spread and host ports
@@ -131,6 +133,15 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 		avoid:       avoidList{},
 	}
 	s.nodes = newNodeCache(&s.opts)
+	res := h.SharedInformerFactory().Resource().V1()
+	s.dra = &draGPUs{
+		templates: res.ResourceClaimTemplates().Lister(),
+		claims:    res.ResourceClaims().Lister(),
+		classes:   res.DeviceClasses().Lister(),
+		slices:    map[string]sliceGPUs{},
+		nodes:     map[string]int{},
+	}
+	s.nodes.dra = s.dra
 	var handlers []func()
 	s.stop = func() {
 		cancel()
@@ -177,6 +188,13 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 			}
 		},
 		DeleteFunc: s.onNodeDelete,
+	}); err != nil {
+		return fail(err)
+	}
+	if err := add(res.ResourceSlices().Informer(), toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    s.onSlice,
+		UpdateFunc: func(_, n any) { s.onSlice(n) },
+		DeleteFunc: s.onSliceDelete,
 	}); err != nil {
 		return fail(err)
 	}

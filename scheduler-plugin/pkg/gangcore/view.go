@@ -109,7 +109,7 @@ func (s *State) nodeFor(ctx context.Context, pn *planner.Node, ni fwk.NodeInfo, 
 	node := ni.Node()
 	viewOf(pn, b, o.gang, claims, vt, o.lonePods)
 	_, avoided := o.elig.avoid[node.Name]
-	pn.Excluded = avoided || o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang)
+	pn.Excluded = avoided || b.dra != o.gang.dra && b.pn.GPUs > 0 || o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang)
 	if !pn.Excluded && o.elig.interPod.excludes(ctx, ni) {
 		pn.Excluded = vt == nil || !s.evictionAdmits(ctx, pn, ni, o, vt)
 	}
@@ -163,7 +163,7 @@ func (s *State) evictionAdmits(ctx context.Context, pn *planner.Node, ni fwk.Nod
 		candidate(h.Victim)
 	}
 	for _, pi := range ni.GetPods() {
-		if p := pi.GetPod(); GPURequest(p, s.opts.GPUResource) == 0 {
+		if p := pi.GetPod(); s.PodGPUs(p) == 0 {
 			candidate(vt.add(p, o.gang, 0, o.lonePods))
 		}
 	}
@@ -330,7 +330,7 @@ func (s *State) spareForVictims(pn *planner.Node, b *nodeBase, ni fwk.NodeInfo, 
 	// batch job on a GPU node), or leave already.
 	for _, pi := range ni.GetPods() {
 		p := pi.GetPod()
-		if GPURequest(p, s.opts.GPUResource) > 0 || o.gang.pendingUIDs[p.UID] || corev1helpers.PodPriority(p) >= o.gang.priority {
+		if s.PodGPUs(p) > 0 || o.gang.pendingUIDs[p.UID] || corev1helpers.PodPriority(p) >= o.gang.priority {
 			continue
 		}
 		if leavingFor(p, o.gang) {

@@ -132,7 +132,7 @@ func (pl *GangPlacement) PreFilter(ctx context.Context, cs fwk.CycleState, pod *
 	if why := pl.state.Incomplete(pod); why != "" {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, why)
 	}
-	if gangcore.GPURequest(pod, pl.state.GPUResource()) == 0 {
+	if pl.state.PodGPUs(pod) == 0 {
 		// A pod without GPUs runs where the other plugins put it, inside the domain of its
 		// gang's GPU pods when the gang requires a topology level.
 		anchor := pl.state.AnchorFor(pod)
@@ -276,14 +276,15 @@ func (pl *GangPlacement) EventsToRegister(_ context.Context) ([]fwk.ClusterEvent
 // The hints run for every pod this plugin rejected on every such event, under the scheduling
 // queue's lock: they must be cheap, and skip what cannot help.
 
-// freesGPUsOrSibling requeues a pod when a bound pod that held GPUs, or a pod of its own gang (its
-// leader may change), is deleted.
+// freesGPUsOrSibling requeues a pod when a bound pod that held GPUs or DRA claims, or a pod of its
+// own gang (its leader may change), is deleted.
 func (pl *GangPlacement) freesGPUsOrSibling(_ klog.Logger, pod *corev1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
 	gone, ok := oldObj.(*corev1.Pod)
 	if !ok {
 		return fwk.Queue, nil
 	}
-	if gangcore.SameGang(pod, gone) || gone.Spec.NodeName != "" && gangcore.GPURequest(gone, pl.gpu) > 0 {
+	if gangcore.SameGang(pod, gone) || gone.Spec.NodeName != "" &&
+		(gangcore.GPURequest(gone, pl.gpu) > 0 || len(gone.Spec.ResourceClaims) > 0) {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil

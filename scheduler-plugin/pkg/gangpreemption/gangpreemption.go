@@ -156,7 +156,7 @@ func (c *victimsOn) Name() string                 { return c.node }
 func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, m fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	logger := klog.FromContext(ctx)
 	if pl.podByPod != nil {
-		if state := gangcore.Lookup(pl.handle); state != nil && gangcore.GPURequest(pod, state.GPUResource()) == 0 {
+		if state := gangcore.Lookup(pl.handle); state != nil && state.PodGPUs(pod) == 0 {
 			// GangPlacement skipped the pod: it asks no GPUs.
 			return pl.podByPod.PostFilter(ctx, cs, pod, m)
 		}

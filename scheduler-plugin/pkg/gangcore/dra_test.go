@@ -1,0 +1,167 @@
+/*
+Copyright The Convoy Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package gangcore
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	st "k8s.io/kubernetes/pkg/scheduler/testing"
+	"k8s.io/utils/ptr"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+)
+
+func TestClaimedGPUs(t *testing.T) {
+	exact := func(class string, mode resourcev1.DeviceAllocationMode, n int64) resourcev1.DeviceRequest {
+		return resourcev1.DeviceRequest{Name: "r", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: class, AllocationMode: mode, Count: n}}
+	}
+	specs := map[string]*resourcev1.ResourceClaimSpec{
+		"eight":    {Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exact("gpu.nvidia.com", resourcev1.DeviceAllocationModeExactCount, 8)}}},
+		"one":      {Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exact("h100", "", 0)}}},
+		"nic":      {Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exact("nic", resourcev1.DeviceAllocationModeExactCount, 2)}}},
+		"all":      {Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exact("gpu.nvidia.com", resourcev1.DeviceAllocationModeAll, 0)}}},
+		"twoPlus4": {Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{exact("gpu.nvidia.com", "", 2), exact("h100", "", 4)}}},
+	}
+	spec := func(pc corev1.PodResourceClaim) *resourcev1.ResourceClaimSpec {
+		return specs[*pc.ResourceClaimTemplateName]
+	}
+	gpuClass := func(name string) bool { return name == "gpu.nvidia.com" || name == "h100" }
+	pod := func(claims ...string) *corev1.Pod {
+		p := &corev1.Pod{}
+		for _, c := range claims {
+			p.Spec.ResourceClaims = append(p.Spec.ResourceClaims, corev1.PodResourceClaim{Name: c, ResourceClaimTemplateName: ptr.To(c)})
+		}
+		return p
+	}
+	for name, tc := range map[string]struct {
+		pod  *corev1.Pod
+		want int
+	}{
+		"no claims":                         {pod: pod(), want: 0},
+		"an exact count of the GPU class":   {pod: pod("eight"), want: 8},
+		"a count of zero asks one device":   {pod: pod("one"), want: 1},
+		"devices of another class":          {pod: pod("nic"), want: 0},
+		"all devices are no count":          {pod: pod("all"), want: 0},
+		"requests and claims add up":        {pod: pod("twoPlus4", "eight", "nic"), want: 14},
+		"a claim not yet known counts none": {pod: pod("missing", "one"), want: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := ClaimedGPUs(tc.pod, spec, gpuClass); got != tc.want {
+				t.Errorf("ClaimedGPUs = %d, want %d", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDRANodeGPUs(t *testing.T) {
+	slice := func(name, node, driver string, devices int) *resourcev1.ResourceSlice {
+		s := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: resourcev1.ResourceSliceSpec{Driver: driver, NodeName: ptr.To(node)}}
+		for range devices {
+			s.Spec.Devices = append(s.Spec.Devices, resourcev1.Device{})
+		}
+		return s
+	}
+	d := &draGPUs{slices: map[string]sliceGPUs{}, nodes: map[string]int{}}
+	d.setSlice("a", slice("a", "n1", convoy.DriverGPU, 4))
+	d.setSlice("b", slice("b", "n1", convoy.DriverGPU, 4))
+	d.setSlice("nic", slice("nic", "n1", "nic.example.com", 8))
+	d.setSlice("c", slice("c", "n2", convoy.DriverGPU, 8))
+	if got := [2]int{d.nodeGPUs("n1"), d.nodeGPUs("n2")}; got != [2]int{8, 8} {
+		t.Fatalf("GPUs of n1, n2 = %v, want [8 8]", got)
+	}
+	d.setSlice("a", slice("a", "n1", convoy.DriverGPU, 2))
+	if changed := d.setSlice("c", nil); len(changed) == 0 || changed[0] != "n2" {
+		t.Errorf("deleting n2's slice changed nodes %v, want n2", changed)
+	}
+	if got := [2]int{d.nodeGPUs("n1"), d.nodeGPUs("n2")}; got != [2]int{6, 0} {
+		t.Errorf("after an update and a delete, GPUs of n1, n2 = %v, want [6 0]", got)
+	}
+}
+
+func TestIsGPUClass(t *testing.T) {
+	sel := func(expr string) []resourcev1.DeviceSelector {
+		return []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: expr}}}
+	}
+	for _, tc := range []struct {
+		class resourcev1.DeviceClass
+		want  bool
+	}{
+		{resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: convoy.DriverGPU}}, true},
+		{resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "h100"}, Spec: resourcev1.DeviceClassSpec{Selectors: sel(`device.driver == "gpu.nvidia.com"`)}}, true},
+		{resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "nic"}, Spec: resourcev1.DeviceClassSpec{Selectors: sel(`device.driver == "nic.example.com"`)}}, false},
+	} {
+		if got := IsGPUClass(&tc.class); got != tc.want {
+			t.Errorf("IsGPUClass(%s) = %v, want %v", tc.class.Name, got, tc.want)
+		}
+	}
+}
+
+// TestDRAGangIsPlannedOnItsNodesDevices: a pod that claims GPUs through a ResourceClaimTemplate is
+// planned on the node whose ResourceSlice publishes GPUs, less those a bound pod claims there, and
+// never on a node of nvidia.com/gpu; a pod of nvidia.com/gpu never on the DRA node. (Each plan
+// books its GPUs: the plans are made in the order that shows each.)
+func TestDRAGangIsPlannedOnItsNodesDevices(t *testing.T) {
+	claimed := func(w *st.PodWrapper, template string) *st.PodWrapper {
+		return w.PodResourceClaims(corev1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To(template)})
+	}
+	// dra has 8 DRA GPUs, 4 of them claimed by busy: it is the best fit for 4 GPUs of either kind.
+	nodes := []*corev1.Node{fakeNode("ext", "r1", 8), fakeNode("dra", "r2", 0)}
+	busy := claimed(member("ns", "busy", 0, 0), "four").Node("dra").Obj()
+	draPod := claimed(member("ns", "job", 0, 0), "four").Obj()
+	draBig := claimed(member("ns", "big", 0, 0), "eight").Obj()
+	extPod := member("ns", "ext", 0, 4).Obj()
+	h := newHarness(t, nodes, []*corev1.Pod{busy, draPod, draBig, extPod}, inventory("ext", 8))
+	ctx := context.Background()
+	for name, n := range map[string]int64{"four": 4, "eight": 8} {
+		tmpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+				Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: convoy.DriverGPU, Count: n}}}}}}}
+		if _, err := h.cs.ResourceV1().ResourceClaimTemplates("ns").Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "dra-gpus"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: convoy.DriverGPU, NodeName: ptr.To("dra"), Devices: make([]resourcev1.Device, 8)}}
+	if _, err := h.cs.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return h.state.PodGPUs(draBig) == 8 && h.state.dra.nodeGPUs("dra") == 8, nil
+	}); err != nil {
+		t.Fatalf("the State never counted the template's and the slice's GPUs: %d, %d", h.state.PodGPUs(draBig), h.state.dra.nodeGPUs("dra"))
+	}
+
+	if _, status := h.state.PlanFor(ctx, draBig, h.nodeInfos()); status.IsSuccess() {
+		t.Errorf("a DRA pod of 8 GPUs was planned (%v): ext's 8 are nvidia.com/gpu, dra has 4 free", status)
+	}
+	cs, status := h.state.PlanFor(ctx, extPod, h.nodeInfos())
+	if got := slotOf(t, cs, status); !strings.HasPrefix(got, "ext:") {
+		t.Errorf("the nvidia.com/gpu pod's slot = %s, want on ext", got)
+	}
+	cs, status = h.state.PlanFor(ctx, draPod, h.nodeInfos())
+	if got := slotOf(t, cs, status); got != "dra:0,1,2,3" {
+		t.Errorf("the DRA pod's slot = %s, want dra:0,1,2,3 (the 4 GPUs busy does not claim)", got)
+	}
+}

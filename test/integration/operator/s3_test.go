@@ -82,7 +82,8 @@ func TestSDKCheckpointsOnS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(t.Context(), "python3", "-m", "unittest", "-v", "test_objcheckpoint")
+	cmd := exec.CommandContext(t.Context(), "python3", "-m", "unittest", "-v",
+		"test_objcheckpoint.S3Checkpoints", "test_objcheckpoint.VolumeCheckpoints", "test_objcheckpoint.StoreFor")
 	cmd.Dir = filepath.Join(root, "sdk", "python", "tests")
 	cmd.Env = append(os.Environ(), "CONVOY_TEST_S3_ENDPOINT="+s.Endpoint, "CONVOY_TEST_S3_BUCKET="+checkpointBucket,
 		"CONVOY_TEST_S3_PREFIX=team-a/"+e.ns+"/job", "CONVOY_TEST_S3_ACCESS_KEY="+teamA.AccessKey,

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -54,8 +55,8 @@ const (
 
 // Forecaster writes status.forecast.estimatedStartTime and reason of the TrainingJobs waiting in
 // a ClusterQueue: it plans the queue (operator/pkg/forecast) from the ClusterQueue's nominal
-// quota, its admitted Workloads with their jobs' estimated completion, and its pending Workloads
-// in Kueue's order. A running job of unknown completion (no epoch rate measured yet) counts as
+// quota and withinClusterQueue preemption policy, its admitted Workloads with their priority and
+// their jobs' estimated completion, and its pending Workloads in Kueue's order. A running job of unknown completion (no epoch rate measured yet) counts as
 // ending at its start plus the mean run of the queue's finished jobs, a pending one as running
 // that long; without finished jobs both are unknown.
 type Forecaster struct {
@@ -131,6 +132,10 @@ func absDuration(d time.Duration) time.Duration { return max(d, -d) }
 func (f *Forecaster) queue(ctx context.Context, cq *kueue.ClusterQueue, now time.Time) (forecast.Queue, map[string]*convoy.TrainingJob, error) {
 	q := forecast.Queue{Name: cq.Name, Now: now, Quota: map[corev1.ResourceName]int64{},
 		StrictFIFO: cq.Spec.QueueingStrategy == kueue.StrictFIFO}
+	if p := cq.Spec.Preemption; p != nil {
+		q.WithinClusterQueue = forecast.Preemption(p.WithinClusterQueue)
+	}
+	ordering := workload.Ordering{}
 	for _, rg := range cq.Spec.ResourceGroups {
 		for _, fl := range rg.Flavors {
 			for _, r := range fl.Resources {
@@ -175,7 +180,11 @@ func (f *Forecaster) queue(ctx context.Context, cq *kueue.ClusterQueue, now time
 			jobs[name] = job
 		}
 		if admitted {
-			a := forecast.Job{Name: name, Requests: admittedUsage(wl)}
+			a := forecast.Job{Name: name, Requests: admittedUsage(wl), Priority: priority.Priority(wl),
+				QueuedAt: ordering.GetQueueOrderTimestamp(wl).Time}
+			if c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved); c != nil {
+				a.AdmittedAt = c.LastTransitionTime.Time
+			}
 			if job != nil {
 				a.End = forecast.End(&job.Status, typical, now)
 			}
@@ -184,14 +193,14 @@ func (f *Forecaster) queue(ctx context.Context, cq *kueue.ClusterQueue, now time
 		}
 		pending = append(pending, wl)
 	}
-	ordering := workload.Ordering{}
 	slices.SortStableFunc(pending, func(a, b *kueue.Workload) int {
 		return cmp.Or(cmp.Compare(priority.Priority(b), priority.Priority(a)),
 			ordering.GetQueueOrderTimestamp(a).Compare(ordering.GetQueueOrderTimestamp(b).Time),
 			cmp.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name))
 	})
 	for _, wl := range pending {
-		j := forecast.Job{Name: wl.Namespace + "/" + wl.Name, Requests: milli(workload.NewInfo(wl).SumTotalRequests())}
+		j := forecast.Job{Name: wl.Namespace + "/" + wl.Name, Requests: milli(workload.NewInfo(wl).SumTotalRequests()),
+			Priority: priority.Priority(wl), QueuedAt: ordering.GetQueueOrderTimestamp(wl).Time}
 		if owner := metav1.GetControllerOf(wl); owner != nil && jobs[wl.Namespace+"/"+owner.Name] != nil {
 			j.Name = wl.Namespace + "/" + owner.Name
 			j.Runtime = forecast.Runtime(&jobs[j.Name].Status, typical)

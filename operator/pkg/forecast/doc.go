@@ -18,6 +18,7 @@ limitations under the License.
 // Completion comes from the job's measured epoch rate (ObserveReport, called on each progress
 // report). Start comes from Plan: a simulation of one Kueue ClusterQueue from now on, in which the
 // admitted jobs free their quota at their estimated completion and the pending jobs are admitted in
-// Kueue's order as quota frees. The operator (queue/forecast.go) and the trace benchmark
+// Kueue's order as quota frees, or at once by preempting admitted jobs where the ClusterQueue's
+// withinClusterQueue policy lets them. The operator (queue/forecast.go) and the trace benchmark
 // (test/bench/trace -forecast) run the same code.
 package forecast

@@ -101,6 +101,34 @@ func TestPlan(t *testing.T) {
 			q:    Queue{Name: "cq", Now: t0, Quota: gpus(8), Pending: []Job{{Name: "ns/c", Requests: gpus(16)}}},
 			want: []Estimate{{Name: "ns/c", Reason: "unknown: it asks 8 nvidia.com/gpu more than ClusterQueue cq's whole quota"}},
 		},
+		"a higher priority job preempts a lower one, which queues again behind it": {
+			q: Queue{Name: "cq", Now: t0, Quota: gpus(8), WithinClusterQueue: PreemptLowerPriority,
+				Admitted: []Job{{Name: "ns/a", Requests: gpus(4), End: t0.Add(2 * time.Hour), AdmittedAt: t0.Add(-time.Hour)},
+					{Name: "ns/b", Requests: gpus(4), End: t0.Add(3 * time.Hour), AdmittedAt: t0.Add(-time.Minute)}},
+				Pending: []Job{{Name: "ns/c", Requests: gpus(4), Priority: 10, Runtime: time.Hour}, {Name: "ns/d", Requests: gpus(8)}}},
+			want: []Estimate{
+				{Name: "ns/c", Start: t0, Reason: "preempts ns/b in ClusterQueue cq"},
+				{Name: "ns/d", Start: t0.Add(4 * time.Hour), Reason: "ns/b, ns/a, ns/c must finish first, to free the 8 nvidia.com/gpu it lacks in ClusterQueue cq"},
+			},
+		},
+		"without preemption the higher priority job waits for the finish": {
+			q: Queue{Name: "cq", Now: t0, Quota: gpus(8), WithinClusterQueue: "Never",
+				Admitted: []Job{{Name: "ns/a", Requests: gpus(8), End: t0.Add(2 * time.Hour)}},
+				Pending:  []Job{{Name: "ns/c", Requests: gpus(8), Priority: 10}}},
+			want: []Estimate{{Name: "ns/c", Start: t0.Add(2 * time.Hour), Reason: "ns/a must finish first, to free the 8 nvidia.com/gpu it lacks in ClusterQueue cq"}},
+		},
+		"equal priority does not preempt under LowerPriority": {
+			q: Queue{Name: "cq", Now: t0, Quota: gpus(8), WithinClusterQueue: PreemptLowerPriority,
+				Admitted: []Job{{Name: "ns/a", Requests: gpus(8), End: t0.Add(2 * time.Hour), Priority: 10, QueuedAt: t0}},
+				Pending:  []Job{{Name: "ns/c", Requests: gpus(8), Priority: 10, QueuedAt: t0.Add(-time.Hour)}}},
+			want: []Estimate{{Name: "ns/c", Start: t0.Add(2 * time.Hour), Reason: "ns/a must finish first, to free the 8 nvidia.com/gpu it lacks in ClusterQueue cq"}},
+		},
+		"equal priority preempts a newer job under LowerOrNewerEqualPriority": {
+			q: Queue{Name: "cq", Now: t0, Quota: gpus(8), WithinClusterQueue: PreemptLowerOrNewerEqualPriority,
+				Admitted: []Job{{Name: "ns/a", Requests: gpus(8), End: t0.Add(2 * time.Hour), Priority: 10, QueuedAt: t0}},
+				Pending:  []Job{{Name: "ns/c", Requests: gpus(8), Priority: 10, QueuedAt: t0.Add(-time.Hour)}}},
+			want: []Estimate{{Name: "ns/c", Start: t0, Reason: "preempts ns/a in ClusterQueue cq"}},
+		},
 		"a reason names the last three jobs to finish": {
 			q: Queue{Name: "cq", Now: t0, Quota: gpus(4),
 				Admitted: []Job{{Name: "ns/a", Requests: gpus(1), End: t0.Add(1 * time.Minute)}, {Name: "ns/b", Requests: gpus(1), End: t0.Add(2 * time.Minute)},

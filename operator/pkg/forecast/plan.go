@@ -17,6 +17,7 @@ limitations under the License.
 package forecast
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -43,6 +44,22 @@ type Queue struct {
 	// StrictFIFO: a pending job that does not fit holds back those behind it; otherwise
 	// (BestEffortFIFO, Kueue's default) a job behind it that fits is admitted first.
 	StrictFIFO bool
+	// WithinClusterQueue is the ClusterQueue's spec.preemption.withinClusterQueue: under
+	// PreemptLowerPriority or PreemptLowerOrNewerEqualPriority a pending job that does not fit
+	// evicts admitted jobs it may preempt; any other value preempts none.
+	WithinClusterQueue Preemption
+}
+
+// Preemption is a Kueue withinClusterQueue preemption policy.
+type Preemption string
+
+const (
+	PreemptLowerPriority             Preemption = "LowerPriority"
+	PreemptLowerOrNewerEqualPriority Preemption = "LowerOrNewerEqualPriority"
+)
+
+func (q Queue) preempts() bool {
+	return q.WithinClusterQueue == PreemptLowerPriority || q.WithinClusterQueue == PreemptLowerOrNewerEqualPriority
 }
 
 // Job is a workload of the queue.
@@ -56,6 +73,14 @@ type Job struct {
 	End time.Time
 	// Runtime is how long a pending job is expected to run once admitted; zero while unknown.
 	Runtime time.Duration
+	// Priority is the Workload's priority.
+	Priority int32
+	// QueuedAt is Kueue's queue-order timestamp of the Workload (its creation, or its last
+	// eviction): of two jobs of equal priority, the later is newer.
+	QueuedAt time.Time
+	// AdmittedAt is when an admitted job reserved quota: of two preemptible jobs of equal priority,
+	// Kueue preempts the later first.
+	AdmittedAt time.Time
 }
 
 // Estimate is a pending job's expected start.
@@ -73,7 +98,8 @@ const maxNamed = 3
 // running is a job holding quota in the simulation.
 type running struct {
 	Job
-	end time.Time // zero: unknown
+	end   time.Time // zero: unknown
+	since time.Time // admitted at
 }
 
 // plan is Plan's simulation.
@@ -95,13 +121,15 @@ type plan struct {
 }
 
 type start struct {
-	at    time.Time
-	after int
+	at       time.Time
+	after    int
+	preempts []string
 }
 
 // Plan estimates the start of every pending job, in q.Pending's order: from q.Now, the pending
 // jobs are admitted in order as they fit the free quota, and the next job to finish (by End, or
-// by Runtime after its simulated start) frees its quota. A job waits for an unknown time once
+// by Runtime after its simulated start) frees its quota; under q.WithinClusterQueue a job that does
+// not fit preempts admitted jobs (see preempt). A job waits for an unknown time once
 // every job that could free quota for it has an unknown end.
 func Plan(q Queue) []Estimate {
 	p := &plan{q: q, free: maps.Clone(q.Quota), out: map[string]Estimate{}, started: map[string]start{}}
@@ -111,7 +139,7 @@ func Plan(q Queue) []Estimate {
 		if !end.IsZero() && end.Before(q.Now) {
 			end = q.Now
 		}
-		p.held = append(p.held, running{Job: j, end: end})
+		p.held = append(p.held, running{Job: j, end: end, since: j.AdmittedAt})
 	}
 	free0 := maps.Clone(p.free)
 	for _, j := range q.Pending {
@@ -142,6 +170,9 @@ func Plan(q Queue) []Estimate {
 		e, ok := p.out[j.Name]
 		if s, started := p.started[j.Name]; !ok && started {
 			e = Estimate{Name: j.Name, Start: s.at, Reason: waitedFor(q, p.finished[:s.after], lacking(free0, j.Requests))}
+			if len(s.preempts) > 0 {
+				e.Reason = fmt.Sprintf("preempts %s in ClusterQueue %s", names(s.preempts), q.Name)
+			}
 		}
 		ests = append(ests, e)
 	}
@@ -149,30 +180,116 @@ func Plan(q Queue) []Estimate {
 }
 
 // admit admits, at now, the pending jobs that fit in order (stopping at the first that does not
-// under StrictFIFO, and once no pending job can fit).
+// under StrictFIFO, and once no pending job can fit). A job that fits only by preempting admitted
+// jobs evicts them, and they queue again behind it.
 func (p *plan) admit(now time.Time) {
 	prev := -1
-	for i := p.first; i < len(p.pending) && roomFor(p.free, p.least); i = p.next[i] {
+	for i := p.first; i < len(p.pending) && (p.q.preempts() || roomFor(p.free, p.least)); i = p.next[i] {
 		j := p.pending[i]
+		var victims []string
 		if len(lacking(p.free, j.Requests)) > 0 {
-			if p.q.StrictFIFO {
-				return
+			if victims = p.preempt(j, now); victims == nil {
+				if p.q.StrictFIFO {
+					return
+				}
+				prev = i
+				continue
 			}
-			prev = i
-			continue
 		}
 		take(p.free, j.Requests)
 		var end time.Time
 		if j.Runtime > 0 {
 			end = now.Add(j.Runtime)
 		}
-		p.held = append(p.held, running{Job: j, end: end})
-		p.started[j.Name] = start{at: now, after: len(p.finished)}
+		p.held = append(p.held, running{Job: j, end: end, since: now})
+		p.started[j.Name] = start{at: now, after: len(p.finished), preempts: victims}
 		if prev < 0 {
 			p.first = p.next[i]
 		} else {
 			p.next[prev] = p.next[i]
 		}
+	}
+}
+
+// preempt evicts, at now, the fewest held jobs that j may preempt and that make room for it, as
+// Kueue picks them: lowest priority first, then the most recently admitted first. The victims
+// queue again, after the pending jobs of their priority, for the rest of their run. It returns
+// their names, nil when no such set makes room.
+func (p *plan) preempt(j Job, now time.Time) []string {
+	if !p.q.preempts() {
+		return nil
+	}
+	var cands []int
+	for k, r := range p.held {
+		if r.Priority < j.Priority || p.q.WithinClusterQueue == PreemptLowerOrNewerEqualPriority && r.Priority == j.Priority && j.QueuedAt.Before(r.QueuedAt) {
+			cands = append(cands, k)
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b int) int {
+		return cmp.Or(cmp.Compare(p.held[a].Priority, p.held[b].Priority), p.held[b].since.Compare(p.held[a].since))
+	})
+	free := maps.Clone(p.free)
+	n := 0
+	for n < len(cands) && len(lacking(free, j.Requests)) > 0 {
+		give(free, p.held[cands[n]].Requests)
+		n++
+	}
+	if len(lacking(free, j.Requests)) > 0 {
+		return nil
+	}
+	// Fewest: drop, last chosen first, each victim without which the job still fits.
+	victims := cands[:n]
+	for k := len(victims) - 1; k >= 0; k-- {
+		take(free, p.held[victims[k]].Requests)
+		if len(lacking(free, j.Requests)) > 0 {
+			give(free, p.held[victims[k]].Requests)
+			continue
+		}
+		victims = slices.Delete(victims, k, k+1)
+	}
+	var out []string // names lists them from the last, so first chosen first
+	for _, k := range slices.Backward(victims) {
+		out = append(out, p.held[k].Name)
+	}
+	slices.Sort(victims)
+	for k := len(victims) - 1; k >= 0; k-- {
+		r := p.held[victims[k]]
+		p.held = slices.Delete(p.held, victims[k], victims[k]+1)
+		give(p.free, r.Requests)
+		v := r.Job
+		v.Runtime, v.QueuedAt = 0, now
+		if !r.end.IsZero() {
+			v.Runtime = r.end.Sub(now)
+		}
+		p.requeue(v)
+	}
+	return out
+}
+
+// requeue puts v back among the pending jobs, after those of its priority or higher.
+func (p *plan) requeue(v Job) {
+	k := len(p.pending)
+	p.pending = append(p.pending, v)
+	for i := range p.next {
+		if p.next[i] == k {
+			p.next[i] = k + 1
+		}
+	}
+	p.next = append(p.next, k+1)
+	if p.first == k {
+		p.first = k + 1
+	}
+	prev := -1
+	for i := p.first; i != k+1 && p.pending[i].Priority >= v.Priority; i = p.next[i] {
+		prev = i
+	}
+	if prev < 0 {
+		p.next[k], p.first = p.first, k
+	} else {
+		p.next[k], p.next[prev] = p.next[prev], k
+	}
+	for r, v := range v.Requests {
+		p.least[r] = min(p.least[r], v)
 	}
 }
 

@@ -84,7 +84,8 @@ func (f *Forecaster) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			continue
 		}
 		// A job that fits now is about to be admitted: it gets no estimate to clear a moment later.
-		if f := job.Status.Forecast; est.Start.Equal(now) && (f == nil || f.EstimatedStartTime == nil && f.Reason == "") {
+		// One that preempts waits for its victims to stop: it is told whom it preempts.
+		if f := job.Status.Forecast; est.Start.Equal(now) && len(est.Preempts) == 0 && (f == nil || f.EstimatedStartTime == nil && f.Reason == "") {
 			continue
 		}
 		var start *metav1.Time

@@ -107,7 +107,7 @@ func TestPlan(t *testing.T) {
 					{Name: "ns/b", Requests: gpus(4), End: t0.Add(3 * time.Hour), AdmittedAt: t0.Add(-time.Minute)}},
 				Pending: []Job{{Name: "ns/c", Requests: gpus(4), Priority: 10, Runtime: time.Hour}, {Name: "ns/d", Requests: gpus(8)}}},
 			want: []Estimate{
-				{Name: "ns/c", Start: t0, Reason: "preempts ns/b in ClusterQueue cq"},
+				{Name: "ns/c", Start: t0, Reason: "preempts ns/b in ClusterQueue cq", Preempts: []string{"ns/b"}},
 				{Name: "ns/d", Start: t0.Add(4 * time.Hour), Reason: "ns/b, ns/a, ns/c must finish first, to free the 8 nvidia.com/gpu it lacks in ClusterQueue cq"},
 			},
 		},
@@ -127,7 +127,7 @@ func TestPlan(t *testing.T) {
 			q: Queue{Name: "cq", Now: t0, Quota: gpus(8), WithinClusterQueue: PreemptLowerOrNewerEqualPriority,
 				Admitted: []Job{{Name: "ns/a", Requests: gpus(8), End: t0.Add(2 * time.Hour), Priority: 10, QueuedAt: t0}},
 				Pending:  []Job{{Name: "ns/c", Requests: gpus(8), Priority: 10, QueuedAt: t0.Add(-time.Hour)}}},
-			want: []Estimate{{Name: "ns/c", Start: t0, Reason: "preempts ns/a in ClusterQueue cq"}},
+			want: []Estimate{{Name: "ns/c", Start: t0, Reason: "preempts ns/a in ClusterQueue cq", Preempts: []string{"ns/a"}}},
 		},
 		"a reason names the last three jobs to finish": {
 			q: Queue{Name: "cq", Now: t0, Quota: gpus(4),

@@ -90,6 +90,8 @@ type Estimate struct {
 	Start time.Time
 	// Reason names the jobs it waits for and the quota they free, or why Start is unknown.
 	Reason string
+	// Preempts names the admitted jobs Kueue evicts to make room for it, if any.
+	Preempts []string
 }
 
 // maxNamed bounds the jobs a reason names.
@@ -172,6 +174,7 @@ func Plan(q Queue) []Estimate {
 			e = Estimate{Name: j.Name, Start: s.at, Reason: waitedFor(q, p.finished[:s.after], lacking(free0, j.Requests))}
 			if len(s.preempts) > 0 {
 				e.Reason = fmt.Sprintf("preempts %s in ClusterQueue %s", names(s.preempts), q.Name)
+				e.Preempts = s.preempts
 			}
 		}
 		ests = append(ests, e)

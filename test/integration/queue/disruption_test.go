@@ -60,7 +60,7 @@ func (e *env) runVictim(grace int32) ([]corev1.Pod, string) {
 // for the quota, while the operator's replies to the victim's progress reports ask for a
 // checkpoint; once the victim reports one (epoch 7, between its periodic checkpoints of every 5
 // epochs), its pods are stopped, the preemptor is admitted, and the victim later resumes from
-// epoch 7, not from the periodic epoch 5.
+// epoch 7, not from the periodic epoch 5. Meanwhile the preemptor's forecast names its victim.
 func TestKueuePreemptionWaitsForTheVictimsCheckpoint(t *testing.T) {
 	e := newEnv(t)
 	pods, uri := e.runVictim(600)
@@ -85,6 +85,13 @@ func TestKueuePreemptionWaitsForTheVictimsCheckpoint(t *testing.T) {
 	}
 	if high := e.job(e.ns, "high"); high.Status.Admission != nil {
 		t.Errorf("the preemptor was admitted while the victim checkpoints")
+	}
+	// While it waits, the preemptor's forecast says whom it preempts, and that it starts now.
+	high := e.waitJob(e.ns, "high", "a forecast naming its victim", func(j *convoy.TrainingJob) bool {
+		return j.Status.Forecast != nil && strings.HasPrefix(j.Status.Forecast.Reason, "preempts "+e.ns+"/low")
+	})
+	if start := high.Status.Forecast.EstimatedStartTime; start == nil || start.After(time.Now().Add(time.Minute)) {
+		t.Errorf("the preemptor's estimated start %v, want about now", start)
 	}
 
 	e.reportCheckpoint(&pods[0], progress.Checkpoint{Path: uri + "/epoch-7", Epoch: 7})

@@ -158,9 +158,14 @@ func (f *Forecaster) queue(ctx context.Context, cq *kueue.ClusterQueue, now time
 	if err := f.Client.List(ctx, wls); err != nil {
 		return q, nil, err
 	}
-	typical, err := f.typicalRun(ctx, cq.Name)
-	if err != nil {
+	all := &convoy.TrainingJobList{}
+	if err := f.Client.List(ctx, all); err != nil {
 		return q, nil, err
+	}
+	typical := typicalRun(all.Items, cq.Name)
+	byName := make(map[string]*convoy.TrainingJob, len(all.Items))
+	for i := range all.Items {
+		byName[all.Items[i].Namespace+"/"+all.Items[i].Name] = &all.Items[i]
 	}
 	jobs := map[string]*convoy.TrainingJob{}
 	var pending []*kueue.Workload
@@ -171,17 +176,14 @@ func (f *Forecaster) queue(ctx context.Context, cq *kueue.ClusterQueue, now time
 		if workload.IsFinished(wl) || !admitted && !queued {
 			continue
 		}
-		job, err := f.jobOf(ctx, wl)
-		if err != nil {
-			return q, nil, err
-		}
+		job := jobOf(byName, wl)
 		name := wl.Namespace + "/" + wl.Name
 		if job != nil {
 			name = job.Namespace + "/" + job.Name
 			jobs[name] = job
 		}
 		if admitted {
-			a := forecast.Job{Name: name, Requests: admittedUsage(wl), Priority: priority.Priority(wl),
+			a := forecast.Job{Name: name, Requests: milli(workload.NewInfo(wl).SumTotalRequests()), Priority: priority.Priority(wl),
 				QueuedAt: ordering.GetQueueOrderTimestamp(wl).Time}
 			if c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved); c != nil {
 				a.AdmittedAt = c.LastTransitionTime.Time
@@ -211,29 +213,22 @@ func (f *Forecaster) queue(ctx context.Context, cq *kueue.ClusterQueue, now time
 	return q, jobs, nil
 }
 
-// jobOf returns the TrainingJob that controls wl, nil for another kind's Workload or a job gone.
-func (f *Forecaster) jobOf(ctx context.Context, wl *kueue.Workload) (*convoy.TrainingJob, error) {
+// jobOf returns the TrainingJob of jobs (by namespace/name) that controls wl, nil for another
+// kind's Workload or a job gone.
+func jobOf(jobs map[string]*convoy.TrainingJob, wl *kueue.Workload) *convoy.TrainingJob {
 	owner := metav1.GetControllerOf(wl)
 	if owner == nil || owner.Kind != GVK.Kind || owner.APIVersion != GVK.GroupVersion().String() {
-		return nil, nil
+		return nil
 	}
-	job := &convoy.TrainingJob{}
-	if err := f.Client.Get(ctx, client.ObjectKey{Namespace: wl.Namespace, Name: owner.Name}, job); err != nil {
-		return nil, client.IgnoreNotFound(err)
-	}
-	return job, nil
+	return jobs[wl.Namespace+"/"+owner.Name]
 }
 
-// typicalRun is the mean run, start to completion, of the finished TrainingJobs the ClusterQueue
+// typicalRun is the mean run, start to completion, of the finished jobs the ClusterQueue
 // admitted; zero when there is none.
-func (f *Forecaster) typicalRun(ctx context.Context, cq string) (time.Duration, error) {
-	list := &convoy.TrainingJobList{}
-	if err := f.Client.List(ctx, list); err != nil {
-		return 0, err
-	}
+func typicalRun(jobs []convoy.TrainingJob, cq string) time.Duration {
 	var sum time.Duration
 	n := 0
-	for _, j := range list.Items {
+	for _, j := range jobs {
 		st := j.Status
 		if st.IsFinished() && st.Admission != nil && st.Admission.ClusterQueue == cq && st.StartTime != nil && st.CompletionTime != nil {
 			sum += st.CompletionTime.Sub(st.StartTime.Time)
@@ -241,21 +236,9 @@ func (f *Forecaster) typicalRun(ctx context.Context, cq string) (time.Duration, 
 		}
 	}
 	if n == 0 {
-		return 0, nil
+		return 0
 	}
-	return sum / time.Duration(n), nil
-}
-
-func admittedUsage(wl *kueue.Workload) map[corev1.ResourceName]int64 {
-	total := corev1.ResourceList{}
-	for _, psa := range wl.Status.Admission.PodSetAssignments {
-		for r, v := range psa.ResourceUsage {
-			sum := total[r]
-			sum.Add(v)
-			total[r] = sum
-		}
-	}
-	return milli(total)
+	return sum / time.Duration(n)
 }
 
 func milli(l corev1.ResourceList) map[corev1.ResourceName]int64 {

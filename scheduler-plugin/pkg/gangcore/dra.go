@@ -157,14 +157,9 @@ func (d *draGPUs) setSlice(name string, s *resourcev1.ResourceSlice) []string {
 // onSlice is the ResourceSlice informer's handler: a node whose GPUs changed has its base made
 // anew, and the pods whose gang found no room are woken.
 func (s *State) onSlice(obj any) {
-	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
+	if sl, ok := obj.(*resourcev1.ResourceSlice); ok {
+		s.sliceChanged(sl.Name, sl)
 	}
-	sl, ok := obj.(*resourcev1.ResourceSlice)
-	if !ok {
-		return
-	}
-	s.sliceChanged(sl.Name, sl)
 }
 
 func (s *State) onSliceDelete(obj any) {

@@ -90,7 +90,8 @@ type Options struct {
 	// RealNodes prepares the cluster for real nodes (StartRealNode): it creates NodeBridge, and the
 	// API server also listens on NodeGatewayIP, advertises it in the kubernetes Service, and reaches
 	// kubelets by their InternalIP with a client certificate; kube-scheduler runs as the cluster's
-	// default-scheduler, for the Deployments of an in-cluster install. It needs root.
+	// default-scheduler, for the Deployments of an in-cluster install; a node that stops renewing
+	// its Lease is NotReady after 20 s (node-monitor-grace-period), not 40 s. It needs root.
 	RealNodes bool
 	// StartTimeout bounds Start; DefaultStartTimeout when zero.
 	StartTimeout time.Duration
@@ -396,6 +397,10 @@ func (c *Cluster) start(ctx context.Context, opts Options, logw io.Writer) error
 		"--kube-api-qps=100",
 		"--kube-api-burst=200",
 		"--profiling=false",
+	}
+	if opts.RealNodes {
+		// The lost-node stories measure Convoy from the NotReady on, and wait less for it.
+		kcmArgs = append(kcmArgs, "--node-monitor-grace-period=20s")
 	}
 	if !opts.WithoutControllerManager {
 		if err := c.StartProcess(ControllerManager, filepath.Join(c.ControlPlaneBinDir, ControllerManager), append(kcmArgs, opts.ControllerManagerArgs...), nil); err != nil {

@@ -407,6 +407,9 @@ serializeImagePulls: false
 # operator and Kueue write their webhook certificates into mounted Secrets when they start, and
 # wait for them: 10 s instead of the default minute.
 syncFrequency: 10s
+# The Lease is renewed every 5 s (a quarter of it), so that the controller-manager's shorter
+# node-monitor-grace-period (see Options.RealNodes) still sees four renewals before it gives up.
+nodeLeaseDurationSeconds: 20
 `
 
 const kubeProxyConfig = `apiVersion: kubeproxy.config.k8s.io/v1alpha1

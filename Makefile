@@ -37,7 +37,9 @@ TEST_FLAGS   ?= -count=1 -timeout=30m -vet=off
 K8S          ?= 1.37
 K8S_137      := v1.37.2
 # The tiers `make test` runs, in order, each timed (hack/tiers.sh): the budget is docs/testing.md#time-budget.
-TIERS        ?= verify test-unit test-fuzz test-monitoring bin test-integration test-e2e images test-real
+# test-e2e and test-real run at once: the real-node tier mostly waits on kubelets, containers and
+# Lease timeouts, and uses about half a core.
+TIERS        ?= verify test-unit test-fuzz test-monitoring bin images test-integration test-e2e+test-real
 
 .PHONY: all
 all: build

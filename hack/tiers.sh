@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs `make` targets one after another, as `make test` lists them, and ends with a table of each
 # one's wall time against the test-time budget (docs/testing.md#time-budget). It stops at the first
-# target that fails, and prints the table then too, with that target marked FAILED.
+# target that fails, and prints the table then too, with that target marked FAILED. Targets joined
+# by "+" run at once, each line of their output prefixed with the target's name, and take one row
+# (with each one's own time after it).
 #
-#   hack/tiers.sh TARGET...
+#   hack/tiers.sh TARGET[+TARGET...]...
 set -uo pipefail
 
 make_cmd=${MAKE:-make}
@@ -23,10 +25,35 @@ table() {
 	printf '| %-18s | %8d | %-6s |\n' total "$total" "$(( total / 60 )) min"
 }
 
+# together T...: runs each make target T at once, prefixing its lines with [T]; the result is the
+# first failure's status, and each target's own wall time is printed as it ends.
+together() {
+	local t pids=() rc=0 i=0
+	for t in "$@"; do
+		(
+			s=$(date +%s)
+			$make_cmd --no-print-directory "$t" 2>&1 | sed -u "s/^/[$t] /"
+			r=${PIPESTATUS[0]}
+			echo "== make $t: $(( $(date +%s) - s )) s, exit $r"
+			exit "$r"
+		) &
+		pids+=($!)
+	done
+	for i in "${!pids[@]}"; do
+		wait "${pids[$i]}" || rc=$?
+	done
+	return "$rc"
+}
+
 for target in "$@"; do
 	start=$(date +%s)
 	echo "== make $target ($(date -u +%T))"
-	$make_cmd --no-print-directory "$target"
+	if [[ $target == *+* ]]; then
+		IFS=+ read -ra parts <<<"$target"
+		together "${parts[@]}"
+	else
+		$make_cmd --no-print-directory "$target"
+	fi
 	rc=$?
 	names+=("$target")
 	secs+=($(( $(date +%s) - start )))

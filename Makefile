@@ -36,6 +36,9 @@ TEST_FLAGS   ?= -count=1 -timeout=30m -vet=off
 # (bin/k8s-1.37/, built from hack/k8s137's go.mod) or 1.36 (go.mod's, in bin/ with everything else).
 K8S          ?= 1.37
 K8S_137      := v1.37.2
+K8S_137_LDFLAGS = -w $(foreach p,component-base/version client-go/pkg/version,-X k8s.io/$(p).gitVersion=$(K8S_137) -X k8s.io/$(p).gitMajor=1 -X k8s.io/$(p).gitMinor=37)
+# The fleet size of `make bench-scheduler-dra`.
+DRA_NODES    ?= 5000
 # The tiers `make test` runs, in order, each timed (hack/tiers.sh): the budget is docs/testing.md#time-budget.
 # test-e2e and test-real run at once: the real-node tier mostly waits on kubelets, containers and
 # Lease timeouts, and uses about half a core.
@@ -56,9 +59,7 @@ endif
 
 .PHONY: bin-k8s137
 bin-k8s137: ## kube-apiserver and kube-controller-manager v1.37.2 into bin/k8s-1.37/, from hack/k8s137's own go.mod: the control plane of `make test-e2e`.
-	cd hack/k8s137 && $(GO) build -o $(BIN)/k8s-1.37/ -ldflags "-w $(foreach p,component-base/version client-go/pkg/version,\
-		-X k8s.io/$(p).gitVersion=$(K8S_137) -X k8s.io/$(p).gitMajor=1 -X k8s.io/$(p).gitMinor=37)" \
-		k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+	cd hack/k8s137 && $(GO) build -o $(BIN)/k8s-1.37/ -ldflags "$(K8S_137_LDFLAGS)" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
 
 .PHONY: build
 build: bin ## Compile every package; Convoy's binaries (convoy-operator, convoy-scheduler, convoy-node-agent) go to bin/.
@@ -250,6 +251,11 @@ bench-operator: bin ## 1,000 TrainingJobs × 8 pods: Convoy's operator vs Kubefl
 .PHONY: bench-scheduler
 bench-scheduler: bin ## Gangs on 1,000 and 5,000 fake nodes, three mixes, at the shipped client QPS: Convoy's scheduler vs kube-scheduler with Coscheduling (and bin packing) vs bare binders (with kube-scheduler's Events and watch).
 	$(GO) run ./test/bench/scheduler -nodes 1000,5000
+
+.PHONY: bench-scheduler-dra
+bench-scheduler-dra: bin bin-k8s137 ## Gangs claiming GPUs through DRA on 5,000 fake nodes (DRA_NODES), on a 1.37 control plane: Convoy on DRA vs Convoy on nvidia.com/gpu vs upstream kube-scheduler 1.37 with DRA and gang scheduling.
+	cd hack/k8s137 && $(GO) build -o $(BIN)/k8s-1.37/ -ldflags "$(K8S_137_LDFLAGS)" k8s.io/kubernetes/cmd/kube-scheduler
+	$(GO) run ./test/bench/scheduler -nodes $(DRA_NODES) -mixes fits -schedulers convoy,convoy+dra,kube-scheduler-1.37+dra
 
 .PHONY: bench-trace
 bench-trace: ## The Alibaba GPU trace of 2023 (TRACE_DIR) filling its 1,523 nodes: Convoy's planner vs upstream kube-scheduler's default scoring vs first fit.

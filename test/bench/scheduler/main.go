@@ -89,7 +89,7 @@ const (
 
 // convoy reports whether the contender runs Convoy's profile (deploy/scheduler/config.yaml).
 func (s Scheduler) convoy() bool {
-	return s == Convoy || s == ConvoyAsyncAPI || s == ConvoyPartlyUsedFirst
+	return s == Convoy || s == ConvoyAsyncAPI || s == ConvoyPartlyUsedFirst || s == ConvoyDRA
 }
 
 type options struct {
@@ -114,6 +114,10 @@ type options struct {
 	repeat int
 	// namespaces is runSpec.namespaces.
 	namespaces int
+	// dra is whether a DRA contender runs: then every contender's control plane is 1.37's, from
+	// controlPlaneBin, with the Workload API on (draFeatureGates).
+	dra             bool
+	controlPlaneBin string
 }
 
 func main() {
@@ -121,7 +125,7 @@ func main() {
 	var sizes, mixes, schedulers string
 	flag.StringVar(&sizes, "nodes", "5000", "comma-separated fleet sizes")
 	flag.StringVar(&mixes, "mixes", "mixed,whole-node,fits", "comma-separated gang mixes: mixed (1, 2, 4 or 8 GPUs per worker), whole-node (8), fits (1, 2, 4 or 8, each half as common as the one below: the gangs fit the fleet), clique (1 to 36 4-GPU workers on GB200 NVL72 cliques of 18 nodes, not run by default)")
-	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,coscheduling+binpack,binder,binder+events+watch", "comma-separated contenders: convoy, convoy+async-api (with kube-scheduler's SchedulerAsyncAPICalls feature gate on), convoy+partly-used-first (GangPlacement's nodePacking: PartlyUsedFirst), coscheduling, coscheduling+binpack (Coscheduling with MostAllocated scoring), binder, binder+events (the binder recording kube-scheduler's Scheduled event per pod), binder+events+watch (that binder with a pod watch of its own, as kube-scheduler has)")
+	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,coscheduling+binpack,binder,binder+events+watch", "comma-separated contenders: convoy, convoy+dra (on ResourceSlices and ResourceClaimTemplates instead of nvidia.com/gpu), kube-scheduler-1.37+dra (upstream 1.37 with DRA and gang scheduling), convoy+async-api (with kube-scheduler's SchedulerAsyncAPICalls feature gate on), convoy+partly-used-first (GangPlacement's nodePacking: PartlyUsedFirst), coscheduling, coscheduling+binpack (Coscheduling with MostAllocated scoring), binder, binder+events (the binder recording kube-scheduler's Scheduled event per pod), binder+events+watch (that binder with a pod watch of its own, as kube-scheduler has)")
 	flag.IntVar(&o.gangs, "gangs", 0, "gangs per run; 0 for one per 5 nodes (1,000 at 5,000 nodes)")
 	flag.Uint64Var(&o.seed, "seed", 42, "seed of the gang mix")
 	qps := flag.Float64("qps", 0, "client QPS of every scheduler and binder; 0: clientConnection.qps of deploy/scheduler/config.yaml, as shipped")
@@ -136,6 +140,7 @@ func main() {
 	flag.IntVar(&o.namespaces, "namespaces", 1, "spread the gangs over this many namespaces, round robin (bench-0, bench-1...); 1 puts them all in bench")
 	flag.IntVar(&o.repeat, "repeat", 1, "runs per contender, in rounds over the contenders; the table shows each contender's run of median pods/s, with every run's pods/s and gang p99 beside it")
 	extra := flag.String("scheduler-args", "", "space-separated extra flags for the schedulers, e.g. for profiling")
+	flag.StringVar(&o.controlPlaneBin, "k8s137-bin", "", "directory with Kubernetes 1.37's kube-apiserver, kube-controller-manager and kube-scheduler (make bench-scheduler-dra builds them), the control plane of every contender when a +dra one runs; default bin/k8s-1.37")
 	apiExtra := flag.String("apiserver-args", "", "space-separated extra flags for kube-apiserver, e.g. --profiling=true")
 	flag.Parse()
 	o.qps = float32(*qps)
@@ -167,8 +172,9 @@ func main() {
 	}
 	for _, s := range strings.Split(schedulers, ",") {
 		switch sc := Scheduler(strings.TrimSpace(s)); sc {
-		case Convoy, ConvoyAsyncAPI, ConvoyPartlyUsedFirst, Coscheduling, CoschedulingBinpack, Binder, BinderEvents, BinderEventsWatch:
+		case Convoy, ConvoyAsyncAPI, ConvoyPartlyUsedFirst, ConvoyDRA, Coscheduling, CoschedulingBinpack, KubeScheduler137DRA, Binder, BinderEvents, BinderEventsWatch:
 			o.schedulers = append(o.schedulers, sc)
+			o.dra = o.dra || sc.dra()
 		default:
 			fail(fmt.Errorf("-schedulers: unknown contender %q", s))
 		}
@@ -182,6 +188,12 @@ func main() {
 	}
 	if err := framework.CheckBinaries(o.binDir, "etcd", "kube-apiserver", "kube-controller-manager", "kwok", "convoy-scheduler"); err != nil {
 		fail(err)
+	}
+	if o.dra {
+		o.controlPlaneBin = cmp.Or(o.controlPlaneBin, filepath.Join(o.binDir, "k8s-1.37"))
+		if err := framework.CheckBinaries(o.controlPlaneBin, "kube-apiserver", "kube-controller-manager", "kube-scheduler"); err != nil {
+			fail(fmt.Errorf("%w (make bench-scheduler-dra builds them)", err))
+		}
 	}
 	if o.qps == 0 || o.burst == 0 {
 		qps, burst, err := shippedClientConnection()

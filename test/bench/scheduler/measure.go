@@ -29,7 +29,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
-	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner/synth"
 )
@@ -39,6 +38,8 @@ type recorder struct {
 	mu    sync.Mutex
 	bound map[string]binding
 	last  time.Time
+	// gpus is each gang's GPUs per worker, by name: a DRA worker asks for none of nvidia.com/gpu.
+	gpus map[string]int
 }
 
 type binding struct {
@@ -47,7 +48,13 @@ type binding struct {
 	gpus int
 }
 
-func newRecorder() *recorder { return &recorder{bound: map[string]binding{}} }
+func newRecorder(spec runSpec) *recorder {
+	r := &recorder{bound: map[string]binding{}, gpus: map[string]int{}}
+	for _, g := range spec.gangs {
+		r.gpus[g.Name] = g.GPUsPerWorker
+	}
+	return r
+}
 
 func (r *recorder) observe(p *corev1.Pod) {
 	if p.Spec.NodeName == "" {
@@ -59,7 +66,7 @@ func (r *recorder) observe(p *corev1.Pod) {
 	if _, ok := r.bound[p.Name]; ok {
 		return
 	}
-	r.bound[p.Name] = binding{node: p.Spec.NodeName, at: now, gpus: gangcore.GPURequest(p, convoy.ResourceGPU)}
+	r.bound[p.Name] = binding{node: p.Spec.NodeName, at: now, gpus: r.gpus[p.Labels[convoy.LabelJobName]]}
 	r.last = now
 }
 
@@ -409,12 +416,16 @@ const (
 	targetGangP99      = 1.1
 	targetCPUPerPodMs  = 1.0
 	targetStreamP99Sec = 1.0
+	// targetDRA is convoy+dra's pods/s, and the inverse of its gang p99, against Convoy's on
+	// nvidia.com/gpu in the same run.
+	targetDRA = 0.9
 )
 
 // targets states, for one fleet size and mix, each of Convoy's targets with its figure and whether
 // it was met: pods/s, gang p99 and CPU per pod against binder+events+watch; on fits, stranded GPUs
 // against first fit (the binder) and coscheduling+binpack and racks per gang against the fewest;
-// streaming, gang p99 itself.
+// streaming, gang p99 itself; with convoy+dra, its pods/s and gang p99 against Convoy's and its
+// racks per gang against the fewest.
 func targets(results []*Result, nodes int, mix string) string {
 	of := func(sc Scheduler) *Result {
 		for _, r := range results {
@@ -457,6 +468,11 @@ func targets(results []*Result, nodes int, mix string) string {
 			}
 		}
 		row("racks per gang at the fewest", fmt.Sprintf("%.2f (fewest %.2f)", c.RacksPerGang, c.MinRacksPerGang), c.RacksPerGang <= c.MinRacksPerGang+0.005)
+	}
+	if d := of(ConvoyDRA); d != nil && c.PodsPerSec > 0 && d.GangP99 > 0 {
+		row(fmt.Sprintf("%s pods/s ≥ %.1f× %s's", ConvoyDRA, targetDRA, Convoy), fmt.Sprintf("%.2f× (%.0f of %.0f)", d.PodsPerSec/c.PodsPerSec, d.PodsPerSec, c.PodsPerSec), d.PodsPerSec >= targetDRA*c.PodsPerSec)
+		row(fmt.Sprintf("%s's gang p99 ÷ %s's ≥ %.1f×", Convoy, ConvoyDRA, targetDRA), fmt.Sprintf("%.2f× (%.1f s against %.1f s)", c.GangP99/d.GangP99, d.GangP99, c.GangP99), c.GangP99 >= targetDRA*d.GangP99)
+		row(fmt.Sprintf("%s racks per gang at the fewest", ConvoyDRA), fmt.Sprintf("%.2f (fewest %.2f)", d.RacksPerGang, d.MinRacksPerGang), d.RacksPerGang <= d.MinRacksPerGang+0.005)
 	}
 	return b.String()
 }

@@ -97,3 +97,21 @@ func TestTargets(t *testing.T) {
 		t.Errorf("targets(mixed) = %q, want pods/s missed and no stranded GPUs", got)
 	}
 }
+
+// TestDRATargets: convoy+dra's pods/s and gang p99 are held to 0.9× Convoy's on nvidia.com/gpu in
+// the same run, and its racks per gang to the fewest.
+func TestDRATargets(t *testing.T) {
+	results := []*Result{
+		{Scheduler: Convoy, Nodes: 1000, Mix: "fits", PodsPerSec: 400, GangP99: 9, BoundPods: 1000},
+		{Scheduler: ConvoyDRA, Nodes: 1000, Mix: "fits", PodsPerSec: 300, GangP99: 10, RacksPerGang: 1.06, MinRacksPerGang: 1.06},
+		{Scheduler: KubeScheduler137DRA, Nodes: 1000, Mix: "fits", PodsPerSec: 30, GangP99: 90},
+	}
+	want := `| 1000 | fits | convoy+dra pods/s ≥ 0.9× convoy's | 0.75× (300 of 400) | **missed** |
+| 1000 | fits | convoy's gang p99 ÷ convoy+dra's ≥ 0.9× | 0.90× (10.0 s against 9.0 s) | met |
+| 1000 | fits | convoy+dra racks per gang at the fewest | 1.06 (fewest 1.06) | met |
+`
+	got := targets(results, 1000, "fits")
+	if i := strings.Index(got, "| 1000 | fits | convoy+dra"); i < 0 || got[i:] != want {
+		t.Errorf("targets(fits) = %q, want it to end with %q", got, want)
+	}
+}

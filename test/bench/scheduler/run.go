@@ -88,13 +88,24 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	if o.stateDir != "" {
 		stateDir = filepath.Join(o.stateDir, fmt.Sprintf("%d-%s-%s", spec.fleet.Nodes, spec.mix.Name, sc))
 	}
+	// Plain Node objects have no kubelet: without the node lifecycle controller they stay Ready
+	// and untainted for the whole run.
+	kcmArgs := []string{"--controllers=*,-node-lifecycle-controller"}
+	apiServerArgs := o.apiServerArgs
+	if o.dra {
+		// The resource claim controller makes a claim and writes a pod status per pod: at the
+		// framework's 100 QPS it would pace the DRA gangs' arrival.
+		// It reads a pod's PodGroup only with GenericWorkload on, and makes no claim for a pod
+		// that names one otherwise.
+		kcmArgs = append(kcmArgs, fmt.Sprintf("--kube-api-qps=%g", o.qps), fmt.Sprintf("--kube-api-burst=%d", o.burst), draFeatureGates)
+		apiServerArgs = append([]string{draFeatureGates, draRuntimeConfig}, apiServerArgs...)
+	}
 	c, err := framework.Start(ctx, framework.Options{
-		BinDir:   o.binDir,
-		StateDir: stateDir,
-		// Plain Node objects have no kubelet: without the node lifecycle controller they stay
-		// Ready and untainted for the whole run.
-		ControllerManagerArgs: []string{"--controllers=*,-node-lifecycle-controller"},
-		APIServerArgs:         o.apiServerArgs,
+		BinDir:                o.binDir,
+		ControlPlaneBinDir:    o.controlPlaneBin,
+		StateDir:              stateDir,
+		ControllerManagerArgs: kcmArgs,
+		APIServerArgs:         apiServerArgs,
 		AddToScheme:           []func(*runtime.Scheme) error{convoy.AddToScheme, schedv1alpha1.AddToScheme},
 		StartTimeout:          3 * time.Minute,
 		// The nodes are plain Node objects: no kwok, whose watch of every bound pod the API server
@@ -128,17 +139,21 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 		return nil, err
 	}
 	began := time.Now()
-	if err := createFleet(ctx, cs, cl, spec.fleet); err != nil {
+	if err := createFleet(ctx, cs, cl, spec.fleet, sc.dra()); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "   %d nodes and GPUNodes in %.1fs\n", spec.fleet.Nodes, time.Since(began).Seconds())
+	what := "GPUNodes"
+	if sc.dra() {
+		what = "ResourceSlices"
+	}
+	fmt.Fprintf(os.Stderr, "   %d nodes and %s in %.1fs\n", spec.fleet.Nodes, what, time.Since(began).Seconds())
 	for _, ns := range spec.namespaceNames() {
 		if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 			return nil, err
 		}
 	}
 
-	rec := newRecorder()
+	rec := newRecorder(spec)
 	watched := namespace
 	if spec.namespaces > 1 {
 		watched = metav1.NamespaceAll
@@ -168,10 +183,18 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	created := make([]time.Time, len(spec.gangs))
 	if !o.stream {
 		began := time.Now()
-		if err := createGangs(runCtx, cl, spec, created); err != nil {
+		if err := createGangs(runCtx, cl, spec, sc, created); err != nil {
 			return nil, err
 		}
 		fmt.Fprintf(os.Stderr, "   %d gangs created in %.1fs before the contender starts\n", len(spec.gangs), time.Since(began).Seconds())
+		if sc.dra() {
+			claimsCtx, cancel := context.WithTimeout(runCtx, 5*time.Minute)
+			err := waitForClaims(claimsCtx, cs, spec.namespaceNames(), spec.pods())
+			cancel()
+			if err != nil {
+				return nil, err
+			}
+		}
 	}
 	writesBefore, err := framework.APIRequests(ctx, cs)
 	if err != nil {
@@ -181,7 +204,7 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	cpuBefore := cpuTimes(c)
 	var port int
 	switch sc {
-	case Convoy, ConvoyAsyncAPI, ConvoyPartlyUsedFirst, Coscheduling, CoschedulingBinpack:
+	case Convoy, ConvoyAsyncAPI, ConvoyPartlyUsedFirst, ConvoyDRA, Coscheduling, CoschedulingBinpack, KubeScheduler137DRA:
 		if port, err = startScheduler(ctx, c, root, sc, o); err != nil {
 			return nil, err
 		}
@@ -213,7 +236,7 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	go func() {
 		defer close(done)
 		if o.stream {
-			createErr = createGangs(runCtx, cl, spec, created)
+			createErr = createGangs(runCtx, cl, spec, sc, created)
 		} else {
 			for i := range created {
 				created[i] = start
@@ -222,10 +245,7 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 		createdAll = time.Now()
 	}()
 
-	total := 0
-	for _, g := range spec.gangs {
-		total += g.Workers
-	}
+	total := spec.pods()
 	deadline := start.Add(o.timeout)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -300,16 +320,34 @@ func maxTime(a, b time.Time) time.Time {
 // level.
 const labelClique = "nvidia.com/gpu.clique"
 
+// pods is the number of pods of all gangs.
+func (s runSpec) pods() int {
+	n := 0
+	for _, g := range s.gangs {
+		n += g.Workers
+	}
+	return n
+}
+
 // createFleet creates the nodes, untaints them (the API server's TaintNodesByCondition admission
-// marks new nodes not-ready) and publishes a GPUNode for each.
-func createFleet(ctx context.Context, cs kubernetes.Interface, cl client.Client, f synth.Fleet) error {
+// marks new nodes not-ready) and publishes a GPUNode for each; with dra, the nodes have no
+// nvidia.com/gpu but a ResourceSlice each instead (createDRADevices), as where NVIDIA's DRA driver
+// runs without its device plugin.
+func createFleet(ctx context.Context, cs kubernetes.Interface, cl client.Client, f synth.Fleet, dra bool) error {
+	if dra {
+		if err := createDRADevices(ctx, cs, f); err != nil {
+			return err
+		}
+	}
 	return parallel(ctx, f.Nodes, func(i int) error {
 		w := f.Node(i)
 		capacity := corev1.ResourceList{
 			corev1.ResourceCPU:    resource.MustParse("96"),
 			corev1.ResourceMemory: resource.MustParse("1Ti"),
 			corev1.ResourcePods:   resource.MustParse("110"),
-			convoy.ResourceGPU:    *resource.NewQuantity(int64(f.GPUsPerNode), resource.DecimalSI),
+		}
+		if !dra {
+			capacity[convoy.ResourceGPU] = *resource.NewQuantity(int64(f.GPUsPerNode), resource.DecimalSI)
 		}
 		node := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: w.Name, Labels: map[string]string{
@@ -328,6 +366,9 @@ func createFleet(ctx context.Context, cs kubernetes.Interface, cl client.Client,
 		}
 		if _, err := cs.CoreV1().Nodes().Patch(ctx, w.Name, types.MergePatchType, []byte(`{"spec":{"taints":null}}`), metav1.PatchOptions{}); err != nil {
 			return err
+		}
+		if dra {
+			return nil
 		}
 		g := &convoy.GPUNode{ObjectMeta: metav1.ObjectMeta{Name: w.Name}}
 		if err := cl.Create(ctx, g); err != nil {
@@ -375,24 +416,35 @@ func parallel(ctx context.Context, n int, f func(int) error) error {
 	return first
 }
 
-// createGangs creates each gang's PodGroup and pods, a few gangs at a time in order, and records
-// when each gang's last pod was created.
-func createGangs(ctx context.Context, cl client.Client, spec runSpec, created []time.Time) error {
+// createGangs creates each gang's PodGroup (createGangObjects) and pods, a few gangs at a time in
+// order, and records when each gang's last pod was created.
+func createGangs(ctx context.Context, cl client.Client, spec runSpec, sc Scheduler, created []time.Time) error {
 	return parallel(ctx, len(spec.gangs), func(i int) error {
 		g, ns := spec.gangs[i], spec.namespaceOf(i)
-		pg := &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: g.Name},
-			Spec: schedv1alpha1.PodGroupSpec{MinMember: int32(g.Workers)}}
-		if err := cl.Create(ctx, pg); err != nil {
+		if err := createGangObjects(ctx, cl, sc, g, ns); err != nil {
 			return err
 		}
 		for r := range g.Workers {
-			if err := cl.Create(ctx, gangPod(g, r, ns)); err != nil {
+			pod := gangPod(g, r, ns)
+			if sc.dra() {
+				claimGPUs(pod, g)
+			}
+			if sc == KubeScheduler137DRA {
+				pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(g.Name)}
+			}
+			if err := cl.Create(ctx, pod); err != nil {
 				return err
 			}
 		}
 		created[i] = time.Now()
 		return nil
 	})
+}
+
+// coschedulingPodGroup is gang g's PodGroup of scheduler-plugins, minMember all its workers.
+func coschedulingPodGroup(g synth.Gang, ns string) *schedv1alpha1.PodGroup {
+	return &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: g.Name},
+		Spec: schedv1alpha1.PodGroupSpec{MinMember: int32(g.Workers)}}
 }
 
 // gangPod is worker r of g in namespace ns, as the operator makes it: rack-preferred topology.
@@ -424,7 +476,10 @@ func gangPod(g synth.Gang, r int, ns string) *corev1.Pod {
 // waits until it is ready.
 func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc Scheduler, o options) (int, error) {
 	var cfg map[string]any
-	if sc.convoy() {
+	switch {
+	case sc == KubeScheduler137DRA:
+		cfg = kubeScheduler137Config()
+	case sc.convoy():
 		data, err := os.ReadFile(filepath.Join(root, "deploy", "scheduler", "config.yaml"))
 		if err != nil {
 			return 0, err
@@ -439,7 +494,7 @@ func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc S
 				}
 			}
 		}
-	} else {
+	default:
 		// Upstream kube-scheduler with Coscheduling as scheduler-plugins documents it; its default
 		// plugins (DefaultPreemption included) stay.
 		with := func(names ...string) map[string]any {
@@ -495,8 +550,13 @@ func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc S
 		// Upstream's defaults: convoy-scheduler turns this gate off for Convoy's gangs.
 		args = append(args, "--feature-gates=NominatedNodeNameForExpectation=true")
 	}
+	binary := "convoy-scheduler"
+	if sc == KubeScheduler137DRA {
+		binary = filepath.Join(o.controlPlaneBin, "kube-scheduler")
+		args = append(args, draFeatureGates)
+	}
 	fmt.Fprintf(os.Stderr, "   scheduler on https://127.0.0.1:%d\n", port)
-	if err := c.StartProcess("scheduler", "convoy-scheduler", args, nil); err != nil {
+	if err := c.StartProcess("scheduler", binary, args, nil); err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

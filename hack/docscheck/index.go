@@ -69,7 +69,8 @@ func init() {
 		subresource raw prune cascade grace-period force now ignore-not-found from to dest src check lease-duration
 		prefix strict cacert http2-max-streams-per-connection query-gpu break-system-packages no-build-isolation no-deps
 		enable-scheme controller-threads use-service-account-credentials net mount unsafe-no-fsync always dirty
-		no-install-recommends simulate recurse no-all-versions install root-dir bind make-private propagation all`) {
+		no-install-recommends simulate recurse no-all-versions install root-dir bind make-private propagation all
+		runtime-config`) {
 		externalFlags[f] = true
 	}
 }

@@ -258,7 +258,8 @@ func tenantForbidden(t *testing.T, e *env, a, b *env, mallory client.Client) {
 }
 
 // gangClaims: a member who may create pods (the edit role) cannot make one part of a TrainingJob,
-// whose gang convoy-scheduler would count it in and whose Services would select it, nor relabel
+// whose gang convoy-scheduler would count it in (by label, or by spec.schedulingGroup) and whose
+// Services would select it, nor relabel
 // one of its own pods so, nor run GPUs with a pod outside the queue; it creates, and changes, a pod
 // of its own.
 func gangClaims(t *testing.T, a *env, eve client.Client) {
@@ -269,6 +270,16 @@ func gangClaims(t *testing.T, a *env, eve client.Client) {
 		err := eve.Create(ctx, claim, client.DryRunAll)
 		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "label "+label+"="+value+" makes a pod part of TrainingJob "+value) {
 			t.Errorf("a pod labelled %s=%s: got %v, want it refused naming the label and the job", label, value, err)
+		}
+	}
+	// Nor can it name the job's scheduling.k8s.io PodGroup, where the cluster serves it (1.37).
+	if servesWorkloadAPI(t) {
+		claim := restrictedPod(a.ns, "claim", nil)
+		claim.Spec.Containers[0].Resources = corev1.ResourceRequirements{}
+		claim.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("hog-1")}
+		err := eve.Create(ctx, claim, client.DryRunAll)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "spec.schedulingGroup.podGroupName hog-1 makes a pod part of a gang") {
+			t.Errorf("a pod naming PodGroup hog-1: got %v, want it refused naming the field", err)
 		}
 	}
 	// Nor can it run GPUs outside the team's quota with a pod of no job.

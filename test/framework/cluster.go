@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,6 +33,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -93,6 +95,10 @@ type Options struct {
 	// default-scheduler, for the Deployments of an in-cluster install; a node that stops renewing
 	// its Lease is NotReady after 20 s (node-monitor-grace-period), not 40 s. It needs root.
 	RealNodes bool
+	// WorkloadAPI serves Kubernetes' own gang API, the Workloads and PodGroups of
+	// scheduling.k8s.io/v1beta1 (its version in --runtime-config, the GenericWorkload feature gate
+	// on the API server and the controller manager), on a 1.37 control plane; 1.36 has none.
+	WorkloadAPI bool
 	// StartTimeout bounds Start; DefaultStartTimeout when zero.
 	StartTimeout time.Duration
 	// Log receives a line per component as it becomes ready; nil discards them.
@@ -338,6 +344,13 @@ func (c *Cluster) start(ctx context.Context, opts Options, logw io.Writer) error
 			"--endpoint-reconciler-type=none",
 		)
 	}
+	workloadAPI, err := c.servesWorkloadAPI(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if workloadAPI {
+		apiArgs = append(apiArgs, "--runtime-config=scheduling.k8s.io/v1beta1=true", "--feature-gates=GenericWorkload=true")
+	}
 	if err := c.StartProcess(APIServer, filepath.Join(c.ControlPlaneBinDir, APIServer), append(apiArgs, opts.APIServerArgs...), nil); err != nil {
 		return err
 	}
@@ -403,6 +416,9 @@ func (c *Cluster) start(ctx context.Context, opts Options, logw io.Writer) error
 		kcmArgs = append(kcmArgs, "--node-monitor-grace-period=20s")
 	}
 	if !opts.WithoutControllerManager {
+		if workloadAPI {
+			kcmArgs = append(kcmArgs, "--feature-gates=GenericWorkload=true")
+		}
 		if err := c.StartProcess(ControllerManager, filepath.Join(c.ControlPlaneBinDir, ControllerManager), append(kcmArgs, opts.ControllerManagerArgs...), nil); err != nil {
 			return err
 		}
@@ -579,4 +595,22 @@ func (c *Cluster) Stop() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// servesWorkloadAPI reports whether opts.WorkloadAPI is asked for and the control plane's
+// kube-apiserver (its --version) is 1.37 or later.
+func (c *Cluster) servesWorkloadAPI(ctx context.Context, opts Options) (bool, error) {
+	if !opts.WorkloadAPI {
+		return false, nil
+	}
+	out, err := exec.CommandContext(ctx, filepath.Join(c.ControlPlaneBinDir, APIServer), "--version").Output()
+	if err != nil {
+		return false, fmt.Errorf("%s --version: %w", APIServer, err)
+	}
+	// "Kubernetes v1.37.2"
+	v, err := version.ParseGeneric(strings.TrimPrefix(strings.TrimSpace(string(out)), "Kubernetes "))
+	if err != nil {
+		return false, fmt.Errorf("%s --version: %w", APIServer, err)
+	}
+	return v.AtLeast(version.MajorMinor(1, 37)), nil
 }

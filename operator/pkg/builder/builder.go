@@ -53,6 +53,10 @@ type Options struct {
 	// SpotNodeLabels mark spot nodes (convoy.DefaultSpotNodeLabel when empty): spec.scheduling.capacity
 	// spot selects the first, on-demand excludes each, and status.cost prices a node with one as spot.
 	SpotNodeLabels []convoy.SpotNodeLabel
+	// WorkloadAPI gives each gang Kubernetes' own Workload and PodGroup (Workload, UpstreamPodGroup)
+	// besides scheduler-plugins' PodGroup, and points its pods at the former: where the cluster
+	// serves scheduling.k8s.io/v1beta1.
+	WorkloadAPI bool
 }
 
 // DefaultScheduleTimeoutSeconds leaves a large gang time to be placed whole.

@@ -63,6 +63,9 @@ func Pod(job *convoy.TrainingJob, r mlframework.Replica, p mlframework.Plugin, o
 			}},
 		},
 	}
+	if opts.WorkloadAPI {
+		pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(job.Name)}
+	}
 	if sa := job.Spec.ServiceAccountName; sa != "" {
 		pod.Spec.ServiceAccountName = sa
 		pod.Spec.AutomountServiceAccountToken = nil

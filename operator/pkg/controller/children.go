@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -38,7 +39,7 @@ import (
 	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
-// ensureChildren creates the job's ConfigMap, Services and PodGroup when the cache does not hold
+// ensureChildren creates the job's ConfigMap, Services and PodGroups when the cache does not hold
 // them, and updates them when they drifted from what the builders return. A reconcile that finds
 // them in place makes no API call. The SSH Secret is only created, when pods are about to be.
 func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob, plugin mlframework.Plugin, creatingPods bool) error {
@@ -103,6 +104,16 @@ func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob
 		return changed
 	}); err != nil {
 		return err
+	}
+	if r.Options.WorkloadAPI {
+		// Their specs are immutable: they are created, never updated.
+		for _, want := range []*unstructured.Unstructured{builder.Workload(job, pg.Spec.MinMember), builder.UpstreamPodGroup(job, pg.Spec.MinMember)} {
+			have := &unstructured.Unstructured{}
+			have.SetGroupVersionKind(want.GroupVersionKind())
+			if err := ensure(ctx, r, job, want, have, func(_, _ *unstructured.Unstructured) bool { return false }); err != nil {
+				return err
+			}
+		}
 	}
 	if creatingPods && plugin.NeedsSSHKeys() {
 		return r.ensureSSHSecret(ctx, job)

@@ -35,7 +35,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -83,7 +85,7 @@ type Reconciler struct {
 	Queue   Queue
 	Backoff Backoff
 	// Notice says which node taints and conditions announce a node's removal; DefaultReclaimNotice
-	// when zero. The manager's cache must be CacheOptions(Notice).
+	// when zero. The manager's cache must be CacheOptions(Notice, Options.WorkloadAPI).
 	Notice ReclaimNotice
 	Clock  clock.PassiveClock
 	// Prices reads the administrator's price list; nil prices nothing (status.cost has GPU-hours only).
@@ -101,15 +103,17 @@ type Reconciler struct {
 // ConfigMaps and PodGroups only those carrying the job-name label, so that a cluster's other
 // objects cost the operator no memory, and of every object its managedFields dropped (the
 // operator never reads them; a cached pod's are a good part of it). Of nodes it keeps the
-// metadata, the taints and the conditions of notice (a zero notice: DefaultReclaimNotice).
-func CacheOptions(notice ReclaimNotice) cache.Options {
+// metadata, the taints and the conditions of notice (a zero notice: DefaultReclaimNotice). With
+// workloadAPI (builder.Options.WorkloadAPI) it holds the jobs' scheduling.k8s.io Workloads and
+// PodGroups too.
+func CacheOptions(notice ReclaimNotice, workloadAPI bool) cache.Options {
 	notice = notice.orDefault()
 	req, err := labels.NewRequirement(convoy.LabelJobName, selection.Exists, nil)
 	if err != nil {
 		panic(err) // a constant, valid label key
 	}
 	owned := cache.ByObject{Label: labels.NewSelector().Add(*req)}
-	return cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
+	opts := cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}:             owned,
 		&corev1.Service{}:         owned,
 		&corev1.ConfigMap{}:       owned,
@@ -122,6 +126,23 @@ func CacheOptions(notice ReclaimNotice) cache.Options {
 		&resourcev1.ResourceClaimTemplate{}: owned,
 		&corev1.Node{}:                      {Transform: notice.stripNode},
 	}}
+	if workloadAPI {
+		for _, obj := range workloadAPIKinds() {
+			opts.ByObject[obj] = owned
+		}
+	}
+	return opts
+}
+
+// workloadAPIKinds are empty objects of builder.WorkloadGVK and builder.PodGroupGVK.
+func workloadAPIKinds() []client.Object {
+	var objs []client.Object
+	for _, gvk := range []schema.GroupVersionKind{builder.WorkloadGVK, builder.PodGroupGVK} {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		objs = append(objs, u)
+	}
+	return objs
 }
 
 // SetupWithManager registers the pod indexes and the controller with mgr.
@@ -177,6 +198,11 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		}
 		b = b.Owns(q.Owned())
 	}
+	if r.Options.WorkloadAPI {
+		for _, obj := range workloadAPIKinds() {
+			b = b.Owns(obj)
+		}
+	}
 	return b.WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).Complete(r)
 }
 
@@ -209,6 +235,7 @@ func (r *Reconciler) jobsOnNode(ctx context.Context, node client.Object) []recon
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=scheduling.x-k8s.io,resources=podgroups,verbs=get;list;watch;create;update
+// +kubebuilder:rbac:groups=scheduling.k8s.io,resources=workloads;podgroups,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaimtemplates,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete

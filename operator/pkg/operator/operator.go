@@ -30,8 +30,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -168,9 +170,15 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		return nil, fmt.Errorf("progress certificate: %w", err)
 	}
 
+	workloadAPI, err := ServesWorkloadAPI(cfg)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                        scheme,
-		Cache:                         controller.CacheOptions(opts.ReclaimNotice),
+		Scheme: scheme,
+		Cache:  controller.CacheOptions(opts.ReclaimNotice, workloadAPI),
+		// The scheduling.k8s.io/v1beta1 Workloads and PodGroups are unstructured (builder.WorkloadGVK).
+		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Metrics:                       metricsOptions(opts),
 		HealthProbeBindAddress:        opts.ProbeAddr,
 		LeaderElection:                opts.LeaderElection,
@@ -227,7 +235,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Metrics:   metrics.NewRecorder(),
 		Options: builder.Options{ProgressURL: opts.ProgressURL, ProgressCA: cert.CAPEM, JobNetworkPolicy: opts.JobNetworkPolicy,
 			DisruptionBudget: opts.DisruptionBudget && !opts.ReclaimNotice.IgnoreCordon, PublishImage: publishImage(ctx, mgr.GetAPIReader(), opts),
-			SpotNodeLabels: opts.SpotNodeLabels},
+			SpotNodeLabels: opts.SpotNodeLabels, WorkloadAPI: workloadAPI},
 		Backoff: opts.Backoff,
 		Queue:   opts.Queue,
 		Notice:  opts.ReclaimNotice,
@@ -330,4 +338,27 @@ func publishImage(ctx context.Context, r client.Reader, opts Options) string {
 		}
 	}
 	return pod.Spec.Containers[0].Image
+}
+
+// ServesWorkloadAPI reports whether the API server serves Kubernetes' own gang API, the Workloads
+// and PodGroups of scheduling.k8s.io/v1beta1 (Kubernetes 1.37 with the GenericWorkload feature gate
+// and that version in --runtime-config). The operator asks once, at start.
+func ServesWorkloadAPI(cfg *rest.Config) (bool, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return false, err
+	}
+	gv := builder.PodGroupGVK.GroupVersion().String()
+	list, err := dc.ServerResourcesForGroupVersion(gv)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discovering %s: %w", gv, err)
+	}
+	served := map[string]bool{}
+	for _, r := range list.APIResources {
+		served[r.Kind] = true
+	}
+	return served[builder.WorkloadGVK.Kind] && served[builder.PodGroupGVK.Kind], nil
 }

@@ -20,7 +20,8 @@ limitations under the License.
 // planner's view of the cluster.
 //
 // A gang is a scheduler-plugins PodGroup: the pods labelled scheduling.x-k8s.io/pod-group in one
-// namespace. A GPU pod without that label is a gang of one.
+// namespace; or, for pods without that label, a scheduling.k8s.io/v1beta1 PodGroup (Kubernetes
+// 1.37) that their spec.schedulingGroup names (workloadapi.go). Any other GPU pod is a gang of one.
 //
 // # Parts
 //

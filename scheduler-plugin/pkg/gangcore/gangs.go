@@ -39,10 +39,13 @@ type gangRegistry struct {
 	// PreEnqueue reads it under the scheduling queue's lock.
 	boundTo sync.Map
 
-	// mu guards groups, unseen and told.
+	// mu guards groups, upstream, unseen and told.
 	mu sync.RWMutex
 	// groups holds each PodGroup's minMember and creation time, by "namespace/name".
 	groups map[string]podGroupInfo
+	// upstream holds the same of each scheduling.k8s.io PodGroup, whose gang.minCount is its
+	// minMember: read for a gang that has no scheduler-plugins PodGroup of its name.
+	upstream map[string]podGroupInfo
 	// unseen holds the PodGroups that pods were held for before the registry saw them.
 	unseen map[string]bool
 	// told holds, by gang, why its pods are, or are about to be, told it is incomplete.
@@ -56,7 +59,8 @@ type podGroupInfo struct {
 }
 
 func newGangRegistry(byGang toolscache.Indexer) *gangRegistry {
-	return &gangRegistry{byGang: byGang, groups: map[string]podGroupInfo{}, unseen: map[string]bool{}, told: map[string]string{}}
+	return &gangRegistry{byGang: byGang, groups: map[string]podGroupInfo{}, upstream: map[string]podGroupInfo{},
+		unseen: map[string]bool{}, told: map[string]string{}}
 }
 
 // podGroupIndex indexes pods by "namespace/podgroup".
@@ -127,27 +131,48 @@ func (r *gangRegistry) podDeleted(uid types.UID) { r.boundTo.Delete(uid) }
 
 // setPodGroup records a PodGroup and reports whether pods were held for it before it was seen.
 func (r *gangRegistry) setPodGroup(pg *schedv1alpha1.PodGroup) (held bool) {
-	key := pg.Namespace + "/" + pg.Name
+	return r.set(r.groups, pg.Namespace+"/"+pg.Name, podGroupInfo{minMember: pg.Spec.MinMember, created: pg.CreationTimestamp.Time})
+}
+
+// setUpstreamPodGroup records a scheduling.k8s.io PodGroup, as setPodGroup does.
+func (r *gangRegistry) setUpstreamPodGroup(key string, info podGroupInfo) (held bool) {
+	return r.set(r.upstream, key, info)
+}
+
+func (r *gangRegistry) set(groups map[string]podGroupInfo, key string, info podGroupInfo) (held bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.groups[key] = podGroupInfo{minMember: pg.Spec.MinMember, created: pg.CreationTimestamp.Time}
+	groups[key] = info
 	held = r.unseen[key]
 	delete(r.unseen, key)
 	return held
 }
 
-// deletePodGroup forgets the PodGroup namespace/name.
-func (r *gangRegistry) deletePodGroup(key string) {
+// deletePodGroup forgets the PodGroup namespace/name, scheduler-plugins' or (upstream)
+// scheduling.k8s.io's.
+func (r *gangRegistry) deletePodGroup(key string, upstream bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.groups, key)
+	if upstream {
+		delete(r.upstream, key)
+	} else {
+		delete(r.groups, key)
+	}
 	delete(r.told, key)
 }
 
 func (r *gangRegistry) podGroup(namespace, name string) (podGroupInfo, bool) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
-	pg, ok := r.groups[namespace+"/"+name]
+	return r.lookup(namespace + "/" + name)
+}
+
+// lookup is the PodGroup key's: scheduler-plugins', or else scheduling.k8s.io's. mu is held.
+func (r *gangRegistry) lookup(key string) (podGroupInfo, bool) {
+	if pg, ok := r.groups[key]; ok {
+		return pg, true
+	}
+	pg, ok := r.upstream[key]
 	return pg, ok
 }
 
@@ -159,7 +184,7 @@ func (r *gangRegistry) incomplete(namespace, pg string, record bool) (why string
 	key := namespace + "/" + pg
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if info, ok := r.groups[key]; !ok {
+	if info, ok := r.lookup(key); !ok {
 		why = fmt.Sprintf("waiting for PodGroup %s: create it, or remove the pod's %s label", key, schedv1alpha1.PodGroupLabel)
 		if record {
 			r.unseen[key] = true

@@ -17,12 +17,16 @@ limitations under the License.
 package gangcore
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"sigs.k8s.io/yaml"
 )
 
 // TestGangRegistryIncomplete: a gang waits for its PodGroup, then for its members; its pods are
@@ -73,7 +77,7 @@ func TestGangRegistryIncomplete(t *testing.T) {
 	}
 	check("short again", short, true)
 
-	r.deletePodGroup("ns/job")
+	r.deletePodGroup("ns/job", false)
 	if _, ok := r.podGroup("ns", "job"); ok {
 		t.Error("the deleted PodGroup is still known")
 	}
@@ -121,4 +125,59 @@ func keysOf(m map[string]*corev1.Pod) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestGangRegistryUpstreamPodGroups: a pod that names a scheduling.k8s.io PodGroup in
+// spec.schedulingGroup is a member of that gang, whose minMember is the PodGroup's gang.minCount
+// (1 for the basic policy); a scheduler-plugins PodGroup of the same name is read first.
+func TestGangRegistryUpstreamPodGroups(t *testing.T) {
+	idx := toolscache.NewIndexer(toolscache.MetaNamespaceKeyFunc, toolscache.Indexers{podGroupIndex: indexByGang})
+	r := newGangRegistry(idx)
+	for i := range 2 {
+		p := lone("ns", "up-"+itoa(i), 8).Obj()
+		p.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To("up")}
+		if err := idx.Add(p); err != nil {
+			t.Fatal(err)
+		}
+		if got := GangKey(p); got != "ns/up" {
+			t.Errorf("GangKey = %q, want ns/up", got)
+		}
+	}
+	upstream := func(policy string) *unstructured.Unstructured {
+		// As the informer decodes it.
+		u := &unstructured.Unstructured{}
+		j, err := yaml.YAMLToJSON([]byte("apiVersion: scheduling.k8s.io/v1beta1\nkind: PodGroup\nmetadata: {name: up, namespace: ns}\nspec: {schedulingPolicy: " + policy + "}"))
+		if err == nil {
+			err = u.UnmarshalJSON(j)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return u
+	}
+	if why, _ := r.incomplete("ns", "up", true); !strings.HasPrefix(why, "waiting for PodGroup ns/up") {
+		t.Errorf("before its PodGroup: incomplete = %q", why)
+	}
+	if !r.setUpstreamPodGroup("ns/up", upstreamPodGroupInfo(upstream("{gang: {minCount: 3}}"))) {
+		t.Error("setUpstreamPodGroup did not report the pods held for it")
+	}
+	if why, _ := r.incomplete("ns", "up", true); why != "waiting for 1 more pod(s) of gang ns/up (minMember 3)" {
+		t.Errorf("gang.minCount 3, 2 pods: incomplete = %q", why)
+	}
+	r.setUpstreamPodGroup("ns/up", upstreamPodGroupInfo(upstream("{basic: {}}")))
+	if why, _ := r.incomplete("ns", "up", true); why != "" {
+		t.Errorf("basic policy: incomplete = %q, want complete", why)
+	}
+	r.setPodGroup(podGroup("ns", "up", 4))
+	if info, _ := r.podGroup("ns", "up"); info.minMember != 4 {
+		t.Errorf("with both PodGroups: minMember %d, want scheduler-plugins' 4", info.minMember)
+	}
+	r.deletePodGroup("ns/up", false)
+	if info, _ := r.podGroup("ns", "up"); info.minMember != 1 {
+		t.Errorf("scheduler-plugins' deleted: minMember %d, want the upstream PodGroup's 1", info.minMember)
+	}
+	r.deletePodGroup("ns/up", true)
+	if _, ok := r.podGroup("ns", "up"); ok {
+		t.Error("the deleted upstream PodGroup is still known")
+	}
 }

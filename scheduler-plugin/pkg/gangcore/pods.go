@@ -35,7 +35,7 @@ const AnnotationGPUIndices = convoy.AnnotationGPUIndices
 // GangKey names the gang of a pod: "namespace/podgroup", or "namespace/pod (pod)" for a pod that
 // belongs to no PodGroup.
 func GangKey(pod *corev1.Pod) string {
-	if pg := pod.Labels[v1alpha1.PodGroupLabel]; pg != "" {
+	if pg := PodGroupName(pod); pg != "" {
 		return pod.Namespace + "/" + pg
 	}
 	return pod.Namespace + "/" + pod.Name + " (pod)"
@@ -47,9 +47,17 @@ func SameGang(a, b *corev1.Pod) bool {
 	return pg != "" && a.Namespace == b.Namespace && PodGroupName(b) == pg
 }
 
-// PodGroupName returns the pod's PodGroup, or "" for a lone pod.
+// PodGroupName returns the pod's PodGroup, or "" for a lone pod: its scheduler-plugins label, or
+// else the scheduling.k8s.io PodGroup its spec.schedulingGroup names (Kubernetes' own gang API).
+// A TrainingJob's pods have both, naming one gang.
 func PodGroupName(pod *corev1.Pod) string {
-	return pod.Labels[v1alpha1.PodGroupLabel]
+	if pg := pod.Labels[v1alpha1.PodGroupLabel]; pg != "" {
+		return pg
+	}
+	if g := pod.Spec.SchedulingGroup; g != nil && g.PodGroupName != nil {
+		return *g.PodGroupName
+	}
+	return ""
 }
 
 // GPURequest is the number of GPUs of resource the pod requests: its containers' sum, or its

@@ -26,6 +26,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
@@ -263,6 +265,9 @@ func (s *State) watch(ctx context.Context, cfg *rest.Config) error {
 	}); err != nil {
 		return err
 	}
+	if err := s.watchUpstreamPodGroups(syncCtx, c); err != nil {
+		return err
+	}
 	if _, err := c.GetInformer(syncCtx, &convoy.TrainingJob{}); err != nil {
 		logger.Info("Cannot watch TrainingJobs: checkpoint times come from PodGroup annotations only", "err", err)
 	} else {
@@ -334,9 +339,13 @@ func (s *State) PodGroupPods(namespace, name string) []*corev1.Pod {
 	return s.gangs.members(namespace, name)
 }
 
+// onPodGroup records a scheduler-plugins PodGroup or a scheduling.k8s.io one (unstructured).
 func (s *State) onPodGroup(obj any) {
-	if pg, ok := obj.(*schedv1alpha1.PodGroup); ok {
+	switch pg := obj.(type) {
+	case *schedv1alpha1.PodGroup:
 		s.SetPodGroup(pg)
+	case *unstructured.Unstructured:
+		s.SetUpstreamPodGroup(pg)
 	}
 }
 
@@ -344,10 +353,14 @@ func (s *State) onPodGroupDelete(obj any) {
 	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
-	if pg, ok := obj.(*schedv1alpha1.PodGroup); ok {
-		s.gangs.deletePodGroup(pg.Namespace + "/" + pg.Name)
-		s.waiters.resetBackoff(pg.Namespace + "/" + pg.Name)
+	pg, ok := obj.(metav1.Object)
+	if !ok {
+		return
 	}
+	_, upstream := obj.(*unstructured.Unstructured)
+	key := pg.GetNamespace() + "/" + pg.GetName()
+	s.gangs.deletePodGroup(key, upstream)
+	s.waiters.resetBackoff(key)
 }
 
 // SetPodGroup records a PodGroup's minMember and creation time. The PodGroup informer calls it;

@@ -111,14 +111,15 @@ func KwokArgs(ctx context.Context) ([]string, error) {
 	return framework.KwokArgs(ctx, simExitStage, initialize)
 }
 
-// Main runs a package's tests on clusters fit for the stack: kwok with KwokArgs, and a client that
-// knows TrainingJobs, Kueue's objects and PodGroups.
+// Main runs a package's tests on clusters fit for the stack: kwok with KwokArgs, Kubernetes' own
+// gang API served on a 1.37 control plane, and a client that knows TrainingJobs, Kueue's objects
+// and PodGroups.
 func Main(m *testing.M) {
 	kwokArgs, err := KwokArgs(context.Background())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	framework.Main(m, framework.Options{KwokArgs: kwokArgs, AddToScheme: []func(*runtime.Scheme) error{
+	framework.Main(m, framework.Options{KwokArgs: kwokArgs, WorkloadAPI: true, AddToScheme: []func(*runtime.Scheme) error{
 		convoy.AddToScheme, kueue.AddToScheme, schedv1alpha1.AddToScheme}})
 }

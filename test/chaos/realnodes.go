@@ -134,9 +134,8 @@ spec:
 				return err
 			}
 			// The spare node has the trainer's image, as the node the gang runs on has.
-			if out, err := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket, "--namespace", "k8s.io",
-				"images", "pull", "--plain-http", e.Image(images.Trainer)).CombinedOutput(); err != nil {
-				return fmt.Errorf("pulling %s on %s: %w: %s", e.Image(images.Trainer), n.Name, err, lastLines(string(out)))
+			if err := e.Pull(ctx, n, images.Trainer); err != nil {
+				return err
 			}
 			log("Real node %s joined, with the trainer's image (%.1fs)", n.Name, time.Since(began).Seconds())
 			return nil

@@ -27,10 +27,13 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -112,10 +115,31 @@ func Start(ctx context.Context, c *framework.Cluster, logf func(format string, a
 	if err != nil {
 		return nil, err
 	}
-	if err := e.install(ctx, logf); err != nil {
+	// The trainer's image is the large one: the nodes pull it while Kueue and Convoy install, as a
+	// node pool's pre-pulled images would have it, so that the first story does not wait for it.
+	var pulled errgroup.Group
+	for _, n := range e.Nodes {
+		pulled.Go(func() error { return e.Pull(ctx, n, images.Trainer) })
+	}
+	err = e.install(ctx, logf)
+	if perr := pulled.Wait(); err == nil {
+		err = perr
+	}
+	if err != nil {
 		return nil, err
 	}
 	return e, nil
+}
+
+// Pull pulls image name from the registry into real node n's containerd, where the kubelet finds it.
+func (e *Env) Pull(ctx context.Context, n *framework.RealNode, name string) error {
+	out, err := exec.CommandContext(ctx, "ctr", "--address", n.ContainerdSocket, "--namespace", "k8s.io",
+		"images", "pull", "--plain-http", e.Image(name)).CombinedOutput()
+	if err != nil {
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		return fmt.Errorf("pulling %s on %s: %w: %s", e.Image(name), n.Name, err, strings.Join(lines[max(0, len(lines)-3):], "\n"))
+	}
+	return nil
 }
 
 // ProviderLabels are the labels a GPU node has from its provider and NVIDIA's operators alone: its

@@ -67,6 +67,7 @@ func main() {
 	flag.StringVar(&opts.ProgressCertDir, "progress-cert-dir", "", "Directory with tls.crt, tls.key and ca.crt for the progress endpoint; empty keeps a self-signed certificate in a Secret.")
 	flag.StringVar(&opts.ProgressSecret, "progress-secret", opts.ProgressSecret, "Secret in --namespace holding the self-signed progress certificate.")
 	flag.StringVar(&opts.PublishImage, "publish-image", "", "Image of the pod that publishes a completed job's spec.output.model (it runs `convoy-operator publish`); empty: the operator's own image, read from its pod $POD_NAME.")
+	plainHTTP := flag.String("plain-http-registries", "", "Comma-separated registries (host[:port], as in spec.output.model.image) that publish pods push to over plain HTTP instead of HTTPS, as containerd's registry configuration names them. Empty: every push uses HTTPS.")
 	flag.StringVar(&opts.PriceList, "price-list", opts.PriceList, "ConfigMap in --namespace with the prices of GPUs, CPU and memory that status.cost and spec.budget use (docs/operations.md); - prices nothing.")
 	opts.PodName = os.Getenv("POD_NAME")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", opts.MaxConcurrentReconciles, "TrainingJobs reconciled at once.")
@@ -99,6 +100,7 @@ func main() {
 	flag.Parse()
 	opts.ReclaimNotice = controller.ReclaimNotice{Taints: commaList(*noticeTaints), Conditions: commaList(*noticeConditions), IgnoreCordon: !*cordonNotice}
 	opts.InsecureMetrics = !*metricsSecure
+	opts.PlainHTTPRegistries = commaList(*plainHTTP)
 	queueOpts.MaxConcurrentReconciles = opts.MaxConcurrentReconciles
 	queueOpts.Namespace = opts.Namespace
 	queueOpts.QPS = float32(kueueQPS)

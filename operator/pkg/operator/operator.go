@@ -98,6 +98,9 @@ type Options struct {
 	PublishImage string
 	// PodName is the operator's own pod in Namespace ($POD_NAME), whose image PublishImage defaults to.
 	PodName string
+	// PlainHTTPRegistries are the registries (host[:port]) publish pods push to over plain HTTP:
+	// the platform's, as containerd's registry configuration names them, never a job's choice.
+	PlainHTTPRegistries []string
 	// PriceList is the ConfigMap in Namespace with the administrator's prices (cost.DefaultPriceList
 	// when empty); "-" prices nothing.
 	PriceList string
@@ -227,7 +230,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Metrics:   metrics.NewRecorder(),
 		Options: builder.Options{ProgressURL: opts.ProgressURL, ProgressCA: cert.CAPEM, JobNetworkPolicy: opts.JobNetworkPolicy,
 			DisruptionBudget: opts.DisruptionBudget && !opts.ReclaimNotice.IgnoreCordon, PublishImage: publishImage(ctx, mgr.GetAPIReader(), opts),
-			SpotNodeLabels: opts.SpotNodeLabels},
+			SpotNodeLabels: opts.SpotNodeLabels, PlainHTTPRegistries: opts.PlainHTTPRegistries},
 		Backoff: opts.Backoff,
 		Queue:   opts.Queue,
 		Notice:  opts.ReclaimNotice,

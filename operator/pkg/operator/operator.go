@@ -118,6 +118,9 @@ type Options struct {
 	// S3Presign, when set, are the S3 credentials, endpoint and region with which the progress
 	// endpoint signs URLs for the pods of jobs with spec.checkpoint.storage.s3Access presigned.
 	S3Presign *aws.Config
+	// AzurePresign, when set, is the storage account whose key signs SAS for the pods of jobs with
+	// spec.checkpoint.storage.azureAccess presigned.
+	AzurePresign *progress.AzureAccount
 	// Queue reports what the queueing system says of jobs that name a queue; a ManagedQueue (the
 	// Kueue integration in queue/) also runs its controllers and webhook in the manager. Nil leaves
 	// queued jobs with generic messages.
@@ -255,7 +258,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		}
 	}
 	if err := mgr.Add(&progress.Server{Listener: listener, TLS: tlsConfig, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		CheckpointURI: builder.CheckpointURI, AttemptCheckpointURI: builder.AttemptCheckpointURI, S3Presign: opts.S3Presign, Recorder: recorder}); err != nil {
+		CheckpointURI: builder.CheckpointURI, AttemptCheckpointURI: builder.AttemptCheckpointURI, S3Presign: opts.S3Presign, AzurePresign: opts.AzurePresign, Recorder: recorder}); err != nil {
 		return nil, err
 	}
 	return mgr, nil

@@ -56,19 +56,24 @@ type PresignRequest struct {
 	ContinuationToken string `json:"continuationToken,omitempty"`
 }
 
-// PresignReply is the URL to send the request to, with its method, valid until expires.
+// PresignReply is the URL to send the request to, with its method, valid until expires; for a
+// list on Azure, which no SAS confines to a prefix, the keys themselves, one page, and the
+// continuationToken of the next.
 type PresignReply struct {
-	Method  string    `json:"method"`
-	URL     string    `json:"url"`
-	Expires time.Time `json:"expires"`
+	Method            string    `json:"method,omitempty"`
+	URL               string    `json:"url,omitempty"`
+	Expires           time.Time `json:"expires"`
+	Keys              []string  `json:"keys,omitempty"`
+	ContinuationToken string    `json:"continuationToken,omitempty"`
 }
 
-// PresignScope returns why a pod of attempt may not have op on key in the job's bucket, or nil:
-// reads (get, list) lie under root, the job's checkpoint URI; writes (put, delete) under
-// attemptURI, the current attempt's directory, and only from a pod of that attempt.
+// PresignScope returns why a pod of attempt may not have op on key in the job's bucket (or
+// container), or nil: reads (get, list) lie under root, the job's checkpoint URI; writes (put,
+// delete) under attemptURI, the current attempt's directory, and only from a pod of that attempt.
 func PresignScope(root, attemptURI string, podAttempt, jobAttempt int32, op, key string) error {
-	bucket, _, _ := strings.Cut(strings.TrimPrefix(root, "s3://"), "/")
-	uri := "s3://" + bucket + "/" + key
+	scheme, rest, _ := strings.Cut(root, "://")
+	bucket, _, _ := strings.Cut(rest, "/")
+	uri := scheme + "://" + bucket + "/" + key
 	switch op {
 	case PresignGet, PresignList:
 		// A list's prefix is a string prefix: <root> alone would list <root>2/ too.
@@ -111,8 +116,9 @@ func (s *Server) presignList(ctx context.Context, bucket, region, prefix, token 
 	return &v4.PresignedHTTPRequest{URL: signed, Method: http.MethodGet, SignedHeader: header}, err
 }
 
-// presign answers POST .../presign for a pod of a job whose spec.checkpoint.storage.s3Access is
-// presigned: a URL signed with the operator's S3 credentials for one operation within PresignScope.
+// presign answers POST .../presign for a pod of a job whose spec.checkpoint.storage.s3Access (or
+// azureAccess) is presigned: a URL signed with the operator's S3 credentials (or a SAS of its
+// Azure account) for one operation within PresignScope.
 func (s *Server) presign(w http.ResponseWriter, req *http.Request) {
 	s.setup()
 	ctx := req.Context()
@@ -131,12 +137,17 @@ func (s *Server) presign(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	cp := job.Spec.Checkpoint
-	if cp == nil || !cp.Enabled || cp.Storage == nil || cp.Storage.S3Access != convoy.S3AccessPresigned {
-		http.Error(w, fmt.Sprintf("TrainingJob %s does not have spec.checkpoint.storage.s3Access presigned", key), http.StatusForbidden)
+	if cp == nil || !cp.Enabled || cp.Storage == nil || (cp.Storage.S3Access != convoy.S3AccessPresigned && cp.Storage.AzureAccess != convoy.AzureAccessPresigned) {
+		http.Error(w, fmt.Sprintf("TrainingJob %s has neither spec.checkpoint.storage.s3Access nor azureAccess presigned", key), http.StatusForbidden)
 		return
 	}
-	if s.presigner == nil {
+	azure := cp.Storage.AzureAccess == convoy.AzureAccessPresigned
+	if !azure && s.presigner == nil {
 		http.Error(w, "the operator signs no S3 URLs: start it with --s3-presign and S3 credentials of its own", http.StatusNotImplemented)
+		return
+	}
+	if azure && s.AzurePresign == nil {
+		http.Error(w, "the operator signs no Azure SAS: start it with --azure-presign and a storage account key of its own", http.StatusNotImplemented)
 		return
 	}
 	r := PresignRequest{}
@@ -149,6 +160,11 @@ func (s *Server) presign(w http.ResponseWriter, req *http.Request) {
 	attempt, _ := strconv.ParseInt(pod.Labels[convoy.LabelRestartAttempt], 10, 32)
 	if err := PresignScope(s.CheckpointURI(job), s.AttemptCheckpointURI(job), int32(attempt), job.Status.RestartCount, r.Op, r.Key); err != nil {
 		http.Error(w, err.Error(), http.StatusForbidden)
+		return
+	}
+	if azure {
+		reply, err := s.presignAzure(ctx, cp.Storage.AzureContainer, r)
+		s.presigned(w, key, reply, err)
 		return
 	}
 	bucket := cp.Storage.S3Bucket
@@ -170,11 +186,20 @@ func (s *Server) presign(w http.ResponseWriter, req *http.Request) {
 	case PresignList:
 		out, err = s.presignList(ctx, bucket, cmp.Or(cp.Storage.S3Region, s.S3Presign.Region, "us-east-1"), r.Key, r.ContinuationToken)
 	}
+	var reply PresignReply
+	if err == nil {
+		reply = PresignReply{Method: out.Method, URL: out.URL, Expires: s.Clock.Now().Add(PresignExpiry).UTC()}
+	}
+	s.presigned(w, key, reply, err)
+}
+
+// presigned writes the reply, or that signing failed.
+func (s *Server) presigned(w http.ResponseWriter, key types.NamespacedName, reply PresignReply, err error) {
 	if err != nil {
 		ctrl.Log.WithName("progress").Error(err, "Pre-signing", "trainingJob", key.String())
 		http.Error(w, "pre-signing failed: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(PresignReply{Method: out.Method, URL: out.URL, Expires: s.Clock.Now().Add(PresignExpiry).UTC()})
+	_ = json.NewEncoder(w).Encode(reply)
 }

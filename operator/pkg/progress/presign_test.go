@@ -56,4 +56,8 @@ func TestPresignScope(t *testing.T) {
 			}
 		})
 	}
+	// An Azure container's prefix is scoped the same, and named with its scheme.
+	if err := PresignScope("az://ckpt/team-a/llm", "az://ckpt/team-a/llm/attempt-1", 1, 1, PresignGet, "team-a/llm2/x"); err == nil || !strings.Contains(err.Error(), "its prefix az://ckpt/team-a/llm/") {
+		t.Errorf("get of a sibling prefix in an Azure container: %v, want a refusal naming az://ckpt/team-a/llm/", err)
+	}
 }

@@ -197,9 +197,10 @@ class S3Checkpoints(Checkpoints, unittest.TestCase):
 
 
 @unittest.skipUnless(os.environ.get("CONVOY_TEST_PRESIGN_URL"), "needs the operator and S3 of TestPresignedS3URLsOnlyForTheJobsPrefix")
-class PresignedS3(unittest.TestCase):
-    """A pod of attempt 0 of a job with s3Access presigned: CONVOY_TEST_PRESIGN_URL, _TOKEN_FILE and
-    _CA_FILE are its progress endpoint, _ROOT its checkpoint root."""
+class Presigned(unittest.TestCase):
+    """A pod of attempt 0 of a job with s3Access or azureAccess presigned: CONVOY_TEST_PRESIGN_URL,
+    _TOKEN_FILE and _CA_FILE are its progress endpoint, _ROOT its checkpoint root (s3:// or az://),
+    _FOREIGN an object of another job."""
 
     def env(self, **more):
         root = os.environ["CONVOY_TEST_PRESIGN_ROOT"]
@@ -225,7 +226,7 @@ class PresignedS3(unittest.TestCase):
             ckpt = _objcheckpoint.Saver(self.env()).load(os.path.join(tmp, "dst"))
             with open(os.path.join(ckpt.path, "model.pt")) as f:
                 self.assertEqual((ckpt.epoch, f.read()), (2, "presigned"))
-            foreign = os.environ["CONVOY_TEST_S3_FOREIGN"]
+            foreign = os.environ["CONVOY_TEST_PRESIGN_FOREIGN"]
             store, key = _objstore.store_for(foreign, self.env())
             for op in (lambda: store.get_bytes(key), lambda: store.put_bytes(key, b"overwritten"), lambda: store.delete(key)):
                 with self.assertRaisesRegex(PermissionError, "only under its (current attempt's )?prefix"):

@@ -87,6 +87,12 @@ class LocalStore(Store):
             return f.read()
 
 
+def part_bytes(env: Mapping[str, str]) -> int:
+    """The size of a multipart upload's parts on S3, and the size above which a file is uploaded in
+    parts: CONVOY_CHECKPOINT_PART_BYTES, 64 MiB by default."""
+    return int(env.get("CONVOY_CHECKPOINT_PART_BYTES") or 64 << 20)
+
+
 def split_uri(uri: str) -> Tuple[str, str, str]:
     """(scheme, bucket, prefix) of scheme://bucket/prefix; the prefix without a trailing '/'."""
     scheme, sep, rest = uri.partition("://")

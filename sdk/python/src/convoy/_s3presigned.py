@@ -3,7 +3,9 @@ presigned, which sets CONVOY_CHECKPOINT_PRESIGN): for each request the store ask
 progress endpoint, POST $CONVOY_PROGRESS_URL/presign with the pod's projected token, for a URL the
 operator signed for that one operation (S3: SigV4; Azure: a SAS of that one blob), and sends it with
 urllib. The operator signs only keys under the job's prefix (writes: the current attempt's
-directory), so another job's key is a PermissionError. On Azure, which has no SAS for a listing of
+directory), so another job's key is a PermissionError. On S3 a file larger than
+CONVOY_CHECKPOINT_PART_BYTES (default 64 MiB) is uploaded in parts of that size, each on its own
+signed URL (a single PUT takes 5 GiB at most). On Azure, which has no SAS for a listing of
 one prefix, the operator lists the prefix itself and answers the keys."""
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import urllib.request
 import xml.etree.ElementTree as ET
 from typing import List, Mapping, Optional
 
-from ._objstore import Store
+from ._objstore import Store, part_bytes
 
 _TIMEOUT = 60
 
@@ -26,6 +28,7 @@ class PresignedS3Store(Store):
     scheme = "s3"
     # Headers a Put needs besides Content-Length.
     put_headers: Mapping[str, str] = {}
+    multipart = True
 
     def __init__(self, bucket: str, env: Mapping[str, str]):
         self.bucket = bucket
@@ -34,8 +37,9 @@ class PresignedS3Store(Store):
             raise ValueError("convoy: CONVOY_CHECKPOINT_PRESIGN is set but CONVOY_PROGRESS_URL is not: pre-signed "
                              "URLs come from the operator's progress endpoint")
         self.env = env
+        self.part_bytes = part_bytes(env)
 
-    def _sign(self, op: str, key: str, token: str = "") -> dict:
+    def _sign(self, op: str, key: str, token: str = "", **more) -> dict:
         headers = {"Content-Type": "application/json"}
         token_file = self.env.get("CONVOY_PROGRESS_TOKEN_FILE")
         if token_file:
@@ -44,6 +48,7 @@ class PresignedS3Store(Store):
         body = {"op": op, "key": key}
         if token:
             body["continuationToken"] = token
+        body.update(more)
         req = urllib.request.Request(self.url + "/presign", data=json.dumps(body).encode(), headers=headers, method="POST")
         context = ssl.create_default_context(cafile=self.env.get("CONVOY_PROGRESS_CA_FILE") or None) if self.url.startswith("https:") else None
         uri = "%s://%s/%s" % (self.scheme, self.bucket, key)
@@ -56,8 +61,8 @@ class PresignedS3Store(Store):
                 raise PermissionError("%s: %s" % (uri, message)) from None
             raise OSError("convoy: pre-signing %s %s: %d %s" % (op, uri, e.code, message)) from None
 
-    def _send(self, op: str, key: str, data=None, headers: Optional[dict] = None, token: str = ""):
-        reply = self._sign(op, key, token)
+    def _send(self, op: str, key: str, data=None, headers: Optional[dict] = None, token: str = "", **more):
+        reply = self._sign(op, key, token, **more)
         method = reply["method"]
         req = urllib.request.Request(reply["url"], data=data, headers=headers or {}, method=method)
         try:
@@ -69,8 +74,32 @@ class PresignedS3Store(Store):
                                                            e.read(4096).decode("utf-8", "replace"))) from None
 
     def put(self, key: str, src_path: str) -> None:
+        if self.multipart and os.path.getsize(src_path) > self.part_bytes:
+            return self._put_parts(key, src_path)
         with open(src_path, "rb") as f:
             self._send("put", key, f, dict(self.put_headers, **{"Content-Length": str(os.fstat(f.fileno()).st_size)})).close()
+
+    def _put_parts(self, key: str, src_path: str) -> None:
+        """A multipart upload: create, each part, complete; aborted on any error."""
+        with self._send("create-multipart", key) as resp:
+            upload = ET.fromstring(resp.read()).findtext("{*}UploadId") or ""
+        try:
+            parts = []
+            with open(src_path, "rb") as f:
+                for number, chunk in enumerate(iter(lambda: f.read(self.part_bytes), b""), 1):
+                    with self._send("upload-part", key, chunk, {"Content-Length": str(len(chunk))}, uploadId=upload, partNumber=number) as resp:
+                        parts.append("<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>" % (number, resp.headers["ETag"]))
+            body = ("<CompleteMultipartUpload>%s</CompleteMultipartUpload>" % "".join(parts)).encode()
+            with self._send("complete-multipart", key, body, {"Content-Length": str(len(body))}, uploadId=upload) as resp:
+                answer = resp.read()  # S3 may answer 200 with an error
+            if b"<Error>" in answer:
+                raise OSError("convoy: completing the upload of s3://%s/%s: %s" % (self.bucket, key, answer[:4096].decode("utf-8", "replace")))
+        except BaseException:
+            try:
+                self._send("abort-multipart", key, uploadId=upload).close()
+            except Exception:
+                pass  # the first error says more; a lifecycle rule removes what is left
+            raise
 
     def get(self, key: str, dst_path: str) -> None:
         with self._send("get", key) as resp, open(dst_path, "wb") as f:
@@ -107,6 +136,7 @@ class PresignedAzureStore(PresignedS3Store):
 
     scheme = "az"
     put_headers = {"x-ms-blob-type": "BlockBlob", "Content-Type": "application/octet-stream"}
+    multipart = False  # one Put Blob, as AzureStore: 5000 MiB at most
 
     def list(self, prefix: str) -> List[str]:
         keys: List[str] = []

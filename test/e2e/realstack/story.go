@@ -309,6 +309,7 @@ func (e *Env) RunStoryOn(ctx context.Context, namespace, storage, model string, 
 		return nil, err
 	}
 	if model != "" {
+		say("kubectl get tj: %s", e.summary(ctx, namespace))
 		if job, err = e.waitJob(ctx, namespace, "published or not", func(j *convoy.TrainingJob) bool {
 			c := meta.FindStatusCondition(j.Status.Conditions, convoy.ConditionModelPublished)
 			return c != nil && c.Reason != convoy.ReasonPublishing

@@ -396,6 +396,12 @@ type S3Access string
 // S3AccessPresigned: the pods ask the operator for a pre-signed URL for each object.
 const S3AccessPresigned S3Access = "presigned"
 
+// AzureAccess is how a job's pods reach Azure Blob Storage.
+type AzureAccess string
+
+// AzureAccessPresigned: the pods ask the operator for a URL with a SAS for each blob.
+const AzureAccessPresigned AzureAccess = "presigned"
+
 // ReclaimPolicy says what becomes of the claim the operator creates for a job's checkpoints when
 // the job is deleted.
 // +kubebuilder:validation:Enum=Retain;Delete
@@ -416,6 +422,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.type != 'nfs' || has(self.nfs)",message="spec.checkpoint.storage.nfs (server and path) is required when spec.checkpoint.storage.type is nfs"
 // +kubebuilder:validation:XValidation:rule="!has(self.credentialsSecretRef) || self.type in ['s3', 'gcs', 'azure']",message="spec.checkpoint.storage.credentialsSecretRef is only used with type s3, gcs or azure: remove it or change the type"
 // +kubebuilder:validation:XValidation:rule="!has(self.s3Access) || (self.type == 's3' && !has(self.credentialsSecretRef) && !has(self.prefix))",message="spec.checkpoint.storage.s3Access presigned needs type s3, no credentialsSecretRef and no prefix (the job's prefix is <namespace>/<job>): remove them or remove s3Access"
+// +kubebuilder:validation:XValidation:rule="!has(self.azureAccess) || (self.type == 'azure' && !has(self.credentialsSecretRef) && !has(self.prefix) && !has(self.azureStorageAccount))",message="spec.checkpoint.storage.azureAccess presigned needs type azure, no credentialsSecretRef, no prefix (the job's prefix is <namespace>/<job>) and no azureStorageAccount (the account is the operator's): remove them or remove azureAccess"
 type CheckpointStorage struct {
 	// type is the storage kind: pvc, s3, gcs, azure or nfs. Defaults to pvc.
 	// +optional
@@ -504,6 +511,17 @@ type CheckpointStorage struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=24
 	AzureStorageAccount string `json:"azureStorageAccount,omitempty"`
+
+	// azureAccess presigned has the pods hold no Azure credentials: for each blob they read, write
+	// or delete, the SDK asks the operator's progress endpoint for its URL with a SAS the operator
+	// signs with its own account key (its --azure-presign flag), valid for 15 minutes, for that
+	// blob only and only under the job's prefix <namespace>/<job> (writes: the current attempt's
+	// directory only); the operator lists the job's prefix itself, as a SAS cannot confine a
+	// listing to a prefix. The account and endpoint are the operator's. Unset, the pods use their
+	// own credentials.
+	// +optional
+	// +kubebuilder:validation:Enum=presigned
+	AzureAccess AzureAccess `json:"azureAccess,omitempty"`
 
 	// nfs is the NFS export mounted at /checkpoints when type is nfs.
 	// +optional

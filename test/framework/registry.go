@@ -20,10 +20,17 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/content/file"
+	"oras.land/oras-go/v2/registry/remote"
 )
 
 // Registry is the name of the OCI registry's binary and process (CNCF Distribution's registry,
@@ -88,4 +95,41 @@ func (c *Cluster) StartRegistry(ctx context.Context, addr string) (string, error
 		return "", err
 	}
 	return addr, nil
+}
+
+// PullArtifact pulls registry/repository:tag over plain HTTP with oras-go into dir, as `oras pull`
+// does, and returns the manifest's digest, the manifest and each layer's file by its title.
+func PullArtifact(ctx context.Context, registry, repository, tag, dir string) (string, ocispec.Manifest, map[string][]byte, error) {
+	var m ocispec.Manifest
+	repo, err := remote.NewRepository(registry + "/" + repository)
+	if err != nil {
+		return "", m, nil, err
+	}
+	repo.PlainHTTP = true
+	dst, err := file.New(dir)
+	if err != nil {
+		return "", m, nil, err
+	}
+	defer dst.Close()
+	desc, err := oras.Copy(ctx, repo, tag, dst, tag, oras.DefaultCopyOptions)
+	if err != nil {
+		return "", m, nil, fmt.Errorf("pulling %s/%s:%s: %w", registry, repository, tag, err)
+	}
+	raw, err := content.FetchAll(ctx, repo, desc)
+	if err != nil {
+		return "", m, nil, err
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return "", m, nil, err
+	}
+	files := map[string][]byte{}
+	for _, l := range m.Layers {
+		name := l.Annotations[ocispec.AnnotationTitle]
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			return "", m, nil, fmt.Errorf("layer %s: %w", name, err)
+		}
+		files[name] = data
+	}
+	return desc.Digest.String(), m, files, nil
 }

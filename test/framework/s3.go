@@ -24,6 +24,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -165,4 +166,14 @@ func (s *S3) Client(id S3Identity) *s3.Client {
 func (s *S3) Put(ctx context.Context, id S3Identity, bucket, key string, data []byte) error {
 	_, err := s.Client(id).PutObject(ctx, &s3.PutObjectInput{Bucket: &bucket, Key: &key, Body: bytes.NewReader(data)})
 	return err
+}
+
+// Get reads bucket/key, signing as id.
+func (s *S3) Get(ctx context.Context, id S3Identity, bucket, key string) ([]byte, error) {
+	out, err := s.Client(id).GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &key})
+	if err != nil {
+		return nil, err
+	}
+	defer out.Body.Close()
+	return io.ReadAll(out.Body)
 }

@@ -21,6 +21,7 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -38,6 +39,7 @@ import (
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/controller"
 	"github.com/convoy-dev/convoy/operator/pkg/operator"
+	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	"github.com/convoy-dev/convoy/operator/pkg/publish"
 	"github.com/convoy-dev/convoy/queue"
 )
@@ -67,6 +69,7 @@ func main() {
 	flag.StringVar(&opts.ProgressCertDir, "progress-cert-dir", "", "Directory with tls.crt, tls.key and ca.crt for the progress endpoint; empty keeps a self-signed certificate in a Secret.")
 	flag.StringVar(&opts.ProgressSecret, "progress-secret", opts.ProgressSecret, "Secret in --namespace holding the self-signed progress certificate.")
 	flag.StringVar(&opts.PublishImage, "publish-image", "", "Image of the pod that publishes a completed job's spec.output.model (it runs `convoy-operator publish`); empty: the operator's own image, read from its pod $POD_NAME.")
+	plainHTTP := flag.String("plain-http-registries", "", "Comma-separated registries (host[:port], as in spec.output.model.image) that publish pods push to over plain HTTP instead of HTTPS, as containerd's registry configuration names them. Empty: every push uses HTTPS.")
 	flag.StringVar(&opts.PriceList, "price-list", opts.PriceList, "ConfigMap in --namespace with the prices of GPUs, CPU and memory that status.cost and spec.budget use (docs/operations.md); - prices nothing.")
 	opts.PodName = os.Getenv("POD_NAME")
 	flag.IntVar(&opts.MaxConcurrentReconciles, "max-concurrent-reconciles", opts.MaxConcurrentReconciles, "TrainingJobs reconciled at once.")
@@ -96,9 +99,11 @@ func main() {
 	})
 	flag.BoolVar(&opts.DisruptionBudget, "gang-disruption-budget", opts.DisruptionBudget, "Give every TrainingJob a PodDisruptionBudget <job> that refuses evictions of its running gang, so that kubectl drain waits while the gang checkpoints and moves off the cordoned node. false: drains evict the gang at once. Ignored with --cordon-is-notice=false.")
 	s3Presign := flag.Bool("s3-presign", false, "Sign S3 URLs for the pods of TrainingJobs with spec.checkpoint.storage.s3Access presigned, each for its own prefix, with the operator's own S3 credentials, endpoint and region (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from a Secret in its namespace, or its own workload identity; AWS_ENDPOINT_URL, AWS_REGION).")
+	azurePresign := flag.Bool("azure-presign", false, "Sign Azure Blob SAS for the pods of TrainingJobs with spec.checkpoint.storage.azureAccess presigned, each for its own prefix, with the operator's own storage account key (AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY from a Secret in its namespace; AZURE_STORAGE_BLOB_ENDPOINT for another endpoint than the account's).")
 	flag.Parse()
 	opts.ReclaimNotice = controller.ReclaimNotice{Taints: commaList(*noticeTaints), Conditions: commaList(*noticeConditions), IgnoreCordon: !*cordonNotice}
 	opts.InsecureMetrics = !*metricsSecure
+	opts.PlainHTTPRegistries = commaList(*plainHTTP)
 	queueOpts.MaxConcurrentReconciles = opts.MaxConcurrentReconciles
 	queueOpts.Namespace = opts.Namespace
 	queueOpts.QPS = float32(kueueQPS)
@@ -130,6 +135,14 @@ func main() {
 			os.Exit(2)
 		}
 		opts.S3Presign = &c
+	}
+	if *azurePresign {
+		opts.AzurePresign = &progress.AzureAccount{Name: os.Getenv("AZURE_STORAGE_ACCOUNT"), Key: os.Getenv("AZURE_STORAGE_KEY"),
+			BlobEndpoint: os.Getenv("AZURE_STORAGE_BLOB_ENDPOINT")}
+		if opts.AzurePresign.Name == "" || opts.AzurePresign.Key == "" {
+			log.Error(errors.New("AZURE_STORAGE_ACCOUNT or AZURE_STORAGE_KEY is empty"), "Loading the Azure account for --azure-presign")
+			os.Exit(2)
+		}
 	}
 	withKueue, err := useKueue(*kueue, cfg)
 	if err != nil {

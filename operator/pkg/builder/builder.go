@@ -47,6 +47,8 @@ type Options struct {
 	DisruptionBudget bool
 	// PublishImage is the operator's own image, which the publish pod runs (PublishPod).
 	PublishImage string
+	// PlainHTTPRegistries are the registries (host[:port]) the publish pod talks plain HTTP to.
+	PlainHTTPRegistries []string
 	// EnforcedPodSecurity is the Pod Security level the job's namespace enforces
 	// (EnforcedPodSecurity of the namespace); empty where it enforces none.
 	EnforcedPodSecurity convoy.PodSecurityLevel

@@ -174,6 +174,10 @@ func setStorageEnv(job *convoy.TrainingJob, s *convoy.CheckpointStorage, pod *co
 		if s.AzureStorageAccount != "" {
 			mlframework.SetEnv(pod, "AZURE_STORAGE_ACCOUNT", s.AzureStorageAccount)
 		}
+		if s.AzureAccess == convoy.AzureAccessPresigned {
+			// The SDK asks the progress endpoint for a SAS URL per blob (progress/presign_azure.go).
+			mlframework.SetEnv(pod, "CONVOY_CHECKPOINT_PRESIGN", "1")
+		}
 		if job.Spec.ServiceAccountName != "" {
 			// Azure Workload Identity's webhook gives the ServiceAccount's identity (its token and
 			// AZURE_* variables) only to pods labelled so.

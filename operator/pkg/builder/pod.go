@@ -66,10 +66,7 @@ func Pod(job *convoy.TrainingJob, r mlframework.Replica, p mlframework.Plugin, o
 	if opts.WorkloadAPI {
 		pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(job.Name)}
 	}
-	if sa := job.Spec.ServiceAccountName; sa != "" {
-		pod.Spec.ServiceAccountName = sa
-		pod.Spec.AutomountServiceAccountToken = nil
-	}
+	runAsServiceAccount(job, pod)
 	if a := topologyAnnotations(job); a != nil {
 		pod.Annotations = a
 	}
@@ -207,3 +204,13 @@ func setProgress(job *convoy.TrainingJob, pod *corev1.Pod, opts Options) {
 }
 
 func itoa(n int32) string { return strconv.Itoa(int(n)) }
+
+// runAsServiceAccount runs the pod as spec.serviceAccountName, with the API token its
+// automountServiceAccountToken says, so that the job's workload identity (IRSA, GKE or Azure)
+// reaches its bucket; unset, the pod keeps the namespace's default and no token.
+func runAsServiceAccount(job *convoy.TrainingJob, pod *corev1.Pod) {
+	if sa := job.Spec.ServiceAccountName; sa != "" {
+		pod.Spec.ServiceAccountName = sa
+		pod.Spec.AutomountServiceAccountToken = nil
+	}
+}

@@ -63,6 +63,9 @@ func PublishPod(job *convoy.TrainingJob, opts Options) (*corev1.Pod, error) {
 		return nil, fmt.Errorf("the operator does not know the image to publish with: run it with --publish-image, or with POD_NAME set so that it reads its own image")
 	}
 	args := []string{"publish", "--checkpoint=" + cp.Latest, "--root=" + CheckpointDir, "--image=" + out.Image}
+	if ref, err := publish.ParseReference(out.Image); err == nil && slices.Contains(opts.PlainHTTPRegistries, ref.Registry) {
+		args = append(args, "--plain-http")
+	}
 	annotations, err := publishAnnotations(job)
 	if err != nil {
 		return nil, err
@@ -101,6 +104,8 @@ func PublishPod(job *convoy.TrainingJob, opts Options) (*corev1.Pod, error) {
 			}},
 		},
 	}
+	// The job's identity reads its bucket, as in the training pods.
+	runAsServiceAccount(job, pod)
 	switch s := checkpointStorage(job); {
 	case s != nil && s.Type == convoy.StorageS3:
 		// The objects are read with the job's own credentials, from its own prefix only, into a

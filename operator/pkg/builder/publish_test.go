@@ -17,10 +17,12 @@ limitations under the License.
 package builder
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
@@ -57,6 +59,34 @@ func TestPublishPod(t *testing.T) {
 				}
 				if pod.Spec.SchedulerName != "" || c.Image != "convoy-operator:v1" || c.TerminationMessagePolicy != corev1.TerminationMessageReadFile {
 					t.Errorf("scheduler %q, image %q, termination message policy %q", pod.Spec.SchedulerName, c.Image, c.TerminationMessagePolicy)
+				}
+				if pod.Spec.ServiceAccountName != "" || ptr.Deref(pod.Spec.AutomountServiceAccountToken, true) {
+					t.Errorf("serviceAccountName %q, automount %v: want the namespace's default without an API token", pod.Spec.ServiceAccountName, pod.Spec.AutomountServiceAccountToken)
+				}
+			},
+		},
+		"a registry the operator names plain HTTP": {
+			job: base.Clone().Obj(), opts: Options{PublishImage: "convoy-operator:v1", PlainHTTPRegistries: []string{"10.0.0.1:5000", "registry.example.com"}},
+			check: func(t *testing.T, pod *corev1.Pod) {
+				if !slices.Contains(pod.Spec.Containers[0].Args, "--plain-http") {
+					t.Errorf("args %q lack --plain-http for registry.example.com", pod.Spec.Containers[0].Args)
+				}
+			},
+		},
+		"another registry than the plain-HTTP ones": {
+			job: base.Clone().Obj(), opts: Options{PublishImage: "convoy-operator:v1", PlainHTTPRegistries: []string{"registry.example.com:5000"}},
+			check: func(t *testing.T, pod *corev1.Pod) {
+				if slices.Contains(pod.Spec.Containers[0].Args, "--plain-http") {
+					t.Errorf("args %q: --plain-http for a registry the operator does not name", pod.Spec.Containers[0].Args)
+				}
+			},
+		},
+		"the job's ServiceAccount, for workload identity": {
+			job: base.Clone().ServiceAccount("trainer-irsa").Obj(), opts: opts,
+			check: func(t *testing.T, pod *corev1.Pod) {
+				if pod.Spec.ServiceAccountName != "trainer-irsa" || pod.Spec.AutomountServiceAccountToken != nil {
+					t.Errorf("serviceAccountName %q, automount %v: want trainer-irsa with its own automount setting (nil)",
+						pod.Spec.ServiceAccountName, pod.Spec.AutomountServiceAccountToken)
 				}
 			},
 		},

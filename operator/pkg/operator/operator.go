@@ -100,6 +100,9 @@ type Options struct {
 	PublishImage string
 	// PodName is the operator's own pod in Namespace ($POD_NAME), whose image PublishImage defaults to.
 	PodName string
+	// PlainHTTPRegistries are the registries (host[:port]) publish pods push to over plain HTTP:
+	// the platform's, as containerd's registry configuration names them, never a job's choice.
+	PlainHTTPRegistries []string
 	// PriceList is the ConfigMap in Namespace with the administrator's prices (cost.DefaultPriceList
 	// when empty); "-" prices nothing.
 	PriceList string
@@ -117,6 +120,9 @@ type Options struct {
 	// S3Presign, when set, are the S3 credentials, endpoint and region with which the progress
 	// endpoint signs URLs for the pods of jobs with spec.checkpoint.storage.s3Access presigned.
 	S3Presign *aws.Config
+	// AzurePresign, when set, is the storage account whose key signs SAS for the pods of jobs with
+	// spec.checkpoint.storage.azureAccess presigned.
+	AzurePresign *progress.AzureAccount
 	// Queue reports what the queueing system says of jobs that name a queue; a ManagedQueue (the
 	// Kueue integration in queue/) also runs its controllers and webhook in the manager. Nil leaves
 	// queued jobs with generic messages.
@@ -235,7 +241,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Metrics:   metrics.NewRecorder(),
 		Options: builder.Options{ProgressURL: opts.ProgressURL, ProgressCA: cert.CAPEM, JobNetworkPolicy: opts.JobNetworkPolicy,
 			DisruptionBudget: opts.DisruptionBudget && !opts.ReclaimNotice.IgnoreCordon, PublishImage: publishImage(ctx, mgr.GetAPIReader(), opts),
-			SpotNodeLabels: opts.SpotNodeLabels, WorkloadAPI: workloadAPI},
+			SpotNodeLabels: opts.SpotNodeLabels, WorkloadAPI: workloadAPI, PlainHTTPRegistries: opts.PlainHTTPRegistries},
 		Backoff: opts.Backoff,
 		Queue:   opts.Queue,
 		Notice:  opts.ReclaimNotice,
@@ -260,7 +266,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		}
 	}
 	if err := mgr.Add(&progress.Server{Listener: listener, TLS: tlsConfig, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		CheckpointURI: builder.CheckpointURI, AttemptCheckpointURI: builder.AttemptCheckpointURI, S3Presign: opts.S3Presign, Recorder: recorder}); err != nil {
+		CheckpointURI: builder.CheckpointURI, AttemptCheckpointURI: builder.AttemptCheckpointURI, S3Presign: opts.S3Presign, AzurePresign: opts.AzurePresign, Recorder: recorder}); err != nil {
 		return nil, err
 	}
 	return mgr, nil

@@ -44,7 +44,10 @@ func TestPresignScope(t *testing.T) {
 		{"put the attempt directory itself", PresignPut, "team-a/llm/attempt-1", 1, "current attempt's prefix"},
 		{"delete another job's", PresignDelete, "team-b/x/attempt-1/m", 1, "current attempt's prefix"},
 		{"put from a pod of an earlier attempt", PresignPut, "team-a/llm/attempt-1/x", 0, "only the current attempt writes"},
-		{"an unknown op", "copy", "team-a/llm/attempt-1/x", 1, "put, get, list or delete"},
+		{"an unknown op", "copy", "team-a/llm/attempt-1/x", 1, "put, get, list, delete or a multipart upload's"},
+		{"a part in the current attempt", PresignUploadPart, "team-a/llm/attempt-1/epoch-4/rank-0/model.pt", 1, ""},
+		{"a multipart upload in an earlier attempt", PresignCreateMultipart, "team-a/llm/attempt-0/epoch-4/rank-0/model.pt", 1, "current attempt's prefix"},
+		{"completing another job's upload", PresignCompleteMultipart, "team-a/llm2/attempt-1/x", 1, "current attempt's prefix"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := PresignScope(root, attempt, c.podAttempt, 1, c.op, c.key)
@@ -55,5 +58,9 @@ func TestPresignScope(t *testing.T) {
 				t.Errorf("got %v, want a refusal naming %q", err, c.want)
 			}
 		})
+	}
+	// An Azure container's prefix is scoped the same, and named with its scheme.
+	if err := PresignScope("az://ckpt/team-a/llm", "az://ckpt/team-a/llm/attempt-1", 1, 1, PresignGet, "team-a/llm2/x"); err == nil || !strings.Contains(err.Error(), "its prefix az://ckpt/team-a/llm/") {
+		t.Errorf("get of a sibling prefix in an Azure container: %v, want a refusal naming az://ckpt/team-a/llm/", err)
 	}
 }

@@ -109,6 +109,9 @@ type Server struct {
 	// S3Presign, when set, signs URLs for the pods of jobs with spec.checkpoint.storage.s3Access
 	// presigned (POST .../presign), with the operator's own S3 credentials.
 	S3Presign *aws.Config
+	// AzurePresign, when set, is the storage account whose key signs SAS for the pods of jobs with
+	// spec.checkpoint.storage.azureAccess presigned.
+	AzurePresign *AzureAccount
 	// Recorder, when set, records an Event on the job when its tracker run is first recorded.
 	Recorder events.EventRecorder
 

@@ -56,6 +56,11 @@ func fetchS3(ctx context.Context, root, uri, dir string) error {
 	if err != nil {
 		return fmt.Errorf("configuring the S3 client: %w", err)
 	}
+	if cfg.Region == "" {
+		// spec.checkpoint.storage.s3Region unset: the default of boto3 and the SDK, which an
+		// S3-compatible server ignores.
+		cfg.Region = "us-east-1"
+	}
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		// S3-compatible servers on a plain host name or address have no bucket sub-domains.
 		o.UsePathStyle = cfg.BaseEndpoint != nil

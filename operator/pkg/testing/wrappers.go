@@ -60,6 +60,12 @@ func (w *TrainingJobWrapper) Workers(n int32) *TrainingJobWrapper {
 	return w
 }
 
+// ServiceAccount sets spec.serviceAccountName.
+func (w *TrainingJobWrapper) ServiceAccount(name string) *TrainingJobWrapper {
+	w.Spec.ServiceAccountName = name
+	return w
+}
+
 // MinWorkers sets spec.minWorkers: Kueue may admit the job with fewer workers, at least n.
 func (w *TrainingJobWrapper) MinWorkers(n int32) *TrainingJobWrapper {
 	w.Spec.MinWorkers = &n

@@ -182,6 +182,20 @@ class S3Checkpoints(Checkpoints, unittest.TestCase):
         return {"AWS_ENDPOINT_URL": S3, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": os.environ["CONVOY_TEST_S3_ACCESS_KEY"],
                 "AWS_SECRET_ACCESS_KEY": os.environ["CONVOY_TEST_S3_SECRET_KEY"]}
 
+    def test_a_shard_above_the_part_size_is_uploaded_in_parts(self):
+        env = self.env(CONVOY_CHECKPOINT_PART_BYTES=str(5 << 20))
+        src = self.shard("big", "small")
+        data = os.urandom(11 << 20)
+        with open(os.path.join(src, "weights.bin"), "wb") as f:
+            f.write(data)
+        uri = _objcheckpoint.Saver(env).save(src, 1, {}, report=self.report)
+        store, prefix = _objstore.store_for(uri, env)
+        # S3 tags an object uploaded in N parts "<md5 of the parts' md5s>-N".
+        etag = store.client.head_object(Bucket=store.bucket, Key=prefix + "/rank-0/weights.bin")["ETag"]
+        self.assertTrue(etag.strip('"').endswith("-3"), "ETag %s: want an upload of 3 parts" % etag)
+        with open(os.path.join(self.load(env).path, "weights.bin"), "rb") as f:
+            self.assertEqual(f.read(), data)
+
     def test_another_jobs_prefix_is_refused(self):
         from botocore.exceptions import ClientError
         foreign = os.environ["CONVOY_TEST_S3_FOREIGN"]
@@ -197,9 +211,10 @@ class S3Checkpoints(Checkpoints, unittest.TestCase):
 
 
 @unittest.skipUnless(os.environ.get("CONVOY_TEST_PRESIGN_URL"), "needs the operator and S3 of TestPresignedS3URLsOnlyForTheJobsPrefix")
-class PresignedS3(unittest.TestCase):
-    """A pod of attempt 0 of a job with s3Access presigned: CONVOY_TEST_PRESIGN_URL, _TOKEN_FILE and
-    _CA_FILE are its progress endpoint, _ROOT its checkpoint root."""
+class Presigned(unittest.TestCase):
+    """A pod of attempt 0 of a job with s3Access or azureAccess presigned: CONVOY_TEST_PRESIGN_URL,
+    _TOKEN_FILE and _CA_FILE are its progress endpoint, _ROOT its checkpoint root (s3:// or az://),
+    _FOREIGN an object of another job."""
 
     def env(self, **more):
         root = os.environ["CONVOY_TEST_PRESIGN_ROOT"]
@@ -225,7 +240,21 @@ class PresignedS3(unittest.TestCase):
             ckpt = _objcheckpoint.Saver(self.env()).load(os.path.join(tmp, "dst"))
             with open(os.path.join(ckpt.path, "model.pt")) as f:
                 self.assertEqual((ckpt.epoch, f.read()), (2, "presigned"))
-            foreign = os.environ["CONVOY_TEST_S3_FOREIGN"]
+            # A shard above the part size: on S3 a multipart upload, each part on its own URL.
+            data = os.urandom(11 << 20)
+            with open(os.path.join(src, "weights.bin"), "wb") as f:
+                f.write(data)
+            env = self.env(CONVOY_CHECKPOINT_PART_BYTES=str(5 << 20))
+            uri = _objcheckpoint.Saver(env).save(src, 3, {}, report=lambda *a: True)
+            store, prefix = _objstore.store_for(uri, env)
+            if uri.startswith("s3://"):
+                with store._send("get", prefix + "/rank-0/weights.bin") as resp:
+                    etag = resp.headers["ETag"]
+                self.assertTrue(etag.strip('"').endswith("-3"), "ETag %s: want an upload of 3 parts" % etag)
+            ckpt = _objcheckpoint.Saver(env).load(os.path.join(tmp, "dst3"))
+            with open(os.path.join(ckpt.path, "weights.bin"), "rb") as f:
+                self.assertEqual((ckpt.epoch, f.read()), (3, data))
+            foreign = os.environ["CONVOY_TEST_PRESIGN_FOREIGN"]
             store, key = _objstore.store_for(foreign, self.env())
             for op in (lambda: store.get_bytes(key), lambda: store.put_bytes(key, b"overwritten"), lambda: store.delete(key)):
                 with self.assertRaisesRegex(PermissionError, "only under its (current attempt's )?prefix"):

@@ -45,6 +45,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/publish"
 	"github.com/convoy-dev/convoy/test/chaos"
 	"github.com/convoy-dev/convoy/test/e2e/realstack"
 	"github.com/convoy-dev/convoy/test/e2e/stack"
@@ -143,7 +144,9 @@ func TestPyTorchJobTrainsIsKilledAndResumesFromItsCheckpoint(t *testing.T) {
 // The story again with the checkpoints on S3 (SeaweedFS on the node bridge, credentials scoped to
 // the namespace's prefix, a Secret of the job): every rank uploads its shard and rank 0 commits it;
 // after the kill the restarted gang resumes from the previous attempt's committed checkpoint on
-// S3 (the epoch continues) and writes under its own attempt's prefix.
+// S3 (the epoch continues) and writes under its own attempt's prefix. The completed job publishes
+// its final checkpoint from S3 to the registry (plain HTTP, as the operator's
+// --plain-http-registries names it), which serves both ranks' shards with the bytes on S3.
 func TestPyTorchJobCheckpointsToS3AndResumesFromIt(t *testing.T) {
 	e := setup(t)
 	ns := framework.TestNamespace(t)
@@ -160,7 +163,8 @@ func TestPyTorchJobCheckpointsToS3AndResumesFromIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	var timeline bytes.Buffer
-	res, err := e.RunStoryOn(t.Context(), ns, fmt.Sprintf("{type: s3, s3Bucket: checkpoints, s3Endpoint: %q, credentialsSecretRef: {name: s3}}", s.Endpoint), &timeline)
+	model := realstack.Registry + "/" + ns + "/digits:v1"
+	res, err := e.RunStoryOn(t.Context(), ns, fmt.Sprintf("{type: s3, s3Bucket: checkpoints, s3Endpoint: %q, credentialsSecretRef: {name: s3}}", s.Endpoint), model, &timeline)
 	t.Logf("Timeline:\n%s", timeline.String())
 	if err != nil {
 		t.Fatal(err)
@@ -182,12 +186,35 @@ func TestPyTorchJobCheckpointsToS3AndResumesFromIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	var keys []string
+	shards := map[string][]byte{}
 	for _, o := range out.Contents {
-		keys = append(keys, path.Base(path.Dir(*o.Key))+"/"+path.Base(*o.Key))
+		name := path.Base(path.Dir(*o.Key)) + "/" + path.Base(*o.Key)
+		keys = append(keys, name)
+		if path.Base(*o.Key) == "model.pt" {
+			if shards[name], err = s.Get(t.Context(), s.Admin, "checkpoints", *o.Key); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	for _, want := range []string{"rank-0/model.pt", "rank-1/model.pt"} {
 		if !slices.Contains(keys, want) {
 			t.Errorf("the checkpoint %s holds %v, want %s", job.Status.Checkpoint.Latest, keys, want)
+		}
+	}
+	if c := meta.FindStatusCondition(job.Status.Conditions, convoy.ConditionModelPublished); c == nil || c.Reason != convoy.ReasonModelPublished ||
+		job.Status.Model == nil || job.Status.Model.Checkpoint != job.Status.Checkpoint.Latest {
+		t.Fatalf("ModelPublished %+v, status.model %+v; want the final checkpoint %s published to %s", c, job.Status.Model, job.Status.Checkpoint.Latest, model)
+	}
+	digest, m, files, err := framework.PullArtifact(t.Context(), realstack.Registry, ns+"/digits", "v1", t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if digest != job.Status.Model.Digest || m.ArtifactType != publish.ArtifactType {
+		t.Errorf("the registry serves %s of type %s; status.model.digest is %s, want type %s", digest, m.ArtifactType, job.Status.Model.Digest, publish.ArtifactType)
+	}
+	for name, data := range shards {
+		if !bytes.Equal(files[name], data) {
+			t.Errorf("the artifact's %s has %d bytes, unlike the %d on S3 (artifact files: %v)", name, len(files[name]), len(data), slices.Sorted(maps.Keys(files)))
 		}
 	}
 }

@@ -106,13 +106,15 @@ func (e *Env) install(ctx context.Context, logf func(string, ...any)) error {
 }
 
 // helmInstall installs the chart as the README's Helm path does, with the images of the local
-// registry (image.registry and image.tag): deploy/kueue brought Convoy's side of the Kueue
+// registry (image.registry and image.tag), which publish pods push to over plain HTTP as the
+// nodes' containerd pulls from it: deploy/kueue brought Convoy's side of the Kueue
 // integration already, and deploy/crd the CRDs.
 func (e *Env) helmInstall(ctx context.Context) error {
 	cmd := exec.CommandContext(ctx, filepath.Join(e.Cluster.BinDir, "helm"), "install", "convoy", e.path("deploy/helm/convoy"),
 		"--namespace", stack.Namespace, "--create-namespace", "--skip-crds",
 		"--set", "kueueIntegration.enabled=false",
 		"--set", "image.registry="+images.Repository(Registry), "--set", "image.tag="+images.Tag,
+		"--set", "operator.extraArgs={--plain-http-registries="+Registry+"}",
 		"--set", "nodeAgent.extraArgs={--nvml=mock:"+Profile+"}")
 	state := filepath.Join(e.Cluster.StateDir, "helm")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Cluster.KubeconfigPath,

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -135,14 +136,20 @@ spec: {clusterQueue: real-%[1]s}
 // simulated GPU each, one per node, gloo, for epochs epochs of at least epochSleep seconds each,
 // checkpointing every epoch to the claim "checkpoints".
 func (e *Env) TrainingJob(namespace, name string, epochs int, epochSleep string) string {
-	return e.trainingJob(namespace, name, epochs, epochSleep, PVCStorage)
+	return e.trainingJob(namespace, name, epochs, epochSleep, PVCStorage, "")
 }
 
 // PVCStorage is the story's checkpoint storage, spec.checkpoint.storage as YAML: the claim
 // "checkpoints" that CheckpointVolume makes.
 const PVCStorage = "{type: pvc, claimName: checkpoints}"
 
-func (e *Env) trainingJob(namespace, name string, epochs int, epochSleep, storage string) string {
+// trainingJob is TrainingJob with the checkpoints on storage and, when model is not empty, the
+// final checkpoint published to it (spec.output.model.image).
+func (e *Env) trainingJob(namespace, name string, epochs int, epochSleep, storage, model string) string {
+	output := ""
+	if model != "" {
+		output = "\n  output: {model: {image: " + model + "}}"
+	}
 	return fmt.Sprintf(`apiVersion: convoy.dev/v1alpha1
 kind: TrainingJob
 metadata: {name: %[1]s, namespace: %[2]s}
@@ -163,7 +170,7 @@ spec:
     enabled: true
     frequency: 1
     storage: %[6]s
-  failurePolicy: {restartPolicy: OnFailure, backoffLimit: 3}
+  failurePolicy: {restartPolicy: OnFailure, backoffLimit: 3}%[7]s
   scheduling:
     queue: training
     priorityClassName: normal
@@ -175,7 +182,7 @@ spec:
         - topologyKey: kubernetes.io/hostname
           labelSelector:
             matchLabels: {convoy.dev/job-name: %[1]s}
-`, name, namespace, e.Image(images.Trainer), epochSleep, epochs, storage)
+`, name, namespace, e.Image(images.Trainer), epochSleep, epochs, storage, output)
 }
 
 // Apply runs `kubectl apply -f -` with manifest.
@@ -189,12 +196,14 @@ func (e *Env) Apply(ctx context.Context, manifest string) error {
 // one worker's process is killed with SIGKILL through containerd; the whole gang restarts and
 // resumes from its latest checkpoint; the job completes with the accuracy it reached.
 func (e *Env) RunStory(ctx context.Context, namespace string, w io.Writer) (*StoryResult, error) {
-	return e.RunStoryOn(ctx, namespace, PVCStorage, w)
+	return e.RunStoryOn(ctx, namespace, PVCStorage, "", w)
 }
 
 // RunStoryOn is RunStory with the checkpoints on storage (spec.checkpoint.storage as YAML); on
 // object storage the writes in a restarted worker are not tried (StoryResult.Writes is empty).
-func (e *Env) RunStoryOn(ctx context.Context, namespace, storage string, w io.Writer) (*StoryResult, error) {
+// With model (spec.output.model.image), the completed job publishes its final checkpoint there
+// and the story ends when the ModelPublished condition says how that went.
+func (e *Env) RunStoryOn(ctx context.Context, namespace, storage, model string, w io.Writer) (*StoryResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, storyTimeout)
 	defer cancel()
 	began := time.Now()
@@ -211,7 +220,7 @@ func (e *Env) RunStoryOn(ctx context.Context, namespace, storage string, w io.Wr
 
 	res := &StoryResult{Nodes: map[string]string{}, PodIPs: map[string]string{}, Logs: map[string]string{}}
 	applied := time.Now()
-	if err := e.Apply(ctx, e.trainingJob(namespace, storyJob, storyEpochs, storyEpochSleep, storage)); err != nil {
+	if err := e.Apply(ctx, e.trainingJob(namespace, storyJob, storyEpochs, storyEpochSleep, storage, model)); err != nil {
 		return nil, err
 	}
 	say("kubectl apply: TrainingJob %s (pytorch, 2 workers × 1 GPU, gloo, %d epochs)", storyJob, storyEpochs)
@@ -298,6 +307,16 @@ func (e *Env) RunStoryOn(ctx context.Context, namespace, storage string, w io.Wr
 	})
 	if err != nil {
 		return nil, err
+	}
+	if model != "" {
+		say("kubectl get tj: %s", e.summary(ctx, namespace))
+		if job, err = e.waitJob(ctx, namespace, "published or not", func(j *convoy.TrainingJob) bool {
+			c := meta.FindStatusCondition(j.Status.Conditions, convoy.ConditionModelPublished)
+			return c != nil && c.Reason != convoy.ReasonPublishing
+		}); err != nil {
+			return nil, err
+		}
+		say("%s", meta.FindStatusCondition(job.Status.Conditions, convoy.ConditionModelPublished).Message)
 	}
 	res.Final, res.Restarts = job, job.Status.RestartCount
 	// Every rank's log at once, by the label the TrainingJob design documents.

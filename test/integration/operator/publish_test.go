@@ -37,10 +37,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
-	"oras.land/oras-go/v2"
-	"oras.land/oras-go/v2/content"
-	"oras.land/oras-go/v2/content/file"
-	"oras.land/oras-go/v2/registry/remote"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -49,6 +45,7 @@ import (
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	"github.com/convoy-dev/convoy/operator/pkg/publish"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
+	"github.com/convoy-dev/convoy/test/framework"
 	"github.com/convoy-dev/convoy/test/util"
 )
 
@@ -96,39 +93,11 @@ func writeCheckpoint(t *testing.T, dir string) map[string][]byte {
 // digest, the manifest and the files pulled.
 func (e *env) pullModel(repository, tag string) (string, ocispec.Manifest, map[string][]byte) {
 	e.t.Helper()
-	repo, err := remote.NewRepository(e.registry() + "/" + repository)
+	digest, m, files, err := framework.PullArtifact(e.t.Context(), e.registry(), repository, tag, e.t.TempDir())
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	repo.PlainHTTP = true
-	dir := e.t.TempDir()
-	dst, err := file.New(dir)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer dst.Close()
-	desc, err := oras.Copy(e.t.Context(), repo, tag, dst, tag, oras.DefaultCopyOptions)
-	if err != nil {
-		e.t.Fatalf("pulling %s:%s: %v", repository, tag, err)
-	}
-	raw, err := content.FetchAll(e.t.Context(), repo, desc)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	var m ocispec.Manifest
-	if err := json.Unmarshal(raw, &m); err != nil {
-		e.t.Fatal(err)
-	}
-	got := map[string][]byte{}
-	for _, l := range m.Layers {
-		name := l.Annotations[ocispec.AnnotationTitle]
-		data, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			e.t.Fatalf("layer %s: %v", name, err)
-		}
-		got[name] = data
-	}
-	return desc.Digest.String(), m, got
+	return digest, m, files
 }
 
 func sameFiles(t *testing.T, want, got map[string][]byte) {

@@ -28,6 +28,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/operator"
@@ -125,12 +126,15 @@ func (e *env) sdkCheckpoint(s *framework.S3, id framework.S3Identity, uri string
 func TestModelPublishedFromS3(t *testing.T) {
 	e := newEnv(t)
 	s, reg := e.s3(), e.registry()
-	e.startOperator(func(o *operator.Options) { o.PublishImage = "convoy-operator:test" })
+	e.startOperator(func(o *operator.Options) {
+		o.PublishImage, o.PlainHTTPRegistries = "convoy-operator:test", []string{reg}
+	})
 	image := reg + "/" + e.ns + "/pubs3:v1"
-	job := utiltesting.MakeTrainingJob("pubs3", e.ns).Workers(1).
+	job := utiltesting.MakeTrainingJob("pubs3", e.ns).Workers(1).ServiceAccount("trainer-identity").
 		Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageS3, S3Bucket: checkpointBucket,
 			S3Endpoint: s.Endpoint, Prefix: "team-a/" + e.ns + "/pubs3", CredentialsSecretRef: &corev1.LocalObjectReference{Name: "team-a-s3"}}}).
 		Output(convoy.ModelOutput{Image: image}).Obj()
+	e.create(&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "trainer-identity", Namespace: e.ns}})
 	e.create(job)
 	tj := e.completeWith("pubs3", 2)
 	checkpoint := "s3://" + checkpointBucket + "/team-a/" + e.ns + "/pubs3/attempt-0/epoch-2"
@@ -142,6 +146,10 @@ func TestModelPublishedFromS3(t *testing.T) {
 	root := "s3://" + checkpointBucket + "/team-a/" + e.ns + "/pubs3"
 	if !slices.Contains(c.Args, "--root="+root) || len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef.Name != "team-a-s3" {
 		t.Fatalf("publish pod args %q, env from %+v: want --root=%s and the job's credentials", c.Args, c.EnvFrom, root)
+	}
+	// The job's identity reads the bucket; the registry the operator names plain HTTP gets no TLS.
+	if pod.Spec.ServiceAccountName != "trainer-identity" || !slices.Contains(c.Args, "--plain-http") {
+		t.Errorf("publish pod runs as %q with args %q; want the job's ServiceAccount trainer-identity and --plain-http for %s", pod.Spec.ServiceAccountName, c.Args, reg)
 	}
 
 	// The pod's command in-process, with the environment the pod gets: the job's credentials.
@@ -159,7 +167,7 @@ func TestModelPublishedFromS3(t *testing.T) {
 			args = append(args, a)
 		}
 		var stderr bytes.Buffer
-		code := publish.Main(t.Context(), append(args, "--plain-http", "--termination-log="+termination), io.Discard, &stderr)
+		code := publish.Main(t.Context(), append(args, "--termination-log="+termination), io.Discard, &stderr)
 		message, _ := os.ReadFile(termination)
 		return code, string(message), stderr.String()
 	}

@@ -27,6 +27,7 @@ package operator
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/x509"
 	"encoding/json"
@@ -375,11 +376,11 @@ func (e *env) waitEvents(job string, want ...string) {
 	})
 }
 
-// podToken mints the token the kubelet would project into the pod: for progress.Audience, bound
+// podToken mints the token the kubelet would project into the pod, its ServiceAccount's: for progress.Audience, bound
 // to the pod.
 func (e *env) podToken(pod *corev1.Pod, audience string) string {
 	e.t.Helper()
-	tr, err := e.c.Clientset.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(e.t.Context(), "default", &authv1.TokenRequest{
+	tr, err := e.c.Clientset.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(e.t.Context(), cmp.Or(pod.Spec.ServiceAccountName, "default"), &authv1.TokenRequest{
 		Spec: authv1.TokenRequestSpec{
 			Audiences:         []string{audience},
 			ExpirationSeconds: ptr.To[int64](600),

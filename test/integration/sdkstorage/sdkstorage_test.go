@@ -34,7 +34,8 @@ func TestMain(m *testing.M) {
 
 // TestStoresAgainstRealServers: sdk/python/tests/test_cloudstorage.py puts, lists, gets and deletes
 // checkpoints in a fake-gcs-server bucket and an Azurite container, and Azurite refuses a wrong
-// account key. None of its tests may skip.
+// account key. fake-gcs-server accepts any token, or none: no test here can show GCS refusing a
+// wrong credential, and none pretends to. None of its tests may skip.
 func TestStoresAgainstRealServers(t *testing.T) {
 	c := framework.Shared(t)
 	gcs, err := c.StartGCS(t.Context())

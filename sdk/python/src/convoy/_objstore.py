@@ -87,6 +87,12 @@ class LocalStore(Store):
             return f.read()
 
 
+def part_bytes(env: Mapping[str, str]) -> int:
+    """The size of a multipart upload's parts on S3, and the size above which a file is uploaded in
+    parts: CONVOY_CHECKPOINT_PART_BYTES, 64 MiB by default."""
+    return int(env.get("CONVOY_CHECKPOINT_PART_BYTES") or 64 << 20)
+
+
 def split_uri(uri: str) -> Tuple[str, str, str]:
     """(scheme, bucket, prefix) of scheme://bucket/prefix; the prefix without a trailing '/'."""
     scheme, sep, rest = uri.partition("://")
@@ -97,8 +103,8 @@ def split_uri(uri: str) -> Tuple[str, str, str]:
 
 
 def store_for(uri: str, env: Optional[Mapping[str, str]] = None) -> Tuple[Store, str]:
-    """The Store that holds uri and the key prefix uri names in it: s3://bucket/prefix (boto3, or
-    URLs the operator pre-signed when CONVOY_CHECKPOINT_PRESIGN is set),
+    """The Store that holds uri and the key prefix uri names in it (with CONVOY_CHECKPOINT_PRESIGN set,
+    s3:// and az:// through URLs the operator pre-signs): s3://bucket/prefix (boto3),
     gs://bucket/prefix (google-cloud-storage), az:// or azure://container/prefix (azure-storage-blob),
     and a local path or file:// URI (a directory, LocalStore). ValueError for another scheme,
     ImportError naming the package when the vendor's client is not installed."""
@@ -115,6 +121,9 @@ def store_for(uri: str, env: Optional[Mapping[str, str]] = None) -> Tuple[Store,
         return S3Store(bucket, env), prefix
     if scheme == "gs":
         return _vendor("_gcs", "GCSStore", "google-cloud-storage (Debian: python3-google-cloud-storage)")(bucket, env), prefix
+    if scheme in ("az", "azure") and env.get("CONVOY_CHECKPOINT_PRESIGN"):
+        from ._s3presigned import PresignedAzureStore
+        return PresignedAzureStore(bucket, env), prefix
     if scheme in ("az", "azure"):
         return _vendor("_azure", "AzureStore", "azure-storage-blob (Debian: python3-azure-storage)")(bucket, env), prefix
     raise ValueError("%r: the SDK reads and writes s3://, gs:// and az:// object storage and local paths, not %s://" % (uri, scheme))

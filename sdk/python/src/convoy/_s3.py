@@ -1,18 +1,20 @@
 """S3 and S3-compatible servers (MinIO, Ceph, SeaweedFS) through boto3 (Debian: python3-boto3),
 with what the operator sets: AWS_ENDPOINT_URL (spec.checkpoint.storage.s3Endpoint), AWS_REGION, and
-the credentials Secret's keys (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), which boto3 reads itself."""
+the credentials Secret's keys (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY), which boto3 reads itself.
+A file larger than CONVOY_CHECKPOINT_PART_BYTES (default 64 MiB) is uploaded in parts of that size."""
 
 from __future__ import annotations
 
 from typing import List, Mapping
 
-from ._objstore import Store
+from ._objstore import Store, part_bytes
 
 
 class S3Store(Store):
     def __init__(self, bucket: str, env: Mapping[str, str]):
         try:
             import boto3
+            from boto3.s3.transfer import TransferConfig
             from botocore.config import Config
         except ImportError as e:
             raise ImportError("convoy: s3:// checkpoints need boto3: install python3-boto3 (Debian) or boto3 (pip)") from e
@@ -26,9 +28,11 @@ class S3Store(Store):
         config = Config(s3={"addressing_style": "path" if endpoint else "auto"}, retries={"max_attempts": 5, "mode": "standard"})
         self.client = session.client("s3", endpoint_url=endpoint, config=config)
         self._errors = self.client.exceptions
+        size = part_bytes(env)
+        self._transfer = TransferConfig(multipart_threshold=size + 1, multipart_chunksize=size)
 
     def put(self, key: str, src_path: str) -> None:
-        self.client.upload_file(src_path, self.bucket, key)
+        self.client.upload_file(src_path, self.bucket, key, Config=self._transfer)
 
     def get(self, key: str, dst_path: str) -> None:
         try:

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -227,7 +228,11 @@ func (j *Job) RunWithPodSetsInfo(ctx context.Context, infos []podset.PodSetInfo)
 		}
 	}
 	s.NodeSelector, s.Tolerations = merged.NodeSelector, merged.Tolerations
-	if c := workersOf(infos); c > 0 && c < j.Spec.NumWorkers && j.Spec.MinWorkers != nil && c >= *j.Spec.MinWorkers {
+	switch c := workersOf(infos); {
+	case j.Spec.Elastic != nil && c > 0:
+		// An elastic job keeps numWorkers as its most; the annotation is the size admitted.
+		metav1.SetMetaDataAnnotation(&j.ObjectMeta, convoy.AnnotationElasticWorkers, strconv.Itoa(int(c)))
+	case c > 0 && c < j.Spec.NumWorkers && j.Spec.MinWorkers != nil && c >= *j.Spec.MinWorkers:
 		// Partially admitted: the job runs with the workers admitted.
 		j.Spec.NumWorkers = c
 	}
@@ -269,8 +274,11 @@ func (j *Job) RestorePodSetsInfo(infos []podset.PodSetInfo) bool {
 		changed = true
 	}
 	// A job that may be partially admitted asks for its workers again (as Kueue's batch Job
-	// restores its parallelism).
-	if c := workersOf(infos); j.Spec.MinWorkers != nil && c > 0 && c != j.Spec.NumWorkers {
+	// restores its parallelism); an elastic job asks for spec.numWorkers.
+	if _, ok := j.Annotations[convoy.AnnotationElasticWorkers]; ok {
+		delete(j.Annotations, convoy.AnnotationElasticWorkers)
+		changed = true
+	} else if c := workersOf(infos); j.Spec.MinWorkers != nil && c > 0 && c != j.Spec.NumWorkers {
 		j.Spec.NumWorkers = c
 		changed = true
 	}

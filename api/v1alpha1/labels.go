@@ -99,6 +99,11 @@ const (
 	AnnotationResumeFrom = "convoy.dev/resume-from"
 )
 
+// AnnotationElasticWorkers, on an elastic TrainingJob (spec.elastic), is the number of workers
+// Kueue accounts for: set to the count admitted when the job starts and changed by the operator
+// when the gang resizes. spec.numWorkers stays the most workers the job may have.
+const AnnotationElasticWorkers = "convoy.dev/elastic-workers"
+
 // Spot capacity. Cloud providers and node provisioners mark spot (preemptible) nodes with a label,
 // and announce a node's reclaim with a taint shortly before the node goes.
 const (

@@ -18,6 +18,7 @@ package v1alpha1
 
 import (
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,7 +52,7 @@ func (j *TrainingJob) GPUsPerWorker() int32 {
 
 // TotalGPUs is the number of GPUs the whole gang requests.
 func (j *TrainingJob) TotalGPUs() int32 {
-	return j.Spec.NumWorkers * j.GPUsPerWorker()
+	return j.WorkerCount() * j.GPUsPerWorker()
 }
 
 // PriorityClassName returns the PriorityClass named by scheduling.priorityClassName or its alias
@@ -160,4 +161,49 @@ func (j *TrainingJob) CheckpointInterval() time.Duration {
 		return 0
 	}
 	return time.Duration(*c.IntervalSeconds) * time.Second
+}
+
+// Elastic defaults and the port of torchrun's c10d rendezvous on worker 0.
+const (
+	DefaultResizeCooldownSeconds = 300
+	ElasticRendezvousPort        = 29400
+)
+
+// IsElastic reports whether spec.elastic is set: the running gang may resize.
+func (j *TrainingJob) IsElastic() bool { return j.Spec.Elastic != nil }
+
+// ElasticMinWorkers is the fewest workers an elastic job runs with: spec.minWorkers, else
+// spec.numWorkers.
+func (j *TrainingJob) ElasticMinWorkers() int32 {
+	if j.Spec.MinWorkers != nil {
+		return *j.Spec.MinWorkers
+	}
+	return j.Spec.NumWorkers
+}
+
+// ResizeCooldown is spec.elastic.resizeCooldownSeconds with its default; 0 for a job that is not
+// elastic.
+func (j *TrainingJob) ResizeCooldown() time.Duration {
+	e := j.Spec.Elastic
+	if e == nil {
+		return 0
+	}
+	if e.ResizeCooldownSeconds != nil {
+		return time.Duration(*e.ResizeCooldownSeconds) * time.Second
+	}
+	return DefaultResizeCooldownSeconds * time.Second
+}
+
+// WorkerCount is the number of workers the gang has: spec.numWorkers, or for an elastic job the
+// size Kueue accounts for (AnnotationElasticWorkers, kept between spec.minWorkers and
+// spec.numWorkers) once it is admitted.
+func (j *TrainingJob) WorkerCount() int32 {
+	if !j.IsElastic() {
+		return j.Spec.NumWorkers
+	}
+	n, err := strconv.ParseInt(j.Annotations[AnnotationElasticWorkers], 10, 32)
+	if err != nil {
+		return j.Spec.NumWorkers
+	}
+	return min(max(int32(n), j.ElasticMinWorkers()), j.Spec.NumWorkers)
 }

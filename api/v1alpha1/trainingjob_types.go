@@ -54,6 +54,9 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.framework == oldSelf.framework",message="spec.framework is immutable: create a new TrainingJob to change it",fieldPath=".framework"
 // +kubebuilder:validation:XValidation:rule="self.framework != 'mpi' || !has(self.securityContext) || !has(self.securityContext.podSecurity) || self.securityContext.podSecurity != 'restricted'",message="spec.securityContext.podSecurity cannot be restricted for framework mpi: its workers run sshd as root with the SETUID, SETGID and SYS_CHROOT capabilities, which only baseline allows; set baseline or remove podSecurity",fieldPath=".securityContext.podSecurity"
 // +kubebuilder:validation:XValidation:rule="has(self.managedBy) == has(oldSelf.managedBy) && (!has(self.managedBy) || self.managedBy == oldSelf.managedBy)",message="spec.managedBy is immutable: delete the job and create it again to change which controller runs it",fieldPath=".managedBy"
+// +kubebuilder:validation:XValidation:rule="!has(self.elastic) || self.framework == 'pytorch'",message="spec.elastic needs framework pytorch: only torchrun's elastic rendezvous lets workers join and leave a running job (TF_CONFIG, the MPI hostfile and JAX's num_processes are fixed at start); remove spec.elastic or use framework pytorch",fieldPath=".elastic"
+// +kubebuilder:validation:XValidation:rule="(oldSelf.hasValue() && has(oldSelf.value().elastic)) || !has(self.elastic) || (has(self.minWorkers) && self.minWorkers < self.numWorkers)",message="spec.elastic needs spec.minWorkers below spec.numWorkers: the job resizes between the two; set spec.minWorkers lower than spec.numWorkers, or remove spec.elastic",fieldPath=".elastic",optionalOldSelf=true
+// +kubebuilder:validation:XValidation:rule="has(self.elastic) == has(oldSelf.elastic) || (has(self.suspend) && self.suspend && has(oldSelf.suspend) && oldSelf.suspend)",message="spec.elastic can be added or removed only while the job is suspended: set spec.suspend to true first, or create a new TrainingJob",fieldPath=".elastic"
 type TrainingJobSpec struct {
 	// model names the model to train, for example "llama-3-8b" or a path or URI the training code
 	// understands. It reaches every pod as the MODEL environment variable.
@@ -95,6 +98,17 @@ type TrainingJobSpec struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1024
 	MinWorkers *int32 `json:"minWorkers,omitempty"`
+
+	// elastic lets the running job change its number of workers between minWorkers and
+	// numWorkers (framework pytorch only, with minWorkers below numWorkers): it grows toward
+	// numWorkers when quota and a placement for more workers exist, and shrinks toward minWorkers,
+	// instead of stopping, when a higher-priority job needs part of its GPUs. Every resize asks
+	// the gang for a checkpoint first and goes through Kueue and convoy-scheduler; the workers run
+	// torchrun's elastic rendezvous (PET_NNODES=<minWorkers>:<numWorkers>, PET_RDZV_BACKEND=c10d)
+	// and numWorkers stays the most workers the job may have. Added or removed only while the job
+	// is suspended.
+	// +optional
+	Elastic *ElasticSpec `json:"elastic,omitempty"`
 
 	// gpusPerWorker is the number of GPUs each worker requests, as nvidia.com/gpu or, with spec.gpu,
 	// as devices of its DeviceClass; 0 runs workers without GPUs.
@@ -234,6 +248,28 @@ type TrainingJobSpec struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+}
+
+// ElasticSpec says how often and how far a running elastic job resizes.
+type ElasticSpec struct {
+	// resizeCooldownSeconds is the least time between two resizes of the gang (each one costs a
+	// checkpoint and a new rendezvous), and between the job's start and its first resize.
+	// Defaults to 300; 30 to 86400.
+	// +optional
+	// +kubebuilder:default=300
+	// +kubebuilder:validation:Minimum=30
+	// +kubebuilder:validation:Maximum=86400
+	ResizeCooldownSeconds *int32 `json:"resizeCooldownSeconds,omitempty"`
+
+	// minScalingEfficiency, a percentage from 1 to 100, stops growth where it stops paying: the
+	// job grows only while the samples per second per GPU it reported at its largest measured
+	// size stay at least this share of those at its smallest measured size
+	// (status.elastic.throughput). Unset, the operator's platform default
+	// (--elastic-min-scaling-efficiency) applies.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	MinScalingEfficiency *int32 `json:"minScalingEfficiency,omitempty"`
 }
 
 // GPUSpec says which DRA devices a worker's GPUs are. The attribute and capacity names are those
@@ -990,6 +1026,10 @@ type TrainingJobStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	SSHSecretName string `json:"sshSecretName,omitempty"`
 
+	// elastic is the size of an elastic job (spec.elastic) and what it measured at each size.
+	// +optional
+	Elastic *ElasticStatus `json:"elastic,omitempty"`
+
 	// forecast is the operator's estimate of when the job starts, while Kueue holds it in its
 	// queue, and of when it completes, while it runs.
 	// +optional
@@ -998,6 +1038,52 @@ type TrainingJobStatus struct {
 	// observedGeneration is the spec generation this status reflects.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// ElasticStatus is the size of an elastic job and its measured throughput by size.
+type ElasticStatus struct {
+	// currentWorkers is the number of the gang's workers running now.
+	// +optional
+	CurrentWorkers int32 `json:"currentWorkers,omitempty"`
+
+	// targetWorkers is the size Kueue admitted the gang at and the operator drives it to:
+	// between spec.minWorkers and spec.numWorkers.
+	// +optional
+	TargetWorkers int32 `json:"targetWorkers,omitempty"`
+
+	// resizeCount is the number of times the gang grew or shrank while it ran.
+	// +optional
+	ResizeCount int32 `json:"resizeCount,omitempty"`
+
+	// lastResizeTime is when the gang last grew or shrank; spec.elastic.resizeCooldownSeconds
+	// counts from it.
+	// +optional
+	LastResizeTime *metav1.Time `json:"lastResizeTime,omitempty"`
+
+	// throughput is the training code's reported samples per second at each size the gang ran
+	// at (progress reports with samplesPerSecond), by number of workers.
+	// +optional
+	// +listType=map
+	// +listMapKey=workers
+	// +kubebuilder:validation:MaxItems=1024
+	Throughput []SizeThroughput `json:"throughput,omitempty"`
+}
+
+// SizeThroughput is the measured throughput of the gang at one size.
+type SizeThroughput struct {
+	// workers is the number of workers the gang ran with.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1024
+	Workers int32 `json:"workers"`
+
+	// samplesPerSecond is the mean of the samples per second the job reported at this size.
+	// +required
+	SamplesPerSecond float64 `json:"samplesPerSecond"`
+
+	// reports is the number of progress reports samplesPerSecond averages.
+	// +optional
+	Reports int32 `json:"reports,omitempty"`
 }
 
 // ForecastStatus is the operator's estimate of a job's start and completion.
@@ -1184,6 +1270,7 @@ type AdmissionStatus struct {
 // +kubebuilder:printcolumn:name="Progress",type=string,JSONPath=`.status.progress`
 // +kubebuilder:printcolumn:name="Epoch",type=integer,JSONPath=`.status.currentEpoch`
 // +kubebuilder:printcolumn:name="Workers",type=integer,JSONPath=`.spec.numWorkers`
+// +kubebuilder:printcolumn:name="Target",type=integer,JSONPath=`.status.elastic.targetWorkers`,priority=1
 // +kubebuilder:printcolumn:name="GPUs",type=integer,JSONPath=`.status.resources.gpus`
 // +kubebuilder:printcolumn:name="Queue",type=string,JSONPath=`.spec.scheduling.queue`
 // +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.cost.summary`

@@ -114,9 +114,9 @@ type Plugin interface {
 // Workers gives a Plugin the defaults of a gang of numWorkers workers with nothing else.
 type Workers struct{}
 
-// Replicas returns the workers, by rank.
+// Replicas returns the workers, by rank: job.WorkerCount() of them.
 func (Workers) Replicas(job *convoy.TrainingJob) []Replica {
-	return replicas(RoleWorker, job.Spec.NumWorkers)
+	return replicas(RoleWorker, job.WorkerCount())
 }
 
 // ConfigFiles returns nil.

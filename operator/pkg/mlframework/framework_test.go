@@ -79,6 +79,15 @@ func TestFrameworkEnvironment(t *testing.T) {
 			},
 			wantCommand: []string{"train"},
 		},
+		"elastic pytorch rendezvouses on worker 0 between minWorkers and numWorkers": {
+			job:     base.Clone().Elastic(2, convoy.ElasticSpec{}).Obj(),
+			replica: Replica{Role: RoleWorker, Rank: 3},
+			wantEnv: map[string]string{
+				"PET_NNODES": "2:4", "PET_NPROC_PER_NODE": "8", "PET_RDZV_BACKEND": "c10d",
+				"PET_RDZV_ENDPOINT": "llm-worker-0.llm.team-a.svc:29400", "PET_RDZV_ID": "llm-uid", "PET_MAX_RESTARTS": "1000",
+			},
+			wantCommand: []string{"train"},
+		},
 		"tensorflow worker with parameter servers": {
 			job:     base.Clone().Workers(2).Framework(convoy.FrameworkTensorFlow).ParameterServers(2).Obj(),
 			replica: Replica{Role: RoleWorker, Rank: 1},

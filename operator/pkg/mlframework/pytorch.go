@@ -35,6 +35,10 @@ type pytorch struct{ Workers }
 func (pytorch) DefaultImage() string { return "pytorch/pytorch:2.5.1-cuda12.4-cudnn9-runtime" }
 
 func (pytorch) Configure(job *convoy.TrainingJob, r Replica, pod *corev1.Pod) {
+	if job.IsElastic() {
+		configureElastic(job, r, pod)
+		return
+	}
 	master := Host(job, Master)
 	port := itoa(job.MasterPort())
 	nodes := itoa(job.Spec.NumWorkers)
@@ -53,5 +57,27 @@ func (pytorch) Configure(job *convoy.TrainingJob, r Replica, pod *corev1.Pod) {
 	)
 	if r == Master {
 		AddPort(pod, "rendezvous", job.MasterPort())
+	}
+}
+
+// ElasticMaxRestarts is torchrun's --max-restarts for an elastic gang: every resize is one
+// restart of the workers' processes, so it is far above what cooldowns allow in a job's life.
+const ElasticMaxRestarts = 1000
+
+// configureElastic wires torchrun's elastic rendezvous: the c10d store on worker 0, between
+// minWorkers and numWorkers nodes, the job's UID as the rendezvous id. torchrun sets RANK and
+// WORLD_SIZE for each process after every rendezvous, so the pod has none of its own; worker 0
+// is never removed by a shrink, so its DNS name stays the endpoint.
+func configureElastic(job *convoy.TrainingJob, r Replica, pod *corev1.Pod) {
+	SetEnv(pod,
+		"PET_NNODES", itoa(job.ElasticMinWorkers())+":"+itoa(job.Spec.NumWorkers),
+		"PET_NPROC_PER_NODE", strconv.Itoa(int(max(job.GPUsPerWorker(), 1))),
+		"PET_RDZV_BACKEND", "c10d",
+		"PET_RDZV_ENDPOINT", Host(job, Master)+":"+strconv.Itoa(convoy.ElasticRendezvousPort),
+		"PET_RDZV_ID", string(job.UID),
+		"PET_MAX_RESTARTS", strconv.Itoa(ElasticMaxRestarts),
+	)
+	if r == Master {
+		AddPort(pod, "rendezvous", convoy.ElasticRendezvousPort)
 	}
 }

@@ -45,6 +45,9 @@ func ApplyReport(job *convoy.TrainingJob, st *convoy.TrainingJobStatus, r *Repor
 	if st.TotalEpochs > 0 {
 		st.Progress = fmt.Sprintf("%d%%", min(100, int64(st.CurrentEpoch)*100/int64(st.TotalEpochs)))
 	}
+	if r.SamplesPerSecond != nil {
+		observeThroughput(job, st, *r.SamplesPerSecond)
+	}
 	if r.Step == nil && len(r.Metrics) == 0 {
 		return
 	}
@@ -80,6 +83,30 @@ func ApplyReport(job *convoy.TrainingJob, st *convoy.TrainingJobStatus, r *Repor
 			st.Best = &convoy.BestMetric{Name: "loss", Value: loss, Epoch: st.CurrentEpoch}
 		}
 	}
+}
+
+// throughputWindow is the most reports a size's mean weighs as one: later reports move it, so
+// that it follows a job whose speed drifts.
+const throughputWindow = 20
+
+// observeThroughput folds a report's samples per second into the mean of the elastic job's
+// current size (status.elastic.throughput). Reports while the gang resizes, or of a job that
+// is not elastic, are not recorded: their size is not known.
+func observeThroughput(job *convoy.TrainingJob, st *convoy.TrainingJobStatus, v float64) {
+	e := st.Elastic
+	if !job.IsElastic() || e == nil || e.CurrentWorkers == 0 || e.CurrentWorkers != e.TargetWorkers {
+		return
+	}
+	i := slices.IndexFunc(e.Throughput, func(t convoy.SizeThroughput) bool { return t.Workers == e.CurrentWorkers })
+	if i < 0 {
+		e.Throughput = append(e.Throughput, convoy.SizeThroughput{Workers: e.CurrentWorkers})
+		slices.SortFunc(e.Throughput, func(a, b convoy.SizeThroughput) int { return int(a.Workers - b.Workers) })
+		i = slices.IndexFunc(e.Throughput, func(t convoy.SizeThroughput) bool { return t.Workers == e.CurrentWorkers })
+	}
+	t := &e.Throughput[i]
+	n := float64(min(t.Reports, throughputWindow))
+	t.SamplesPerSecond = (t.SamplesPerSecond*n + v) / (n + 1)
+	t.Reports++
 }
 
 // ApplyCheckpoint records c, reported by a pod of the gang's attempt, as the job's latest

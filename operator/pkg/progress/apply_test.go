@@ -17,6 +17,7 @@ limitations under the License.
 package progress
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -76,6 +77,43 @@ func TestApplyReport(t *testing.T) {
 	}
 }
 
+func TestApplyReportRecordsThroughputBySize(t *testing.T) {
+	job := utiltesting.MakeTrainingJob("llm", "ns").Workers(8).Elastic(2, convoy.ElasticSpec{}).Obj()
+	at := func(cur, target int32, tp ...convoy.SizeThroughput) convoy.TrainingJobStatus {
+		return convoy.TrainingJobStatus{Elastic: &convoy.ElasticStatus{CurrentWorkers: cur, TargetWorkers: target, Throughput: tp}}
+	}
+	cases := map[string]struct {
+		job    *convoy.TrainingJob
+		status convoy.TrainingJobStatus
+		sps    []float64
+		want   convoy.TrainingJobStatus
+	}{
+		"the mean of the current size's reports": {
+			job: job, status: at(4, 4, convoy.SizeThroughput{Workers: 2, SamplesPerSecond: 100, Reports: 3}), sps: []float64{380, 420},
+			want: at(4, 4, convoy.SizeThroughput{Workers: 2, SamplesPerSecond: 100, Reports: 3}, convoy.SizeThroughput{Workers: 4, SamplesPerSecond: 400, Reports: 2}),
+		},
+		"not while the gang resizes": {
+			job: job, status: at(4, 6), sps: []float64{400},
+			want: at(4, 6),
+		},
+		"not for a job that is not elastic": {
+			job: utiltesting.MakeTrainingJob("llm", "ns").Workers(8).Obj(), status: at(4, 4), sps: []float64{400},
+			want: at(4, 4),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			st := tc.status.DeepCopy()
+			for _, v := range tc.sps {
+				ApplyReport(tc.job, st, &Report{SamplesPerSecond: ptr.To(v)})
+			}
+			if diff := cmp.Diff(tc.want, *st); diff != "" {
+				t.Errorf("status (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestApplyCheckpoint(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st := &convoy.TrainingJobStatus{}
@@ -118,6 +156,9 @@ func TestValidate(t *testing.T) {
 		"too many metrics":            {err: (&Report{Metrics: many}).Validate(), want: true},
 		"an accuracy above 1":         {err: (&Report{Metrics: map[string]float64{"accuracy": 97}}).Validate(), want: true},
 		"a negative accuracy":         {err: (&Report{Metrics: map[string]float64{"accuracy": -0.1}}).Validate(), want: true},
+		"a throughput":                {err: (&Report{SamplesPerSecond: ptr.To(1250.5)}).Validate()},
+		"a negative throughput":       {err: (&Report{SamplesPerSecond: ptr.To(-1.0)}).Validate(), want: true},
+		"an infinite throughput":      {err: (&Report{SamplesPerSecond: ptr.To(math.Inf(1))}).Validate(), want: true},
 		"a checkpoint":                {err: (&Checkpoint{Path: "/ckpt/1", Epoch: 1}).Validate()},
 		"a checkpoint without a path": {err: (&Checkpoint{Epoch: 1}).Validate(), want: true},
 		"a checkpoint negative epoch": {err: (&Checkpoint{Path: "p", Epoch: -2}).Validate(), want: true},

@@ -50,6 +50,9 @@ type Report struct {
 	// Metrics are the latest values by name; "loss" and "accuracy" have their own status fields and
 	// drive the success policy.
 	Metrics map[string]float64 `json:"metrics,omitempty"`
+	// SamplesPerSecond is the whole gang's training throughput since the previous report; the
+	// operator keeps its mean per gang size in status.elastic.throughput.
+	SamplesPerSecond *float64 `json:"samplesPerSecond,omitempty"`
 }
 
 // Checkpoint is the body of POST .../checkpoint.
@@ -97,6 +100,9 @@ func (r *Report) Validate() error {
 	}
 	if r.Step != nil && *r.Step < 0 {
 		return fmt.Errorf("step must not be negative, got %d", *r.Step)
+	}
+	if v := r.SamplesPerSecond; v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0) || *v < 0) {
+		return fmt.Errorf("samplesPerSecond is %v: report a finite number of samples per second, 0 or more", *v)
 	}
 	others := 0
 	for k, v := range r.Metrics {

@@ -229,6 +229,13 @@ func (w *TrainingJobWrapper) Output(m convoy.ModelOutput) *TrainingJobWrapper {
 	return w
 }
 
+// Elastic sets spec.elastic with minWorkers min.
+func (w *TrainingJobWrapper) Elastic(min int32, e convoy.ElasticSpec) *TrainingJobWrapper {
+	w.Spec.MinWorkers = &min
+	w.Spec.Elastic = &e
+	return w
+}
+
 // Suspend sets spec.suspend.
 func (w *TrainingJobWrapper) Suspend(s bool) *TrainingJobWrapper {
 	w.Spec.Suspend = ptr.To(s)

@@ -192,6 +192,11 @@ func TestInvalidSpecsAreRejectedNamingTheField(t *testing.T) {
 		"numWorkers too many":            {spec: `{"numWorkers": 2048}`, want: "spec.numWorkers"},
 		"minWorkers above numWorkers":    {spec: `{"numWorkers": 2, "minWorkers": 3}`, want: "spec.minWorkers: Invalid value: spec.minWorkers must not exceed spec.numWorkers: lower spec.minWorkers, or raise spec.numWorkers"},
 		"minWorkers zero":                {spec: `{"minWorkers": 0}`, want: "spec.minWorkers"},
+		"elastic without minWorkers":     {spec: `{"elastic": {}}`, want: "spec.elastic: Invalid value: spec.elastic needs spec.minWorkers below spec.numWorkers: the job resizes between the two; set spec.minWorkers lower than spec.numWorkers, or remove spec.elastic"},
+		"elastic at one size":            {spec: `{"minWorkers": 2, "elastic": {}}`, want: "spec.elastic needs spec.minWorkers below spec.numWorkers"},
+		"elastic tensorflow":             {spec: `{"framework": "tensorflow", "minWorkers": 1, "elastic": {}}`, want: "spec.elastic needs framework pytorch: only torchrun's elastic rendezvous lets workers join and leave a running job"},
+		"elastic cooldown too short":     {spec: `{"minWorkers": 1, "elastic": {"resizeCooldownSeconds": 5}}`, want: "spec.elastic.resizeCooldownSeconds: Invalid value: 5: spec.elastic.resizeCooldownSeconds in body should be greater than or equal to 30"},
+		"elastic efficiency above 100":   {spec: `{"minWorkers": 1, "elastic": {"minScalingEfficiency": 120}}`, want: "spec.elastic.minScalingEfficiency: Invalid value: 120: spec.elastic.minScalingEfficiency in body should be less than or equal to 100"},
 		"unknown framework":              {spec: `{"framework": "caffe"}`, want: `spec.framework: Unsupported value: "caffe"`},
 		"negative gpus":                  {spec: `{"gpusPerWorker": -1}`, want: "spec.gpusPerWorker"},
 		"too many gpus per worker":       {spec: `{"gpusPerWorker": 17}`, want: "spec.gpusPerWorker"},
@@ -269,6 +274,28 @@ func TestInvalidSpecsAreRejectedNamingTheField(t *testing.T) {
 	}
 }
 
+func TestElasticJobIsAcceptedAndDefaulted(t *testing.T) {
+	c := cluster(t)
+	ns := namespace(t, c, "api-elastic")
+	job := &v1alpha1.TrainingJob{
+		ObjectMeta: metav1.ObjectMeta{Name: "elastic", Namespace: ns},
+		Spec: v1alpha1.TrainingJobSpec{Model: "m", Dataset: "d", NumWorkers: 4, MinWorkers: ptr.To[int32](2),
+			Elastic: &v1alpha1.ElasticSpec{MinScalingEfficiency: ptr.To[int32](70)}},
+	}
+	if err := c.Client.Create(t.Context(), job); err != nil {
+		t.Fatalf("an elastic pytorch job with minWorkers below numWorkers was refused: %v", err)
+	}
+	if got := job.Spec.Elastic.ResizeCooldownSeconds; got == nil || *got != v1alpha1.DefaultResizeCooldownSeconds {
+		t.Errorf("spec.elastic.resizeCooldownSeconds = %v, want the default %d", got, v1alpha1.DefaultResizeCooldownSeconds)
+	}
+	// Kueue starts it with fewer workers, as numWorkers' annotation says, and numWorkers stays.
+	job.Annotations = map[string]string{v1alpha1.AnnotationElasticWorkers: "2"}
+	job.Spec.Suspend = ptr.To(false)
+	if err := c.Client.Update(t.Context(), job); err != nil {
+		t.Errorf("starting the elastic job at 2 workers: %v", err)
+	}
+}
+
 func TestShapeIsImmutableUnlessSuspended(t *testing.T) {
 	c := cluster(t)
 	ctx := context.Background()
@@ -298,6 +325,7 @@ func TestShapeIsImmutableUnlessSuspended(t *testing.T) {
 		"framework":     {func(j *v1alpha1.TrainingJob) { j.Spec.Framework = v1alpha1.FrameworkJAX }, "spec.framework is immutable"},
 		"gpu":           {func(j *v1alpha1.TrainingJob) { j.Spec.GPU = &v1alpha1.GPUSpec{DeviceClassName: "gpu.nvidia.com"} }, "spec.gpu is immutable unless the job is suspended"},
 		"managedBy":     {func(j *v1alpha1.TrainingJob) { j.Spec.ManagedBy = ptr.To("kueue.x-k8s.io/multikueue") }, "spec.managedBy is immutable: delete the job and create it again"},
+		"elastic":       {func(j *v1alpha1.TrainingJob) { j.Spec.Elastic = &v1alpha1.ElasticSpec{} }, "spec.elastic can be added or removed only while the job is suspended"},
 		"GPUs in resources": {func(j *v1alpha1.TrainingJob) {
 			j.Spec.Resources = &corev1.ResourceRequirements{Limits: corev1.ResourceList{v1alpha1.ResourceGPU: resource.MustParse("4")}}
 		}, "spec.resources.limits[nvidia.com/gpu] is immutable unless the job is suspended"},

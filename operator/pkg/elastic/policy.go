@@ -1,0 +1,58 @@
+/*
+Copyright The Convoy Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package elastic is the resize policy of elastic TrainingJobs (spec.elastic): which running
+// jobs grow into free GPUs and by how much, when measured throughput says growing stops paying,
+// and which jobs shrink to make room for a higher-priority one. It is pure: the operator and
+// test/bench/elastic call it with what they know and apply what it returns.
+package elastic
+
+import "time"
+
+// Job is what the policy knows of one running elastic job.
+type Job struct {
+	// Key names the job, namespace/name.
+	Key string
+	// Priority is the job's priority; a job only shrinks for one of higher priority.
+	Priority int32
+	// Min, Max and Current are spec.minWorkers, spec.numWorkers and the workers it runs with.
+	Min, Max, Current int32
+	// GPUsPerWorker is the GPUs each worker holds.
+	GPUsPerWorker int32
+	// LastResize is when the job last resized, or started; zero when never.
+	LastResize time.Time
+	// Cooldown is spec.elastic.resizeCooldownSeconds.
+	Cooldown time.Duration
+	// MinEfficiency is the share (0 to 1) of the per-GPU throughput at the smallest measured
+	// size that a larger size must keep for the job to grow (spec.elastic.minScalingEfficiency
+	// or the platform default).
+	MinEfficiency float64
+	// Throughput is the measured samples per second by number of workers.
+	Throughput map[int32]float64
+}
+
+// Resize is one decision: the job goes from From to To workers.
+type Resize struct {
+	Key      string
+	From, To int32
+	// Reason says why, for the Resized event.
+	Reason string
+}
+
+// CoolingDown reports whether the job resized less than its cooldown ago.
+func (j *Job) CoolingDown(now time.Time) bool {
+	return !j.LastResize.IsZero() && now.Sub(j.LastResize) < j.Cooldown
+}

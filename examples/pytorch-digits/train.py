@@ -12,6 +12,7 @@ import glob
 import os
 import re
 import signal
+import socket
 import sys
 import tempfile
 import threading
@@ -35,6 +36,13 @@ def run_under_torchrun():
     # What `torchrun train.py` does, but for PyTorch 1.13 on Python 3.11, where Std.from_str("0"),
     # torchrun's default for --redirects and --tee, is None (Python 3.11 does not iterate a flag's
     # 0 member) and the agent fails at once.
+    # torchrun hosts the c10d store where the endpoint's host is this machine's name, its FQDN or
+    # address; the pod's FQDN ends in the cluster domain, the endpoint's (<worker-0>.<job>.<ns>.svc)
+    # does not: worker 0 is told.
+    host = os.environ.get("PET_RDZV_ENDPOINT", "").rsplit(":", 1)[0]
+    conf = os.environ.get("PET_RDZV_CONF", "")
+    if "is_host" not in conf and host.split(".")[0] == socket.gethostname():
+        os.environ["PET_RDZV_CONF"] = ",".join(filter(None, [conf, "is_host=1"]))
     config, cmd, cmd_args = config_from_args(parse_args([os.path.abspath(__file__)]))
     config.redirects = config.redirects or Std.NONE
     config.tee = config.tee or Std.NONE
@@ -167,16 +175,17 @@ def main():
             asked = torch.tensor([float(rank == 0 and convoy.should_checkpoint())])
             if objects:
                 dist.all_reduce(asked)
+            saved = None
             if epoch % convoy.checkpoint_frequency() == 0 or asked.item():
                 if objects:
                     path = save_checkpoint(scratch, epoch, net, optimizer, metrics, name="model.pt")
                     convoy.save_checkpoint(path, epoch)
                 elif rank == 0 and directory:
-                    path = save_checkpoint(directory, epoch, net, optimizer, metrics)
-                    convoy.checkpoint_saved(path, epoch)
+                    saved = save_checkpoint(directory, epoch, net, optimizer, metrics)
+                    convoy.checkpoint_saved(saved, epoch)
             time.sleep(epoch_sleep)
-            while hold and rank == 0 and os.path.exists(hold):  # the other ranks wait in the next collective
-                time.sleep(0.1)
+            if hold and rank == 0:  # the other ranks wait in the next collective
+                wait_while(hold, epoch, epochs, metrics, saved)
     except RuntimeError as e:  # gloo fails the collective when another rank has died
         if ELASTIC:
             print(f"rank={rank} training failed: {e}; torchrun starts the workers again", flush=True)
@@ -213,6 +222,16 @@ def init_distributed():
     while store.add("joined", 0) < world:
         time.sleep(0.1)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+
+
+def wait_while(hold, epoch, epochs, metrics, saved):
+    """Rank 0 waits while the file hold exists, reporting progress; the epoch's checkpoint saved,
+    still the model's state, answers a checkpoint request of the operator's."""
+    while os.path.exists(hold):
+        convoy.report(epoch=epoch, total_epochs=epochs, metrics=metrics)  # at most every 5 s
+        if saved and convoy.should_checkpoint():
+            convoy.checkpoint_saved(saved, epoch)
+        time.sleep(0.1)
 
 
 def accuracy(net, inputs, labels):

@@ -118,7 +118,9 @@ func TestElasticPyTorchJobGrowsAndShrinks(t *testing.T) {
 		}
 	}
 	checkpointed := func(epoch int32) func(*convoy.TrainingJob) bool {
-		return func(j *convoy.TrainingJob) bool { return j.Status.Checkpoint != nil && j.Status.Checkpoint.Epoch >= epoch }
+		return func(j *convoy.TrainingJob) bool {
+			return j.Status.Checkpoint != nil && j.Status.Checkpoint.Epoch >= epoch
+		}
 	}
 	ended := func(j *convoy.TrainingJob) bool {
 		return j.Status.State == convoy.StateCompleted || j.Status.State == convoy.StateFailed

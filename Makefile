@@ -257,6 +257,10 @@ bench-trace: ## The Alibaba GPU trace of 2023 (TRACE_DIR) filling its 1,523 node
 bench-forecast: ## The same trace's GPU tasks with their run times through one ClusterQueue of 48, 56 and 64 GPUs: operator/pkg/forecast's predicted starts against queue position × mean run.
 	$(GO) run ./test/bench/trace -trace $(TRACE_DIR) -forecast 48,56,64
 
+.PHONY: bench-elastic
+bench-elastic: ## The same trace's GPU tasks as elastic gangs (minWorkers G, numWorkers 2G) through fleets of 64, 96 and 128 GPUs: fixed sizes vs resizing by operator/pkg/elastic.
+	$(GO) run ./test/bench/elastic -trace $(TRACE_DIR)
+
 .PHONY: bench-queue
 bench-queue: bin ## Admission rate of 1,000 TrainingJobs vs 1,000 batch/v1 Jobs through the same Kueue.
 	$(GO) test ./test/bench/queue -run '^$$' -bench BenchmarkAdmission -benchtime 1x -timeout 40m

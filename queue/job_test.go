@@ -340,6 +340,32 @@ func TestPartialAdmission(t *testing.T) {
 	}
 }
 
+// TestElasticAdmission: an elastic job admitted with fewer workers keeps numWorkers as its most
+// (torchrun's PET_NNODES max) and runs with the count admitted, which its pod sets then ask
+// for; suspended, it asks for numWorkers again.
+func TestElasticAdmission(t *testing.T) {
+	job := utiltesting.MakeTrainingJob("a", "ns").Workers(4).Elastic(2, convoy.ElasticSpec{}).Queue("q").Suspend(true).Obj()
+	original := recordedInfos(t, job)
+	running := (*Job)(job.DeepCopy())
+	if err := running.RunWithPodSetsInfo(t.Context(), []podset.PodSetInfo{{Name: "worker", Count: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if running.Spec.NumWorkers != 4 || (*convoy.TrainingJob)(running).WorkerCount() != 3 {
+		t.Errorf("admitted with 3 workers: numWorkers %d, workers %d; want 4 and 3", running.Spec.NumWorkers, (*convoy.TrainingJob)(running).WorkerCount())
+	}
+	sets, err := running.PodSets(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ps := sets[0]; ps.Count != 3 || ps.MinCount == nil || *ps.MinCount != 2 {
+		t.Errorf("running worker pod set: count %d, minCount %v; want 3 and 2", ps.Count, ps.MinCount)
+	}
+	running.Suspend()
+	if !running.RestorePodSetsInfo(original) || (*convoy.TrainingJob)(running).WorkerCount() != 4 {
+		t.Errorf("restored: %d workers, want 4", (*convoy.TrainingJob)(running).WorkerCount())
+	}
+}
+
 // TestManagedBy: Kueue may set spec.managedBy only while Convoy's operator would run the job.
 func TestManagedBy(t *testing.T) {
 	for _, tc := range []struct {

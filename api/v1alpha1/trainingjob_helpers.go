@@ -166,6 +166,7 @@ func (j *TrainingJob) CheckpointInterval() time.Duration {
 // Elastic defaults and the port of torchrun's c10d rendezvous on worker 0.
 const (
 	DefaultResizeCooldownSeconds = 300
+	DefaultMinScalingEfficiency  = 70
 	ElasticRendezvousPort        = 29400
 )
 
@@ -192,6 +193,15 @@ func (j *TrainingJob) ResizeCooldown() time.Duration {
 		return time.Duration(*e.ResizeCooldownSeconds) * time.Second
 	}
 	return DefaultResizeCooldownSeconds * time.Second
+}
+
+// MinScalingEfficiency is spec.elastic.minScalingEfficiency as a share from 0.01 to 1, with its
+// default.
+func (j *TrainingJob) MinScalingEfficiency() float64 {
+	if e := j.Spec.Elastic; e != nil && e.MinScalingEfficiency != nil {
+		return float64(*e.MinScalingEfficiency) / 100
+	}
+	return DefaultMinScalingEfficiency / 100.0
 }
 
 // WorkerCount is the number of workers the gang has: spec.numWorkers, or for an elastic job the

@@ -99,14 +99,13 @@ type TrainingJobSpec struct {
 	// +kubebuilder:validation:Maximum=1024
 	MinWorkers *int32 `json:"minWorkers,omitempty"`
 
-	// elastic lets the running job change its number of workers between minWorkers and
-	// numWorkers (framework pytorch only, with minWorkers below numWorkers): it grows toward
-	// numWorkers when quota and a placement for more workers exist, and shrinks toward minWorkers,
-	// instead of stopping, when a higher-priority job needs part of its GPUs. Every resize asks
-	// the gang for a checkpoint first and goes through Kueue and convoy-scheduler; the workers run
-	// torchrun's elastic rendezvous (PET_NNODES=<minWorkers>:<numWorkers>, PET_RDZV_BACKEND=c10d)
-	// and numWorkers stays the most workers the job may have. Added or removed only while the job
-	// is suspended.
+	// elastic makes the job resizable between minWorkers and numWorkers while it runs (framework
+	// pytorch only, minWorkers below numWorkers): its workers run torchrun's elastic rendezvous
+	// (PET_NNODES=<minWorkers>:<numWorkers>, PET_RDZV_BACKEND=c10d on worker 0), numWorkers
+	// stays the most workers it may have, and it runs with the workers Kueue accounts for
+	// (status.elastic.targetWorkers), adding the new ranks or removing the highest ones, never
+	// worker 0, without restarting the gang when that count changes. Added or removed only while
+	// the job is suspended.
 	// +optional
 	Elastic *ElasticSpec `json:"elastic,omitempty"`
 
@@ -262,10 +261,9 @@ type ElasticSpec struct {
 	ResizeCooldownSeconds *int32 `json:"resizeCooldownSeconds,omitempty"`
 
 	// minScalingEfficiency, a percentage from 1 to 100, stops growth where it stops paying: the
-	// job grows only while the samples per second per GPU it reported at its largest measured
-	// size stay at least this share of those at its smallest measured size
-	// (status.elastic.throughput). Unset, the operator's platform default
-	// (--elastic-min-scaling-efficiency) applies.
+	// resize policy grows the job only while the samples per second per worker it reported at a
+	// larger size stay at least this share of those at its smallest measured size
+	// (status.elastic.throughput). Unset, 70.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=100

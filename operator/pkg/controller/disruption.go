@@ -18,6 +18,7 @@ package controller
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -155,10 +156,15 @@ func (d *decision) schedulerPreemption() bool {
 // seen, so one that vanished since was deleted or evicted so fast (a force delete, or kwok) that
 // it was never seen terminating. The gang restarts whole, as for a lost pod.
 func (d *decision) vanishedPods() bool {
-	if !d.isTrue(convoy.ConditionRunning) || len(d.t.missing) == 0 {
+	missing := d.t.missing
+	if e := d.job.Status.Elastic; d.job.IsElastic() && e != nil && e.TargetWorkers > 0 {
+		// Workers an elastic gang grew by are created, not lost.
+		missing = slices.DeleteFunc(slices.Clone(missing), func(r mlframework.Replica) bool { return r.Rank >= e.TargetWorkers })
+	}
+	if !d.isTrue(convoy.ConditionRunning) || len(missing) == 0 {
 		return false
 	}
-	name := mlframework.PodName(d.job, d.t.missing[0], d.st.RestartCount)
+	name := mlframework.PodName(d.job, missing[0], d.st.RestartCount)
 	d.restartLost(fmt.Sprintf("pod %s of the running gang was deleted or evicted", name))
 	return true
 }

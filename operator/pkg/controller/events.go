@@ -45,9 +45,20 @@ var warningReasons = map[string]bool{
 	convoy.ReasonContainersNotStarting: true,
 }
 
+// ReasonResized is the event of an elastic job whose size changed while it ran.
+const ReasonResized = "Resized"
+
 // emitEvents records one event per transition between old and the job's status: a condition that
-// became true (or changed its reason while true), and a suspension that ended.
+// became true (or changed its reason while true), a suspension that ended, and an elastic resize.
 func (r *Reconciler) emitEvents(job *convoy.TrainingJob, old *convoy.TrainingJobStatus) {
+	if e, o := job.Status.Elastic, old.Elastic; e != nil && o != nil && o.TargetWorkers != 0 && e.TargetWorkers != o.TargetWorkers {
+		verb := "grew"
+		if e.TargetWorkers < o.TargetWorkers {
+			verb = "shrank"
+		}
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonResized, actionReconcile,
+			"%s from %d to %d workers: Kueue now accounts for %d (resize %d)", verb, o.TargetWorkers, e.TargetWorkers, e.TargetWorkers, e.ResizeCount)
+	}
 	for _, c := range job.Status.Conditions {
 		prev := meta.FindStatusCondition(old.Conditions, c.Type)
 		switch {

@@ -21,6 +21,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
@@ -115,5 +116,26 @@ func (d *decision) tally() bool {
 	d.st.Workers = d.t.workers
 	d.st.Resources = resources(d.job, d.o.pods)
 	d.deleteWhere(d.t.holds)
+	d.elasticSize()
 	return false
+}
+
+// elasticSize records an elastic job's size in status.elastic: the workers running and the size
+// Kueue accounts for (job.WorkerCount). A change of that size after the gang first started is a
+// resize: it is counted and timed, and emitEvents announces it.
+func (d *decision) elasticSize() {
+	if !d.job.IsElastic() {
+		return
+	}
+	e := d.st.Elastic
+	if e == nil {
+		e = &convoy.ElasticStatus{}
+		d.st.Elastic = e
+	}
+	target := d.job.WorkerCount()
+	if e.TargetWorkers != 0 && e.TargetWorkers != target {
+		e.ResizeCount++
+		e.LastResizeTime = &metav1.Time{Time: d.o.now}
+	}
+	e.TargetWorkers, e.CurrentWorkers = target, int32(d.t.running)
 }

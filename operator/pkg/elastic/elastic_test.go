@@ -132,6 +132,13 @@ func TestShrink(t *testing.T) {
 			}, need: 8, priority: 5,
 			want: map[string][2]int32{"flat": {4, 3}},
 		},
+		"the same priority takes back only what was lent": {
+			jobs: []Job{with(job("a", 2, 8, 7), func(j *Job) { j.Admitted = 4 })}, need: 16, priority: 0,
+			want: map[string][2]int32{"a": {7, 5}},
+		},
+		"the same priority does not take more than was lent": {
+			jobs: []Job{with(job("a", 2, 8, 5), func(j *Job) { j.Admitted = 4 })}, need: 16, priority: 0, none: true,
+		},
 		"cooldown does not hold a shrink back": {
 			jobs: []Job{with(job("a", 2, 8, 8), func(j *Job) { j.LastResize = now })}, need: 8, priority: 5,
 			want: map[string][2]int32{"a": {8, 7}},

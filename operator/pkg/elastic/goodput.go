@@ -49,8 +49,10 @@ func (j *Job) Efficiency(n int32) (eff float64, ok bool) {
 // than the smallest measured size whose efficiency fell below MinEfficiency. With no such size
 // the job may grow, and measure, as far as numWorkers.
 func (j *Job) GrowthCap() int32 {
-	for _, n := range j.measured() {
-		if eff, ok := j.Efficiency(n); ok && eff < j.MinEfficiency {
+	sizes := j.measured()
+	for _, n := range sizes {
+		base := j.Throughput[sizes[0]] / float64(sizes[0])
+		if j.Throughput[n]/float64(n) < j.MinEfficiency*base {
 			return max(n-1, j.Min)
 		}
 	}

@@ -30,18 +30,21 @@ import (
 // Resize to its final size: every resize costs the gang a checkpoint and a new rendezvous.
 func Grow(jobs []Job, freeGPUs int32, now time.Time) []Resize {
 	size := map[int]int32{}
+	limit := map[int]int32{}
 	var open []int
 	for i := range jobs {
-		if j := &jobs[i]; !j.CoolingDown(now) && j.Current < j.GrowthCap() && j.GPUsPerWorker <= freeGPUs {
-			size[i] = j.Current
-			open = append(open, i)
+		if j := &jobs[i]; !j.CoolingDown(now) && j.GPUsPerWorker <= freeGPUs {
+			if limit[i] = j.worthGrowingTo(); j.Current < limit[i] {
+				size[i] = j.Current
+				open = append(open, i)
+			}
 		}
 	}
 	for len(open) > 0 {
 		best, bestGain := -1, 0.0
 		for _, i := range open {
 			j := &jobs[i]
-			if j.GPUsPerWorker > freeGPUs || !j.worthGrowing(size[i]+1) {
+			if j.GPUsPerWorker > freeGPUs || size[i] >= limit[i] {
 				continue
 			}
 			if g := j.MarginalGain(size[i], 1); best < 0 || better(g, j, bestGain, &jobs[best]) {
@@ -53,7 +56,7 @@ func Grow(jobs []Job, freeGPUs int32, now time.Time) []Resize {
 		}
 		size[best]++
 		freeGPUs -= jobs[best].GPUsPerWorker
-		if size[best] >= jobs[best].GrowthCap() {
+		if size[best] >= limit[best] {
 			open = slices.DeleteFunc(open, func(i int) bool { return i == best })
 		}
 	}
@@ -68,18 +71,21 @@ func Grow(jobs []Job, freeGPUs int32, now time.Time) []Resize {
 	return out
 }
 
-// worthGrowing reports whether the job's estimated efficiency at n workers stays at least
-// MinEfficiency; with fewer than two sizes measured it is assumed to.
-func (j *Job) worthGrowing(n int32) bool {
+// worthGrowingTo is the most workers the job is worth growing to: its GrowthCap, and with two
+// sizes or more measured, no further than its estimated efficiency stays at least MinEfficiency.
+func (j *Job) worthGrowingTo() int32 {
+	limit := j.GrowthCap()
 	sizes := j.measured()
-	if n > j.GrowthCap() {
-		return false
-	}
 	if len(sizes) < 2 {
-		return true
+		return limit
 	}
 	base := j.Throughput[sizes[0]] / float64(sizes[0])
-	return j.Estimate(n)/float64(n) >= j.MinEfficiency*base
+	for n := j.Current + 1; n <= limit; n++ {
+		if j.Estimate(n)/float64(n) < j.MinEfficiency*base {
+			return n - 1
+		}
+	}
+	return limit
 }
 
 // better orders candidates: the larger gain, then the higher priority, then the key.

@@ -30,6 +30,9 @@ type Job struct {
 	Priority int32
 	// Min, Max and Current are spec.minWorkers, spec.numWorkers and the workers it runs with.
 	Min, Max, Current int32
+	// Admitted is the size Kueue admitted the job at: workers above it were grown into free GPUs
+	// and are lent, given back to a waiting job of the same priority.
+	Admitted int32
 	// GPUsPerWorker is the GPUs each worker holds.
 	GPUsPerWorker int32
 	// LastResize is when the job last resized, or started; zero when never.

@@ -22,23 +22,25 @@ import (
 	"slices"
 )
 
-// Shrink chooses which running elastic jobs of lower priority than priority give up workers so
-// that needGPUs GPUs come free, instead of a job being stopped: one worker at a time from the
-// lowest-priority job, and among equals the one whose last worker brings the least, never below
-// a job's Min. Cooldowns do not hold a shrink back: the alternative is stopping a whole job. It
-// returns nil when shrinking every candidate to its Min frees fewer than needGPUs.
+// Shrink chooses which running elastic jobs give up workers so that needGPUs GPUs come free for
+// a waiting job of priority priority, instead of a job being stopped: a job of lower priority
+// down to its Min, one of the same priority only the workers it grew beyond its Admitted size.
+// One worker at a time goes from the lowest-priority job, among equals from the one whose last
+// worker brings the least. Cooldowns do not hold a shrink back: the alternative is stopping a
+// whole job, or lent GPUs kept from the job they were lent by. It returns nil when every
+// candidate shrunk as far as it may frees fewer than needGPUs.
 func Shrink(jobs []Job, needGPUs, priority int32) []Resize {
 	size := map[int]int32{}
 	var cands []int
 	for i := range jobs {
-		if j := &jobs[i]; j.Priority < priority && j.Current > j.Min {
+		if j := &jobs[i]; j.Current > j.floor(priority) {
 			size[i] = j.Current
 			cands = append(cands, i)
 		}
 	}
 	freed := int32(0)
 	for freed < needGPUs {
-		cands = slices.DeleteFunc(cands, func(i int) bool { return size[i] <= jobs[i].Min })
+		cands = slices.DeleteFunc(cands, func(i int) bool { return size[i] <= jobs[i].floor(priority) })
 		if len(cands) == 0 {
 			return nil
 		}
@@ -55,8 +57,20 @@ func Shrink(jobs []Job, needGPUs, priority int32) []Resize {
 	for i := range jobs {
 		if j := &jobs[i]; size[i] < j.Current && size[i] > 0 {
 			out = append(out, Resize{Key: j.Key, From: j.Current, To: size[i],
-				Reason: fmt.Sprintf("a job of priority %d needs %d GPUs", priority, needGPUs)})
+				Reason: fmt.Sprintf("a waiting job of priority %d needs %d GPUs", priority, needGPUs)})
 		}
 	}
 	return out
+}
+
+// floor is the fewest workers the job shrinks to for a waiting job of priority priority; Current
+// when it does not shrink for it.
+func (j *Job) floor(priority int32) int32 {
+	switch {
+	case j.Priority < priority:
+		return j.Min
+	case j.Priority == priority && j.Admitted > 0:
+		return max(j.Admitted, j.Min)
+	}
+	return j.Current
 }

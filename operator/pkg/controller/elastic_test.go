@@ -1,0 +1,89 @@
+/*
+Copyright The Convoy Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
+	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
+)
+
+// TestElasticSize: an elastic gang's size follows what Kueue accounts for
+// (convoy.dev/elastic-workers); growing adds workers to the running gang without restarting it,
+// shrinking deletes the highest ranks, and each change counts as a resize.
+func TestElasticSize(t *testing.T) {
+	job := utiltesting.MakeTrainingJob("llm", "ns").Workers(4).Elastic(1, convoy.ElasticSpec{})
+	at := func(size string, target int32) *convoy.TrainingJob {
+		j := job.Clone().Status(convoy.TrainingJobStatus{Conditions: running(t0), StartTime: start,
+			Elastic: &convoy.ElasticStatus{CurrentWorkers: target, TargetWorkers: target}}).Obj()
+		j.Annotations = map[string]string{convoy.AnnotationElasticWorkers: size}
+		return j
+	}
+	pods := func(j *convoy.TrainingJob, n int32) []*corev1.Pod {
+		var out []*corev1.Pod
+		for i := range n {
+			out = append(out, makePod(j, mlframework.RoleWorker, i).phase(corev1.PodRunning).obj())
+		}
+		return out
+	}
+	cases := map[string]struct {
+		job        *convoy.TrainingJob
+		running    int32
+		want       convoy.ElasticStatus
+		wantCreate []mlframework.Replica
+		wantDelete []string
+	}{
+		"steady": {
+			job: at("2", 2), running: 2,
+			want: convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 2},
+		},
+		"grows by creating the added ranks, the gang running on": {
+			job: at("3", 2), running: 2,
+			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 3, ResizeCount: 1, LastResizeTime: start.DeepCopy()},
+			wantCreate: []mlframework.Replica{{Role: mlframework.RoleWorker, Rank: 2}},
+		},
+		"shrinks by deleting the highest ranks": {
+			job: at("2", 4), running: 4,
+			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 2, ResizeCount: 1, LastResizeTime: start.DeepCopy()},
+			wantDelete: []string{"llm-worker-2", "llm-worker-3"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, _ := mlframework.For(tc.job.Spec.Framework)
+			plan := decide(observation{job: tc.job, plugin: p, pods: pods(tc.job, tc.running), now: t0, backoff: DefaultBackoff})
+			if plan.status.RestartCount != 0 {
+				t.Errorf("restartCount = %d, want 0: a resize does not restart the gang", plan.status.RestartCount)
+			}
+			if diff := cmp.Diff(&tc.want, plan.status.Elastic); diff != "" {
+				t.Errorf("status.elastic (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantCreate, plan.create, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("create (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantDelete, names(plan.delete), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("delete (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -112,6 +112,35 @@ class Gang:
         return "\n".join("--- rank %d:\n%s" % (rank, self.log(rank)[-3000:]) for rank in self.procs)
 
 
+def require_torch(failure):
+    missing = []
+    for module in ("torch", "sklearn"):
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        raise failure(
+            "%s cannot import %s: run this test with a Python that has PyTorch and scikit-learn "
+            "(Debian: apt-get install python3-torch python3-sklearn; then /usr/bin/python3 -m unittest)"
+            % (sys.executable, " and ".join(missing)))
+
+
+def pod_env(tmp, endpoint, checkpoints, **extra):
+    """The variables a pod of a job with 3 epochs and checkpoints on a pvc gets, less the rank's."""
+    token = os.path.join(tmp, "token")
+    with open(token, "w") as f:
+        f.write("projected-token")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CONVOY_", "PET_", "TORCHELASTIC_")) and k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    if os.path.isdir(SDK):
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.abspath(SDK), env.get("PYTHONPATH")]))
+    env.update(EPOCHS=str(EPOCHS), LEARNING_RATE="0.01", BATCH_SIZE="64",
+               CONVOY_CHECKPOINT_URI=checkpoints, CONVOY_CHECKPOINT_FREQUENCY="1",
+               CONVOY_PROGRESS_URL=endpoint.url, CONVOY_PROGRESS_TOKEN_FILE=token)
+    env.update(extra)
+    return env
+
+
 def free_port():
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
@@ -123,17 +152,7 @@ def free_port():
 class TrainTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        missing = []
-        for module in ("torch", "sklearn"):
-            try:
-                __import__(module)
-            except ImportError:
-                missing.append(module)
-        if missing:
-            raise cls.failureException(
-                "%s cannot import %s: run this test with a Python that has PyTorch and scikit-learn "
-                "(Debian: apt-get install python3-torch python3-sklearn; then /usr/bin/python3 -m unittest)"
-                % (sys.executable, " and ".join(missing)))
+        require_torch(cls.failureException)
         cls.tmp = tempfile.mkdtemp(prefix="convoy-digits-")
         # One uninterrupted run that the tests look at and compare with.
         cls.endpoint = Endpoint()
@@ -152,18 +171,7 @@ class TrainTest(unittest.TestCase):
 
     @classmethod
     def env(cls, endpoint, checkpoints, **extra):
-        """The variables a pod of a job with 3 epochs and checkpoints on a pvc gets, less the rank's."""
-        token = os.path.join(cls.tmp, "token")
-        with open(token, "w") as f:
-            f.write("projected-token")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("CONVOY_") and k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
-        if os.path.isdir(SDK):
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.path.abspath(SDK), env.get("PYTHONPATH")]))
-        env.update(EPOCHS=str(EPOCHS), LEARNING_RATE="0.01", BATCH_SIZE="64",
-                   CONVOY_CHECKPOINT_URI=checkpoints, CONVOY_CHECKPOINT_FREQUENCY="1",
-                   CONVOY_PROGRESS_URL=endpoint.url, CONVOY_PROGRESS_TOKEN_FILE=token)
-        env.update(extra)
-        return env
+        return pod_env(cls.tmp, endpoint, checkpoints, **extra)
 
     def test_trains(self):
         self.assertEqual(self.codes, {0: 0, 1: 0}, self.gang.dump())
@@ -275,6 +283,90 @@ class TrainTest(unittest.TestCase):
         self.assertEqual(gang.procs[0].wait(10), 128 + signal.SIGTERM, gang.dump())
         self.assertIn("rank=0 SIGTERM: exiting", gang.log(0))
 
+
+class ElasticTest(unittest.TestCase):
+    """Two torchrun agents on 127.0.0.1 with the variables Convoy gives an elastic job's pods
+    (PET_NNODES=1:2, c10d rendezvous): one starts alone, a second joins, then is stopped (SIGTERM,
+    as when the operator shrinks the job), and the first completes the run. Every epoch is trained
+    and checkpointed once, in order, whatever the world: each rendezvous resumes from the latest
+    checkpoint."""
+
+    EPOCHS = 4
+
+    def setUp(self):
+        require_torch(self.failureException)
+
+    def test_grows_and_shrinks_and_the_epochs_continue(self):
+        tmp = tempfile.mkdtemp(prefix="convoy-elastic-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        endpoint = Endpoint()
+        self.addCleanup(endpoint.close)
+        checkpoints = os.path.join(tmp, "ns", "digits")
+        # Rank 0 waits after each epoch while the hold file is there: each change of the world
+        # comes after the epochs the test waits for, before the run ends.
+        hold = os.path.join(tmp, "hold")
+        open(hold, "w").close()
+        env = pod_env(tmp, endpoint, checkpoints, EPOCHS=str(self.EPOCHS), CONVOY_EXAMPLE_HOLD_FILE=hold,
+                      PET_NNODES="1:2", PET_RDZV_BACKEND="c10d", PET_RDZV_ENDPOINT="127.0.0.1:%d" % free_port(),
+                      PET_RDZV_ID="digits-uid", PET_MAX_RESTARTS="100",
+                      # Start without waiting 30 s for more nodes; see new ones within 1 s.
+                      PET_RDZV_CONF="last_call_timeout=1", PET_MONITOR_INTERVAL="1")
+        agents = []
+        for name in ("first", "second"):
+            log = os.path.join(tmp, name + ".log")
+            open(log, "w").close()
+            agents.append((name, log))
+
+        def logs():
+            out = ""
+            for name, log in agents:
+                with open(log) as f:
+                    out += "--- %s agent:\n%s\n" % (name, f.read())
+            return out
+
+        def start(name):
+            with open(dict(agents)[name], "w") as out:
+                proc = subprocess.Popen([sys.executable, TRAIN], env=env, stdout=out, stderr=subprocess.STDOUT)
+            self.addCleanup(lambda: proc.poll() is None and (proc.kill(), proc.wait()))
+            return proc
+
+        def wait_for(what, why):
+            deadline = time.monotonic() + TIMEOUT
+            while not what():
+                if time.monotonic() > deadline or first.poll() is not None:
+                    raise AssertionError("waiting for %s:\n%s" % (why, logs()))
+                time.sleep(0.1)
+
+        def starts():
+            """(world, epoch) of each rendezvous, from rank 0's lines."""
+            return [(int(w), int(e)) for w, e in re.findall(r"^rank=0 world=(\d) starts at epoch (\d+)$", logs(), re.M)]
+
+        def checkpointed():
+            return [c["epoch"] for c in endpoint.bodies("checkpoint")]
+
+        first = start("first")
+        wait_for(lambda: checkpointed() == [1], "epoch 1 on one worker")
+        second = start("second")
+        wait_for(lambda: len(starts()) == 2, "the second worker to join")
+        grown = starts()[1][1]
+        wait_for(lambda: checkpointed()[-1:] == [grown], "an epoch on two workers")
+        second.send_signal(signal.SIGTERM)
+        try:
+            self.assertEqual(second.wait(TIMEOUT), 128 + signal.SIGTERM, logs())
+            os.remove(hold)
+            self.assertEqual(first.wait(TIMEOUT), 0, logs())
+        except subprocess.TimeoutExpired:
+            raise AssertionError("an agent did not end:\n" + logs())
+
+        # One worker, then two, then one: each rendezvous after the first resumed from the latest
+        # checkpoint, and every epoch was trained and checkpointed once, in order.
+        self.assertEqual(starts(), [(1, 1), (2, grown), (1, grown + 1)], logs())
+        self.assertEqual(checkpointed(), list(range(1, self.EPOCHS + 1)), logs())
+        self.assertRegex(logs(), r"rank=0 final accuracy=\d\.\d{4}\n")
+        progress = endpoint.bodies("progress")
+        self.assertEqual((progress[-1]["epoch"], progress[-1]["totalEpochs"]), (self.EPOCHS, self.EPOCHS))
+        rates = [p["samplesPerSecond"] for p in progress if "samplesPerSecond" in p]
+        self.assertTrue(rates and all(r > 0 for r in rates), progress)
 
 if __name__ == "__main__":
     unittest.main()

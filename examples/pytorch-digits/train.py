@@ -2,20 +2,59 @@
 scikit-learn) with PyTorch DistributedDataParallel on CPU (gloo), one process per pod of a Convoy
 TrainingJob. It reports every epoch to the operator, checkpoints, and resumes after a restart.
 
-Run by each pod as `python3 train.py` (not torchrun): it joins the process group from MASTER_ADDR,
-MASTER_PORT, WORLD_SIZE and RANK, which Convoy sets. README.md lists every variable it reads.
+Run by each pod as `python3 train.py`: it joins the process group from MASTER_ADDR, MASTER_PORT,
+WORLD_SIZE and RANK, which Convoy sets. In an elastic job (spec.elastic), whose pods get torchrun's
+PET_* variables instead, it runs itself under torchrun, which starts it again with the new world
+after every rendezvous. README.md lists every variable it reads.
 """
 
 import glob
 import os
 import re
 import signal
+import socket
+import sys
 import tempfile
 import threading
 import time
 from datetime import timedelta
 
 import convoy
+
+
+def run_under_torchrun():
+    """In a pod of an elastic job (PET_RDZV_BACKEND set, not yet under torchrun) become torchrun's
+    agent, which joins the c10d rendezvous of PET_RDZV_ENDPOINT with PET_NNODES=<min>:<max> and
+    runs this script as its worker after each (re)rendezvous. The agent ends its worker on SIGTERM
+    and exits as the signal would have ended it."""
+    if not os.environ.get("PET_RDZV_BACKEND") or "TORCHELASTIC_RUN_ID" in os.environ:
+        return
+    from torch.distributed.elastic.multiprocessing.api import SignalException, Std
+    from torch.distributed.launcher.api import elastic_launch
+    from torch.distributed.run import config_from_args, parse_args
+
+    # What `torchrun train.py` does, but for PyTorch 1.13 on Python 3.11, where Std.from_str("0"),
+    # torchrun's default for --redirects and --tee, is None (Python 3.11 does not iterate a flag's
+    # 0 member) and the agent fails at once.
+    # torchrun hosts the c10d store where the endpoint's host is this machine's name, its FQDN or
+    # address; the pod's FQDN ends in the cluster domain, the endpoint's (<worker-0>.<job>.<ns>.svc)
+    # does not: worker 0 is told.
+    host = os.environ.get("PET_RDZV_ENDPOINT", "").rsplit(":", 1)[0]
+    conf = os.environ.get("PET_RDZV_CONF", "")
+    if "is_host" not in conf and host.split(".")[0] == socket.gethostname():
+        os.environ["PET_RDZV_CONF"] = ",".join(filter(None, [conf, "is_host=1"]))
+    config, cmd, cmd_args = config_from_args(parse_args([os.path.abspath(__file__)]))
+    config.redirects = config.redirects or Std.NONE
+    config.tee = config.tee or Std.NONE
+    try:
+        elastic_launch(config, cmd)(*cmd_args)
+    except SignalException as e:
+        print(f"torchrun: {e.sigval.name}: workers stopped", flush=True)
+        sys.exit(128 + e.sigval)
+    sys.exit(0)
+
+
+run_under_torchrun()
 
 
 def exit_promptly_on_sigterm():
@@ -47,6 +86,9 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset  # no
 # operator, seeing the dead rank's exit code, stops the gang in the meantime, so this rank exits
 # with 143 (SIGTERM) rather than 1, which a restartPolicy ExitCode job would not retry.
 PEER_LOSS_WAIT = 30
+# Under torchrun (an elastic job) the agent restarts the workers after another rank is lost, at
+# once: the training continues with the ranks left, from the latest checkpoint.
+ELASTIC = "TORCHELASTIC_RUN_ID" in os.environ
 
 
 def main():
@@ -56,6 +98,7 @@ def main():
     batch_size = int(os.environ.get("BATCH_SIZE", "64"))
     optimizer_name = os.environ.get("OPTIMIZER", "adam").lower()
     epoch_sleep = float(os.environ.get("CONVOY_EXAMPLE_EPOCH_SLEEP", "0"))
+    hold = os.environ.get("CONVOY_EXAMPLE_HOLD_FILE")
     if "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(1)  # the model is tiny; more threads only contend with the other ranks
 
@@ -87,6 +130,10 @@ def main():
     scratch = tempfile.mkdtemp()
     start, metrics = 1, {}
     state = [None]
+    if ELASTIC and (convoy.list_checkpoints() if objects else newest_checkpoint(convoy.checkpoint_root())):
+        # The pod's CONVOY_RESUME_FROM dates from its start; after a rendezvous the job's own
+        # newest complete checkpoint is later.
+        os.environ.pop("CONVOY_RESUME_FROM", None)
     if rank == 0:
         if objects:
             found = convoy.load_checkpoint(scratch)
@@ -101,11 +148,15 @@ def main():
         optimizer.load_state_dict(state[0]["optimizer"])
         start, metrics = state[0]["epoch"] + 1, state[0]["metrics"]
         print(f"rank={rank} resumed from epoch {state[0]['epoch']}", flush=True)
+    if ELASTIC:
+        print(f"rank={rank} world={world} starts at epoch {start}", flush=True)
 
+    throughput = convoy.Throughput()
     try:
         for epoch in range(start, epochs + 1):
             sampler.set_epoch(epoch)
             model.train()
+            throughput.start()
             totals = torch.zeros(2)  # summed loss, samples
             for inputs, labels in loader:
                 optimizer.zero_grad()
@@ -114,18 +165,31 @@ def main():
                 optimizer.step()
                 totals += torch.tensor([loss.item() * len(labels), len(labels)])
             dist.all_reduce(totals)
+            throughput.add(int(totals[1]))  # every rank's samples
             metrics = {"loss": (totals[0] / totals[1]).item(), "accuracy": accuracy(net, test_x, test_y)}
             print(f"rank={rank} epoch={epoch}/{epochs} loss={metrics['loss']:.4f} accuracy={metrics['accuracy']:.4f}", flush=True)
-            convoy.report(epoch=epoch, total_epochs=epochs, step=epoch * len(loader), metrics=metrics)
-            if epoch % convoy.checkpoint_frequency() == 0:
+            convoy.report(epoch=epoch, total_epochs=epochs, step=epoch * len(loader), metrics=metrics,
+                          samples_per_second=throughput.rate())
+            # The epoch's checkpoint, or one the operator asks for (before it resizes or stops the
+            # gang): rank 0 hears of a request, and on object storage every rank saves.
+            asked = torch.tensor([float(rank == 0 and convoy.should_checkpoint())])
+            if objects:
+                dist.all_reduce(asked)
+            saved = None
+            if epoch % convoy.checkpoint_frequency() == 0 or asked.item():
                 if objects:
                     path = save_checkpoint(scratch, epoch, net, optimizer, metrics, name="model.pt")
                     convoy.save_checkpoint(path, epoch)
                 elif rank == 0 and directory:
-                    path = save_checkpoint(directory, epoch, net, optimizer, metrics)
-                    convoy.checkpoint_saved(path, epoch)
+                    saved = save_checkpoint(directory, epoch, net, optimizer, metrics)
+                    convoy.checkpoint_saved(saved, epoch)
             time.sleep(epoch_sleep)
+            if hold and rank == 0:  # the other ranks wait in the next collective
+                wait_while(hold, epoch, epochs, metrics, saved)
     except RuntimeError as e:  # gloo fails the collective when another rank has died
+        if ELASTIC:
+            print(f"rank={rank} training failed: {e}; torchrun starts the workers again", flush=True)
+            sys.exit(1)
         print(f"rank={rank} training failed: {e}; waiting {PEER_LOSS_WAIT}s for the gang to be stopped", flush=True)
         time.sleep(PEER_LOSS_WAIT)
         raise
@@ -158,6 +222,16 @@ def init_distributed():
     while store.add("joined", 0) < world:
         time.sleep(0.1)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+
+
+def wait_while(hold, epoch, epochs, metrics, saved):
+    """Rank 0 waits while the file hold exists, reporting progress; the epoch's checkpoint saved,
+    still the model's state, answers a checkpoint request of the operator's."""
+    while os.path.exists(hold):
+        convoy.report(epoch=epoch, total_epochs=epochs, metrics=metrics)  # at most every 5 s
+        if saved and convoy.should_checkpoint():
+            convoy.checkpoint_saved(saved, epoch)
+        time.sleep(0.1)
 
 
 def accuracy(net, inputs, labels):

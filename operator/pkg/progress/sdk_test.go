@@ -46,7 +46,7 @@ func TestPythonSDKBodies(t *testing.T) {
 	if err := r.Validate(); err != nil {
 		t.Errorf("progress.json: %v", err)
 	}
-	if r.Epoch == nil || r.TotalEpochs == nil || r.Step == nil || len(r.Metrics) == 0 {
+	if r.Epoch == nil || r.TotalEpochs == nil || r.Step == nil || len(r.Metrics) == 0 || r.SamplesPerSecond == nil {
 		t.Errorf("progress.json left fields of Report empty: %+v", r)
 	}
 	c := &Checkpoint{}

@@ -69,6 +69,16 @@ class Recorder:
             return [body for path, _, body in self.requests if path.endswith("/" + kind)]
 
 
+class FakeClock:
+    """A clock that moves only when a test moves it (now += seconds)."""
+
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
 def closed_port():
     """A port on 127.0.0.1 that nothing listens on."""
     s = socket.socket()

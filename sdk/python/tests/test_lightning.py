@@ -139,6 +139,30 @@ class StandInTrainerTest(unittest.TestCase):
         callback.on_train_end(trainer, None)
         self.assertEqual(self.server.bodies("checkpoint"), [{"path": last, "epoch": 1}, {"path": last, "epoch": 2}])
 
+    def test_reports_the_epochs_training_samples_per_second(self):
+        class Tensor:
+            def __init__(self, *shape):
+                self.shape = shape
+
+        clock = support.FakeClock()
+        callback = convoy.lightning._Reporting()
+        callback._throughput.clock = clock
+        trainer = self.trainer(world_size=2, strategy=types.SimpleNamespace(reduce_boolean_decision=lambda decision, all: decision))
+        callback.on_train_start(trainer, None)
+        clock.now += 30  # starting up is not training
+        for epoch, batch, seconds in [(0, (Tensor(8, 64), Tensor(8)), 0.5), (1, {"x": Tensor(4, 64)}, 1.0), (2, "unknown", 1.0)]:
+            trainer.current_epoch = epoch
+            callback.on_train_epoch_start(trainer, None)
+            for i in range(4):
+                clock.now += seconds
+                trainer.global_step += 1
+                callback.on_train_batch_end(trainer, None, None, batch, i)
+            callback.on_train_epoch_end(trainer, None)
+            clock.now += 10  # validation is not training
+        callback.on_train_end(trainer, None)
+        # 4 batches of 8 on each of 2 ranks in 2 s, then of 4 in 4 s; none for batches of unknown size.
+        self.assertEqual([b.get("samplesPerSecond") for b in self.server.bodies("progress")], [32.0, 8.0, None, None])
+
     def test_only_global_rank_zero_reports(self):
         callback = convoy.lightning._Reporting()
         trainer = self.trainer(global_rank=1)

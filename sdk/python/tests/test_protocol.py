@@ -30,7 +30,8 @@ def bodies():
     server = Recorder()
     try:
         r = convoy.Reporter(env={"CONVOY_PROGRESS_URL": server.url})
-        r.report(epoch=3, total_epochs=10, step=1200, metrics={"loss": 0.41, "accuracy": 0.87, "lr": 0.0001})
+        r.report(epoch=3, total_epochs=10, step=1200, metrics={"loss": 0.41, "accuracy": 0.87, "lr": 0.0001},
+                 samples_per_second=2048.5)
         r.checkpoint_saved("/checkpoints/ns/job/epoch-3.pt", 3)
         return server.bodies("progress")[0], server.bodies("checkpoint")[0]
     finally:

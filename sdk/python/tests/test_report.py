@@ -7,17 +7,9 @@ import time
 import unittest
 
 import support
-from support import Recorder
+from support import FakeClock, Recorder
 
 import convoy
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
 
 
 def reporter(env, **kwargs):
@@ -91,6 +83,36 @@ class ReportTest(unittest.TestCase):
         clock.now += 0.1
         self.assertTrue(r.report(epoch=4, total_epochs=4, final=True))
         self.assertEqual([b.get("epoch") for b in self.server.bodies("progress")], [1, 3, 4])
+
+    def test_reports_samples_per_second(self):
+        r, _ = reporter(self.env, min_interval=0)
+        self.assertTrue(r.report(epoch=1, samples_per_second=1234))
+        with self.assertLogs("convoy", logging.WARNING) as logs:
+            for bad in (float("nan"), float("inf"), -1.0, "fast"):
+                self.assertTrue(r.report(epoch=2, samples_per_second=bad))
+        self.assertEqual(len(logs.output), 4)
+        self.assertEqual(self.server.bodies("progress"), [{"epoch": 1, "samplesPerSecond": 1234.0}] + [{"epoch": 2}] * 4)
+        self.assertIsInstance(self.server.bodies("progress")[0]["samplesPerSecond"], float)
+
+    def test_an_operator_without_samples_per_second_gets_the_rest(self):
+        # What an operator older than the field answers (operator/pkg/progress/server.go).
+        refusal = b'the body is not a report: json: unknown field "samplesPerSecond"; see the protocol in the operator\'s README\n'
+        self.server.answers = [(400, refusal)]
+        r, _ = reporter(self.env, min_interval=0)
+        with self.assertLogs("convoy", logging.WARNING) as logs:
+            self.assertTrue(r.report(epoch=1, metrics={"loss": 0.5}, samples_per_second=100.0))
+        self.assertIn("older than this SDK", logs.output[0])
+        self.assertTrue(r.report(epoch=2, samples_per_second=100.0))  # left out from then on, without a warning
+        self.assertEqual(self.server.bodies("progress"), [
+            {"epoch": 1, "metrics": {"loss": 0.5}, "samplesPerSecond": 100.0},
+            {"epoch": 1, "metrics": {"loss": 0.5}},
+            {"epoch": 2},
+        ])
+        # Another 400 is not a reason to post again.
+        self.server.answers = [(400, b"epoch must not be negative")]
+        with self.assertLogs("convoy", logging.WARNING):
+            self.assertFalse(reporter(self.env)[0].report(epoch=3, samples_per_second=1.0))
+        self.assertEqual(len(self.server.bodies("progress")), 4)
 
     def test_rereads_the_token(self):
         clock = FakeClock()
@@ -186,6 +208,36 @@ class ReportTest(unittest.TestCase):
             os.environ.update(env)
             convoy.configure()
         self.assertEqual(len(self.server.requests), 2)
+
+
+class ThroughputTest(unittest.TestCase):
+    def test_samples_over_the_seconds_since_the_window_began(self):
+        clock = FakeClock()
+        meter = convoy.Throughput(clock=clock)
+        self.assertIsNone(meter.rate())  # no samples yet
+        clock.now += 2
+        meter.add(64)
+        meter.add(None)  # a batch of unknown size
+        meter.add(64)
+        self.assertEqual(meter.rate(), 64.0)
+        clock.now += 10  # an evaluation, left out by start()
+        meter.start()
+        clock.now += 0.5
+        meter.add(200)
+        self.assertEqual(meter.rate(), 400.0)
+        self.assertIsNone(meter.rate())  # no time has passed, nothing was added
+
+    def test_batch_size(self):
+        class Tensor:
+            def __init__(self, *shape):
+                self.shape = shape
+
+        batch_size = convoy._throughput.batch_size
+        for batch, want in [(Tensor(32, 64), 32), ((Tensor(8, 3), Tensor(8)), 8), ([Tensor(5)], 5),
+                            ({"input_ids": Tensor(16, 128), "labels": Tensor(16)}, 16), (Tensor(), None),
+                            (None, None), ([], None), ("text", None), ([[Tensor(4)]], 4)]:
+            with self.subTest(batch=batch):
+                self.assertEqual(batch_size(batch), want)
 
 
 class TLSTest(unittest.TestCase):

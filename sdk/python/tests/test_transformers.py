@@ -112,6 +112,27 @@ class StandInTrainerTest(unittest.TestCase):
             {"path": os.path.join(self.args.output_dir, "checkpoint-8"), "epoch": 2},
         ])
 
+    def test_reports_samples_per_second_of_the_training_steps(self):
+        clock = support.FakeClock()
+        callback, state = convoy.transformers._Reporting(), self.state()
+        callback._throughput.clock = clock
+        # 8 a device, 2 processes, 2 micro-batches a step: 32 samples a step.
+        self.args.per_device_train_batch_size, self.args.world_size, self.args.gradient_accumulation_steps = 8, 2, 2
+        step, begin = callback.on_step_end, callback.on_epoch_begin
+
+        def timed_step(*args):
+            clock.now += 0.5
+            step(*args)
+
+        def after_evaluation(*args):
+            clock.now += 10
+            begin(*args)
+
+        callback.on_step_end, callback.on_epoch_begin = timed_step, after_evaluation
+        self.train(callback, state)
+        # Steps of 0.5 s: 64 samples a second between logs and to each epoch's end, evaluation left out.
+        self.assertEqual([b.get("samplesPerSecond") for b in self.server.bodies("progress")], [64.0, 64.0, 64.0, None])
+
     def test_metric_names_replace_the_default(self):
         self.train(convoy.transformers._Reporting(metric_names={"eval_accuracy": "accuracy"}), self.state(), save=False)
         final = self.server.bodies("progress")[-1]["metrics"]

@@ -25,6 +25,7 @@ from ._checkpoint import checkpoint_dir, checkpoint_frequency, checkpoint_interv
 from ._objcheckpoint import Checkpoint, Saver
 from ._preempt import PREEMPTED_EXIT_CODE, on_preempt, preempted, should_checkpoint
 from ._report import DEFAULT_MIN_INTERVAL, Reporter, progress_body, rank
+from ._throughput import Throughput
 from ._tracking import Tracking, hyperparameters
 from . import _tracking
 
@@ -32,6 +33,7 @@ __all__ = [
     "Checkpoint",
     "PREEMPTED_EXIT_CODE",
     "Reporter",
+    "Throughput",
     "Tracking",
     "checkpoint_dir",
     "checkpoint_frequency",
@@ -77,13 +79,16 @@ def report(
     *,
     final: bool = False,
     all_ranks: bool = False,
+    samples_per_second: Optional[float] = None,
 ) -> bool:
     """Posts progress to $CONVOY_PROGRESS_URL/progress: the epoch the code is in or has finished, how
-    many there are, the global step, and the latest metrics ("loss" and "accuracy" drive the job's
-    success policy; at most 32 others). Only rank 0 posts unless all_ranks; at most one report per
-    5 seconds is posted (configure changes it) unless final, the others are dropped. Returns True
-    when the operator recorded the report; never raises."""
-    return _reporter.report(epoch, total_epochs, step, metrics, final=final, all_ranks=all_ranks)
+    many there are, the global step, the latest metrics ("loss" and "accuracy" drive the job's
+    success policy; at most 32 others) and the whole gang's samples per second since the previous
+    report (Throughput measures it; an elastic job's growth follows it). Only rank 0 posts unless
+    all_ranks; at most one report per 5 seconds is posted (configure changes it) unless final, the
+    others are dropped. Returns True when the operator recorded the report; never raises."""
+    return _reporter.report(epoch, total_epochs, step, metrics, final=final, all_ranks=all_ranks,
+                            samples_per_second=samples_per_second)
 
 
 def checkpoint_saved(path: str, epoch: int, metrics: Optional[Mapping[str, float]] = None, *, all_ranks: bool = False,

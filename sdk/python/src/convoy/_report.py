@@ -12,7 +12,7 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from typing import Callable, Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
 from . import _preempt, _retention
 
@@ -28,6 +28,10 @@ ENV_CA_FILE = "CONVOY_PROGRESS_CA_FILE"
 RANK_VARS = ("OMPI_COMM_WORLD_RANK", "RANK", "JAX_PROCESS_ID", "PMI_RANK")
 
 DEFAULT_MIN_INTERVAL = 5.0
+
+# The report's throughput field, which operators before it refuse as an unknown field.
+SAMPLES_PER_SECOND = "samplesPerSecond"
+_WITHOUT_THROUGHPUT = object()  # _attempt's answer: post again without SAMPLES_PER_SECOND
 
 
 def rank(env: Optional[Mapping[str, str]] = None) -> int:
@@ -77,6 +81,7 @@ class Reporter:
         self.sleep = sleep
         self._last_progress: Optional[float] = None
         self._finished_warned = False
+        self._no_throughput = False  # the operator does not know samplesPerSecond (older than the SDK)
 
     def report(
         self,
@@ -87,6 +92,7 @@ class Reporter:
         *,
         final: bool = False,
         all_ranks: bool = False,
+        samples_per_second: Optional[float] = None,
     ) -> bool:
         """Posts a progress report; True when the operator recorded it."""
         try:
@@ -96,7 +102,10 @@ class Reporter:
             if not final and self._last_progress is not None and now - self._last_progress < self.min_interval:
                 return False
             self._last_progress = now
-            return self._post("progress", progress_body(epoch, total_epochs, step, metrics))
+            body = progress_body(epoch, total_epochs, step, metrics, samples_per_second)
+            if self._no_throughput:
+                body.pop(SAMPLES_PER_SECOND, None)
+            return self._post("progress", body)
         except Exception:  # never into the training loop
             log.warning("convoy: reporting progress failed", exc_info=True)
             return False
@@ -161,6 +170,8 @@ class Reporter:
             retry = self._attempt(kind, url, data, context)
             if retry is None:
                 return True
+            if retry is _WITHOUT_THROUGHPUT:
+                return self._post(kind, {k: v for k, v in body.items() if k != SAMPLES_PER_SECOND})
             if not retry:
                 return False
             if attempt < self.retries:
@@ -169,8 +180,9 @@ class Reporter:
         log.warning("convoy: gave up reporting %s to %s after %d attempts", kind, url, self.retries + 1)
         return False
 
-    def _attempt(self, kind: str, url: str, data: bytes, context: Optional[ssl.SSLContext]) -> Optional[bool]:
-        """One POST: None when recorded, else whether to retry."""
+    def _attempt(self, kind: str, url: str, data: bytes, context: Optional[ssl.SSLContext]) -> Any:
+        """One POST: None when recorded, _WITHOUT_THROUGHPUT when to post it again without
+        samplesPerSecond, else whether to retry."""
         headers = {"Content-Type": "application/json"}
         token_file = self.env.get(ENV_TOKEN_FILE)
         if token_file:
@@ -190,6 +202,11 @@ class Reporter:
         except urllib.error.HTTPError as e:
             message = _read_message(e)
             retry = e.code == 429 or e.code >= 500
+            if e.code == 400 and 'unknown field "%s"' % SAMPLES_PER_SECOND in message and not self._no_throughput:
+                self._no_throughput = True
+                log.warning("convoy: the operator does not take %s (it is older than this SDK); reporting without it",
+                            SAMPLES_PER_SECOND)
+                return _WITHOUT_THROUGHPUT
             if e.code == 409 and kind == "tracking":
                 log.warning("convoy: the operator did not record the tracker run: %s", message)
                 return False
@@ -225,10 +242,11 @@ def progress_body(
     total_epochs: Optional[int] = None,
     step: Optional[int] = None,
     metrics: Optional[Mapping[str, float]] = None,
+    samples_per_second: Optional[float] = None,
 ) -> dict:
     """The JSON body of POST .../progress (progress.Report in operator/pkg/progress/protocol.go):
-    fields that are None are left out, metrics become floats and non-finite ones are dropped (the
-    operator refuses a report with NaN or infinity)."""
+    fields that are None are left out, metrics and samples_per_second become floats and non-finite
+    ones (and a negative samples_per_second) are dropped (the operator refuses them)."""
     body: dict = {}
     if epoch is not None:
         body["epoch"] = int(epoch)
@@ -250,6 +268,15 @@ def progress_body(
             values[str(name)] = value
         if values:
             body["metrics"] = values
+    if samples_per_second is not None:
+        try:
+            rate = float(samples_per_second)
+        except (TypeError, ValueError):
+            rate = math.nan
+        if math.isfinite(rate) and rate >= 0:
+            body[SAMPLES_PER_SECOND] = rate
+        else:
+            log.warning("convoy: samples_per_second is %r; not reported", samples_per_second)
     return body
 
 

@@ -20,6 +20,7 @@ import os
 from typing import Any, Mapping, Optional, Tuple
 
 from . import _callbacks, _preempt, checkpoint_dir, checkpoint_saved, report
+from ._throughput import Throughput, batch_size
 
 _missing = ""  # why the framework did not import
 try:
@@ -51,6 +52,7 @@ class _Reporting:
         self._checkpoint: Optional[Tuple[str, int]] = None  # the latest checkpoint known: path, mtime
         self._trained = False  # whether a training batch ran since the last epoch report
         self._saved_step: Optional[int] = None  # the step of the last checkpoint saved on request
+        self._throughput = Throughput()  # the epoch's training batches, not its validation
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
         # A checkpoint already there (the one fit resumed from) is not reported again.
@@ -62,9 +64,13 @@ class _Reporting:
         # the epoch before is seen here, trainer.current_epoch epochs completed.
         if _leader(trainer):
             self._report_checkpoint(trainer, trainer.current_epoch)
+        self._throughput.start()
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         self._trained = True
+        size = batch_size(batch)
+        if size is not None:  # every rank trains a batch of this size
+            self._throughput.add(size * getattr(trainer, "world_size", 1))
         what = _agree(trainer, _callbacks.wanted())
         if what != _callbacks.NOTHING:
             self._save_now(trainer)
@@ -103,7 +109,8 @@ class _Reporting:
         if self._trained:  # not an epoch that ended before a restart, restored from its checkpoint
             self._trained = False
             metrics = self._metrics.update(trainer.callback_metrics)
-            report(epoch=epoch, total_epochs=_total_epochs(trainer), step=trainer.global_step, metrics=metrics)
+            report(epoch=epoch, total_epochs=_total_epochs(trainer), step=trainer.global_step, metrics=metrics,
+                   samples_per_second=self._throughput.rate())
         self._report_checkpoint(trainer, epoch)
 
     def on_train_end(self, trainer: Any, pl_module: Any) -> None:
@@ -166,8 +173,9 @@ def _latest_checkpoint(trainer: Any) -> Optional[Tuple[str, int]]:
 ConvoyCallback = _callbacks.callback_class(_Reporting, _pl.Callback if _pl is not None else None, _missing, """Reports a Lightning Trainer's progress and checkpoints to the operator.
 
 At the end of each training epoch it reports the epochs completed, trainer.max_epochs, the
-global step and trainer.callback_metrics (what the LightningModule logged with self.log) as
-numbers, renamed by metric_names: {"val_acc": "accuracy"} reports val_acc as accuracy, which
+global step, the epoch's training samples per second (the first dimension of each batch, a
+tensor or a list, tuple or dict of them, times trainer.world_size) and trainer.callback_metrics
+(what the LightningModule logged with self.log) as numbers, renamed by metric_names: {"val_acc": "accuracy"} reports val_acc as accuracy, which
 the job's success policy watches, as it does loss; other names are kept. Each checkpoint the
 trainer's ModelCheckpoint writes (its last_model_path, or else its best_model_path) is
 reported with checkpoint_saved once the file is there (its best_model_path is never deleted

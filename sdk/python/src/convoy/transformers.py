@@ -19,6 +19,7 @@ import os
 from typing import Any, Mapping, Optional
 
 from . import _callbacks, checkpoint_dir, checkpoint_saved, report
+from ._throughput import Throughput
 
 _missing = ""  # why the framework did not import
 try:
@@ -60,23 +61,29 @@ class _Reporting:
         self._epoch_ended = False
         self._checkpoint: Optional[str] = None  # the latest checkpoint reported
         self._asked = _callbacks.NOTHING  # what the checkpoint being saved at this step was asked for
+        self._throughput = Throughput()  # training steps, not evaluations
+        self._epoch_rate: Optional[float] = None  # the samples per second up to the end of the epoch
 
     def on_log(self, args: Any, state: Any, control: Any, logs: Optional[Mapping[str, Any]] = None, **kwargs: Any) -> None:
         metrics = self._metrics.update(logs)
         if not self._epoch_ended and _leader(state):
-            report(epoch=_epochs(state), total_epochs=_total_epochs(args, state), step=state.global_step, metrics=metrics)
+            report(epoch=_epochs(state), total_epochs=_total_epochs(args, state), step=state.global_step, metrics=metrics,
+                   samples_per_second=self._throughput.rate())
 
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._epoch_ended = True
+        self._epoch_rate = self._throughput.rate()
 
     def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._epoch_ended:
             self._epoch_ended = False
             if _leader(state):
                 report(epoch=_epochs(state), total_epochs=_total_epochs(args, state), step=state.global_step,
-                       metrics=dict(self._metrics.values))
+                       metrics=dict(self._metrics.values), samples_per_second=self._epoch_rate)
+        self._throughput.start()
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        self._throughput.add(_samples_per_step(args))
         # Asked for a checkpoint (SIGTERM, the operator, the interval): the Trainer saves one right after this hook.
         self._asked = _agree(_callbacks.wanted())
         if self._asked != _callbacks.NOTHING:
@@ -116,6 +123,16 @@ def _agree(what: int) -> int:
     return int(agreed.item())
 
 
+def _samples_per_step(args: Any) -> Optional[int]:
+    """The samples one optimizer step of the whole gang trains: the per-device batch times the
+    gradient accumulation steps and the processes; None when args do not say."""
+    try:
+        batch = getattr(args, "train_batch_size", None) or args.per_device_train_batch_size
+        return int(batch) * int(getattr(args, "gradient_accumulation_steps", 1) or 1) * int(getattr(args, "world_size", 1) or 1)
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
 def _leader(state: Any) -> bool:
     return bool(getattr(state, "is_world_process_zero", True))
 
@@ -136,8 +153,9 @@ def _total_epochs(args: Any, state: Any) -> Optional[int]:
 ConvoyCallback = _callbacks.callback_class(_Reporting, _transformers.TrainerCallback if _transformers is not None else None, _missing, """Reports a transformers Trainer's progress and checkpoints to the operator.
 
 Each log of the Trainer's (every logging_steps, or each epoch) is reported with the epochs
-completed, the number of epochs, the global step and the latest value of each logged
-metric, renamed by metric_names (default DEFAULT_METRIC_NAMES: eval_loss as loss and
+completed, the number of epochs, the global step, the samples per second trained since the
+previous report (args.train_batch_size times gradient_accumulation_steps and world_size a
+step) and the latest value of each logged metric, renamed by metric_names (default DEFAULT_METRIC_NAMES: eval_loss as loss and
 eval_accuracy as accuracy, which the job's success policy watches; other names are kept).
 The logs, evaluation and checkpoint at the end of an epoch go in one report for that epoch.
 Each checkpoint-<step> directory the Trainer saves in args.output_dir is reported with

@@ -15,10 +15,10 @@ limitations under the License.
 */
 
 // Command convoy-scheduler is the upstream kube-scheduler with scheduler-plugins' Coscheduling and
-// Convoy's GangGate, GangPlacement and GangPreemption plugins registered. It is configured only through
-// KubeSchedulerConfiguration: see deploy/scheduler. Coscheduling is upstream's plugin, made through
-// pkg/coscheduling: in a profile that runs GangPlacement it finds a gang's pods from GangPlacement's
-// index instead of listing the namespace.
+// Convoy's GangGate, GangPlacement, GangPreemption and bindquiet plugins registered. It is
+// configured only through KubeSchedulerConfiguration: see deploy/scheduler. Coscheduling is
+// upstream's plugin, made through pkg/coscheduling: in a profile that runs GangPlacement it finds a
+// gang's pods from GangPlacement's index instead of listing the namespace.
 package main
 
 import (
@@ -41,6 +41,7 @@ import (
 	_ "github.com/convoy-dev/convoy/scheduler-plugin/apis/config/scheme"
 	_ "sigs.k8s.io/scheduler-plugins/apis/config/scheme"
 
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/bindquiet"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/coscheduling"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/ganggate"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangplacement"
@@ -59,6 +60,8 @@ func main() {
 		os.Exit(1)
 	}
 	cmd := app.NewSchedulerCommand(
+		app.WithPlugin(bindquiet.InterPodAffinityName, bindquiet.NewInterPodAffinity),
+		app.WithPlugin(bindquiet.PodTopologySpreadName, bindquiet.NewPodTopologySpread),
 		app.WithPlugin(coscheduling.Name, coscheduling.New),
 		app.WithPlugin(ganggate.Name, ganggate.New),
 		app.WithPlugin(gangplacement.Name, gangplacement.New),

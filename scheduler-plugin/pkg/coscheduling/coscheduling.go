@@ -53,7 +53,34 @@ const Name = upstream.Name
 // (to activate the gang's siblings) and in PostFilter. With a backlog of 15,000 pending pods in
 // one namespace that was 29% of the scheduler's CPU in the 5,000-node benchmark.
 func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-	return upstream.New(ctx, obj, newHandle(h, func() bool { return runsGangPlacement(h) }))
+	p, err := upstream.New(ctx, obj, newHandle(h, func() bool { return runsGangPlacement(h) }))
+	if err != nil {
+		return nil, err
+	}
+	cs, ok := p.(*upstream.Coscheduling)
+	if !ok {
+		return p, nil
+	}
+	return &Coscheduling{Coscheduling: cs, handle: h}, nil
+}
+
+// Coscheduling is upstream's plugin with the events it registers trimmed in a GangPlacement profile.
+type Coscheduling struct {
+	*upstream.Coscheduling
+	handle fwk.Handle
+}
+
+// EventsToRegister is upstream's, less "pod added" in a profile that runs GangPlacement. There a
+// pod that Coscheduling turned away is one whose gang failed after its plan, and GangPlacement
+// activates the whole gang again when it drops the plan; a complete gang is let through by GangGate.
+// Upstream's "pod added" matches every bind too, and made the scheduling queue walk every pending
+// pod on each one.
+func (cs *Coscheduling) EventsToRegister(ctx context.Context) ([]fwk.ClusterEventWithHint, error) {
+	events, err := cs.Coscheduling.EventsToRegister(ctx)
+	if err != nil || !runsGangPlacement(cs.handle) {
+		return events, err
+	}
+	return slices.DeleteFunc(events, func(e fwk.ClusterEventWithHint) bool { return e.Event.Resource == fwk.Pod }), nil
 }
 
 // runsGangPlacement reports whether h's profile runs GangPlacement, whose State indexes the

@@ -37,6 +37,7 @@ import (
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	upstream "sigs.k8s.io/scheduler-plugins/pkg/coscheduling"
 
 	"github.com/convoy-dev/convoy/scheduler-plugin/apis/config"
 	configv1 "github.com/convoy-dev/convoy/scheduler-plugin/apis/config/v1"
@@ -154,3 +155,26 @@ func names(pods []*corev1.Pod) []string {
 }
 
 var metav1CreateOptions = metav1.CreateOptions{}
+
+// TestEventsToRegister: in a GangPlacement profile Coscheduling does not register "pod added",
+// which the scheduling queue hears on every bind; elsewhere its events are upstream's.
+func TestEventsToRegister(t *testing.T) {
+	for _, gang := range []bool{false, true} {
+		cs := &Coscheduling{Coscheduling: &upstream.Coscheduling{}, handle: profile(t, gang)}
+		events, err := cs.EventsToRegister(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		wakes := slices.ContainsFunc(events, func(e fwk.ClusterEventWithHint) bool {
+			return framework.MatchClusterEvents(e.Event, framework.EventAssignedPodAdd)
+		})
+		if wakes == gang {
+			t.Errorf("GangPlacement in the profile: %v, a bind requeues the pods Coscheduling turned away: %v", gang, wakes)
+		}
+		if !slices.ContainsFunc(events, func(e fwk.ClusterEventWithHint) bool {
+			return e.Event.Resource == "podgroups.v1alpha1.scheduling.x-k8s.io"
+		}) {
+			t.Errorf("GangPlacement in the profile: %v, PodGroup events are not registered: %v", gang, events)
+		}
+	}
+}

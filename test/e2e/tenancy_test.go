@@ -96,6 +96,18 @@ func TestHostileTenant(t *testing.T) {
 			t.Parallel()
 			util.WantPriorityRefused(t, "a job at class high", mallory.Create(ctx, a.job("urgent", 2, 8, "high")), "high", a.ns, "low,normal,high")
 		})
+		t.Run("an elastic job's admitted size", func(t *testing.T) {
+			t.Parallel()
+			job := a.job("stretch", 3, 8, "normal")
+			job.Spec.MinWorkers, job.Spec.Elastic, job.Spec.Suspend = ptr.To[int32](1), &convoy.ElasticSpec{}, ptr.To(true)
+			job.Annotations = map[string]string{convoy.AnnotationElasticWorkers: "3"}
+			wantSizeRefused(t, "an elastic job created with its size set", mallory.Create(ctx, job.DeepCopy(), client.DryRunAll))
+			job.Annotations = nil
+			must(t, mallory.Create(ctx, job))
+			raised := job.DeepCopy()
+			raised.Annotations = map[string]string{convoy.AnnotationElasticWorkers: "3"}
+			wantSizeRefused(t, "an elastic job's size raised", mallory.Patch(ctx, raised, client.MergeFrom(job)))
+		})
 		t.Run("another team's queue", func(t *testing.T) {
 			t.Parallel()
 			job := util.WaitJob(t, e.k, 200*time.Millisecond, timeout, client.ObjectKey{Namespace: a.ns, Name: "elsewhere"}, "told its queue does not exist",
@@ -314,6 +326,16 @@ func restrictedPod(ns, name string, labels map[string]string) *corev1.Pod {
 				SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 				Resources:       corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8")}}}},
 		},
+	}
+}
+
+// wantSizeRefused fails the test unless err is convoy-elastic-size's refusal, naming the annotation
+// and the fix.
+func wantSizeRefused(t *testing.T, what string, err error) {
+	t.Helper()
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "annotation "+convoy.AnnotationElasticWorkers+" (unset to 3) is the size Kueue admitted the job") ||
+		!strings.Contains(err.Error(), "leave it out of your change") {
+		t.Errorf("%s: got %v, want it refused naming the annotation", what, err)
 	}
 }
 

@@ -37,7 +37,7 @@ import (
 )
 
 // TenancyPolicies are the admission policies of deploy/tenancy.
-var TenancyPolicies = []string{"convoy-priority-trainingjobs", "convoy-priority-trainingsweeps", "convoy-priority-pods", "convoy-gang-pods", "convoy-service-accounts", "convoy-gpu-pods"}
+var TenancyPolicies = []string{"convoy-priority-trainingjobs", "convoy-priority-trainingsweeps", "convoy-priority-pods", "convoy-gang-pods", "convoy-service-accounts", "convoy-gpu-pods", "convoy-elastic-size"}
 
 // InstallTenancy applies deploy/tenancy as a platform team would and waits until its policies
 // type-checked, without warnings, and refuse a job at class high in namespace default, which is

@@ -327,7 +327,7 @@ func (n *RealNode) writeConfigs(c *Cluster, spec RealNodeSpec) error {
 const containerdConfig = `version = 2
 root = "%[1]s/containerd/root"
 state = "%[1]s/containerd/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.internal.v1.opt"]
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.internal.v1.opt", "io.containerd.nri.v1.nri"]
 
 [grpc]
   address = "%[2]s"

@@ -534,11 +534,15 @@ func TestPyTorchJobRunsOnDRAAllocatedGPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("DRA nodes %v Ready, their ResourceSlices published (%.1fs)", realstack.DRANodeNames, time.Since(began).Seconds())
+	ns := framework.TestNamespace(t)
 	var timeline bytes.Buffer
-	res, err := e.RunDRAStory(t.Context(), framework.TestNamespace(t), &timeline)
+	res, err := e.RunDRAStory(t.Context(), ns, &timeline)
 	t.Logf("Timeline:\n%s", timeline.String())
 	if err != nil {
-		t.Fatal(err)
+		pods, _ := e.Kubectl(t.Context(), "get", "pods,resourceclaims", "-n", ns, "-o", "wide")
+		events, _ := e.Kubectl(t.Context(), "get", "events", "-n", ns, "--sort-by=.lastTimestamp")
+		logs, _ := e.Kubectl(t.Context(), "logs", "-n", stack.Namespace, "-l", "app.kubernetes.io/name=convoy-dra-driver", "--tail=30", "--prefix")
+		t.Fatalf("%v\n%s\nevents:\n%s\nDRA drivers:\n%s", err, pods, events, logs)
 	}
 	if res.Final.Status.State != convoy.StateCompleted {
 		t.Fatalf("the job ended %s, want Completed: %+v", res.Final.Status.State, res.Final.Status.Conditions)

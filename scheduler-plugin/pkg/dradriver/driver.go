@@ -19,6 +19,7 @@ package dradriver
 import (
 	"context"
 	"errors"
+	"os"
 
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -56,6 +57,10 @@ func Run(ctx context.Context, client kubernetes.Interface, opts Options) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	d := &Driver{opts: opts, cancel: cancel}
+	// The helper serves its socket in PluginDir but does not make the directory.
+	if err := os.MkdirAll(opts.PluginDir, 0o750); err != nil {
+		return err
+	}
 	helper, err := kubeletplugin.Start(ctx, d,
 		kubeletplugin.KubeClient(client),
 		kubeletplugin.NodeName(opts.NodeName),

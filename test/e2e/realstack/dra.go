@@ -57,9 +57,12 @@ const (
 var DRANodeNames = []string{"real-dra-1", "real-dra-2"}
 
 // DRALabels are ConvoyLabels with LabelGPUAllocation, LabelNodeKind NodeKindDRA and a rack of
-// their own.
+// their own, without LabelGPUPresent: no node agent runs there, since convoy-scheduler counts a
+// node that has a GPUNode by its nvidia.com/gpu allocatable (gangcore's nodeCache.base), none on
+// a DRA node.
 func DRALabels() map[string]string {
 	labels := ConvoyLabels()
+	delete(labels, LabelGPUPresent)
 	labels[LabelGPUAllocation] = GPUAllocationDRA
 	labels[LabelNodeKind] = NodeKindDRA
 	labels[framework.LabelRack] = draRack

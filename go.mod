@@ -21,6 +21,7 @@ require (
 	oras.land/oras-go/v2 v2.6.2
 	sigs.k8s.io/controller-runtime v0.24.1
 	sigs.k8s.io/scheduler-plugins v0.35.4-devel
+	tags.cncf.io/container-device-interface/specs-go v1.1.0
 )
 
 require (
@@ -442,7 +443,7 @@ require (
 	k8s.io/cri-api v0.36.3 // indirect
 	k8s.io/cri-client v0.36.1 // indirect
 	k8s.io/csi-translation-lib v0.32.5 // indirect
-	k8s.io/dynamic-resource-allocation v0.36.3 // indirect
+	k8s.io/dynamic-resource-allocation v0.36.3
 	k8s.io/endpointslice v0.0.0 // indirect
 	k8s.io/externaljwt v0.0.0 // indirect
 	k8s.io/gengo/v2 v2.0.0-20260408192533-25e2208e0dc3 // indirect

@@ -69,6 +69,7 @@ var components = []component{
 		about: "the operator's side of Kueue (its webhooks, their Service and certificate Secret, its Kueue RBAC); Kueue itself is installed with its own chart"},
 	{key: "scheduler", template: "scheduler.yaml", dir: "scheduler", about: "convoy-scheduler, a second scheduler beside the default one"},
 	{key: "nodeAgent", template: "node-agent.yaml", dir: "node-agent", about: "the node agent DaemonSet on GPU nodes"},
+	{key: "draDriver", template: "dra-driver.yaml", dir: "dra-driver", optional: true, about: "the DRA driver for simulated GPUs (gpu.nvidia.com devices from the node agent's mock profile) as a DaemonSet on the nodes labelled convoy.dev/gpu-allocation=dra, and DeviceClass gpu.nvidia.com"},
 	{key: "tenancy", template: "tenancy.yaml", dir: "tenancy", about: "the convoy-tenant ClusterRole a team is bound to in its namespace, and the admission policies that let a namespace use only the priority classes and ServiceAccounts granted to it, and leave a TrainingJob's pods to the operator and GPUs to the queue"},
 	{key: "queues", template: "queues.yaml", dir: "queue", optional: true, about: "sample ResourceFlavors, ClusterQueues, LocalQueues and PriorityClasses to start from"},
 	{key: "prices", template: "prices.yaml", dir: "prices", optional: true, about: "a sample price list (ConfigMap convoy-prices) for status.cost and spec.budget: set your own prices"},

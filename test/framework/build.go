@@ -57,7 +57,12 @@ type Binary struct {
 	// Package, when it is not the root's go.mod: a tool whose dependencies would pin Convoy's
 	// (hack/seaweedfs). Each Dir is a go build of its own.
 	Dir string
-	// Static builds with CGO_ENABLED=0: an executable that needs no libc, for an image without one.
+	// OutDir, when set, is the subdirectory of the bin directory the executable goes to, so that it
+	// does not take the place of the machine's own (containerd 2 beside Debian's containerd 1.6).
+	// Binaries of one Dir share it.
+	OutDir string
+	// Static builds with CGO_ENABLED=0: an executable that needs no libc, for an image without one
+	// (with Dir: the whole build of Dir; containerd so leaves out its btrfs snapshotter's cgo).
 	// It is a go build of its own, with its own compile of every package it imports: keep it to
 	// executables that import little (the pause container).
 	Static bool
@@ -92,10 +97,14 @@ var Binaries = []Binary{
 	{Name: "helm", Package: "helm.sh/helm/v4/cmd/helm"},
 	// SeaweedFS, the S3-compatible server (StartS3).
 	{Name: S3Server, Package: "github.com/seaweedfs/seaweedfs/weed", Dir: "hack/seaweedfs"},
+	// containerd 2, for the real nodes that give containers CDI devices (RealNodeSpec.CDI).
+	{Name: "containerd", Package: "github.com/containerd/containerd/v2/cmd/containerd", Dir: "hack/containerd", OutDir: Containerd2Dir, Static: true},
+	{Name: "containerd-shim-runc-v2", Package: "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2", Dir: "hack/containerd", OutDir: Containerd2Dir, Static: true},
 	{Name: "localcluster", Package: "./test/cmd/localcluster"},
 	{Name: "convoy-operator", Package: "./operator/cmd/convoy-operator"},
 	{Name: "convoy-scheduler", Package: "./scheduler-plugin/cmd/convoy-scheduler"},
 	{Name: "convoy-node-agent", Package: "./scheduler-plugin/cmd/convoy-node-agent"},
+	{Name: "convoy-dra-driver", Package: "./scheduler-plugin/cmd/convoy-dra-driver"},
 	{Name: "simtrainer", Package: "./test/cmd/simtrainer"},
 	{Name: "simdeviceplugin", Package: "./test/cmd/simdeviceplugin"},
 	{Name: "pause", Package: "./test/cmd/pause", Static: true},
@@ -124,9 +133,9 @@ func BuildBinaries(ctx context.Context, root string, bins []Binary, log io.Write
 		return err
 	}
 	type group struct {
-		dir  string
-		env  []string
-		pkgs []string
+		dir, out string
+		env      []string
+		pkgs     []string
 	}
 	groups := []*group{{}, {env: []string{"CGO_ENABLED=0"}}}
 	byDir := map[string]*group{}
@@ -135,7 +144,7 @@ func BuildBinaries(ctx context.Context, root string, bins []Binary, log io.Write
 		if b.Name == "" || b.Package == "" {
 			return fmt.Errorf("binary %+v needs a Name and a Package", b)
 		}
-		base := path.Base(b.Package)
+		base := path.Join(b.OutDir, path.Base(b.Package))
 		if other, ok := built[base]; ok {
 			return fmt.Errorf("%s and %s would both be bin/%s: go build names an executable after its package", other, b.Package, base)
 		}
@@ -144,7 +153,10 @@ func BuildBinaries(ctx context.Context, root string, bins []Binary, log io.Write
 		switch {
 		case b.Dir != "":
 			if g = byDir[b.Dir]; g == nil {
-				g = &group{dir: b.Dir}
+				g = &group{dir: b.Dir, out: b.OutDir}
+				if b.Static {
+					g.env = []string{"CGO_ENABLED=0"}
+				}
 				byDir[b.Dir] = g
 				groups = append(groups, g)
 			}
@@ -157,13 +169,13 @@ func BuildBinaries(ctx context.Context, root string, bins []Binary, log io.Write
 		if len(g.pkgs) == 0 {
 			continue
 		}
-		if err := goBuild(ctx, filepath.Join(root, g.dir), g.env, BuildLDFlags, binDir+string(filepath.Separator), g.pkgs, log); err != nil {
+		if err := goBuild(ctx, filepath.Join(root, g.dir), g.env, BuildLDFlags, filepath.Join(binDir, g.out)+string(filepath.Separator), g.pkgs, log); err != nil {
 			return err
 		}
 	}
 	for _, b := range bins {
 		if base := path.Base(b.Package); base != b.Name {
-			if err := link(filepath.Join(binDir, b.Name), base); err != nil {
+			if err := link(filepath.Join(binDir, b.OutDir, b.Name), base); err != nil {
 				return err
 			}
 		}

@@ -59,6 +59,10 @@ type RealNodeSpec struct {
 	SandboxImage string
 	// Registry is an insecure (HTTP) registry, host:port, that containerd pulls from.
 	Registry string
+	// CDI runs containerd 2 (bin/containerd2, `make bin`) instead of the machine's containerd 1.6,
+	// which has no CDI, with the CDI specs in /var/run/cdi of the node (RealNode.CDIDir): the
+	// containers get the CDI devices a DRA driver prepared for them.
+	CDI bool
 }
 
 // RealNode is a node started by StartRealNode.
@@ -80,6 +84,8 @@ type RealNode struct {
 	DevicePluginDir string
 	// PodResourcesSocket is the kubelet's PodResources API.
 	PodResourcesSocket string
+	// CDIDir is the node's /var/run/cdi, where DRA drivers write CDI specs.
+	CDIDir string
 	// CgroupRoot is the kubelet's cgroupRoot: every pod's cgroup lies below it.
 	CgroupRoot string
 	// MountNS is the file that holds the node's mount namespace (nsenter --mount).
@@ -168,6 +174,7 @@ func (c *Cluster) StartRealNode(ctx context.Context, spec RealNodeSpec) (*RealNo
 	n.KubeletRootDir = filepath.Join(n.Dir, "kubelet")
 	n.DevicePluginDir = filepath.Join(n.KubeletRootDir, "device-plugins")
 	n.PodResourcesSocket = filepath.Join(n.KubeletRootDir, "pod-resources", "kubelet.sock")
+	n.CDIDir = filepath.Join(n.Dir, "cdi")
 	for _, d := range []string{n.Dir, n.DevicePluginDir, filepath.Join(n.Dir, "cni")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
@@ -188,7 +195,11 @@ func (c *Cluster) StartRealNode(ctx context.Context, spec RealNodeSpec) (*RealNo
 		return nil, fmt.Errorf("real node %s: %w", spec.Name, err)
 	}
 
-	if err := c.startInNetns(n, Containerd, "containerd", []string{"--config", filepath.Join(n.Dir, "containerd.toml")}); err != nil {
+	containerd := "containerd"
+	if spec.CDI {
+		containerd = filepath.Join(c.BinDir, Containerd2Dir, "containerd")
+	}
+	if err := c.startInNetns(n, Containerd, containerd, []string{"--config", filepath.Join(n.Dir, "containerd.toml")}); err != nil {
 		return nil, err
 	}
 	if err := c.poll(ctx, Containerd+"-"+n.Name, func() (bool, error) {
@@ -285,8 +296,9 @@ func (n *RealNode) writeConfigs(c *Cluster, spec RealNodeSpec) error {
 	}
 
 	hostsDir := filepath.Join(n.Dir, "certs.d")
+	cdiCRI, cdiRunc := c.cdiConfig(spec.CDI)
 	files := map[string]string{
-		"containerd.toml":        fmt.Sprintf(containerdConfig, n.Dir, n.ContainerdSocket, spec.SandboxImage, CNIBinDir, hostsDir),
+		"containerd.toml":        fmt.Sprintf(containerdConfig, n.Dir, n.ContainerdSocket, spec.SandboxImage, CNIBinDir, hostsDir, cdiCRI, cdiRunc),
 		"cni/10-convoy.conflist": fmt.Sprintf(cniConfig, n.PodCIDR, filepath.Join(n.Dir, "cni-ipam")),
 		"kubelet.yaml": fmt.Sprintf(kubeletConfig, n.IP, n.CgroupRoot, n.ContainerdSocket, c.pki.caFile(),
 			ClusterDNSIP, ClusterDomain, filepath.Join(n.Dir, "resolv.conf"), filepath.Join(n.Dir, "pods-logs")),
@@ -309,13 +321,13 @@ func (n *RealNode) writeConfigs(c *Cluster, spec RealNodeSpec) error {
 	return nil
 }
 
-// containerdConfig is containerd 1.6's configuration (version 2) for one node; %s: the node's
-// directory, its socket, the sandbox image, the CNI plugins' directory, the registry hosts
-// directory.
+// containerdConfig is containerd 1.6's configuration (version 2, which containerd 2 reads too) for
+// one node; %s: the node's directory, its socket, the sandbox image, the CNI plugins' directory, the
+// registry hosts directory, and cdiConfig's two parts.
 const containerdConfig = `version = 2
 root = "%[1]s/containerd/root"
 state = "%[1]s/containerd/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.internal.v1.opt"]
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.internal.v1.opt", "io.containerd.nri.v1.nri"]
 
 [grpc]
   address = "%[2]s"
@@ -328,17 +340,30 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
   # Pod network namespaces under the node's state, so that cleaning up the node finds them.
   netns_mounts_under_state_dir = true
   stream_server_address = "127.0.0.1"
-  [plugins."io.containerd.grpc.v1.cri".containerd]
+%[6]s  [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
     [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-  [plugins."io.containerd.grpc.v1.cri".cni]
+%[7]s  [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "%[4]s"
     conf_dir = "%[1]s/cni"
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = "%[5]s"
 `
+
+// Containerd2Dir is the subdirectory of bin/ with containerd 2 and its runc shim.
+const Containerd2Dir = "containerd2"
+
+// cdiConfig is what containerdConfig adds for containerd 2 on a node with cdi: CDI from cdiDir in
+// the CRI plugin's table, containerd 2's own shim in the runc runtime's.
+func (c *Cluster) cdiConfig(cdi bool) (cri, runc string) {
+	if !cdi {
+		return "", ""
+	}
+	return fmt.Sprintf("  enable_cdi = true\n  cdi_spec_dirs = [%q]\n", cdiDir),
+		fmt.Sprintf("      runtime_path = %q\n", filepath.Join(c.BinDir, Containerd2Dir, "containerd-shim-runc-v2"))
+}
 
 // cniConfig: pods on a bridge in the node's namespace, routed (not masqueraded) to other nodes'
 // pods and to the host; %s: the pod range, host-local's data directory.
@@ -515,24 +540,45 @@ const devicePluginDir = "/var/lib/kubelet/device-plugins"
 // PodResources socket, as on a node whose kubelet has the default --root-dir.
 const podResourcesDir = "/var/lib/kubelet/pod-resources"
 
+// DRA drivers (deploy/dra-driver's DaemonSet) register in pluginsRegistryDir and serve in
+// pluginsDir, as on a node whose kubelet has the default --root-dir, and write CDI specs to cdiDir.
+const (
+	pluginsRegistryDir = "/var/lib/kubelet/plugins_registry"
+	pluginsDir         = "/var/lib/kubelet/plugins"
+	cdiDir             = "/var/run/cdi"
+)
+
 // setupNodeMountNS creates the node's mount namespace, a private copy of the host's in which
-// devicePluginDir and podResourcesDir are the node's own: the kubelet registers device plugins at a
-// fixed path, and each kubelet deletes every other socket there when it starts; a container's
-// hostPath /var/lib/kubelet/pod-resources must reach its own node's kubelet. Processes outside
-// reach the node's sockets through n.DevicePluginDir and n.PodResourcesSocket.
+// devicePluginDir, podResourcesDir, the DRA plugin directories and cdiDir are the node's own: the
+// kubelet registers device plugins at a fixed path, and each kubelet deletes every other socket
+// there when it starts; a container's hostPath /var/lib/kubelet/pod-resources must reach its own
+// node's kubelet, and a DRA driver's specs its own node's containerd. Processes outside reach the
+// node's sockets through n.DevicePluginDir and n.PodResourcesSocket.
 func setupNodeMountNS(ctx context.Context, n *RealNode) error {
-	podResources := filepath.Dir(n.PodResourcesSocket)
+	binds := [][2]string{ // host path, the node's
+		{devicePluginDir, n.DevicePluginDir},
+		{podResourcesDir, filepath.Dir(n.PodResourcesSocket)},
+		{pluginsRegistryDir, filepath.Join(n.KubeletRootDir, "plugins_registry")},
+		{pluginsDir, filepath.Join(n.KubeletRootDir, "plugins")},
+		{cdiDir, n.CDIDir},
+	}
+	dirs := []string{nodeMountNSDir}
+	var mounts []string
+	for _, b := range binds {
+		dirs = append(dirs, b[0], b[1])
+		mounts = append(mounts, "mount --bind "+b[1]+" "+b[0])
+	}
 	// A namespace can be kept in a file only on a private mount; processes on other networks
 	// (RealNetEnv) make it at the same time.
 	script := fmt.Sprintf(`set -e
-mkdir -p %[1]s %[3]s %[4]s %[5]s %[6]s
+mkdir -p %[3]s
 exec 9>%[1]s.lock
 flock 9
 mountpoint -q %[1]s || { mount --bind %[1]s %[1]s; mount --make-private %[1]s; }
 if mountpoint -q %[2]s; then umount -l %[2]s; fi
 touch %[2]s
-unshare --mount=%[2]s --propagation private sh -c 'mount --bind %[4]s %[3]s && mount --bind %[6]s %[5]s'
-`, nodeMountNSDir, n.MountNS, devicePluginDir, n.DevicePluginDir, podResourcesDir, podResources)
+unshare --mount=%[2]s --propagation private sh -c '%[4]s'
+`, nodeMountNSDir, n.MountNS, strings.Join(dirs, " "), strings.Join(mounts, " && "))
 	out, err := exec.CommandContext(ctx, "sh", "-c", script).CombinedOutput()
 	if err != nil {
 		return fmt.Errorf("creating the mount namespace %s: %w: %s", n.MountNS, err, strings.TrimSpace(string(out)))

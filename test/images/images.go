@@ -527,7 +527,7 @@ func Push(ctx context.Context, outDir, registry string, names []string) (map[str
 }
 
 // Release are the images a Convoy release publishes, the ones deploy/images names.
-var Release = []string{Operator, Scheduler, NodeAgent}
+var Release = []string{Operator, Scheduler, NodeAgent, DRADriver}
 
 // ReleaseRef is the reference of release image name of version in repository (a registry and a
 // path, such as ghcr.io/convoy-dev): <repository>/<name>:v<version>.

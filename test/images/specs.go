@@ -54,6 +54,7 @@ const (
 	Operator  = "convoy-operator"
 	Scheduler = "convoy-scheduler"
 	NodeAgent = "convoy-node-agent"
+	DRADriver = "convoy-dra-driver"
 	Pause     = "pause"
 	CoreDNS   = "coredns"
 	Kueue     = "kueue"
@@ -80,6 +81,7 @@ func Specs(root, binDir string) []Spec {
 			[]string{"10259/tcp"}),
 		withEnv(binaryImage(binDir, NodeAgent, GlibcBase, "Convoy's GPU node agent",
 			[]string{"9400/tcp"}), "NVIDIA_VISIBLE_DEVICES=all", "NVIDIA_DRIVER_CAPABILITIES=utility"),
+		binaryImage(binDir, DRADriver, GlibcBase, "Convoy's DRA driver for simulated GPUs", nil),
 		binaryImage(binDir, Pause, StaticBase, "Pod sandbox (pause) container", nil),
 		CoreDNSSpec(binDir),
 		KueueSpec(binDir),

@@ -549,6 +549,56 @@ func TestGangOnALostNodeRestartsElsewhereFromItsCheckpoint(t *testing.T) {
 	}
 }
 
+// A user applies a 2-worker PyTorch job asking for its GPUs through spec.gpu on two real nodes whose
+// simulated GPUs are DRA devices (deploy/dra-driver's driver, containerd 2 with CDI, no device
+// plugin): Kueue admits it against the nvidia.com/gpu quota, convoy-scheduler places one worker on
+// each node, each worker's claim is allocated a GPU of its node, the kubelet has the driver prepare
+// it, the container sees that GPU's UUID, and the job completes.
+func TestPyTorchJobRunsOnDRAAllocatedGPUs(t *testing.T) {
+	e := setup(t)
+	began := time.Now()
+	if err := e.StartDRANodes(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("DRA nodes %v Ready, their ResourceSlices published (%.1fs)", realstack.DRANodeNames, time.Since(began).Seconds())
+	ns := framework.TestNamespace(t)
+	var timeline bytes.Buffer
+	res, err := e.RunDRAStory(t.Context(), ns, &timeline)
+	t.Logf("Timeline:\n%s", timeline.String())
+	if err != nil {
+		pods, _ := e.Kubectl(t.Context(), "get", "pods,resourceclaims", "-n", ns, "-o", "wide")
+		events, _ := e.Kubectl(t.Context(), "get", "events", "-n", ns, "--sort-by=.lastTimestamp")
+		logs, _ := e.Kubectl(t.Context(), "logs", "-n", stack.Namespace, "-l", "app.kubernetes.io/name=convoy-dra-driver", "--tail=30", "--prefix")
+		t.Fatalf("%v\n%s\nevents:\n%s\nDRA drivers:\n%s", err, pods, events, logs)
+	}
+	if res.Final.Status.State != convoy.StateCompleted {
+		t.Fatalf("the job ended %s, want Completed: %+v", res.Final.Status.State, res.Final.Status.Conditions)
+	}
+	if res.QuotaGPUs != 2 {
+		t.Errorf("Kueue's admission uses %d nvidia.com/gpu of the quota, want 2 (2 workers × 1 DRA GPU)", res.QuotaGPUs)
+	}
+	nodes := map[string]bool{}
+	for _, w := range res.Workers {
+		nodes[w.Node] = true
+		if !slices.Contains(realstack.DRANodeNames, w.Node) {
+			t.Errorf("%s ran on %s, want a DRA node %v", w.Pod, w.Node, realstack.DRANodeNames)
+		}
+		if len(w.Devices) != 1 || !strings.HasPrefix(w.Devices[0], w.Node+"/gpu-") || len(w.UUIDs) != 1 {
+			t.Errorf("%s on %s: claim %s has devices %v (uuids %v), want one GPU of its node", w.Pod, w.Node, w.Claim, w.Devices, w.UUIDs)
+			continue
+		}
+		if w.Visible != w.UUIDs[0] {
+			t.Errorf("%s: the container sees NVIDIA_VISIBLE_DEVICES=%q, want its claim's GPU %s", w.Pod, w.Visible, w.UUIDs[0])
+		}
+		if rank := rankOf(w.Pod); !strings.Contains(w.Log, "rank="+rank+" ") {
+			t.Errorf("kubectl logs %s has no line of rank %s:\n%s", w.Pod, rank, w.Log)
+		}
+	}
+	if len(nodes) != 2 {
+		t.Errorf("the gang ran on %v, want both DRA nodes", nodes)
+	}
+}
+
 // rankOf is the rank in a gang pod's name: <job>-worker-<rank>, or <job>-worker-<rank>-r<attempt>
 // for a restart attempt.
 func rankOf(pod string) string {

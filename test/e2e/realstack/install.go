@@ -52,6 +52,7 @@ var deployImages = map[string]string{
 	"ghcr.io/convoy-dev/convoy-operator":   images.Operator,
 	"ghcr.io/convoy-dev/convoy-scheduler":  images.Scheduler,
 	"ghcr.io/convoy-dev/convoy-node-agent": images.NodeAgent,
+	"ghcr.io/convoy-dev/convoy-dra-driver": images.DRADriver,
 	kueueReleaseImage:                      images.Kueue,
 }
 
@@ -107,15 +108,17 @@ func (e *Env) install(ctx context.Context, logf func(string, ...any)) error {
 
 // helmInstall installs the chart as the README's Helm path does, with the images of the local
 // registry (image.registry and image.tag), which publish pods push to over plain HTTP as the
-// nodes' containerd pulls from it: deploy/kueue brought Convoy's side of the Kueue
-// integration already, and deploy/crd the CRDs.
+// nodes' containerd pulls from it, and the DRA driver for simulated GPUs, which runs on the nodes
+// StartDRANodes labels for it: deploy/kueue brought Convoy's side of the Kueue integration
+// already, and deploy/crd the CRDs.
 func (e *Env) helmInstall(ctx context.Context) error {
 	cmd := exec.CommandContext(ctx, filepath.Join(e.Cluster.BinDir, "helm"), "install", "convoy", e.path("deploy/helm/convoy"),
 		"--namespace", stack.Namespace, "--create-namespace", "--skip-crds",
 		"--set", "kueueIntegration.enabled=false",
 		"--set", "image.registry="+images.Repository(Registry), "--set", "image.tag="+images.Tag,
 		"--set", "operator.extraArgs={--plain-http-registries="+Registry+"}",
-		"--set", "nodeAgent.extraArgs={--nvml=mock:"+Profile+"}")
+		"--set", "nodeAgent.extraArgs={--nvml=mock:"+Profile+"}",
+		"--set", "draDriver.enabled=true", "--set", "draDriver.extraArgs={--nvml=mock:"+Profile+"}")
 	state := filepath.Join(e.Cluster.StateDir, "helm")
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Cluster.KubeconfigPath,
 		"HELM_CACHE_HOME="+filepath.Join(state, "cache"), "HELM_CONFIG_HOME="+filepath.Join(state, "config"), "HELM_DATA_HOME="+filepath.Join(state, "data"))

@@ -77,7 +77,7 @@ var AddToScheme = []func(*runtime.Scheme) error{convoy.AddToScheme, kueue.AddToS
 
 // Images are the images Start pushes to the registry: what the real nodes run, and Convoy's
 // components, which TestConvoyImagesStart starts.
-var Images = []string{images.Pause, images.CoreDNS, images.Trainer, images.Operator, images.Scheduler, images.NodeAgent, images.Kueue}
+var Images = []string{images.Pause, images.CoreDNS, images.Trainer, images.Operator, images.Scheduler, images.NodeAgent, images.DRADriver, images.Kueue}
 
 // Main runs the tests of a real-node package (m) on one cluster started with real nodes, as
 // framework.Main does.
@@ -186,7 +186,7 @@ func StartNodes(ctx context.Context, c *framework.Cluster, labels map[string]str
 	logf("Registry at %s holds %v (%.1fs)", Registry, Images, time.Since(began).Seconds())
 
 	for i, name := range NodeNames {
-		n, err := e.startNode(ctx, name, i+1, labels)
+		n, err := e.startNode(ctx, name, i+1, labels, false)
 		if err != nil {
 			return nil, err
 		}
@@ -207,7 +207,7 @@ func StartNodes(ctx context.Context, c *framework.Cluster, labels map[string]str
 // AddNode starts one more real node, number index (from 1, above the NodeNames'), labelled with
 // ConvoyLabels, with its device plugin, and waits until it advertises its GPUs.
 func (e *Env) AddNode(ctx context.Context, name string, index int) (*framework.RealNode, error) {
-	n, err := e.startNode(ctx, name, index, ConvoyLabels())
+	n, err := e.startNode(ctx, name, index, ConvoyLabels(), false)
 	if err != nil {
 		return nil, err
 	}
@@ -215,17 +215,19 @@ func (e *Env) AddNode(ctx context.Context, name string, index int) (*framework.R
 	return n, waitGPUs(ctx, e.Cluster, []*framework.RealNode{n})
 }
 
-// startNode starts real node name, number index, and its device plugin.
-func (e *Env) startNode(ctx context.Context, name string, index int, labels map[string]string) (*framework.RealNode, error) {
+// startNode starts real node name, number index, and its device plugin; with dra, containerd 2
+// with CDI and no device plugin: the DRA driver's DaemonSet advertises its GPUs.
+func (e *Env) startNode(ctx context.Context, name string, index int, labels map[string]string, dra bool) (*framework.RealNode, error) {
 	n, err := e.Cluster.StartRealNode(ctx, framework.RealNodeSpec{
 		Name:         name,
 		Index:        index,
 		Labels:       maps.Clone(labels),
 		SandboxImage: e.Image(images.Pause),
 		Registry:     Registry,
+		CDI:          dra,
 	})
-	if err != nil {
-		return nil, err
+	if err != nil || dra {
+		return n, err
 	}
 	return n, e.Cluster.StartProcess(DevicePlugin+"-"+name, DevicePlugin, []string{
 		"--device-plugin-dir=" + n.DevicePluginDir,

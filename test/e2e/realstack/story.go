@@ -440,10 +440,14 @@ func (e *Env) summary(ctx context.Context, namespace string) string {
 }
 
 func (e *Env) waitJob(ctx context.Context, namespace, what string, cond func(*convoy.TrainingJob) bool) (*convoy.TrainingJob, error) {
+	return e.waitJobNamed(ctx, namespace, storyJob, what, cond)
+}
+
+func (e *Env) waitJobNamed(ctx context.Context, namespace, name, what string, cond func(*convoy.TrainingJob) bool) (*convoy.TrainingJob, error) {
 	var job *convoy.TrainingJob
 	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		j := &convoy.TrainingJob{}
-		if err := e.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: storyJob}, j); err != nil {
+		if err := e.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, j); err != nil {
 			return false, nil
 		}
 		job = j
@@ -457,17 +461,22 @@ func (e *Env) waitJob(ctx context.Context, namespace, what string, cond func(*co
 		if job != nil {
 			status = job.Status
 		}
-		return nil, fmt.Errorf("waiting for %s to be %s: %w; its status: %+v", storyJob, what, err, status)
+		return nil, fmt.Errorf("waiting for %s to be %s: %w; its status: %+v", name, what, err, status)
 	}
 	return job, nil
 }
 
 // pods returns the job's pods by name once all are Running.
 func (e *Env) pods(ctx context.Context, namespace string) ([]corev1.Pod, error) {
+	return e.podsOf(ctx, namespace, storyJob)
+}
+
+// podsOf returns the pods of the 2-worker job name by name once both are Running.
+func (e *Env) podsOf(ctx context.Context, namespace, name string) ([]corev1.Pod, error) {
 	var pods []corev1.Pod
 	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		list := &corev1.PodList{}
-		if err := e.Cluster.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{convoy.LabelJobName: storyJob}); err != nil {
+		if err := e.Cluster.Client.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{convoy.LabelJobName: name}); err != nil {
 			return false, nil
 		}
 		pods = list.Items

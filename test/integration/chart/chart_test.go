@@ -108,13 +108,13 @@ func objects(t *testing.T, stream string) map[string]map[string]any {
 
 // TestChartRendersTheKustomizeBases: `helm template` with the default values (and the optional
 // components on) gives the very objects `kubectl kustomize` gives for deploy/operator,
-// deploy/scheduler, deploy/node-agent, deploy/tenancy, deploy/queue, deploy/prices,
-// deploy/monitoring and deploy/network-policies, and deploy/kueue's Convoy files.
+// deploy/scheduler, deploy/node-agent, deploy/dra-driver, deploy/tenancy, deploy/queue,
+// deploy/prices, deploy/monitoring and deploy/network-policies, and deploy/kueue's Convoy files.
 func TestChartRendersTheKustomizeBases(t *testing.T) {
 	c := framework.Shared(t)
 	root := filepath.Dir(filepath.Dir(chartDir(t)))
 	var want strings.Builder
-	for _, dir := range []string{"operator", "scheduler", "node-agent", "tenancy", "queue", "prices", "monitoring", "network-policies"} {
+	for _, dir := range []string{"operator", "scheduler", "node-agent", "dra-driver", "tenancy", "queue", "prices", "monitoring", "network-policies"} {
 		out, err := run(t, c, "kubectl", "kustomize", filepath.Join(root, dir))
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +129,8 @@ func TestChartRendersTheKustomizeBases(t *testing.T) {
 		want.WriteString("\n---\n" + string(b))
 	}
 	got, err := run(t, c, "helm", "template", "convoy", chartDir(t), "--namespace", namespace,
-		"--set", "queues.enabled=true", "--set", "prices.enabled=true", "--set", "monitoring.enabled=true", "--set", "networkPolicies.enabled=true")
+		"--set", "queues.enabled=true", "--set", "prices.enabled=true", "--set", "monitoring.enabled=true", "--set", "networkPolicies.enabled=true",
+		"--set", "draDriver.enabled=true")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -289,8 +289,8 @@ func indexByte(b []uint8, c uint8) int {
 	return -1
 }
 
-// normBusID makes NVML's bus IDs comparable: lower case, four-digit domain, as in sysfs.
-func normBusID(id string) string {
+// NormBusID makes NVML's bus IDs comparable: lower case, four-digit domain, as in sysfs.
+func NormBusID(id string) string {
 	id = strings.ToLower(id)
 	if domain, rest, ok := strings.Cut(id, ":"); ok && len(domain) > 4 {
 		id = domain[len(domain)-4:] + ":" + rest
@@ -302,7 +302,7 @@ func sysfsNUMANode(root, bus string) (int32, bool) {
 	if root == "" || bus == "" {
 		return 0, false
 	}
-	data, err := os.ReadFile(filepath.Join(root, "bus", "pci", "devices", normBusID(bus), "numa_node"))
+	data, err := os.ReadFile(filepath.Join(root, "bus", "pci", "devices", NormBusID(bus), "numa_node"))
 	if err != nil {
 		return 0, false
 	}

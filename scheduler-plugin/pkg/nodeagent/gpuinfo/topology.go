@@ -71,9 +71,9 @@ func directLinks(ends []nvlinkEnd, peerBus string) (count, gbps int32) {
 	if peerBus == "" {
 		return 0, 0
 	}
-	peer := normBusID(peerBus)
+	peer := NormBusID(peerBus)
 	for _, e := range ends {
-		if e.active && !e.toSwitch && e.peerBus != "" && normBusID(e.peerBus) == peer {
+		if e.active && !e.toSwitch && e.peerBus != "" && NormBusID(e.peerBus) == peer {
 			count++
 			gbps += nvlinkGBps(e.version)
 		}
@@ -109,7 +109,7 @@ func setNVLinks(gpus []convoy.GPUDevice, ends [][]nvlinkEnd) {
 	byBus := map[string]int32{}
 	for _, g := range gpus {
 		if g.PCIBusID != "" {
-			byBus[normBusID(g.PCIBusID)] = g.Index
+			byBus[NormBusID(g.PCIBusID)] = g.Index
 		}
 	}
 	for i := range gpus {
@@ -118,7 +118,7 @@ func setNVLinks(gpus []convoy.GPUDevice, ends [][]nvlinkEnd) {
 				break
 			}
 			l := convoy.NVLink{Link: int32(e.link), Active: e.active, PeerPCIBusID: e.peerBus}
-			if peer, ok := byBus[normBusID(e.peerBus)]; ok && e.peerBus != "" && !e.toSwitch {
+			if peer, ok := byBus[NormBusID(e.peerBus)]; ok && e.peerBus != "" && !e.toSwitch {
 				l.PeerIndex = ptr(peer)
 			}
 			gpus[i].NVLinks = append(gpus[i].NVLinks, l)

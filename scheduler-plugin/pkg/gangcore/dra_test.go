@@ -127,12 +127,13 @@ func TestDRAGangIsPlannedOnItsNodesDevices(t *testing.T) {
 		return w.PodResourceClaims(corev1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To(template)})
 	}
 	// dra has 8 DRA GPUs, 4 of them claimed by busy: it is the best fit for 4 GPUs of either kind.
+	// Its node agent's GPUNode describes the same 8 devices, which count once, as DRA's.
 	nodes := []*corev1.Node{fakeNode("ext", "r1", 8), fakeNode("dra", "r2", 0)}
 	busy := claimed(member("ns", "busy", 0, 0), "four").Node("dra").Obj()
 	draPod := claimed(member("ns", "job", 0, 0), "four").Obj()
 	draBig := claimed(member("ns", "big", 0, 0), "eight").Obj()
 	extPod := member("ns", "ext", 0, 4).Obj()
-	h := newHarness(t, nodes, []*corev1.Pod{busy, draPod, draBig, extPod}, inventory("ext", 8))
+	h := newHarness(t, nodes, []*corev1.Pod{busy, draPod, draBig, extPod}, inventory("ext", 8), inventory("dra", 8))
 	ctx := context.Background()
 	for name, n := range map[string]int64{"four": 4, "eight": 8} {
 		tmpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},

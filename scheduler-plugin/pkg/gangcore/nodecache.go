@@ -115,16 +115,18 @@ func (c *nodeCache) base(ni fwk.NodeInfo, gn *gpuNode, book *planBook) *nodeBase
 	alloc := int(ni.GetAllocatable().GetScalarResources()[c.opts.GPUResource])
 	b.room = alloc - int(ni.GetRequested().GetScalarResources()[c.opts.GPUResource])
 	var free planner.GPUSet
+	if alloc == 0 && (gn == nil || c.dra.nodeGPUs(node.Name) > 0) {
+		// A node without the device plugin's GPUs has those its DRA driver publishes, which
+		// DynamicResources allocates (a GPUNode from its node agent describes the same devices);
+		// its pods' claims hold some (below).
+		gn = nil
+		alloc = c.dra.nodeGPUs(node.Name)
+		b.room, b.dra = alloc, true
+	}
 	if gn != nil {
 		pn.Indexed, pn.GPUs, pn.Unhealthy, pn.Topology = true, gn.total, gn.unhealthy, gn.topology
 		free = gn.healthy
 	} else {
-		if alloc == 0 {
-			// A node without the device plugin's GPUs has those its DRA driver publishes; its
-			// pods' claims hold some (below).
-			alloc = c.dra.nodeGPUs(node.Name)
-			b.room, b.dra = alloc, true
-		}
 		pn.GPUs = min(alloc, planner.MaxGPUsPerNode)
 		free = planner.FirstGPUs(pn.GPUs)
 	}

@@ -436,6 +436,12 @@ type AzureAccess string
 // AzureAccessPresigned: the pods ask the operator for a URL with a SAS for each blob.
 const AzureAccessPresigned AzureAccess = "presigned"
 
+// GCSAccess is how a job's pods reach Google Cloud Storage.
+type GCSAccess string
+
+// GCSAccessPresigned: the pods ask the operator for a V4 signed URL for each object.
+const GCSAccessPresigned GCSAccess = "presigned"
+
 // ReclaimPolicy says what becomes of the claim the operator creates for a job's checkpoints when
 // the job is deleted.
 // +kubebuilder:validation:Enum=Retain;Delete
@@ -457,6 +463,7 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.credentialsSecretRef) || self.type in ['s3', 'gcs', 'azure']",message="spec.checkpoint.storage.credentialsSecretRef is only used with type s3, gcs or azure: remove it or change the type"
 // +kubebuilder:validation:XValidation:rule="!has(self.s3Access) || (self.type == 's3' && !has(self.credentialsSecretRef) && !has(self.prefix))",message="spec.checkpoint.storage.s3Access presigned needs type s3, no credentialsSecretRef and no prefix (the job's prefix is <namespace>/<job>): remove them or remove s3Access"
 // +kubebuilder:validation:XValidation:rule="!has(self.azureAccess) || (self.type == 'azure' && !has(self.credentialsSecretRef) && !has(self.prefix) && !has(self.azureStorageAccount))",message="spec.checkpoint.storage.azureAccess presigned needs type azure, no credentialsSecretRef, no prefix (the job's prefix is <namespace>/<job>) and no azureStorageAccount (the account is the operator's): remove them or remove azureAccess"
+// +kubebuilder:validation:XValidation:rule="!has(self.gcsAccess) || (self.type == 'gcs' && !has(self.credentialsSecretRef) && !has(self.prefix))",message="spec.checkpoint.storage.gcsAccess presigned needs type gcs, no credentialsSecretRef and no prefix (the job's prefix is <namespace>/<job>): remove them or remove gcsAccess"
 type CheckpointStorage struct {
 	// type is the storage kind: pvc, s3, gcs, azure or nfs. Defaults to pvc.
 	// +optional
@@ -534,6 +541,16 @@ type CheckpointStorage struct {
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=222
 	GCSBucket string `json:"gcsBucket,omitempty"`
+
+	// gcsAccess presigned has the pods hold no Google credentials: for each object they read, write
+	// or delete, the SDK asks the operator's progress endpoint for a V4 signed URL the operator
+	// signs with its own service account key (its --gcs-presign flag), valid for 15 minutes, for
+	// that object and operation only and only under the job's prefix <namespace>/<job> (writes: the
+	// current attempt's directory only); the operator lists the job's prefix itself, as no signed
+	// URL confines a listing to a prefix. Unset, the pods use their own credentials.
+	// +optional
+	// +kubebuilder:validation:Enum=presigned
+	GCSAccess GCSAccess `json:"gcsAccess,omitempty"`
 
 	// azureContainer is the blob container when type is azure.
 	// +optional

@@ -49,7 +49,8 @@ func (c *Cluster) StartGCS(ctx context.Context) (string, error) {
 		return "", err
 	}
 	args := []string{"-scheme", "http", "-host", "127.0.0.1", "-port", strconv.Itoa(ports[0]), "-backend", "memory",
-		"-log-level", "warn", "-external-url", "http://" + hostPort(ports[0])}
+		"-log-level", "warn", "-external-url", "http://" + hostPort(ports[0]),
+		"-public-host", hostPort(ports[0])} // signed URLs name the server's host: /<bucket>/<object>
 	if err := c.StartProcess(FakeGCS, FakeGCS, args, nil); err != nil {
 		return "", err
 	}

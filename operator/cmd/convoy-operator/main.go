@@ -100,6 +100,7 @@ func main() {
 	flag.BoolVar(&opts.DisruptionBudget, "gang-disruption-budget", opts.DisruptionBudget, "Give every TrainingJob a PodDisruptionBudget <job> that refuses evictions of its running gang, so that kubectl drain waits while the gang checkpoints and moves off the cordoned node. false: drains evict the gang at once. Ignored with --cordon-is-notice=false.")
 	s3Presign := flag.Bool("s3-presign", false, "Sign S3 URLs for the pods of TrainingJobs with spec.checkpoint.storage.s3Access presigned, each for its own prefix, with the operator's own S3 credentials, endpoint and region (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from a Secret in its namespace, or its own workload identity; AWS_ENDPOINT_URL, AWS_REGION).")
 	azurePresign := flag.Bool("azure-presign", false, "Sign Azure Blob SAS for the pods of TrainingJobs with spec.checkpoint.storage.azureAccess presigned, each for its own prefix, with the operator's own storage account key (AZURE_STORAGE_ACCOUNT and AZURE_STORAGE_KEY from a Secret in its namespace; AZURE_STORAGE_BLOB_ENDPOINT for another endpoint than the account's).")
+	gcsPresign := flag.Bool("gcs-presign", false, "Sign GCS V4 URLs for the pods of TrainingJobs with spec.checkpoint.storage.gcsAccess presigned, each for its own prefix, with the operator's own service account key (the JSON key file GOOGLE_APPLICATION_CREDENTIALS names, from a Secret in its namespace; STORAGE_EMULATOR_HOST for an emulator).")
 	flag.Parse()
 	opts.ReclaimNotice = controller.ReclaimNotice{Taints: commaList(*noticeTaints), Conditions: commaList(*noticeConditions), IgnoreCordon: !*cordonNotice}
 	opts.InsecureMetrics = !*metricsSecure
@@ -142,6 +143,17 @@ func main() {
 		if opts.AzurePresign.Name == "" || opts.AzurePresign.Key == "" {
 			log.Error(errors.New("AZURE_STORAGE_ACCOUNT or AZURE_STORAGE_KEY is empty"), "Loading the Azure account for --azure-presign")
 			os.Exit(2)
+		}
+	}
+	if *gcsPresign {
+		key, err := os.ReadFile(os.Getenv("GOOGLE_APPLICATION_CREDENTIALS"))
+		if err != nil {
+			log.Error(err, "Reading the service account key GOOGLE_APPLICATION_CREDENTIALS names for --gcs-presign")
+			os.Exit(2)
+		}
+		opts.GCSPresign = &progress.GCSAccount{KeyJSON: key, Endpoint: os.Getenv("STORAGE_EMULATOR_HOST")}
+		if e := opts.GCSPresign.Endpoint; e != "" && !strings.Contains(e, "://") {
+			opts.GCSPresign.Endpoint = "http://" + e // host:port, as the Google clients read it
 		}
 	}
 	withKueue, err := useKueue(*kueue, cfg)

@@ -170,6 +170,11 @@ func setStorageEnv(job *convoy.TrainingJob, s *convoy.CheckpointStorage, pod *co
 			// The SDK asks the progress endpoint for a pre-signed URL per object (progress/presign.go).
 			mlframework.SetEnv(pod, "CONVOY_CHECKPOINT_PRESIGN", "1")
 		}
+	case convoy.StorageGCS:
+		if s.GCSAccess == convoy.GCSAccessPresigned {
+			// The SDK asks the progress endpoint for a V4 signed URL per object (progress/presign_gcs.go).
+			mlframework.SetEnv(pod, "CONVOY_CHECKPOINT_PRESIGN", "1")
+		}
 	case convoy.StorageAzure:
 		if s.AzureStorageAccount != "" {
 			mlframework.SetEnv(pod, "AZURE_STORAGE_ACCOUNT", s.AzureStorageAccount)

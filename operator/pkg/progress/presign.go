@@ -66,7 +66,7 @@ type PresignRequest struct {
 }
 
 // PresignReply is the URL to send the request to, with its method, valid until expires; for a
-// list on Azure, which no SAS confines to a prefix, the keys themselves, one page, and the
+// list on GCS or Azure, which no signed URL confines to a prefix, the keys themselves, one page, and the
 // continuationToken of the next.
 type PresignReply struct {
 	Method            string    `json:"method,omitempty"`
@@ -145,8 +145,8 @@ var rawOps = map[string]struct {
 func requestKey(r PresignRequest) string { return r.Key }
 
 // presign answers POST .../presign for a pod of a job whose spec.checkpoint.storage.s3Access (or
-// azureAccess) is presigned: a URL signed with the operator's S3 credentials (or a SAS of its
-// Azure account) for one operation within PresignScope.
+// gcsAccess, azureAccess) is presigned: a URL signed with the operator's S3 credentials (or its
+// GCS service account key, a SAS of its Azure account) for one operation within PresignScope.
 func (s *Server) presign(w http.ResponseWriter, req *http.Request) {
 	s.setup()
 	ctx := req.Context()
@@ -165,17 +165,20 @@ func (s *Server) presign(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	cp := job.Spec.Checkpoint
-	if cp == nil || !cp.Enabled || cp.Storage == nil || (cp.Storage.S3Access != convoy.S3AccessPresigned && cp.Storage.AzureAccess != convoy.AzureAccessPresigned) {
-		http.Error(w, fmt.Sprintf("TrainingJob %s has neither spec.checkpoint.storage.s3Access nor azureAccess presigned", key), http.StatusForbidden)
+	if cp == nil || !cp.Enabled || cp.Storage == nil || (cp.Storage.S3Access != convoy.S3AccessPresigned && cp.Storage.AzureAccess != convoy.AzureAccessPresigned && cp.Storage.GCSAccess != convoy.GCSAccessPresigned) {
+		http.Error(w, fmt.Sprintf("TrainingJob %s has none of spec.checkpoint.storage.s3Access, gcsAccess and azureAccess presigned", key), http.StatusForbidden)
 		return
 	}
-	azure := cp.Storage.AzureAccess == convoy.AzureAccessPresigned
-	if !azure && s.presigner == nil {
-		http.Error(w, "the operator signs no S3 URLs: start it with --s3-presign and S3 credentials of its own", http.StatusNotImplemented)
-		return
-	}
-	if azure && s.AzurePresign == nil {
+	azure, gcs := cp.Storage.AzureAccess == convoy.AzureAccessPresigned, cp.Storage.GCSAccess == convoy.GCSAccessPresigned
+	switch {
+	case azure && s.AzurePresign == nil:
 		http.Error(w, "the operator signs no Azure SAS: start it with --azure-presign and a storage account key of its own", http.StatusNotImplemented)
+		return
+	case gcs && s.GCSPresign == nil:
+		http.Error(w, "the operator signs no GCS URLs: start it with --gcs-presign and a service account key of its own", http.StatusNotImplemented)
+		return
+	case !azure && !gcs && s.presigner == nil:
+		http.Error(w, "the operator signs no S3 URLs: start it with --s3-presign and S3 credentials of its own", http.StatusNotImplemented)
 		return
 	}
 	r := PresignRequest{}
@@ -192,6 +195,15 @@ func (s *Server) presign(w http.ResponseWriter, req *http.Request) {
 	}
 	if _, ok := azureOps[r.Op]; azure && !ok && r.Op != PresignList {
 		http.Error(w, fmt.Sprintf("op %q: an Azure blob is written in one Put Blob; ask for put, get, list or delete", r.Op), http.StatusBadRequest)
+		return
+	}
+	if _, ok := gcsMethods[r.Op]; gcs && !ok && r.Op != PresignList {
+		http.Error(w, fmt.Sprintf("op %q: a GCS object is written in one upload; ask for put, get, list or delete", r.Op), http.StatusBadRequest)
+		return
+	}
+	if gcs {
+		reply, err := s.presignGCS(ctx, cp.Storage.GCSBucket, r)
+		s.presigned(w, key, reply, err)
 		return
 	}
 	if azure {

@@ -112,6 +112,9 @@ type Server struct {
 	// AzurePresign, when set, is the storage account whose key signs SAS for the pods of jobs with
 	// spec.checkpoint.storage.azureAccess presigned.
 	AzurePresign *AzureAccount
+	// GCSPresign, when set, is the service account whose key signs GCS URLs for the pods of jobs
+	// with spec.checkpoint.storage.gcsAccess presigned.
+	GCSPresign *GCSAccount
 	// Recorder, when set, records an Event on the job when its tracker run is first recorded.
 	Recorder events.EventRecorder
 

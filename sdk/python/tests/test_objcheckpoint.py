@@ -212,8 +212,8 @@ class S3Checkpoints(Checkpoints, unittest.TestCase):
 
 @unittest.skipUnless(os.environ.get("CONVOY_TEST_PRESIGN_URL"), "needs the operator and S3 of TestPresignedS3URLsOnlyForTheJobsPrefix")
 class Presigned(unittest.TestCase):
-    """A pod of attempt 0 of a job with s3Access or azureAccess presigned: CONVOY_TEST_PRESIGN_URL,
-    _TOKEN_FILE and _CA_FILE are its progress endpoint, _ROOT its checkpoint root (s3:// or az://),
+    """A pod of attempt 0 of a job with s3Access, gcsAccess or azureAccess presigned: CONVOY_TEST_PRESIGN_URL,
+    _TOKEN_FILE and _CA_FILE are its progress endpoint, _ROOT its checkpoint root (s3://, gs:// or az://),
     _FOREIGN an object of another job."""
 
     def env(self, **more):
@@ -232,7 +232,7 @@ class Presigned(unittest.TestCase):
         os.makedirs(src)
         with open(os.path.join(src, "model.pt"), "w") as f:
             f.write("presigned")
-        with mock.patch.dict(sys.modules, {"boto3": None, "botocore": None}):
+        with mock.patch.dict(sys.modules, {"boto3": None, "botocore": None, "google.cloud.storage": None, "azure.storage.blob": None}):
             saver = _objcheckpoint.Saver(self.env(CONVOY_CHECKPOINT_RETENTION="1"))
             for epoch in (1, 2):
                 saver.save(src, epoch, {}, report=lambda *a: True)
@@ -267,6 +267,10 @@ class StoreFor(unittest.TestCase):
         self.assertEqual((type(store), prefix), (_objstore.LocalStore, "checkpoints/ns/job/attempt-0"))
         with self.assertRaisesRegex(ValueError, "hdfs://"):
             _objstore.store_for("hdfs://x/y", {})
+        presign = {"CONVOY_CHECKPOINT_PRESIGN": "1", "CONVOY_PROGRESS_URL": "https://op/progress"}
+        for uri, name in (("s3://b/ns/job", "PresignedS3Store"), ("gs://b/ns/job", "PresignedGCSStore"), ("az://b/ns/job", "PresignedAzureStore")):
+            store, prefix = _objstore.store_for(uri, presign)
+            self.assertEqual((type(store).__name__, store.bucket, prefix), (name, "b", "ns/job"))
 
     def test_s3_without_boto3_names_the_package(self):
         import sys

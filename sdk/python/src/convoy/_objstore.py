@@ -104,7 +104,7 @@ def split_uri(uri: str) -> Tuple[str, str, str]:
 
 def store_for(uri: str, env: Optional[Mapping[str, str]] = None) -> Tuple[Store, str]:
     """The Store that holds uri and the key prefix uri names in it (with CONVOY_CHECKPOINT_PRESIGN set,
-    s3:// and az:// through URLs the operator pre-signs): s3://bucket/prefix (boto3),
+    s3://, gs:// and az:// through URLs the operator pre-signs): s3://bucket/prefix (boto3),
     gs://bucket/prefix (google-cloud-storage), az:// or azure://container/prefix (azure-storage-blob),
     and a local path or file:// URI (a directory, LocalStore). ValueError for another scheme,
     ImportError naming the package when the vendor's client is not installed."""
@@ -119,6 +119,9 @@ def store_for(uri: str, env: Optional[Mapping[str, str]] = None) -> Tuple[Store,
     if scheme == "s3":
         from ._s3 import S3Store
         return S3Store(bucket, env), prefix
+    if scheme == "gs" and env.get("CONVOY_CHECKPOINT_PRESIGN"):
+        from ._s3presigned import PresignedGCSStore
+        return PresignedGCSStore(bucket, env), prefix
     if scheme == "gs":
         return _vendor("_gcs", "GCSStore", "google-cloud-storage (Debian: python3-google-cloud-storage)")(bucket, env), prefix
     if scheme in ("az", "azure") and env.get("CONVOY_CHECKPOINT_PRESIGN"):

@@ -1,12 +1,12 @@
-"""Object storage without credentials in the pod (spec.checkpoint.storage.s3Access or azureAccess
-presigned, which sets CONVOY_CHECKPOINT_PRESIGN): for each request the store asks the operator's
-progress endpoint, POST $CONVOY_PROGRESS_URL/presign with the pod's projected token, for a URL the
-operator signed for that one operation (S3: SigV4; Azure: a SAS of that one blob), and sends it with
-urllib. The operator signs only keys under the job's prefix (writes: the current attempt's
-directory), so another job's key is a PermissionError. On S3 a file larger than
+"""Object storage without credentials in the pod (spec.checkpoint.storage.s3Access, gcsAccess or
+azureAccess presigned, which sets CONVOY_CHECKPOINT_PRESIGN): for each request the store asks the
+operator's progress endpoint, POST $CONVOY_PROGRESS_URL/presign with the pod's projected token, for a
+URL the operator signed for that one operation (S3: SigV4; GCS: a V4 signed URL; Azure: a SAS of that
+one blob), and sends it with urllib. The operator signs only keys under the job's prefix (writes: the
+current attempt's directory), so another job's key is a PermissionError. On S3 a file larger than
 CONVOY_CHECKPOINT_PART_BYTES (default 64 MiB) is uploaded in parts of that size, each on its own
-signed URL (a single PUT takes 5 GiB at most). On Azure, which has no SAS for a listing of
-one prefix, the operator lists the prefix itself and answers the keys."""
+signed URL (a single PUT takes 5 GiB at most). On GCS and Azure, which have no signed URL for a
+listing of one prefix, the operator lists the prefix itself and answers the keys."""
 
 from __future__ import annotations
 
@@ -147,3 +147,11 @@ class PresignedAzureStore(PresignedS3Store):
             token = reply.get("continuationToken", "")
             if not token:
                 return sorted(keys)
+
+
+class PresignedGCSStore(PresignedAzureStore):
+    """The objects of one GCS bucket, each request on a V4 URL the operator signed for that object."""
+
+    scheme = "gs"
+    put_headers = {"Content-Type": "application/octet-stream"}
+    multipart = False  # one PUT: 5 TiB at most

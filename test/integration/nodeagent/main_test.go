@@ -63,8 +63,9 @@ var (
 	setupErr  error
 )
 
-// cluster returns the shared control plane with the CRDs and deploy/node-agent (the DaemonSet's
-// RBAC and admission policies) and deploy/node-agent/simulator applied, as a user would.
+// cluster returns the shared control plane with the CRDs, deploy/node-agent (the DaemonSet's
+// RBAC and admission policies), deploy/node-agent/simulator and deploy/dra-driver applied, as a
+// user would.
 func cluster(t testing.TB) *framework.Cluster {
 	t.Helper()
 	c := framework.Shared(t)
@@ -84,7 +85,7 @@ func setup(c *framework.Cluster) error {
 	if err := c.InstallCRDs(ctx, filepath.Join(root, "deploy", "crd", "bases")); err != nil {
 		return err
 	}
-	for _, dir := range []string{"deploy/node-agent/simulator", "deploy/node-agent"} {
+	for _, dir := range []string{"deploy/node-agent/simulator", "deploy/node-agent", "deploy/dra-driver"} {
 		if err := util.ApplyKustomization(ctx, c, filepath.Join(root, dir), "nodeagent-test"); err != nil {
 			return fmt.Errorf("applying %s: %w", dir, err)
 		}

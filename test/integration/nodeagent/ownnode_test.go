@@ -52,11 +52,18 @@ const nodeNameExtra = "authentication.kubernetes.io/node-name"
 // DaemonSet's ServiceAccount bound to a pod that is bound to node, as the kubelet would mount it.
 func nodeBoundConfig(t *testing.T, c *framework.Cluster, node string) *rest.Config {
 	t.Helper()
+	return podBoundConfig(t, c, agentSA, node)
+}
+
+// podBoundConfig returns the identity of a pod of ServiceAccount sa (in agentNamespace) running on
+// node, as the kubelet would mount its token.
+func podBoundConfig(t *testing.T, c *framework.Cluster, sa, node string) *rest.Config {
+	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: "agent-" + node},
+		ObjectMeta: metav1.ObjectMeta{Namespace: agentNamespace, Name: sa + "-" + node},
 		Spec: corev1.PodSpec{
-			ServiceAccountName: agentSA,
+			ServiceAccountName: sa,
 			NodeName:           node,
 			Containers:         []corev1.Container{{Name: "agent", Image: "ghcr.io/convoy-dev/convoy-node-agent:v0.1.0"}},
 		},
@@ -64,7 +71,7 @@ func nodeBoundConfig(t *testing.T, c *framework.Cluster, node string) *rest.Conf
 	if err := c.Client.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	tr, err := c.Clientset.CoreV1().ServiceAccounts(agentNamespace).CreateToken(ctx, agentSA, &authenticationv1.TokenRequest{
+	tr, err := c.Clientset.CoreV1().ServiceAccounts(agentNamespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{
 			ExpirationSeconds: ptr.To[int64](3600),
 			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},

@@ -30,16 +30,26 @@ import (
 // A plan is made from GPUs, topology, resources and the pods' node and inter-pod terms; other
 // Filter plugins (volume topology and limits, dynamic resources, any out-of-tree plugin) may still
 // reject a planned node. The pod's PostFilter then reports the node here: the plan is dropped and
-// the gang's next plans leave the node out for avoidTTL, so that the gang moves on instead of being
-// planned onto the same node again and again.
+// the gang's next plans leave the node out for avoidTTL (draAvoidTTL for DynamicResources), so that
+// the gang moves on instead of being planned onto the same node again and again.
 
 // avoidTTL is how long a node a filter rejected stays out of a gang's plans.
 const avoidTTL = 5 * time.Minute
+
+// draAvoidTTL is avoidTTL for DynamicResources' rejections: the claims of a gang's deleted pods
+// stay allocated until kube-controller-manager releases them, a moment after the pods are gone
+// (Convoy's count of a node's GPUs has them free at once), so the node is planned again soon, and
+// the gang is tried again then.
+const draAvoidTTL = 15 * time.Second
+
+// pluginDynamicResources is the name of kube-scheduler's DRA plugin.
+const pluginDynamicResources = "DynamicResources"
 
 // avoidance is why a node is out of a gang's plans.
 type avoidance struct {
 	plugin, message string
 	at              time.Time
+	ttl             time.Duration
 }
 
 // Rejected reports that a Filter plugin other than GangPlacement rejected the node planned for pod.
@@ -47,14 +57,20 @@ func (s *State) Rejected(ctx context.Context, pod *corev1.Pod, node, plugin, mes
 	key := GangKey(pod)
 	// The pod waits in the queue for an event that interests the plugins that rejected it: try
 	// the gang again after its backoff, with a plan that leaves the node out.
+	retry := func() { s.waiters.retry(key, func() map[string]*corev1.Pod { return map[string]*corev1.Pod{key: pod} }) }
 	if pg := PodGroupName(pod); pg != "" {
-		defer s.retryGang(pod.Namespace, pg)
-	} else {
-		defer s.waiters.retry(key, func() map[string]*corev1.Pod { return map[string]*corev1.Pod{key: pod} })
+		retry = func() { s.retryGang(pod.Namespace, pg) }
+	}
+	defer retry()
+	ttl := avoidTTL
+	if plugin == pluginDynamicResources {
+		ttl = draAvoidTTL
+		// The node is back in the plans then: a verdict made without it no longer holds.
+		time.AfterFunc(ttl, func() { s.bump(); retry() })
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.avoid.add(key, node, avoidance{plugin: plugin, message: message, at: s.now()})
+	s.avoid.add(key, node, avoidance{plugin: plugin, message: message, at: s.now(), ttl: ttl})
 	klog.FromContext(ctx).V(2).Info("A filter rejected the gang's planned node; planning without it",
 		"gang", key, "pod", klog.KObj(pod), "node", node, "plugin", plugin, "message", message)
 	if s.book.plans[key] != nil {
@@ -80,7 +96,7 @@ func (l avoidList) add(key, node string, a avoidance) {
 func (l avoidList) avoided(key string, now time.Time) map[string]avoidance {
 	m := l[key]
 	for node, a := range m {
-		if now.Sub(a.at) >= avoidTTL {
+		if now.Sub(a.at) >= a.ttl {
 			delete(m, node)
 		}
 	}

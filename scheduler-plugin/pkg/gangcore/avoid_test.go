@@ -26,7 +26,8 @@ import (
 )
 
 // TestRejectedNodeIsLeftOut: a planned node another filter rejected is out of the gang's next
-// plans, named in its message when the gang no longer fits, and back after avoidTTL.
+// plans, named in its message when the gang no longer fits, and back after avoidTTL (draAvoidTTL
+// when DynamicResources rejected it).
 func TestRejectedNodeIsLeftOut(t *testing.T) {
 	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
 	// a is the best fit for a 4-GPU pod.
@@ -54,8 +55,19 @@ func TestRejectedNodeIsLeftOut(t *testing.T) {
 		t.Errorf("with both nodes rejected: %v %q, want unschedulable ending %q", status.Code(), status.Message(), want)
 	}
 
-	now = now.Add(avoidTTL)
+	// A node DynamicResources rejected (the claims of a deleted gang not yet released) is back
+	// after draAvoidTTL, the others after avoidTTL.
+	h.state.Rejected(ctx, pod, "a", pluginDynamicResources, "cannot allocate all claims")
+	now = now.Add(draAvoidTTL)
 	h.state.bump() // the verdict holds until the cluster changes
+	cs, status = h.state.PlanFor(ctx, pod, h.nodeInfos())
+	if got := slotOf(t, cs, status); !strings.HasPrefix(got, "a:") {
+		t.Errorf("slot draAvoidTTL after DynamicResources rejected a = %s, want on a again", got)
+	}
+	h.state.Rejected(ctx, pod, "a", "VolumeBinding", "node(s) had volume node affinity conflict")
+
+	now = now.Add(avoidTTL)
+	h.state.bump()
 	cs, status = h.state.PlanFor(ctx, pod, h.nodeInfos())
 	if got := slotOf(t, cs, status); !strings.HasPrefix(got, "a:") {
 		t.Errorf("slot after avoidTTL = %s, want on a again", got)

@@ -57,7 +57,9 @@ func (s *State) Rejected(ctx context.Context, pod *corev1.Pod, node, plugin, mes
 	key := GangKey(pod)
 	// The pod waits in the queue for an event that interests the plugins that rejected it: try
 	// the gang again after its backoff, with a plan that leaves the node out.
-	retry := func() { s.waiters.retry(key, func() map[string]*corev1.Pod { return map[string]*corev1.Pod{key: pod} }) }
+	retry := func() {
+		s.waiters.retry(key, func() map[string]*corev1.Pod { return map[string]*corev1.Pod{key: pod} })
+	}
 	if pg := PodGroupName(pod); pg != "" {
 		retry = func() { s.retryGang(pod.Namespace, pg) }
 	}

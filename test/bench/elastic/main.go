@@ -31,11 +31,9 @@ limitations under the License.
 package main
 
 import (
-	"encoding/csv"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -46,6 +44,7 @@ import (
 	"time"
 
 	"github.com/convoy-dev/convoy/operator/pkg/elastic"
+	"github.com/convoy-dev/convoy/test/bench/alibaba"
 )
 
 func main() {
@@ -79,39 +78,22 @@ func main() {
 // its QoS: best effort (BE) low, the others high. Its scaling curve, which the trace does not
 // have, is Amdahl's with a serial share drawn from [0, 0.3).
 func readJobs(path string, seed uint64, compress int64) ([]Spec, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w (the trace is in shared/traces/alibaba-gpu-2023; -trace names its directory)", err)
-	}
-	defer f.Close()
-	r := csv.NewReader(f)
-	header, err := r.Read()
+	rows, err := alibaba.ReadCSV(path)
 	if err != nil {
 		return nil, err
 	}
-	col := map[string]int{}
-	for i, h := range header {
-		col[h] = i
-	}
 	rng := rand.New(rand.NewPCG(seed, seed))
 	var out []Spec
-	for line := 2; ; line++ {
-		rec, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		g, err1 := strconv.Atoi(rec[col["num_gpu"]])
-		created, err2 := strconv.ParseInt(rec[col["creation_time"]], 10, 64)
-		scheduled, err3 := strconv.ParseInt(rec[col["scheduled_time"]], 10, 64)
-		deleted, err4 := strconv.ParseInt(rec[col["deletion_time"]], 10, 64)
+	for _, row := range rows {
+		g, err1 := strconv.Atoi(row["num_gpu"])
+		created, err2 := strconv.ParseInt(row["creation_time"], 10, 64)
+		scheduled, err3 := strconv.ParseInt(row["scheduled_time"], 10, 64)
+		deleted, err4 := strconv.ParseInt(row["deletion_time"], 10, 64)
 		if err := errors.Join(err1, err2, err3, err4); err != nil || g == 0 {
 			continue // no GPU, or no times to replay
 		}
-		s := Spec{Name: rec[col["name"]], Arrive: created / compress, Min: int32(g), Max: int32(2 * g), Serial: 0.3 * rng.Float64()}
-		if rec[col["qos"]] != "BE" {
+		s := Spec{Name: row["name"], Arrive: created / compress, Min: int32(g), Max: int32(2 * g), Serial: 0.3 * rng.Float64()}
+		if row["qos"] != "BE" {
 			s.Priority = 1
 		}
 		s.Work = s.Throughput(s.Min) * float64(max(1, deleted-scheduled))

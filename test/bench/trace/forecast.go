@@ -30,6 +30,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/forecast"
+	"github.com/convoy-dev/convoy/test/bench/alibaba"
 )
 
 // timedTask is a GPU task of a pod list with times: it arrives at arrive and runs for run.
@@ -62,7 +63,7 @@ type ForecastResult struct {
 // readTimedTasks reads the GPU tasks of a pod list with creation, scheduled and deletion times,
 // each run split into epochs of lengths drawn around run/epochs (±jitter) from rng.
 func readTimedTasks(path string, epochs int, jitter float64, rng *rand.Rand) ([]timedTask, error) {
-	rows, err := readCSV(path)
+	rows, err := alibaba.ReadCSV(path)
 	if err != nil {
 		return nil, err
 	}

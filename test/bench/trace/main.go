@@ -40,12 +40,10 @@ package main
 
 import (
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -69,6 +67,7 @@ import (
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
+	"github.com/convoy-dev/convoy/test/bench/alibaba"
 )
 
 func main() {
@@ -463,36 +462,8 @@ func medianOneGPU(tasks []task) (int64, int64) {
 	return cpus[len(cpus)/2], mems[len(mems)/2]
 }
 
-func readCSV(path string) ([]map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("%w (the trace is in shared/traces/alibaba-gpu-2023; -trace names its directory)", err)
-	}
-	defer f.Close()
-	r := csv.NewReader(f)
-	header, err := r.Read()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	var rows []map[string]string
-	for {
-		rec, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return rows, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		row := map[string]string{}
-		for i, h := range header {
-			row[h] = rec[i]
-		}
-		rows = append(rows, row)
-	}
-}
-
 func readMachines(path string) ([]machine, error) {
-	rows, err := readCSV(path)
+	rows, err := alibaba.ReadCSV(path)
 	if err != nil {
 		return nil, err
 	}
@@ -517,7 +488,7 @@ func readMachines(path string) ([]machine, error) {
 }
 
 func readTasks(path string) ([]task, error) {
-	rows, err := readCSV(path)
+	rows, err := alibaba.ReadCSV(path)
 	if err != nil {
 		return nil, err
 	}

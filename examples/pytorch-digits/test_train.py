@@ -308,7 +308,7 @@ class ElasticTest(unittest.TestCase):
         open(hold, "w").close()
         env = pod_env(tmp, endpoint, checkpoints, EPOCHS=str(self.EPOCHS), CONVOY_EXAMPLE_HOLD_FILE=hold,
                       PET_NNODES="1:2", PET_RDZV_BACKEND="c10d", PET_RDZV_ENDPOINT="127.0.0.1:%d" % free_port(),
-                      PET_RDZV_ID="digits-uid", PET_MAX_RESTARTS="100",
+                      PET_RDZV_ID="digits-uid", PET_MAX_RESTARTS="100", TORCH_DISABLE_SHARE_RDZV_TCP_STORE="1",
                       # Start without waiting 30 s for more nodes; see new ones within 1 s.
                       PET_RDZV_CONF="last_call_timeout=1", PET_MONITOR_INTERVAL="1")
         agents = []

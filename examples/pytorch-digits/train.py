@@ -44,8 +44,9 @@ def run_under_torchrun():
     if "is_host" not in conf and host.split(".")[0] == socket.gethostname():
         os.environ["PET_RDZV_CONF"] = ",".join(filter(None, [conf, "is_host=1"]))
     config, cmd, cmd_args = config_from_args(parse_args([os.path.abspath(__file__)]))
-    config.redirects = config.redirects or Std.NONE
-    config.tee = config.tee or Std.NONE
+    for name in ("redirects", "tee"):  # PyTorch 2.x replaced both with logs_specs
+        if hasattr(config, name):
+            setattr(config, name, getattr(config, name) or Std.NONE)
     try:
         elastic_launch(config, cmd)(*cmd_args)
     except SignalException as e:

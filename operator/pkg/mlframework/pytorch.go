@@ -68,6 +68,10 @@ const ElasticMaxRestarts = 1000
 // minWorkers and numWorkers nodes, the job's UID as the rendezvous id. torchrun sets RANK and
 // WORLD_SIZE for each process after every rendezvous, so the pod has none of its own; worker 0
 // is never removed by a shrink, so its DNS name stays the endpoint.
+//
+// TORCH_DISABLE_SHARE_RDZV_TCP_STORE: PyTorch 2's agents share one TCPStore whose address rank 0
+// writes under the first round's key only, so a node that joins a later round (a grown gang) waits
+// for it forever; without sharing each round publishes its own. PyTorch 1 ignores the variable.
 func configureElastic(job *convoy.TrainingJob, r Replica, pod *corev1.Pod) {
 	SetEnv(pod,
 		"PET_NNODES", itoa(job.ElasticMinWorkers())+":"+itoa(job.Spec.NumWorkers),
@@ -76,6 +80,7 @@ func configureElastic(job *convoy.TrainingJob, r Replica, pod *corev1.Pod) {
 		"PET_RDZV_ENDPOINT", Host(job, Master)+":"+strconv.Itoa(convoy.ElasticRendezvousPort),
 		"PET_RDZV_ID", string(job.UID),
 		"PET_MAX_RESTARTS", strconv.Itoa(ElasticMaxRestarts),
+		"TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1",
 	)
 	if r == Master {
 		AddPort(pod, "rendezvous", convoy.ElasticRendezvousPort)

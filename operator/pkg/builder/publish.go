@@ -18,6 +18,7 @@ package builder
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -42,13 +43,18 @@ const PublishContainerName = "publish"
 // .dockerconfigjson, as config.json.
 const RegistryConfigDir = "/var/run/secrets/convoy.dev/registry"
 
+// presignedModel is why a job whose pods read checkpoints through the operator's pre-signed URLs
+// cannot publish; the API refuses the combination at apply with the same words.
+const presignedModel = "spec.output.model is published with the job's own identity, not the operator's pre-signed URLs: remove spec.checkpoint.storage.s3Access, gcsAccess or azureAccess presigned and give serviceAccountName or credentialsSecretRef access to the bucket, or remove spec.output.model"
+
 // PublishPodName is the name of the pod that publishes a job's model.
 func PublishPodName(job *convoy.TrainingJob) string { return job.Name + "-publish" }
 
 // PublishPod is the pod that pushes the job's final checkpoint (status.checkpoint.latest) to
 // spec.output.model.image: the operator's image running `convoy-operator publish`, with the
 // checkpoint storage mounted read-only at CheckpointDir, which it reads nothing outside of (on s3,
-// the job's credentials and prefix, which it reads nothing outside of, and a scratch /tmp), and
+// gcs or azure, the job's identity and storage environment, its prefix, which it reads nothing
+// outside of, and a scratch /tmp), and
 // the credentials Secret as a Docker config outside it. It carries
 // the job-name label (the operator's cache sees it) but not the gang's PodGroup label, and runs
 // on the default scheduler: it is no part of the gang, and Kueue, which treats TrainingJobs as the
@@ -107,16 +113,18 @@ func PublishPod(job *convoy.TrainingJob, opts Options) (*corev1.Pod, error) {
 	// The job's identity reads its bucket, as in the training pods.
 	runAsServiceAccount(job, pod)
 	switch s := checkpointStorage(job); {
-	case s != nil && s.Type == convoy.StorageS3:
-		// The objects are read with the job's own credentials, from its own prefix only, into a
-		// scratch directory.
+	case s != nil && (s.S3Access != "" || s.GCSAccess != "" || s.AzureAccess != ""):
+		return nil, errors.New(presignedModel)
+	case s != nil && (s.Type == convoy.StorageS3 || s.Type == convoy.StorageGCS || s.Type == convoy.StorageAzure):
+		// The objects are read with the job's own identity and the training pods' storage
+		// environment, from its own prefix only, into a scratch directory.
 		setStorageEnv(job, s, pod)
 		c := &pod.Spec.Containers[0]
 		c.Args[2] = "--root=" + CheckpointURI(job)
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}})
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: "scratch", MountPath: "/tmp"})
 	case s == nil || !mountCheckpoints(job, s, pod, false):
-		return nil, fmt.Errorf("the checkpoint %s is not on a pvc, nfs or s3 checkpoint storage, the only ones the operator publishes from", cp.Latest)
+		return nil, fmt.Errorf("the checkpoint %s is on no checkpoint storage of the job (spec.checkpoint is off)", cp.Latest)
 	}
 	// status.checkpoint.latest is checked again against the job's storage as the spec says now.
 	if loc := CheckpointURI(job); !progress.Under(cp.Latest, loc) {

@@ -126,15 +126,9 @@ func TestPublishPod(t *testing.T) {
 				Status(convoy.TrainingJobStatus{Checkpoint: &convoy.CheckpointStatus{Latest: "s3://b/team-a/llm/attempt-0/epoch-3", Epoch: 3}}).Obj(),
 			opts: opts,
 			check: func(t *testing.T, pod *corev1.Pod) {
-				c := pod.Spec.Containers[0]
-				if c.Args[1] != "--checkpoint=s3://b/team-a/llm/attempt-0/epoch-3" || c.Args[2] != "--root=s3://b/team-a/llm" {
-					t.Errorf("args %q, want the checkpoint under the job's prefix as --root", c.Args)
-				}
-				if len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef.Name != "team-a-s3" || podEnv(pod)["AWS_ENDPOINT_URL"] != "http://s3.example:8333" {
-					t.Errorf("env %+v from %+v: want the job's endpoint and credentials", c.Env, c.EnvFrom)
-				}
-				if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/tmp" || pod.Spec.Volumes[0].EmptyDir == nil {
-					t.Errorf("mounts %+v: want only a scratch /tmp", c.VolumeMounts)
+				readsObjects(t, pod, "s3://b/team-a/llm/attempt-0/epoch-3", "s3://b/team-a/llm", "team-a-s3")
+				if podEnv(pod)["AWS_ENDPOINT_URL"] != "http://s3.example:8333" {
+					t.Errorf("env %+v: want the job's endpoint", pod.Spec.Containers[0].Env)
 				}
 			},
 		},
@@ -143,9 +137,35 @@ func TestPublishPod(t *testing.T) {
 				Status(convoy.TrainingJobStatus{Checkpoint: &convoy.CheckpointStatus{Latest: "s3://b/team-b/other/attempt-0/epoch-3", Epoch: 3}}).Obj(),
 			opts: opts, wantErr: "is not under the job's checkpoint location s3://b/team-a/llm",
 		},
-		"checkpoints in gcs": {
-			job:  base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageGCS, GCSBucket: "b"}}).Obj(),
-			opts: opts, wantErr: "not on a pvc, nfs or s3 checkpoint storage",
+		"checkpoints in gcs, read with the job's identity and Secret from its prefix": {
+			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageGCS, GCSBucket: "b",
+				CredentialsSecretRef: &corev1.LocalObjectReference{Name: "gcs-emulator"}}}).ServiceAccount("trainer-gke").
+				Status(convoy.TrainingJobStatus{Checkpoint: &convoy.CheckpointStatus{Latest: "gs://b/team-a/llm/attempt-0/epoch-3", Epoch: 3}}).Obj(),
+			opts: opts,
+			check: func(t *testing.T, pod *corev1.Pod) {
+				readsObjects(t, pod, "gs://b/team-a/llm/attempt-0/epoch-3", "gs://b/team-a/llm", "gcs-emulator")
+				if pod.Spec.ServiceAccountName != "trainer-gke" {
+					t.Errorf("serviceAccountName %q, want the job's trainer-gke", pod.Spec.ServiceAccountName)
+				}
+			},
+		},
+		"checkpoints in azure, with the job's account and workload identity": {
+			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageAzure, AzureContainer: "c",
+				AzureStorageAccount: "teamacct"}}).ServiceAccount("trainer-aks").
+				Status(convoy.TrainingJobStatus{Checkpoint: &convoy.CheckpointStatus{Latest: "az://c/team-a/llm/attempt-1/epoch-3", Epoch: 3}}).Obj(),
+			opts: opts,
+			check: func(t *testing.T, pod *corev1.Pod) {
+				readsObjects(t, pod, "az://c/team-a/llm/attempt-1/epoch-3", "az://c/team-a/llm", "")
+				if podEnv(pod)["AZURE_STORAGE_ACCOUNT"] != "teamacct" || pod.Labels[AzureWorkloadIdentityLabel] != "true" {
+					t.Errorf("env %+v, labels %v: want the account and Azure Workload Identity's label", pod.Spec.Containers[0].Env, pod.Labels)
+				}
+			},
+		},
+		"checkpoints read through the operator's pre-signed URLs": {
+			job: base.Clone().Checkpoint(convoy.CheckpointSpec{Enabled: true, Storage: &convoy.CheckpointStorage{Type: convoy.StorageAzure, AzureContainer: "c",
+				AzureAccess: convoy.AzureAccessPresigned}}).
+				Status(convoy.TrainingJobStatus{Checkpoint: &convoy.CheckpointStatus{Latest: "az://c/team-a/llm/attempt-0/epoch-3", Epoch: 3}}).Obj(),
+			opts: opts, wantErr: "remove spec.checkpoint.storage.s3Access, gcsAccess or azureAccess presigned",
 		},
 		"no image to publish with": {
 			job: base.Clone().Obj(), wantErr: "--publish-image",
@@ -165,5 +185,21 @@ func TestPublishPod(t *testing.T) {
 			}
 			tc.check(t, pod)
 		})
+	}
+}
+
+// readsObjects checks that the publish pod reads checkpoint from under root, the job's prefix,
+// with the keys of the Secret named secret ("" none) as variables, into a scratch /tmp only.
+func readsObjects(t *testing.T, pod *corev1.Pod, checkpoint, root, secret string) {
+	t.Helper()
+	c := pod.Spec.Containers[0]
+	if c.Args[1] != "--checkpoint="+checkpoint || c.Args[2] != "--root="+root {
+		t.Errorf("args %q, want the checkpoint %s under the job's prefix %s as --root", c.Args, checkpoint, root)
+	}
+	if secret != "" && (len(c.EnvFrom) != 1 || c.EnvFrom[0].SecretRef.Name != secret) || secret == "" && len(c.EnvFrom) != 0 {
+		t.Errorf("env from %+v, want the job's Secret %q", c.EnvFrom, secret)
+	}
+	if len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != "/tmp" || pod.Spec.Volumes[0].EmptyDir == nil {
+		t.Errorf("mounts %+v: want only a scratch /tmp", c.VolumeMounts)
 	}
 }

@@ -36,8 +36,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o Options
 	o.Annotations = map[string]string{}
-	fs.StringVar(&o.Checkpoint, "checkpoint", "", "The checkpoint to push: a directory (each file one layer), a file, or an s3:// prefix (its objects, read with the AWS_* environment).")
-	fs.StringVar(&o.Root, "root", "", "The checkpoint storage's mount point, or the job's s3:// prefix, which --checkpoint lies in; nothing outside the checkpoint is read. Empty is the checkpoint's directory.")
+	fs.StringVar(&o.Checkpoint, "checkpoint", "", "The checkpoint to push: a directory (each file one layer), a file, or an s3://, gs:// or az:// prefix (its objects, read with the job's identity or the AWS_*, STORAGE_EMULATOR_HOST or AZURE_STORAGE_* environment).")
+	fs.StringVar(&o.Root, "root", "", "The checkpoint storage's mount point, or the job's s3://, gs:// or az:// prefix, which --checkpoint lies in; nothing outside the checkpoint is read. Empty is the checkpoint's directory.")
 	fs.StringVar(&o.Reference, "image", "", "Where to push it: registry/repository:tag.")
 	fs.StringVar(&o.DockerConfig, "docker-config", "", "A Docker config.json with the registry's credentials; empty pushes anonymously.")
 	fs.BoolVar(&o.PlainHTTP, "plain-http", false, "Talk to the registry over plain HTTP.")

@@ -63,13 +63,13 @@ const (
 // Options say what to push where.
 type Options struct {
 	// Checkpoint is the checkpoint's path: a directory (every regular file under it is pushed) or
-	// one file; or an s3:// URI, whose objects are downloaded to a temporary directory first (see
-	// fetchS3).
+	// one file; or an s3://, gs:// or az:// URI, whose objects are downloaded to a temporary
+	// directory first (see fetchObjects).
 	Checkpoint string
 	// Root is a directory the checkpoint lies in that its writers cannot replace (the volume's
 	// mount point): no directory on the way from it to the checkpoint may be a symbolic link.
-	// "" is the checkpoint's own directory. For an s3:// checkpoint, the job's prefix, s3://bucket/prefix,
-	// which it must lie under.
+	// "" is the checkpoint's own directory. For a checkpoint on object storage, the job's prefix,
+	// s3://, gs:// or az://<bucket>/<prefix>, which it must lie under.
 	Root string
 	// Reference is the target, registry/repository:tag.
 	Reference string
@@ -116,7 +116,7 @@ func Push(ctx context.Context, o Options) (Result, error) {
 			return Result{}, err
 		}
 		defer os.RemoveAll(dir)
-		if err := fetchS3(ctx, o.Root, o.Checkpoint, dir); err != nil {
+		if err := fetchObjects(ctx, o.Root, o.Checkpoint, dir); err != nil {
 			return Result{}, err
 		}
 		o.Checkpoint, o.Root = dir, ""

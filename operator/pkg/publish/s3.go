@@ -18,43 +18,27 @@ package publish
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
-	"path"
-	"path/filepath"
-	"regexp"
-	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
-// sdkManifest is the file the SDK writes last into a checkpoint it saved on object storage
-// (sdk/python/src/convoy/_objcheckpoint.py); rank-<r>.json list each rank's shard.
-const sdkManifest = "manifest.json"
+// s3Bucket is an S3 bucket.
+type s3Bucket struct {
+	client *s3.Client
+	name   string
+}
 
-var rankList = regexp.MustCompile(`^rank-\d+\.json$`)
-
-// fetchS3 downloads the checkpoint at uri, s3://bucket/prefix, into dir. uri must lie under root,
-// the job's own prefix: nothing else is read. The client is configured from the environment
-// (AWS_ENDPOINT_URL, AWS_REGION, the job's credentials Secret as AWS_ACCESS_KEY_ID and
-// AWS_SECRET_ACCESS_KEY), so the bucket sees the job's own identity. A checkpoint the SDK saved is
-// published once its manifest is there (never half written), without the SDK's lists, its one
-// rank's files at the top when it has one rank; any other prefix, every object under it.
-func fetchS3(ctx context.Context, root, uri, dir string) error {
-	bucket, prefix, err := splitS3(uri)
-	if err != nil {
-		return err
-	}
-	if root == "" || !underURI(uri, root) {
-		return fmt.Errorf("the checkpoint %s is not under %s, the job's checkpoint prefix: publishing reads nothing else", uri, root)
-	}
+// openS3 opens an S3 bucket with the client configured from the environment (AWS_ENDPOINT_URL,
+// AWS_REGION, the job's credentials Secret as AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or its
+// ServiceAccount's IRSA or Pod Identity).
+func openS3(ctx context.Context, name string) (bucket, error) {
 	cfg, err := config.LoadDefaultConfig(ctx)
 	if err != nil {
-		return fmt.Errorf("configuring the S3 client: %w", err)
+		return nil, fmt.Errorf("configuring the S3 client: %w", err)
 	}
 	if cfg.Region == "" {
 		// spec.checkpoint.storage.s3Region unset: the default of boto3 and the SDK, which an
@@ -66,114 +50,28 @@ func fetchS3(ctx context.Context, root, uri, dir string) error {
 		o.UsePathStyle = cfg.BaseEndpoint != nil
 		o.DisableLogOutputChecksumValidationSkipped = true
 	})
+	return s3Bucket{client: client, name: name}, nil
+}
+
+func (b s3Bucket) list(ctx context.Context, prefix string) ([]string, error) {
 	var keys []string
-	pages := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{Bucket: &bucket, Prefix: aws.String(prefix + "/")})
+	pages := s3.NewListObjectsV2Paginator(b.client, &s3.ListObjectsV2Input{Bucket: &b.name, Prefix: &prefix})
 	for pages.HasMorePages() {
 		page, err := pages.NextPage(ctx)
 		if err != nil {
-			return fmt.Errorf("listing %s: %w", uri, err)
+			return nil, err
 		}
 		for _, o := range page.Contents {
-			keys = append(keys, strings.TrimPrefix(aws.ToString(o.Key), prefix+"/"))
+			keys = append(keys, aws.ToString(o.Key))
 		}
 	}
-	names, err := publishedNames(ctx, client, bucket, prefix, uri, keys)
+	return keys, nil
+}
+
+func (b s3Bucket) open(ctx context.Context, key string) (io.ReadCloser, error) {
+	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &b.name, Key: &key})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for key, name := range names {
-		if err := getObject(ctx, client, bucket, prefix+"/"+key, filepath.Join(dir, filepath.FromSlash(name))); err != nil {
-			return fmt.Errorf("reading %s/%s: %w", uri, key, err)
-		}
-	}
-	return nil
+	return out.Body, nil
 }
-
-// publishedNames maps the keys under the checkpoint (relative to it) that are published to their
-// names in the artifact.
-func publishedNames(ctx context.Context, client *s3.Client, bucket, prefix, uri string, keys []string) (map[string]string, error) {
-	names := map[string]string{}
-	sdk, world := false, 0
-	for _, k := range keys {
-		if k == sdkManifest {
-			sdk = true
-		} else if rankList.MatchString(k) {
-			world++
-		}
-	}
-	if !sdk && world > 0 {
-		return nil, fmt.Errorf("the checkpoint %s has no %s: it was never completely written", uri, sdkManifest)
-	}
-	if sdk {
-		out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: aws.String(prefix + "/" + sdkManifest)})
-		if err != nil {
-			return nil, fmt.Errorf("reading %s/%s: %w", uri, sdkManifest, err)
-		}
-		var m struct {
-			World int `json:"world"`
-		}
-		err = json.NewDecoder(out.Body).Decode(&m)
-		out.Body.Close()
-		if err != nil {
-			return nil, fmt.Errorf("reading %s/%s: %w", uri, sdkManifest, err)
-		}
-		world = m.World
-	}
-	for _, k := range keys {
-		if sdk && (k == sdkManifest || rankList.MatchString(k)) {
-			continue
-		}
-		name := k
-		if sdk && world == 1 {
-			name = strings.TrimPrefix(k, "rank-0/")
-		}
-		if !filepath.IsLocal(filepath.FromSlash(name)) || strings.HasSuffix(name, "/") {
-			return nil, fmt.Errorf("the checkpoint %s holds %s, which is no file name", uri, k)
-		}
-		names[k] = name
-	}
-	if len(names) == 0 {
-		return nil, fmt.Errorf("the checkpoint %s: it holds no objects", uri)
-	}
-	return names, nil
-}
-
-func getObject(ctx context.Context, client *s3.Client, bucket, key, dst string) error {
-	out, err := client.GetObject(ctx, &s3.GetObjectInput{Bucket: &bucket, Key: &key})
-	if err != nil {
-		return err
-	}
-	defer out.Body.Close()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(f, out.Body); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// splitS3 splits s3://bucket/prefix; the prefix has no "." or ".." segment nor a trailing "/".
-func splitS3(uri string) (bucket, prefix string, err error) {
-	rest, ok := strings.CutPrefix(uri, "s3://")
-	bucket, prefix, _ = strings.Cut(rest, "/")
-	prefix = strings.TrimSuffix(prefix, "/")
-	if !ok || bucket == "" || prefix == "" || path.Clean(prefix) != prefix || strings.HasPrefix(prefix, "/") || strings.HasPrefix(prefix, "..") {
-		return "", "", fmt.Errorf("%q is not an S3 checkpoint URI, s3://bucket/prefix", uri)
-	}
-	return bucket, prefix, nil
-}
-
-// underURI reports whether uri lies strictly below root.
-func underURI(uri, root string) bool {
-	rest, ok := strings.CutPrefix(strings.TrimSuffix(uri, "/"), strings.TrimSuffix(root, "/")+"/")
-	return ok && rest != ""
-}
-
-// IsObjectURI reports whether the checkpoint is on object storage that Push reads itself.
-func IsObjectURI(checkpoint string) bool { return strings.HasPrefix(checkpoint, "s3://") }

@@ -99,24 +99,47 @@ func TestSDKCheckpointsOnS3(t *testing.T) {
 }
 
 // sdkCheckpoint writes a one-rank checkpoint as the SDK lays it out (rank-0/ files, rank-0.json,
-// manifest.json last, unless half), as id; it returns the files by name.
-func (e *env) sdkCheckpoint(s *framework.S3, id framework.S3Identity, uri string, half bool) map[string][]byte {
+// manifest.json last, unless half) with put, each key relative to the checkpoint; it returns the
+// files by name.
+func (e *env) sdkCheckpoint(put func(key string, data []byte) error, half bool) map[string][]byte {
 	e.t.Helper()
 	files := writeCheckpoint(e.t, e.t.TempDir())
-	prefix := strings.TrimPrefix(uri, "s3://"+checkpointBucket+"/")
-	put := func(key string, data []byte) {
-		if err := s.Put(e.t.Context(), id, checkpointBucket, prefix+"/"+key, data); err != nil {
+	must := func(err error) {
+		if err != nil {
 			e.t.Fatal(err)
 		}
 	}
 	for name, data := range files {
-		put("rank-0/"+name, data)
+		must(put("rank-0/"+name, data))
 	}
-	put("rank-0.json", []byte(`{"keys": []}`))
+	must(put("rank-0.json", []byte(`{"keys": []}`)))
 	if !half {
-		put("manifest.json", []byte(`{"epoch": 2, "n": 0, "world": 1, "metrics": {}}`))
+		must(put("manifest.json", []byte(`{"epoch": 2, "n": 0, "world": 1, "metrics": {}}`)))
 	}
 	return files
+}
+
+// runPublish runs the publish container c's command in-process with env set, as the pod would, on
+// checkpoint instead of the one in its args; it returns the exit code, the termination message
+// and the standard error.
+func (e *env) runPublish(c corev1.Container, env []string, checkpoint string) (int, string, string) {
+	e.t.Helper()
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		e.t.Setenv(k, v)
+	}
+	termination := filepath.Join(e.t.TempDir(), "termination-log")
+	var args []string
+	for _, a := range c.Args[1:] {
+		if strings.HasPrefix(a, "--checkpoint=") {
+			a = "--checkpoint=" + checkpoint
+		}
+		args = append(args, a)
+	}
+	var stderr bytes.Buffer
+	code := publish.Main(e.t.Context(), append(args, "--termination-log="+termination), io.Discard, &stderr)
+	message, _ := os.ReadFile(termination)
+	return code, string(message), stderr.String()
 }
 
 // TestModelPublishedFromS3: a job checkpointing to S3 gets a publish pod that reads its final
@@ -154,29 +177,20 @@ func TestModelPublishedFromS3(t *testing.T) {
 
 	// The pod's command in-process, with the environment the pod gets: the job's credentials.
 	run := func(id framework.S3Identity, checkpointArg string) (int, string, string) {
-		for _, kv := range append(s.Env(id), "AWS_EC2_METADATA_DISABLED=true") {
-			k, v, _ := strings.Cut(kv, "=")
-			t.Setenv(k, v)
+		return e.runPublish(c, append(s.Env(id), "AWS_EC2_METADATA_DISABLED=true"), checkpointArg)
+	}
+	put := func(uri string) func(string, []byte) error {
+		prefix := strings.TrimPrefix(uri, "s3://"+checkpointBucket+"/")
+		return func(key string, data []byte) error {
+			return s.Put(t.Context(), teamA, checkpointBucket, prefix+"/"+key, data)
 		}
-		termination := filepath.Join(t.TempDir(), "termination-log")
-		var args []string
-		for _, a := range c.Args[1:] {
-			if strings.HasPrefix(a, "--checkpoint=") {
-				a = "--checkpoint=" + checkpointArg
-			}
-			args = append(args, a)
-		}
-		var stderr bytes.Buffer
-		code := publish.Main(t.Context(), append(args, "--termination-log="+termination), io.Discard, &stderr)
-		message, _ := os.ReadFile(termination)
-		return code, string(message), stderr.String()
 	}
 	half := root + "/attempt-0/epoch-1"
-	e.sdkCheckpoint(s, teamA, half, true)
+	e.sdkCheckpoint(put(half), true)
 	if code, _, stderr := run(teamA, half); code != 1 || !strings.Contains(stderr, "never completely written") {
 		t.Errorf("publishing a half-written checkpoint exited %d: %s; want 1, not written completely", code, stderr)
 	}
-	want := e.sdkCheckpoint(s, teamA, checkpoint, false)
+	want := e.sdkCheckpoint(put(checkpoint), false)
 	if code, _, stderr := run(teamB, checkpoint); code != 1 || !strings.Contains(stderr, "AccessDenied") {
 		t.Errorf("publishing with another team's credentials exited %d: %s; want 1, AccessDenied", code, stderr)
 	}

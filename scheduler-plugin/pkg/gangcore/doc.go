@@ -58,11 +58,18 @@ limitations under the License.
 // a copy of its base and is adjusted in place for the gang (its own pods' GPUs free again, other
 // plans' claims taken off, eligibility, victims); a node without a free GPU stays its base.
 //
+// New plans share one view, kept from plan to plan (fleet.go): the snapshot updates its NodeInfos
+// in place, so a node whose NodeInfo generation, GPUNode and claims are unchanged keeps its entry,
+// and a plan remakes only the nodes that changed since the last one and those the gang sees apart
+// (its own pods' GPUs, its own slots, the nodes it avoids). Gangs that ask another node class
+// (tolerations, node affinity, requests, priority) or whose view depends on every node (inter-pod
+// terms, a domain required by its bound pods) remake them all.
+//
 // # Locks
 //
 // Each lock guards the fields its comment names:
 //
-//   - State.mu guards the plan book, verdicts, preemptions, avoid list, node cache and the last
+//   - State.mu guards the plan book, verdicts, preemptions, avoid list, node cache, kept view and the last
 //     view: a gang is planned, checked and preempted for against one consistent picture of them,
 //     so these parts have no lock of their own.
 //   - gpuInventory.mu guards the GPUNodes; a view holds it while it reads them.

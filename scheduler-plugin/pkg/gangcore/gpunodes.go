@@ -26,16 +26,18 @@ import (
 
 // gpuInventory holds the GPU inventory the node agents publish in GPUNode objects, by node, and
 // the nodes whose GPUNode was set or deleted since the last view read it: the node cache drops
-// their bases there (see nodeCache.sync).
+// their bases there (see nodeCache.sync); sinceKept holds the same since the last kept view
+// (see keptView), which remakes them.
 type gpuInventory struct {
-	// mu guards nodes and changed. A view holds it while it reads the nodes' inventories.
-	mu      sync.RWMutex
-	nodes   map[string]*gpuNode
-	changed map[string]bool
+	// mu guards nodes, changed and sinceKept. A view holds it while it reads the nodes' inventories.
+	mu        sync.RWMutex
+	nodes     map[string]*gpuNode
+	changed   map[string]bool
+	sinceKept map[string]bool
 }
 
 func newGPUInventory() *gpuInventory {
-	return &gpuInventory{nodes: map[string]*gpuNode{}, changed: map[string]bool{}}
+	return &gpuInventory{nodes: map[string]*gpuNode{}, changed: map[string]bool{}, sinceKept: map[string]bool{}}
 }
 
 // set records the node's inventory and returns the one it replaces, nil for a new node.
@@ -44,7 +46,7 @@ func (inv *gpuInventory) set(name string, n *gpuNode) (old *gpuNode) {
 	defer inv.mu.Unlock()
 	old = inv.nodes[name]
 	inv.nodes[name] = n
-	inv.changed[name] = true
+	inv.changed[name], inv.sinceKept[name] = true, true
 	return old
 }
 
@@ -53,7 +55,7 @@ func (inv *gpuInventory) remove(name string) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	delete(inv.nodes, name)
-	inv.changed[name] = true
+	inv.changed[name], inv.sinceKept[name] = true, true
 }
 
 // get returns the node's inventory, nil when the node has no GPUNode.

@@ -38,11 +38,14 @@ type planBook struct {
 	// slot (see claimsOn).
 	onNode   map[string][]planSlot
 	reserved map[types.UID]reservation
+	// touched holds the nodes whose claims changed since the last kept view (see keptView): a
+	// slot indexed or unindexed, reserved or bound there.
+	touched map[string]bool
 }
 
 func newPlanBook() *planBook {
 	return &planBook{plans: map[string]*plan{}, bookings: map[string]*plan{}, bookedFor: map[string]string{},
-		onNode: map[string][]planSlot{}, reserved: map[types.UID]reservation{}}
+		onNode: map[string][]planSlot{}, reserved: map[types.UID]reservation{}, touched: map[string]bool{}}
 }
 
 // Slot is where a plan puts one pod.
@@ -146,12 +149,14 @@ func (b *planBook) unbook(key string) bool {
 func (b *planBook) index(key string, p *plan) {
 	for _, sl := range p.slots {
 		b.onNode[sl.Node] = append(b.onNode[sl.Node], planSlot{key: key, plan: p, slot: sl})
+		b.touched[sl.Node] = true
 	}
 }
 
 // unindex removes the slots of a plan or booking from onNode.
 func (b *planBook) unindex(p *plan) {
 	for _, sl := range p.slots {
+		b.touched[sl.Node] = true
 		list := slices.DeleteFunc(b.onNode[sl.Node], func(ps planSlot) bool { return ps.plan == p })
 		if len(list) == 0 {
 			delete(b.onNode, sl.Node)
@@ -159,6 +164,25 @@ func (b *planBook) unindex(p *plan) {
 			b.onNode[sl.Node] = list
 		}
 	}
+}
+
+// setPhase moves a slot to phase: a reserved or bound slot is no longer a claim.
+func (b *planBook) setPhase(sl *slot, phase slotPhase) {
+	sl.phase = phase
+	b.touched[sl.Node] = true
+}
+
+// slotNodes are the nodes of the slots of the gang's plan and booking.
+func (b *planBook) slotNodes(key string) []string {
+	var out []string
+	for _, p := range []*plan{b.plans[key], b.bookings[key]} {
+		if p != nil {
+			for _, sl := range p.slots {
+				out = append(out, sl.Node)
+			}
+		}
+	}
+	return out
 }
 
 // claims returns, by node, the slots other gangs' plans, and the bookings of admitted gangs, hold

@@ -270,3 +270,22 @@ func splitGPUs(n int) []int {
 	}
 	return out
 }
+
+// BenchmarkGate measures GangGate's PreEnqueue for every pod of a complete, unplanned gang of 64
+// pods, once each: all but the leader wait for its plan.
+func BenchmarkGate(b *testing.B) {
+	var pods []*corev1.Pod
+	for r := range 64 {
+		pods = append(pods, member("ns", "job", r, 8).Obj())
+	}
+	h := newHarness(b, nil, pods)
+	h.state.SetPodGroup(&schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job"},
+		Spec: schedv1alpha1.PodGroupSpec{MinMember: 64}})
+	for b.Loop() {
+		for _, p := range pods {
+			if ok, _ := h.state.Gate(p); ok != (p == pods[0]) {
+				b.Fatalf("pod %s let through: %v", p.Name, ok)
+			}
+		}
+	}
+}

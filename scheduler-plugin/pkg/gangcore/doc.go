@@ -69,8 +69,8 @@ limitations under the License.
 //
 // Each lock guards the fields its comment names:
 //
-//   - State.mu guards the plan book, verdicts, preemptions, avoid list, node cache, kept view and the last
-//     view: a gang is planned, checked and preempted for against one consistent picture of them,
+//   - State.mu guards the plan book, verdicts, preemptions, avoid list, node cache and the views
+//     kept: a gang is planned, checked and preempted for against one consistent picture of them,
 //     so these parts have no lock of their own.
 //   - gpuInventory.mu guards the GPUNodes; a view holds it while it reads them.
 //   - gangRegistry.mu guards the PodGroups; the pod index and the bound pods are lock-free.

@@ -187,7 +187,8 @@ func benchFleet(n int) ([]*corev1.Node, []*convoy.GPUNode) {
 // snapshot the scheduler's cache updates in place, as it does between cycles: the fleet 77% used
 // (used GPUs per node cycling 8, 8, 6, 8, 4, 8, 7, 0) with 20 other gangs' plans open. unchanged:
 // nothing changed since the last view; binds: 14 pods (a gang of the fits mix) bound or deleted
-// since, on 14 nodes.
+// since, on 14 nodes; classes: the same, for gangs of two classes in turn (their pods ask 1 and 2
+// CPUs).
 func BenchmarkFleetView(b *testing.B) {
 	const n = 5000
 	nodes, inv := benchFleet(n)
@@ -198,16 +199,17 @@ func BenchmarkFleetView(b *testing.B) {
 			pods = append(pods, lone("busy", fmt.Sprintf("p-%d-%d", i, k), gpus).Node(node.Name).Obj())
 		}
 	}
-	var gang, others []*corev1.Pod
+	var gang, other, others []*corev1.Pod
 	for r := range 16 {
 		gang = append(gang, member("ns", "job", r, 1).Obj())
+		other = append(other, member("ns", "cpu2", r, 1).Req(map[corev1.ResourceName]string{corev1.ResourceCPU: "2"}).Obj())
 	}
 	for k := range 20 {
 		for r := range 4 {
 			others = append(others, member("ns", fmt.Sprintf("other-%d", k), r, 2).Obj())
 		}
 	}
-	h := newHarness(b, nodes, slices.Concat(pods, gang, others), inv...)
+	h := newHarness(b, nodes, slices.Concat(pods, gang, other, others), inv...)
 	ctx := context.Background()
 	logger := klog.Background()
 	sc, infos := h.liveSnapshot(pods)
@@ -216,12 +218,12 @@ func BenchmarkFleetView(b *testing.B) {
 			b.Fatal(st)
 		}
 	}
-	view := func(list []fwk.NodeInfo) {
+	view := func(list []fwk.NodeInfo, pod *corev1.Pod) {
 		s := h.state
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		g := s.gangOf(gang[0])
-		elig, err := s.eligibilityFor(ctx, gang[0], g, list)
+		g := s.gangOf(pod)
+		elig, err := s.eligibilityFor(ctx, pod, g, list)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -232,7 +234,7 @@ func BenchmarkFleetView(b *testing.B) {
 	b.Run("nodes=5000/unchanged", func(b *testing.B) {
 		list := infos()
 		for b.Loop() {
-			view(list)
+			view(list, gang[0])
 		}
 	})
 	// 14 1-GPU pods on the empty nodes (used 0), bound in one iteration and deleted in the next.
@@ -241,21 +243,32 @@ func BenchmarkFleetView(b *testing.B) {
 		batch = append(batch, lone("binds", fmt.Sprintf("b-%d", i), 1).Node(nodes[i].Name).Obj())
 	}
 	bound := false
+	rebind := func() {
+		for _, p := range batch {
+			var err error
+			if bound {
+				err = sc.RemovePod(logger, p)
+			} else {
+				err = sc.AddPod(logger, p)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		bound = !bound
+	}
 	b.Run("nodes=5000/binds", func(b *testing.B) {
 		for b.Loop() {
-			for _, p := range batch {
-				var err error
-				if bound {
-					err = sc.RemovePod(logger, p)
-				} else {
-					err = sc.AddPod(logger, p)
-				}
-				if err != nil {
-					b.Fatal(err)
-				}
-			}
-			bound = !bound
-			view(infos())
+			rebind()
+			view(infos(), gang[0])
+		}
+	})
+	b.Run("nodes=5000/classes", func(b *testing.B) {
+		turn := 0
+		for b.Loop() {
+			rebind()
+			view(infos(), []*corev1.Pod{gang[0], other[0]}[turn%2])
+			turn++
 		}
 	})
 }

@@ -58,12 +58,13 @@ limitations under the License.
 // a copy of its base and is adjusted in place for the gang (its own pods' GPUs free again, other
 // plans' claims taken off, eligibility, victims); a node without a free GPU stays its base.
 //
-// New plans share one view, kept from plan to plan (fleet.go): the snapshot updates its NodeInfos
-// in place, so a node whose NodeInfo generation, GPUNode and claims are unchanged keeps its entry,
-// and a plan remakes only the nodes that changed since the last one and those the gang sees apart
-// (its own pods' GPUs, its own slots, the nodes it avoids). Gangs that ask another node class
-// (tolerations, node affinity, requests, priority) or whose view depends on every node (inter-pod
-// terms, a domain required by its bound pods) remake them all.
+// New plans share views kept from plan to plan, one per class of gang (tolerations, node affinity,
+// requests, priority), for the last four classes (fleet.go): the snapshot updates its NodeInfos in
+// place, so a node whose NodeInfo generation, GPUNode and claims are unchanged keeps its entry,
+// and a plan remakes only the nodes that changed since its class's last one and those the gang
+// sees apart (its own pods' GPUs, its own slots, the nodes it avoids). A class not kept, or a gang
+// whose view depends on every node (inter-pod terms, a domain required by its bound pods), remakes
+// them all.
 //
 // # Locks
 //

@@ -28,9 +28,21 @@ import (
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 )
 
-// fleetView is the view new plans share: the planner's cluster of the last plan, kept from one
-// plan to the next and remade only at the nodes that changed since (see keptView). State.mu
-// guards it.
+// maxKeptViews is how many views are kept, one per class of gang (viewClass): gangs of a few
+// classes (CPU and memory requests, tolerations) that come in turn do not remake every node.
+const maxKeptViews = 4
+
+// keptViews are the views new plans share (see keptView), the last used first. State.mu guards
+// them.
+type keptViews struct {
+	views []*fleetView
+	// last is the view the last plan was made in; nil after a one-off view.
+	last *fleetView
+}
+
+// fleetView is a view new plans of one class share: the planner's cluster of the class's last
+// plan, kept from one plan to the next and remade only at the nodes that changed since (see
+// keptView).
 type fleetView struct {
 	cl *planner.Cluster
 	// nodes holds, by position in the view, what the node there was made from.
@@ -45,8 +57,82 @@ type fleetView struct {
 	// valid is false until a view is kept, after a view of a gang whose nodes cannot be kept
 	// (inter-pod terms, a required domain), and once a caller changed the view (see spoil).
 	valid bool
-	// kept says that the last view made was this one, not a one-off (see leavingMessage).
-	kept bool
+	// gpusRead and claimsRead are how far the view read the inventory's and the plan book's
+	// change logs.
+	gpusRead, claimsRead uint64
+}
+
+// changeLog lists the nodes that changed, in order (a GPUNode set or deleted, the claims on a
+// node), for each kept view to catch up on from where it last read.
+type changeLog struct {
+	names []string
+	// first is the position of names[0]: the names before it were dropped.
+	first uint64
+}
+
+// maxChangeLog bounds a changeLog: a view that fell further behind is made anew.
+const maxChangeLog = 1 << 16
+
+func (l *changeLog) add(name string) {
+	if len(l.names) == maxChangeLog {
+		l.forget(l.first + maxChangeLog/2)
+	}
+	l.names = append(l.names, name)
+}
+
+// end is the position after the last name.
+func (l *changeLog) end() uint64 { return l.first + uint64(len(l.names)) }
+
+// since returns the names from position at on; false when some of them were dropped.
+func (l *changeLog) since(at uint64) ([]string, bool) {
+	if at < l.first {
+		return nil, false
+	}
+	return l.names[at-l.first:], true
+}
+
+// forget drops the names before position at.
+func (l *changeLog) forget(at uint64) {
+	if at > l.first {
+		l.names = l.names[min(at-l.first, uint64(len(l.names))):]
+		l.first = at
+	}
+}
+
+// pick returns the kept view of class c, else a new one or the least recently used, first in
+// views from then on.
+func (k *keptViews) pick(c viewClass) *fleetView {
+	i := slices.IndexFunc(k.views, func(f *fleetView) bool { return f.class.same(c) })
+	if i < 0 {
+		if len(k.views) < maxKeptViews {
+			k.views = append(k.views, &fleetView{})
+		}
+		i = len(k.views) - 1
+	}
+	f := k.views[i]
+	copy(k.views[1:i+1], k.views[:i])
+	k.views[0] = f
+	return f
+}
+
+// spoil tells the kept views that a caller changed cl's nodes: if cl is a kept view's, the next
+// plan in it remakes every node.
+func (k *keptViews) spoil(cl *planner.Cluster) {
+	for _, f := range k.views {
+		if f.cl == cl {
+			f.valid = false
+		}
+	}
+}
+
+// read forgets what every kept view has read of the change logs.
+func (k *keptViews) read(gpus, claims *changeLog) {
+	g, c := gpus.end(), claims.end()
+	for _, f := range k.views {
+		g, c = min(g, f.gpusRead), min(c, f.claimsRead)
+	}
+	gpus.forget(g)
+	claims.forget(c)
 }
 
 // fleetNode is what a node of the kept view was made from: the snapshot's NodeInfo, at its
@@ -91,22 +177,26 @@ func requiredNodeAffinity(p *corev1.Pod) *corev1.NodeSelector {
 	return nil
 }
 
-// keptView is view for a new plan, without victims, made in the kept fleet view: a node is remade
-// only when its NodeInfo, its GPUNode or the claims on it changed since the last plan, or when the
-// last gang or this one sees it apart from others (its own pods' GPUs, its own slots, a node it
-// avoids). A gang of another class, or whose view depends on every node (inter-pod terms, a
-// domain its bound pods require), has every node remade. The cluster is the view's until the next
-// one: a caller that changes its nodes calls spoil.
+// keptView is view for a new plan, without victims, made in the kept view of the gang's class: a
+// node is remade only when its NodeInfo, its GPUNode or the claims on it changed since the class's
+// last plan, or when that plan's gang or this one sees it apart from others (its own pods' GPUs,
+// its own slots, a node it avoids). A view of a class not kept, or of a gang whose view depends on
+// every node (inter-pod terms, a domain its bound pods require), has every node remade. The
+// cluster is the view's until its next plan: a caller that changes its nodes calls spoil. It
+// returns nil when a node has no Node; view then makes a one-off view.
 func (s *State) keptView(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) *planner.Cluster {
-	f, g := &s.fleet, o.gang
+	g := o.gang
 	held := s.heldNodes(g)
 	anchor := s.anchorNode(nodes, g.anchor)
 	class := viewClass{template: o.elig.template, limits: o.elig.limits, dra: g.dra, priority: g.priority, podNeeds: g.podNeeds != nil}
 	keep := o.elig.interPod == nil && (anchor == nil || !g.required)
+	f := s.fleet.pick(class)
 	gpus, changed := s.inventory.lockForView()
 	defer s.inventory.unlockView()
 	s.nodes.sync(gpus, changed, len(nodes))
-	full := !f.valid || len(f.nodes) != len(nodes) || !f.class.same(class) || !keep
+	gpuNames, gpusOK := s.inventory.log.since(f.gpusRead)
+	claimNames, claimsOK := s.book.log.since(f.claimsRead)
+	full := !f.valid || len(f.nodes) != len(nodes) || !f.class.same(class) || !keep || !gpusOK || !claimsOK
 	if len(f.nodes) != len(nodes) {
 		f.nodes = make([]fleetNode, len(nodes))
 		f.cl = &planner.Cluster{Nodes: make([]planner.Node, len(nodes)), PartlyUsedFirst: s.opts.PartlyUsedFirst, Levels: s.opts.names()}
@@ -139,7 +229,7 @@ func (s *State) keptView(ctx context.Context, nodes []fwk.NodeInfo, o viewOption
 		if e := &f.nodes[i]; full || ni != e.ni || ni.GetGeneration() != e.gen {
 			if !remake(i) {
 				// The kept view has a node at every position.
-				f.valid, f.kept = false, false
+				f.valid, s.fleet.last = false, nil
 				return nil
 			}
 		}
@@ -151,16 +241,18 @@ func (s *State) keptView(ctx context.Context, nodes []fwk.NodeInfo, o viewOption
 		}
 	}
 	// The nodes changed apart from their NodeInfo: their GPUNode, or the claims on them.
-	var names []string
 	if !full {
-		names = slices.AppendSeq(names, maps.Keys(s.inventory.sinceKept))
-		names = slices.AppendSeq(names, maps.Keys(s.book.touched))
 		for _, i := range f.special {
 			remake(i)
 		}
+		for _, name := range slices.Concat(gpuNames, claimNames) {
+			if i, ok := f.pos[name]; ok {
+				remake(i)
+			}
+		}
 	}
-	clear(s.inventory.sinceKept)
-	clear(s.book.touched)
+	f.gpusRead, f.claimsRead = s.inventory.log.end(), s.book.log.end()
+	s.fleet.read(&s.inventory.log, &s.book.log)
 	// The nodes this gang sees apart from others.
 	f.special = f.special[:0]
 	own := slices.Collect(maps.Keys(held))
@@ -172,7 +264,7 @@ func (s *State) keptView(ctx context.Context, nodes []fwk.NodeInfo, o viewOption
 		}
 	}
 	if !full {
-		for _, name := range append(names, own...) {
+		for _, name := range own {
 			if i, ok := f.pos[name]; ok {
 				remake(i)
 			}
@@ -182,16 +274,8 @@ func (s *State) keptView(ctx context.Context, nodes []fwk.NodeInfo, o viewOption
 		// Names or domains changed: the planner's topology index is made again.
 		f.cl = &planner.Cluster{Nodes: f.cl.Nodes, PartlyUsedFirst: s.opts.PartlyUsedFirst, Levels: s.opts.names()}
 	}
-	f.class, f.valid, f.kept = class, keep, true
+	f.class, f.valid, s.fleet.last = class, keep, f
 	return f.cl
-}
-
-// spoil tells the kept view that a caller changed cl's nodes: if cl is the kept view, the next
-// plan's view is made anew.
-func (f *fleetView) spoil(cl *planner.Cluster) {
-	if cl == f.cl {
-		f.valid = false
-	}
 }
 
 // leaving is nodeCache.leaving for the kept view.
@@ -224,9 +308,11 @@ func (s *State) anchorNode(nodes []fwk.NodeInfo, name string) *corev1.Node {
 	if name == "" {
 		return nil
 	}
-	if i, ok := s.fleet.pos[name]; ok && i < len(nodes) {
-		if n := nodes[i].Node(); n != nil && n.Name == name {
-			return n
+	for _, f := range s.fleet.views {
+		if i, ok := f.pos[name]; ok && i < len(nodes) {
+			if n := nodes[i].Node(); n != nil && n.Name == name {
+				return n
+			}
 		}
 	}
 	for _, ni := range nodes {

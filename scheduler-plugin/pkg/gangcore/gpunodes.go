@@ -26,18 +26,18 @@ import (
 
 // gpuInventory holds the GPU inventory the node agents publish in GPUNode objects, by node, and
 // the nodes whose GPUNode was set or deleted since the last view read it: the node cache drops
-// their bases there (see nodeCache.sync); sinceKept holds the same since the last kept view
-// (see keptView), which remakes them.
+// their bases there (see nodeCache.sync); log lists the same for the kept views, which remake
+// them (see keptView).
 type gpuInventory struct {
-	// mu guards nodes, changed and sinceKept. A view holds it while it reads the nodes' inventories.
-	mu        sync.RWMutex
-	nodes     map[string]*gpuNode
-	changed   map[string]bool
-	sinceKept map[string]bool
+	// mu guards nodes, changed and log. A view holds it while it reads the nodes' inventories.
+	mu      sync.RWMutex
+	nodes   map[string]*gpuNode
+	changed map[string]bool
+	log     changeLog
 }
 
 func newGPUInventory() *gpuInventory {
-	return &gpuInventory{nodes: map[string]*gpuNode{}, changed: map[string]bool{}, sinceKept: map[string]bool{}}
+	return &gpuInventory{nodes: map[string]*gpuNode{}, changed: map[string]bool{}}
 }
 
 // set records the node's inventory and returns the one it replaces, nil for a new node.
@@ -46,7 +46,8 @@ func (inv *gpuInventory) set(name string, n *gpuNode) (old *gpuNode) {
 	defer inv.mu.Unlock()
 	old = inv.nodes[name]
 	inv.nodes[name] = n
-	inv.changed[name], inv.sinceKept[name] = true, true
+	inv.changed[name] = true
+	inv.log.add(name)
 	return old
 }
 
@@ -55,7 +56,8 @@ func (inv *gpuInventory) remove(name string) {
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	delete(inv.nodes, name)
-	inv.changed[name], inv.sinceKept[name] = true, true
+	inv.changed[name] = true
+	inv.log.add(name)
 }
 
 // get returns the node's inventory, nil when the node has no GPUNode.

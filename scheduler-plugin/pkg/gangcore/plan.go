@@ -233,8 +233,8 @@ func (p *plan) leaveOut(whole, kept *gang) {
 // waits for; "" when none. It reads the node bases of the view just made for nodes.
 func (s *State) leavingMessage(nodes []fwk.NodeInfo) string {
 	gpus, on := s.nodes.leaving(len(nodes))
-	if s.fleet.kept {
-		gpus, on = s.fleet.leaving()
+	if f := s.fleet.last; f != nil {
+		gpus, on = f.leaving()
 	}
 	if gpus == 0 {
 		return ""

@@ -38,14 +38,14 @@ type planBook struct {
 	// slot (see claimsOn).
 	onNode   map[string][]planSlot
 	reserved map[types.UID]reservation
-	// touched holds the nodes whose claims changed since the last kept view (see keptView): a
-	// slot indexed or unindexed, reserved or bound there.
-	touched map[string]bool
+	// log lists the nodes whose claims changed, for the kept views (see keptView): a slot
+	// indexed or unindexed, reserved or bound there.
+	log changeLog
 }
 
 func newPlanBook() *planBook {
 	return &planBook{plans: map[string]*plan{}, bookings: map[string]*plan{}, bookedFor: map[string]string{},
-		onNode: map[string][]planSlot{}, reserved: map[types.UID]reservation{}, touched: map[string]bool{}}
+		onNode: map[string][]planSlot{}, reserved: map[types.UID]reservation{}}
 }
 
 // Slot is where a plan puts one pod.
@@ -149,14 +149,14 @@ func (b *planBook) unbook(key string) bool {
 func (b *planBook) index(key string, p *plan) {
 	for _, sl := range p.slots {
 		b.onNode[sl.Node] = append(b.onNode[sl.Node], planSlot{key: key, plan: p, slot: sl})
-		b.touched[sl.Node] = true
+		b.log.add(sl.Node)
 	}
 }
 
 // unindex removes the slots of a plan or booking from onNode.
 func (b *planBook) unindex(p *plan) {
 	for _, sl := range p.slots {
-		b.touched[sl.Node] = true
+		b.log.add(sl.Node)
 		list := slices.DeleteFunc(b.onNode[sl.Node], func(ps planSlot) bool { return ps.plan == p })
 		if len(list) == 0 {
 			delete(b.onNode, sl.Node)
@@ -169,7 +169,7 @@ func (b *planBook) unindex(p *plan) {
 // setPhase moves a slot to phase: a reserved or bound slot is no longer a claim.
 func (b *planBook) setPhase(sl *slot, phase slotPhase) {
 	sl.phase = phase
-	b.touched[sl.Node] = true
+	b.log.add(sl.Node)
 }
 
 // slotNodes are the nodes of the slots of the gang's plan and booking.

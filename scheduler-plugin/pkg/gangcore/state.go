@@ -112,10 +112,10 @@ type State struct {
 	preemptions *preemptions
 	// avoid holds, by gang, the planned nodes another plugin's Filter rejected (avoid.go).
 	avoid avoidList
-	// nodes caches each node's base for the views (nodecache.go); fleet is the view new plans
-	// share (fleet.go); last is what the last one-off view leaves the next (view.go).
+	// nodes caches each node's base for the views (nodecache.go); fleet holds the views new
+	// plans share (fleet.go); last is what the last one-off view leaves the next (view.go).
 	nodes *nodeCache
-	fleet fleetView
+	fleet keptViews
 	last  lastView
 }
 

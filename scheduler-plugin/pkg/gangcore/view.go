@@ -82,14 +82,14 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 	}
 	// Node names and labels rarely change between plans: keep the planner's topology index.
 	shared := s.last.cluster != nil && cl.ShareIndex(s.last.cluster)
-	if !shared && s.fleet.cl != nil {
-		cl.ShareIndex(s.fleet.cl)
+	if !shared && len(s.fleet.views) > 0 && s.fleet.views[0].cl != nil {
+		cl.ShareIndex(s.fleet.views[0].cl)
 	}
 	if s.last.cluster != nil {
 		s.last.spare = s.last.cluster.Nodes
 	}
 	s.last.cluster = cl
-	s.fleet.kept = false
+	s.fleet.last = nil
 	return cl, vt
 }
 

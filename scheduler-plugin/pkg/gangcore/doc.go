@@ -58,12 +58,20 @@ limitations under the License.
 // a copy of its base and is adjusted in place for the gang (its own pods' GPUs free again, other
 // plans' claims taken off, eligibility, victims); a node without a free GPU stays its base.
 //
+// New plans share views kept from plan to plan, one per class of gang (tolerations, node affinity,
+// requests, priority), for the last four classes (fleet.go): the snapshot updates its NodeInfos in
+// place, so a node whose NodeInfo generation, GPUNode and claims are unchanged keeps its entry,
+// and a plan remakes only the nodes that changed since its class's last one and those the gang
+// sees apart (its own pods' GPUs, its own slots, the nodes it avoids). A class not kept, or a gang
+// whose view depends on every node (inter-pod terms, a domain required by its bound pods), remakes
+// them all.
+//
 // # Locks
 //
 // Each lock guards the fields its comment names:
 //
-//   - State.mu guards the plan book, verdicts, preemptions, avoid list, node cache and the last
-//     view: a gang is planned, checked and preempted for against one consistent picture of them,
+//   - State.mu guards the plan book, verdicts, preemptions, avoid list, node cache and the views
+//     kept: a gang is planned, checked and preempted for against one consistent picture of them,
 //     so these parts have no lock of their own.
 //   - gpuInventory.mu guards the GPUNodes; a view holds it while it reads them.
 //   - gangRegistry.mu guards the PodGroups; the pod index and the bound pods are lock-free.

@@ -19,6 +19,8 @@ package gangcore
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -142,6 +144,8 @@ func LimitsOf(requests corev1.ResourceList, gpu corev1.ResourceName) Limits {
 			out = append(out, limit{name, v})
 		}
 	}
+	// In one order, whatever the map's: views of gangs that ask the same share nodes (keptView).
+	slices.SortFunc(out, func(a, b limit) int { return strings.Compare(string(a.name), string(b.name)) })
 	return out
 }
 

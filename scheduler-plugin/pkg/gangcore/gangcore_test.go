@@ -849,6 +849,31 @@ func TestLeaderFollowsPodEvents(t *testing.T) {
 	eventually("job-1 deleted", "job-2: waiting for 1 more pod(s) of gang ns/job (minMember 3)")
 }
 
+// TestLeaderIsTheLowestRankThatJoins: a pod of a lower rank that joins a complete gang after its
+// leader was found leads it from then on.
+func TestLeaderIsTheLowestRankThatJoins(t *testing.T) {
+	pods := []*corev1.Pod{member("ns", "job", 1, 1).Obj(), member("ns", "job", 2, 1).Obj()}
+	h := newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8)}, pods, inventory("a", 8))
+	h.state.SetPodGroup(&schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job"}, Spec: schedv1alpha1.PodGroupSpec{MinMember: 2}})
+	planned := "waiting for gang ns/job to be planned"
+	if diff := cmp.Diff([]string{"job-1: through", "job-2: " + planned}, gateAll(h.state, pods)); diff != "" {
+		t.Errorf("before job-0 (-want,+got):\n%s", diff)
+	}
+	first := member("ns", "job", 0, 1).Obj()
+	if _, err := h.cs.CoreV1().Pods("ns").Create(context.Background(), first, metav1CreateOptions); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return h.state.gangs.memberCount("ns", "job") == 3, nil
+	}); err != nil {
+		t.Fatal("the informer does not show job-0")
+	}
+	pods = append([]*corev1.Pod{first}, pods...)
+	if diff := cmp.Diff([]string{"job-0: through", "job-1: " + planned, "job-2: " + planned}, gateAll(h.state, pods)); diff != "" {
+		t.Errorf("after job-0 joined (-want,+got):\n%s", diff)
+	}
+}
+
 // TestGPUNodeWakesWaitingPods activates the pod whose gang found no room when a GPUNode appears or
 // reports more healthy or free GPUs, once for a burst of updates, and not on a heartbeat or for
 // fewer GPUs.

@@ -90,13 +90,14 @@ func (r *gangRegistry) members(namespace, name string) []*corev1.Pod {
 	return out
 }
 
-// memberCount is how many pods are labelled for PodGroup namespace/name.
+// memberCount is how many pods are labelled for PodGroup namespace/name. (Not IndexKeys, which
+// sorts the keys: PreEnqueue counts them for every pod.)
 func (r *gangRegistry) memberCount(namespace, name string) int {
-	keys, err := r.byGang.IndexKeys(podGroupIndex, namespace+"/"+name)
+	objs, err := r.byGang.ByIndex(podGroupIndex, namespace+"/"+name)
 	if err != nil {
 		return 0
 	}
-	return len(keys)
+	return len(objs)
 }
 
 // pendingMembers are the PodGroup's pods that are neither bound nor going, by "namespace/name" as

@@ -47,6 +47,7 @@ func (s *State) Gate(pod *corev1.Pod) (bool, string) {
 		return true, ""
 	}
 	if why := s.Incomplete(pod); why != "" {
+		s.leaders.Delete(GangKey(pod))
 		return false, why
 	}
 	if s.PodGPUs(pod) == 0 && !s.requiresDomain(pod) {
@@ -54,9 +55,11 @@ func (s *State) Gate(pod *corev1.Pod) (bool, string) {
 	}
 	key := GangKey(pod)
 	if _, open := s.open.Load(key); open {
+		// Pods let through here are not weighed as leaders: the next leader is looked for anew.
+		s.leaders.Delete(key)
 		return true, ""
 	}
-	l := s.leader(pod)
+	l := s.leader(key, pod)
 	if l == nil || l.UID == pod.UID {
 		return true, ""
 	}
@@ -70,22 +73,48 @@ func (s *State) Gate(pod *corev1.Pod) (bool, string) {
 	return false, fmt.Sprintf("waiting for gang %s to be planned", key)
 }
 
-// leader is the pending GPU pod of the pod's gang, of its scheduler and without scheduling gates,
-// of the lowest rank (then name). It reads the gang's pods from the index on every call: a cache
-// kept fresh by the pod informer's events would lag the scheduling queue, which hears of a new
-// pod on its own handler, and hold a complete gang for a member it already has.
-func (s *State) leader(pod *corev1.Pod) *corev1.Pod {
+// leader is the pending GPU pod of gang key, pod's, of pod's scheduler and without scheduling
+// gates, of the lowest rank (then name). It is found among the gang's pods in the index, not from
+// the pod informer's events, which would lag the scheduling queue (it hears of a new pod on its
+// own handler) and hold a complete gang for a member it already has; and then kept in leaders,
+// for the gang's other pods. A kept leader stands while the index still has it pending, and no
+// pod since let through here comes before it: every pod the gang gains passes here, weighed
+// against it, unless its gang is incomplete or planned, and then the gang's leader is looked for
+// anew (see Gate).
+func (s *State) leader(key string, pod *corev1.Pod) *corev1.Pod {
+	sched := pod.Spec.SchedulerName
+	if v, ok := s.leaders.Load(key); ok {
+		if l, err := s.pods.Pods(pod.Namespace).Get(v.(*corev1.Pod).Name); err == nil && l.UID == v.(*corev1.Pod).UID && s.leads(l, sched) {
+			if s.leads(pod, sched) && before(pod, l) {
+				s.leaders.Store(key, pod)
+				return pod
+			}
+			return l
+		}
+	}
 	var best *corev1.Pod
 	for _, p := range s.gangs.members(pod.Namespace, PodGroupName(pod)) {
-		if s.gangs.nodeOf(p) != "" || p.DeletionTimestamp != nil || p.Spec.SchedulerName != pod.Spec.SchedulerName ||
-			len(p.Spec.SchedulingGates) > 0 || s.PodGPUs(p) == 0 {
-			continue
-		}
-		if best == nil || rank(p) < rank(best) || rank(p) == rank(best) && p.Name < best.Name {
+		if s.leads(p, sched) && (best == nil || before(p, best)) {
 			best = p
 		}
 	}
+	if best != nil {
+		s.leaders.Store(key, best)
+	}
 	return best
+}
+
+// leads reports whether p may lead its gang for scheduler sched: a pending GPU pod of it,
+// without scheduling gates.
+func (s *State) leads(p *corev1.Pod, sched string) bool {
+	return s.gangs.nodeOf(p) == "" && p.DeletionTimestamp == nil && p.Spec.SchedulerName == sched &&
+		len(p.Spec.SchedulingGates) == 0 && s.PodGPUs(p) > 0
+}
+
+// before orders a gang's pods for its leader: by rank, then name.
+func before(a, b *corev1.Pod) bool {
+	ra, rb := rank(a), rank(b)
+	return ra < rb || ra == rb && a.Name < b.Name
 }
 
 // gatedSiblings are the pod's pending siblings, to activate once the gang has a plan.

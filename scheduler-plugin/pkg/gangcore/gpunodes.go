@@ -26,12 +26,14 @@ import (
 
 // gpuInventory holds the GPU inventory the node agents publish in GPUNode objects, by node, and
 // the nodes whose GPUNode was set or deleted since the last view read it: the node cache drops
-// their bases there (see nodeCache.sync).
+// their bases there (see nodeCache.sync); log lists the same for the kept views, which remake
+// them (see keptView).
 type gpuInventory struct {
-	// mu guards nodes and changed. A view holds it while it reads the nodes' inventories.
+	// mu guards nodes, changed and log. A view holds it while it reads the nodes' inventories.
 	mu      sync.RWMutex
 	nodes   map[string]*gpuNode
 	changed map[string]bool
+	log     changeLog
 }
 
 func newGPUInventory() *gpuInventory {
@@ -45,6 +47,7 @@ func (inv *gpuInventory) set(name string, n *gpuNode) (old *gpuNode) {
 	old = inv.nodes[name]
 	inv.nodes[name] = n
 	inv.changed[name] = true
+	inv.log.add(name)
 	return old
 }
 
@@ -54,6 +57,7 @@ func (inv *gpuInventory) remove(name string) {
 	defer inv.mu.Unlock()
 	delete(inv.nodes, name)
 	inv.changed[name] = true
+	inv.log.add(name)
 }
 
 // get returns the node's inventory, nil when the node has no GPUNode.

@@ -173,6 +173,36 @@ func (h *harness) setPods(pods ...*corev1.Pod) {
 	h.snap.cur = cache.NewSnapshot(bound(pods), h.nodes)
 }
 
+// liveSnapshot gives the harness a scheduler cache of its nodes and the bound pods, and a snapshot
+// that infos updates in place from it, as the scheduler does before each cycle.
+func (h *harness) liveSnapshot(pods []*corev1.Pod) (sc cache.Cache, infos func() []fwk.NodeInfo) {
+	h.t.Helper()
+	logger := klog.Background()
+	ctx, cancel := context.WithCancel(context.Background())
+	h.t.Cleanup(cancel)
+	sc = cache.New(ctx, nil, false)
+	for _, node := range h.nodes {
+		sc.AddNode(logger, node)
+	}
+	for _, p := range bound(pods) {
+		if err := sc.AddPod(logger, p); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+	snap := cache.NewEmptySnapshot()
+	h.snap.cur = snap
+	return sc, func() []fwk.NodeInfo {
+		if err := sc.UpdateSnapshot(logger, snap); err != nil {
+			h.t.Fatal(err)
+		}
+		list, err := snap.NodeInfos().List()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		return list
+	}
+}
+
 func (h *harness) nodeInfos() []fwk.NodeInfo {
 	list, err := h.snap.NodeInfos().List()
 	if err != nil {

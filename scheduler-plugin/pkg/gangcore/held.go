@@ -83,6 +83,7 @@ func (s *State) planWithHeld(logger klog.Logger, cl *planner.Cluster, g *gang, p
 		for _, j := range members {
 			cl.Nodes[j].Excluded = true
 		}
+		s.fleet.spoil(cl)
 		if pl, freed, err = place(); err != nil {
 			break
 		}

@@ -141,7 +141,11 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	var pl *planner.Plan
 	whole := g
 	if err == nil {
-		cl, _ := s.view(ctx, nodes, viewOptions{gang: g, elig: elig})
+		o := viewOptions{gang: g, elig: elig}
+		cl := s.keptView(ctx, nodes, o)
+		if cl == nil {
+			cl, _ = s.view(ctx, nodes, o)
+		}
 		place := func(g *gang) (*planner.Plan, error) {
 			return s.planWithHeld(logger, cl, g, func() (*planner.Plan, map[types.UID]bool, error) {
 				p, err := cl.Place(g.plannerGang())
@@ -229,6 +233,9 @@ func (p *plan) leaveOut(whole, kept *gang) {
 // waits for; "" when none. It reads the node bases of the view just made for nodes.
 func (s *State) leavingMessage(nodes []fwk.NodeInfo) string {
 	gpus, on := s.nodes.leaving(len(nodes))
+	if f := s.fleet.last; f != nil {
+		gpus, on = f.leaving()
+	}
 	if gpus == 0 {
 		return ""
 	}
@@ -310,7 +317,7 @@ func (s *State) Reserve(pod *corev1.Pod, nodeName string) {
 	r := reservation{node: nodeName}
 	if p := s.book.plans[GangKey(pod)]; p != nil {
 		if sl := p.slots[pod.UID]; sl != nil && sl.Node == nodeName {
-			sl.phase = slotReserved
+			s.book.setPhase(sl, slotReserved)
 			if sl.Indexed {
 				r.gpus = sl.GPUs
 			}
@@ -363,7 +370,7 @@ func (s *State) Bound(pod *corev1.Pod) {
 		return
 	}
 	if sl := p.slots[pod.UID]; sl != nil {
-		sl.phase = slotBound
+		s.book.setPhase(sl, slotBound)
 	}
 	for _, sl := range p.slots {
 		if sl.phase != slotBound {

@@ -38,6 +38,9 @@ type planBook struct {
 	// slot (see claimsOn).
 	onNode   map[string][]planSlot
 	reserved map[types.UID]reservation
+	// log lists the nodes whose claims changed, for the kept views (see keptView): a slot
+	// indexed or unindexed, reserved or bound there.
+	log changeLog
 }
 
 func newPlanBook() *planBook {
@@ -146,12 +149,14 @@ func (b *planBook) unbook(key string) bool {
 func (b *planBook) index(key string, p *plan) {
 	for _, sl := range p.slots {
 		b.onNode[sl.Node] = append(b.onNode[sl.Node], planSlot{key: key, plan: p, slot: sl})
+		b.log.add(sl.Node)
 	}
 }
 
 // unindex removes the slots of a plan or booking from onNode.
 func (b *planBook) unindex(p *plan) {
 	for _, sl := range p.slots {
+		b.log.add(sl.Node)
 		list := slices.DeleteFunc(b.onNode[sl.Node], func(ps planSlot) bool { return ps.plan == p })
 		if len(list) == 0 {
 			delete(b.onNode, sl.Node)
@@ -159,6 +164,25 @@ func (b *planBook) unindex(p *plan) {
 			b.onNode[sl.Node] = list
 		}
 	}
+}
+
+// setPhase moves a slot to phase: a reserved or bound slot is no longer a claim.
+func (b *planBook) setPhase(sl *slot, phase slotPhase) {
+	sl.phase = phase
+	b.log.add(sl.Node)
+}
+
+// slotNodes are the nodes of the slots of the gang's plan and booking.
+func (b *planBook) slotNodes(key string) []string {
+	var out []string
+	for _, p := range []*plan{b.plans[key], b.bookings[key]} {
+		if p != nil {
+			for _, sl := range p.slots {
+				out = append(out, sl.Node)
+			}
+		}
+	}
+	return out
 }
 
 // claims returns, by node, the slots other gangs' plans, and the bookings of admitted gangs, hold

@@ -82,8 +82,10 @@ type State struct {
 	// open holds the gangs with a plan that holds: PreEnqueue lets all their pods through. Its own
 	// map, without mu: the scheduling queue calls PreEnqueue under its lock.
 	open sync.Map
-	// kicked holds, by gang, the leader last activated by a sibling (see Gate).
-	kicked sync.Map
+	// kicked holds, by gang, the leader last activated by a sibling (see Gate); leaders, by
+	// gang, the leader last found (see leader).
+	kicked  sync.Map
+	leaders sync.Map
 	// tellLimiter paces the status updates that tell waiting pods why their gang does not fit;
 	// lastReserve (Unix nanoseconds) is when a pod was last reserved: tells wait for a quiet
 	// moment (see tell).
@@ -110,9 +112,10 @@ type State struct {
 	preemptions *preemptions
 	// avoid holds, by gang, the planned nodes another plugin's Filter rejected (avoid.go).
 	avoid avoidList
-	// nodes caches each node's base for the views (nodecache.go); last is what the last view
-	// leaves the next (view.go).
+	// nodes caches each node's base for the views (nodecache.go); fleet holds the views new
+	// plans share (fleet.go); last is what the last one-off view leaves the next (view.go).
 	nodes *nodeCache
+	fleet keptViews
 	last  lastView
 }
 
@@ -330,6 +333,7 @@ func (s *State) forgetGangLocked(key string) {
 	s.preemptions.forget(key)
 	s.open.Delete(key)
 	s.kicked.Delete(key)
+	s.leaders.Delete(key)
 	s.waiters.resetBackoff(key)
 }
 

@@ -37,7 +37,8 @@ type viewOptions struct {
 	lonePods bool
 }
 
-// view turns the snapshot into the planner's cluster for g.
+// view turns the snapshot into the planner's cluster for g, every node made anew: a one-off view
+// (preemption's, the admission check's), where a new plan's is kept (keptView).
 func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (*planner.Cluster, *victimTable) {
 	// The node list of the view before last is no longer read (planFor and preemption use a view
 	// under s.mu, and the last view's only until the next one's ShareIndex): fill it again rather
@@ -53,22 +54,8 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 		vt = &victimTable{index: map[string]int{}, leaving: map[string][]*corev1.Pod{}}
 	}
 	claims := s.book.claims(o.gang)
-	// The nodes where the gang's own pending pods hold GPUs (reserved, not yet bound): they count
-	// as free for the new plan.
-	held := map[string]bool{}
-	for uid := range o.gang.pendingUIDs {
-		if r, ok := s.book.reserved[uid]; ok {
-			held[r.node] = true
-		}
-	}
-	var anchor *corev1.Node
-	if o.gang.anchor != "" {
-		for _, ni := range nodes {
-			if ni.Node() != nil && ni.Node().Name == o.gang.anchor {
-				anchor = ni.Node()
-			}
-		}
-	}
+	held := s.heldNodes(o.gang)
+	anchor := s.anchorNode(nodes, o.gang.anchor)
 	gpus, changed := s.inventory.lockForView()
 	defer s.inventory.unlockView()
 	s.nodes.sync(gpus, changed, len(nodes))
@@ -94,11 +81,15 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 		cl.Needs = o.elig.limits.Needs()
 	}
 	// Node names and labels rarely change between plans: keep the planner's topology index.
+	shared := s.last.cluster != nil && cl.ShareIndex(s.last.cluster)
+	if !shared && len(s.fleet.views) > 0 && s.fleet.views[0].cl != nil {
+		cl.ShareIndex(s.fleet.views[0].cl)
+	}
 	if s.last.cluster != nil {
-		cl.ShareIndex(s.last.cluster)
 		s.last.spare = s.last.cluster.Nodes
 	}
 	s.last.cluster = cl
+	s.fleet.last = nil
 	return cl, vt
 }
 
@@ -134,9 +125,9 @@ func (s *State) nodeFor(ctx context.Context, pn *planner.Node, ni fwk.NodeInfo, 
 	}
 }
 
-// lastView is what a view keeps of the one before: its cluster, whose topology index the next
-// view with the same nodes shares, and the node list of the view before it, for the next view to
-// fill. State.mu guards it.
+// lastView is what a one-off view keeps of the one before: its cluster, whose topology index the
+// next view with the same nodes shares, and the node list of the view before it, for the next view
+// to fill. State.mu guards it.
 type lastView struct {
 	cluster *planner.Cluster
 	spare   []planner.Node
@@ -271,7 +262,15 @@ func nodeView(b *nodeBase, g *gang, claims []claim, vt *victimTable, lonePods bo
 // viewOf makes pn, a copy of b.pn, nodeView's node, in place.
 func viewOf(pn *planner.Node, b *nodeBase, g *gang, claims []claim, vt *victimTable, lonePods bool) {
 	free, room := pn.Free, b.room
-	if vt != nil || len(g.pendingUIDs) > 0 {
+	if vt == nil {
+		// Holders matter to preemption alone: only the gang's own pods' GPUs are counted back.
+		for _, h := range b.holders {
+			if g.pendingUIDs[h.pod.UID] {
+				free |= h.gpus
+				room += h.n
+			}
+		}
+	} else {
 		pn.Holders = make([]planner.Holder, 0, len(b.holders))
 		for _, h := range b.holders {
 			if g.pendingUIDs[h.pod.UID] {
@@ -279,17 +278,13 @@ func viewOf(pn *planner.Node, b *nodeBase, g *gang, claims []claim, vt *victimTa
 				room += h.n
 				continue
 			}
-			v := -1
-			if vt != nil {
-				if leavingFor(h.pod, g) {
-					free |= h.gpus
-					room += h.n
-					vt.leaving[pn.Name] = append(vt.leaving[pn.Name], h.pod)
-					continue
-				}
-				v = vt.add(h.pod, g, h.n, lonePods)
+			if leavingFor(h.pod, g) {
+				free |= h.gpus
+				room += h.n
+				vt.leaving[pn.Name] = append(vt.leaving[pn.Name], h.pod)
+				continue
 			}
-			pn.Holders = append(pn.Holders, planner.Holder{Victim: v, GPUs: h.gpus})
+			pn.Holders = append(pn.Holders, planner.Holder{Victim: vt.add(h.pod, g, h.n, lonePods), GPUs: h.gpus})
 		}
 	}
 	for _, c := range claims {

@@ -53,7 +53,7 @@ limitations under the License.
 //
 // In the code, Place checks the gang and hands it to placeIn (one GPU count, place.go) or
 // placeMixed (mixed.go), which calls placeIn for each shape's pods inside the domain it chose.
-// placeIn makes a placement per call: init counts every domain's room and free GPUs, place walks
+// placeIn makes a placement per call, in the cluster's buffers: init counts every domain's room and free GPUs, place walks
 // the levels up from the node (rule 3), distribute splits the pods among a domain's children, and
 // better, betterNode, strands and leastStrands are the orders of rule 5; each step is tested on
 // its own (placement_test.go), and the whole against every choice (place_oracle_test.go).

@@ -48,6 +48,12 @@ type Cluster struct {
 	// evicted, while Preempt places the gang after a set of victims, says which are gone: their
 	// CPU and memory are free too (Node.Spare).
 	evicted func(int) bool
+	// free and counts are Place's and placeIn's buffers of a node's (or domain's) worth, kept for
+	// their next call: a Cluster kept from one gang to the next (as the scheduler's is) plans
+	// without allocating them again. Like the index, they make Place and Preempt calls on one
+	// Cluster not safe to run at once.
+	free   []GPUSet
+	counts []int32
 }
 
 // index maps every node to its domain at each topology level, and each domain to its parent,
@@ -329,8 +335,12 @@ func (c *Cluster) Place(g Gang) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	free := make([]GPUSet, len(c.Nodes))
+	if cap(c.free) < len(c.Nodes) {
+		c.free = make([]GPUSet, len(c.Nodes))
+	}
+	free := c.free[:len(c.Nodes)]
 	for i := range c.Nodes {
+		free[i] = 0
 		if len(c.Nodes[i].Requires) == 0 {
 			free[i] = c.Nodes[i].Free
 		}
@@ -509,9 +519,19 @@ type placement struct {
 func (p *placement) init(c *Cluster, g Gang, free []GPUSet, room func(i int, mask GPUSet) int) {
 	ix := c.index()
 	p.c, p.ix, p.g, p.free, p.need = c, ix, g, free, int32(g.Pods)
+	n := 0
 	for l := LevelNode; l <= LevelCluster; l++ {
-		p.caps[l] = make([]int32, ix.count[l])
-		p.frees[l] = make([]int32, ix.count[l])
+		n += 2 * ix.count[l]
+	}
+	// One placement at a time is made on a cluster (see Cluster.counts).
+	if cap(c.counts) < n {
+		c.counts = make([]int32, n)
+	}
+	counts := c.counts[:n]
+	clear(counts)
+	for l := LevelNode; l <= LevelCluster; l++ {
+		k := ix.count[l]
+		p.caps[l], p.frees[l], counts = counts[:k:k], counts[k:2*k:2*k], counts[2*k:]
 	}
 	for i := range c.Nodes {
 		if room != nil {

@@ -148,12 +148,18 @@ func (pl *GangPlacement) PreFilter(ctx context.Context, cs fwk.CycleState, pod *
 	if !status.IsSuccess() {
 		return nil, status
 	}
-	// A pod's DRA claims get the slot's devices here, before DynamicResources would allocate them.
-	if status := pl.state.AllocateClaims(ctx, pod, st.Slot); !status.IsSuccess() {
-		return nil, status
+	// A pod's DRA claims get the slot's devices here, before DynamicResources would allocate them;
+	// in a profile that runs DynamicResources' PreFilter first (its state is there), it allocates.
+	if _, err := cs.Read(dynamicResourcesState); err != nil {
+		if status := pl.state.AllocateClaims(ctx, pod, st.Slot); !status.IsSuccess() {
+			return nil, status
+		}
 	}
 	return &fwk.PreFilterResult{NodeNames: sets.New(st.Slot.Node)}, nil
 }
+
+// dynamicResourcesState is the CycleState key of DynamicResources' PreFilter.
+const dynamicResourcesState fwk.StateKey = "DynamicResources"
 
 // PreFilterExtensions returns nil: the plan does not change with the pods preemption dry-runs.
 func (pl *GangPlacement) PreFilterExtensions() fwk.PreFilterExtensions { return nil }

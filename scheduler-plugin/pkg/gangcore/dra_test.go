@@ -246,3 +246,35 @@ func TestDRAWorkerGetsDevicesInsideOneNVLinkIsland(t *testing.T) {
 		t.Errorf("the second worker's devices = %s, want gpu-2,gpu-6", got)
 	}
 }
+
+// TestDRADevicesWithoutGPUNodeAreNumberedByIndexThenName: without a GPUNode a node's devices are
+// numbered by their index attribute, then by name as a person counts (gpu-2 before gpu-10).
+func TestDRADevicesWithoutGPUNodeAreNumberedByIndexThenName(t *testing.T) {
+	d := newDRAGPUs()
+	dev := func(name string, index ...int64) resourcev1.Device {
+		dv := resourcev1.Device{Name: name}
+		if len(index) > 0 {
+			dv.Attributes = map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"index": {IntValue: ptr.To(index[0])}}
+		}
+		return dv
+	}
+	for name, tc := range map[string]struct {
+		devices []resourcev1.Device
+		want    string
+	}{
+		"by name":  {devices: []resourcev1.Device{dev("gpu-10"), dev("gpu-2"), dev("gpu-1")}, want: "gpu-1,gpu-2,gpu-10"},
+		"by index": {devices: []resourcev1.Device{dev("a", 2), dev("b", 0), dev("c", 1)}, want: "b,c,a"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d.setSlice("s", &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s"},
+				Spec: resourcev1.ResourceSliceSpec{Driver: convoy.DriverGPU, NodeName: ptr.To("n"), Devices: tc.devices}})
+			var got []string
+			for _, dv := range d.node("n", nil).devices {
+				got = append(got, dv.name)
+			}
+			if strings.Join(got, ",") != tc.want {
+				t.Errorf("devices numbered %v, want %s", got, tc.want)
+			}
+		})
+	}
+}

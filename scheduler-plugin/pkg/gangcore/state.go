@@ -313,6 +313,10 @@ func (s *State) onPodDelete(obj any) {
 	}
 	key := GangKey(pod)
 	s.gangs.podDeleted(pod.UID)
+	// Its claims go with it; what AllocateClaims kept for its PreBind is forgotten.
+	s.claimMu.Lock()
+	delete(s.claimWrites, pod.UID)
+	s.claimMu.Unlock()
 	s.mu.Lock()
 	delete(s.book.reserved, pod.UID)
 	// The gang changed: a node a filter rejected for it may fit what is left.

@@ -19,6 +19,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,6 +35,7 @@ import (
 	utiltestingapi "sigs.k8s.io/kueue/pkg/util/testing/v1beta2"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/builder"
 	"github.com/convoy-dev/convoy/test/framework"
 )
 
@@ -180,6 +182,62 @@ func TestDRAGPUSelectorsPickTheProductAndMemory(t *testing.T) {
 		for _, d := range e.allocatedDevices(&p) {
 			if !strings.HasPrefix(d, "dra-") {
 				t.Errorf("pod %s got device %s, want one of a DRA node", p.Name, d)
+			}
+		}
+	}
+}
+
+// TestDRAWorkersGetDevicesInsideOneNVLinkIsland: convoy-scheduler allocates a DRA gang's devices
+// itself. The DRA nodes' GPUNodes (as their node agents would publish them) join NVLink islands to
+// the devices by uuid: islands {gpu-0, gpu-2} and {gpu-1, gpu-3}, where first fit in the slice's
+// order would split each worker across two. Every worker's claim is allocated two devices of one
+// island, with what the kubelet checks: a node selector naming the pod's node, results of that
+// node's pool and driver, and the claim reserved for the pod, which holds the claim's finalizer.
+func TestDRAWorkersGetDevicesInsideOneNVLinkIsland(t *testing.T) {
+	e := setup(t)
+	e.namespace()
+	t.Cleanup(func() { _ = e.k.DeleteAllOf(context.Background(), &convoy.TrainingJob{}, client.InNamespace(e.ns)) })
+	islands := map[string]int{}
+	for _, n := range draNodes {
+		g := &convoy.GPUNode{ObjectMeta: metav1.ObjectMeta{Name: n.Name}}
+		must(t, e.k.Create(t.Context(), g))
+		t.Cleanup(func() { _ = e.k.Delete(context.Background(), g) })
+		// GPU j is device gpu-dev[j]; GPUs 0, 1 and 2, 3 share an island.
+		for j, dev := range []int{0, 2, 1, 3} {
+			g.Status.GPUs = append(g.Status.GPUs, convoy.GPUDevice{Index: int32(j), UUID: fmt.Sprintf("GPU-%s-%d", n.Name, dev),
+				Health: convoy.GPUHealthy, NVLinkDomain: fmt.Sprintf("%s/island-%d", n.Name, j/2)})
+			islands[fmt.Sprintf("%s/gpu-%d", n.Name, dev)] = j / 2
+		}
+		must(t, e.k.Status().Update(t.Context(), g))
+	}
+	job := e.draJob("islands", 2, 2)
+	job.Spec.Scheduling.Queue = ""
+	e.create(job)
+	e.waitState("islands", convoy.StateRunning)
+	for _, p := range e.pods("islands") {
+		devices := e.allocatedDevices(&p)
+		if len(devices) != 2 || islands[devices[0]] != islands[devices[1]] || !strings.HasPrefix(devices[0], p.Spec.NodeName+"/") {
+			t.Errorf("pod %s on %s has devices %v, want 2 of its node's in one NVLink island (%v)", p.Name, p.Spec.NodeName, devices, islands)
+		}
+		for _, s := range p.Status.ResourceClaimStatuses {
+			claim := &resourcev1.ResourceClaim{}
+			must(t, e.k.Get(t.Context(), client.ObjectKey{Namespace: p.Namespace, Name: *s.ResourceClaimName}, claim))
+			a := claim.Status.Allocation
+			if a == nil || a.NodeSelector == nil || len(a.NodeSelector.NodeSelectorTerms) != 1 ||
+				!strings.Contains(a.NodeSelector.String(), `Values:[`+p.Spec.NodeName+`]`) {
+				t.Errorf("claim %s's allocation does not select node %s: %v", claim.Name, p.Spec.NodeName, a)
+				continue
+			}
+			for _, r := range a.Devices.Results {
+				if r.Driver != convoy.DriverGPU || r.Pool != p.Spec.NodeName || r.Request != builder.GPUClaimName {
+					t.Errorf("claim %s has result %+v, want driver %s, pool %s, request %s", claim.Name, r, convoy.DriverGPU, p.Spec.NodeName, builder.GPUClaimName)
+				}
+			}
+			if len(claim.Status.ReservedFor) != 1 || claim.Status.ReservedFor[0].UID != p.UID {
+				t.Errorf("claim %s is reserved for %v, want pod %s", claim.Name, claim.Status.ReservedFor, p.Name)
+			}
+			if !slices.Contains(claim.Finalizers, resourcev1.Finalizer) {
+				t.Errorf("claim %s has finalizers %v, want %s", claim.Name, claim.Finalizers, resourcev1.Finalizer)
 			}
 		}
 	}

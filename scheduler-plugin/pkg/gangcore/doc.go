@@ -76,6 +76,9 @@ limitations under the License.
 //   - gpuInventory.mu guards the GPUNodes; a view holds it while it reads them.
 //   - gangRegistry.mu guards the PodGroups; the pod index and the bound pods are lock-free.
 //   - waiters.mu guards the waiting pods and the armed retries.
+//   - draGPUs.mu guards the devices of the ResourceSlices and of the claims' allocations; it is
+//     taken alone or under State.mu (the node cache reads it). State.claimMu guards the claims
+//     PreBind writes (draalloc.go) and is taken alone.
 //
 // They are taken in that order: State.mu first, then gpuInventory.mu or gangRegistry.mu, never
 // both at once; waiters.mu is taken alone. The scheduling queue calls Gate (PreEnqueue) under its

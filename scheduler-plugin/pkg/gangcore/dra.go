@@ -17,6 +17,8 @@ limitations under the License.
 package gangcore
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -26,6 +28,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 )
 
 // ClaimedGPUs is how many GPUs the pod claims through DRA: for each of its spec.resourceClaims,
@@ -50,15 +53,6 @@ func ClaimedGPUs(pod *corev1.Pod, spec func(corev1.PodResourceClaim) *resourcev1
 	return n
 }
 
-// SliceGPUs is how many GPUs a ResourceSlice publishes for its node: its devices, when NVIDIA's
-// DRA driver (gpu.nvidia.com) publishes them for one node.
-func SliceGPUs(s *resourcev1.ResourceSlice) (node string, n int) {
-	if s.Spec.Driver != convoy.DriverGPU || s.Spec.NodeName == nil {
-		return "", 0
-	}
-	return *s.Spec.NodeName, len(s.Spec.Devices)
-}
-
 // IsGPUClass reports whether a DeviceClass hands out GPUs: it is gpu.nvidia.com, or one of its
 // selectors asks for that driver's devices.
 func IsGPUClass(c *resourcev1.DeviceClass) bool {
@@ -73,23 +67,38 @@ func IsGPUClass(c *resourcev1.DeviceClass) bool {
 	return false
 }
 
-// draGPUs counts the GPUs pods claim through DRA and nodes publish in ResourceSlices, from the
-// scheduler's informers. Its own lock guards the counts by node.
+// draGPUs knows the GPUs pods claim through DRA and nodes publish in ResourceSlices, and which
+// devices claims hold, from the scheduler's informers. Its own lock guards the maps.
 type draGPUs struct {
 	templates resourcelisters.ResourceClaimTemplateLister
 	claims    resourcelisters.ResourceClaimLister
 	classes   resourcelisters.DeviceClassLister
 
 	mu sync.Mutex
-	// slices holds each ResourceSlice's node and GPUs; nodes the GPUs by node.
-	slices map[string]sliceGPUs
-	nodes  map[string]int
+	// slices holds the gpu.nvidia.com ResourceSlices of one node each, by node and name; nodes
+	// their devices by node, pools the node of each pool.
+	slices map[string]map[string]*resourcev1.ResourceSlice
+	nodes  map[string][]draDevice
+	pools  map[string]string
+	// allocated holds the claim ("namespace/name") each allocated GPU device ("pool/device") is
+	// allocated to, and held the devices of each claim.
+	allocated map[string]string
+	held      map[string][]string
 }
 
-type sliceGPUs struct {
-	node string
-	n    int
+func newDRAGPUs() *draGPUs {
+	return &draGPUs{slices: map[string]map[string]*resourcev1.ResourceSlice{}, nodes: map[string][]draDevice{},
+		pools: map[string]string{}, allocated: map[string]string{}, held: map[string][]string{}}
 }
+
+// draDevice is a GPU a ResourceSlice publishes: its pool and name, its uuid attribute and its
+// index attribute (-1 without).
+type draDevice struct {
+	pool, name, uuid string
+	index            int64
+}
+
+func (d draDevice) key() string { return d.pool + "/" + d.name }
 
 // podGPUs is ClaimedGPUs from the listers: a claim made from a template counts the template's
 // request, so that a gang is counted whole before the claims of its pods exist.
@@ -108,13 +117,16 @@ func (d *draGPUs) podGPUs(pod *corev1.Pod) int {
 			}
 		}
 		return nil
-	}, func(name string) bool {
-		if name == convoy.DriverGPU {
-			return true
-		}
-		c, err := d.classes.Get(name)
-		return err == nil && IsGPUClass(c)
-	})
+	}, d.gpuClass)
+}
+
+// gpuClass reports whether the DeviceClass hands out GPUs (IsGPUClass).
+func (d *draGPUs) gpuClass(name string) bool {
+	if name == convoy.DriverGPU {
+		return true
+	}
+	c, err := d.classes.Get(name)
+	return err == nil && IsGPUClass(c)
 }
 
 // nodeGPUs is how many GPUs the node's ResourceSlices publish.
@@ -124,34 +136,204 @@ func (d *draGPUs) nodeGPUs(node string) int {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.nodes[node]
+	return len(d.nodes[node])
+}
+
+// nodeSlices returns the node's gpu.nvidia.com ResourceSlices.
+func (d *draGPUs) nodeSlices(node string) []*resourcev1.ResourceSlice {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]*resourcev1.ResourceSlice, 0, len(d.slices[node]))
+	for _, s := range d.slices[node] {
+		out = append(out, s)
+	}
+	return out
+}
+
+// draNode is a node's DRA GPUs numbered for the planner.
+type draNode struct {
+	// devices holds the devices by index; a hole has no name.
+	devices   []draDevice
+	healthy   planner.GPUSet
+	unhealthy int
+	topology  *planner.GPUTopology
+	// claimed holds the devices each claim ("namespace/name") is allocated.
+	claimed map[string]planner.GPUSet
+}
+
+// node numbers the node's devices. Where every device's uuid names a GPU of the node's GPUNode
+// (gn), a device takes that GPU's index, health and NVLink links and island; else the devices are
+// numbered in the order of their index attribute, then name, all healthy, without topology.
+func (d *draGPUs) node(name string, gn *gpuNode) draNode {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	devs := d.nodes[name]
+	var out draNode
+	if gn != nil && len(gn.uuids) > 0 {
+		byIndex := make([]draDevice, planner.MaxGPUsPerNode)
+		n := 0
+		for _, dev := range devs {
+			i, ok := gn.uuids[dev.uuid]
+			if !ok || byIndex[i].name != "" {
+				n = -1
+				break
+			}
+			byIndex[i] = dev
+			out.healthy |= planner.NewGPUSet(i)
+			n = max(n, i+1)
+		}
+		if n > 0 {
+			out.devices = byIndex[:n]
+			out.unhealthy = out.healthy.Len() - (out.healthy & gn.healthy).Len()
+			out.healthy &= gn.healthy
+			out.topology = gn.topology
+		} else {
+			out.healthy = 0
+		}
+	}
+	if out.devices == nil {
+		out.devices = slices.Clone(devs[:min(len(devs), planner.MaxGPUsPerNode)])
+		out.healthy = planner.FirstGPUs(len(out.devices))
+	}
+	for i, dev := range out.devices {
+		if c := d.allocated[dev.key()]; c != "" && dev.name != "" {
+			if out.claimed == nil {
+				out.claimed = map[string]planner.GPUSet{}
+			}
+			out.claimed[c] |= planner.NewGPUSet(i)
+		}
+	}
+	return out
 }
 
 // setSlice records a ResourceSlice (nil: deleted) and returns the nodes whose GPUs changed.
 func (d *draGPUs) setSlice(name string, s *resourcev1.ResourceSlice) []string {
-	var now sliceGPUs
-	if s != nil {
-		now.node, now.n = SliceGPUs(s)
+	node := ""
+	if s != nil && s.Spec.Driver == convoy.DriverGPU && s.Spec.NodeName != nil {
+		node = *s.Spec.NodeName
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	old := d.slices[name]
-	if old == now {
-		return nil
+	var changed []string
+	for n, m := range d.slices {
+		if _, ok := m[name]; ok && n != node {
+			delete(m, name)
+			changed = append(changed, n)
+		}
 	}
-	if now.n > 0 {
-		d.slices[name] = now
+	if node != "" {
+		if d.slices[node] == nil {
+			d.slices[node] = map[string]*resourcev1.ResourceSlice{}
+		}
+		d.slices[node][name] = s
+		changed = append(changed, node)
+	}
+	var out []string
+	for _, n := range changed {
+		devs := devicesOf(d.slices[n])
+		if len(d.slices[n]) == 0 {
+			delete(d.slices, n)
+		}
+		if slices.Equal(devs, d.nodes[n]) {
+			continue
+		}
+		if len(devs) > 0 {
+			d.nodes[n] = devs
+		} else {
+			delete(d.nodes, n)
+		}
+		for _, dev := range devs {
+			d.pools[dev.pool] = n
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// devicesOf lists the GPUs of a node's slices in the order of their index attribute, then name.
+func devicesOf(m map[string]*resourcev1.ResourceSlice) []draDevice {
+	var devs []draDevice
+	for _, s := range m {
+		for _, dv := range s.Spec.Devices {
+			dev := draDevice{pool: s.Spec.Pool.Name, name: dv.Name, index: -1}
+			if a, ok := dv.Attributes["uuid"]; ok && a.StringValue != nil {
+				dev.uuid = *a.StringValue
+			}
+			if a, ok := dv.Attributes["index"]; ok && a.IntValue != nil {
+				dev.index = *a.IntValue
+			}
+			devs = append(devs, dev)
+		}
+	}
+	slices.SortFunc(devs, func(a, b draDevice) int {
+		if a.index != b.index {
+			return cmp.Compare(a.index, b.index)
+		}
+		return cmp.Or(cmp.Compare(len(a.name), len(b.name)), cmp.Compare(a.name, b.name), cmp.Compare(a.pool, b.pool))
+	})
+	return devs
+}
+
+// setClaim records the GPU devices a ResourceClaim (nil: deleted) is allocated and returns the
+// nodes whose devices it takes or frees, and whether it frees any.
+func (d *draGPUs) setClaim(key string, c *resourcev1.ResourceClaim) (nodes []string, freed bool) {
+	var now []string
+	if c != nil && c.Status.Allocation != nil {
+		for _, r := range c.Status.Allocation.Devices.Results {
+			if r.Driver == convoy.DriverGPU {
+				now = append(now, r.Pool+"/"+r.Device)
+			}
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	old := d.held[key]
+	if slices.Equal(old, now) {
+		return nil, false
+	}
+	for _, k := range old {
+		if d.allocated[k] == key {
+			delete(d.allocated, k)
+			freed = true
+		}
+		if n := d.pools[poolOf(k)]; n != "" {
+			nodes = append(nodes, n)
+		}
+	}
+	for _, k := range now {
+		d.allocated[k] = key
+		if n := d.pools[poolOf(k)]; n != "" {
+			nodes = append(nodes, n)
+		}
+	}
+	if len(now) > 0 {
+		d.held[key] = now
 	} else {
-		delete(d.slices, name)
+		delete(d.held, key)
 	}
-	d.nodes[old.node] -= old.n
-	if d.nodes[old.node] <= 0 {
-		delete(d.nodes, old.node)
+	return nodes, freed
+}
+
+func poolOf(key string) string {
+	pool, _, _ := strings.Cut(key, "/")
+	return pool
+}
+
+// podClaims names the pod's ResourceClaims ("namespace/name"): those it names, and those made
+// for it from templates as its status records them.
+func podClaims(pod *corev1.Pod) []string {
+	var out []string
+	for _, pc := range pod.Spec.ResourceClaims {
+		if pc.ResourceClaimName != nil {
+			out = append(out, pod.Namespace+"/"+*pc.ResourceClaimName)
+		}
 	}
-	if now.n > 0 {
-		d.nodes[now.node] += now.n
+	for _, st := range pod.Status.ResourceClaimStatuses {
+		if st.ResourceClaimName != nil {
+			out = append(out, pod.Namespace+"/"+*st.ResourceClaimName)
+		}
 	}
-	return []string{old.node, now.node}
+	return out
 }
 
 // onSlice is the ResourceSlice informer's handler: a node whose GPUs changed has its base made
@@ -172,7 +354,27 @@ func (s *State) onSliceDelete(obj any) {
 }
 
 func (s *State) sliceChanged(name string, sl *resourcev1.ResourceSlice) {
-	nodes := s.dra.setSlice(name, sl)
+	s.draNodesChanged(s.dra.setSlice(name, sl), true)
+}
+
+// onClaim is the ResourceClaim informer's handler: the nodes whose devices a claim takes or frees
+// have their bases made anew, and where it frees some the pods whose gang found no room are woken.
+func (s *State) onClaim(obj any) {
+	if c, ok := obj.(*resourcev1.ResourceClaim); ok {
+		s.draNodesChanged(s.dra.setClaim(c.Namespace+"/"+c.Name, c))
+	}
+}
+
+func (s *State) onClaimDelete(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if c, ok := obj.(*resourcev1.ResourceClaim); ok {
+		s.draNodesChanged(s.dra.setClaim(c.Namespace+"/"+c.Name, nil))
+	}
+}
+
+func (s *State) draNodesChanged(nodes []string, moreRoom bool) {
 	if len(nodes) == 0 {
 		return
 	}
@@ -181,8 +383,10 @@ func (s *State) sliceChanged(name string, sl *resourcev1.ResourceSlice) {
 		s.nodes.forget(n)
 	}
 	s.mu.Unlock()
-	s.bump()
-	s.waiters.moreRoom()
+	if moreRoom {
+		s.bump()
+		s.waiters.moreRoom()
+	}
 }
 
 // PodGPUs is how many GPUs the pod asks for: its GPU extended resource, else the GPUs its DRA

@@ -83,7 +83,7 @@ func TestDRANodeGPUs(t *testing.T) {
 		}
 		return s
 	}
-	d := &draGPUs{slices: map[string]sliceGPUs{}, nodes: map[string]int{}}
+	d := newDRAGPUs()
 	d.setSlice("a", slice("a", "n1", convoy.DriverGPU, 4))
 	d.setSlice("b", slice("b", "n1", convoy.DriverGPU, 4))
 	d.setSlice("nic", slice("nic", "n1", "nic.example.com", 8))
@@ -164,5 +164,117 @@ func TestDRAGangIsPlannedOnItsNodesDevices(t *testing.T) {
 	cs, status = h.state.PlanFor(ctx, draPod, h.nodeInfos())
 	if got := slotOf(t, cs, status); got != "dra:0,1,2,3" {
 		t.Errorf("the DRA pod's slot = %s, want dra:0,1,2,3 (the 4 GPUs busy does not claim)", got)
+	}
+}
+
+// TestDRAWorkerGetsDevicesInsideOneNVLinkIsland: a DRA node's devices are numbered by their GPUs
+// in its GPUNode, joined by uuid, so a worker of 2 GPUs gets two devices of one NVLink island even
+// where the slice lists each island's devices apart (first fit would take gpu-0 and gpu-1, two
+// islands); devices a claim is allocated are taken.
+func TestDRAWorkerGetsDevicesInsideOneNVLinkIsland(t *testing.T) {
+	claimed := func(w *st.PodWrapper) *st.PodWrapper {
+		return w.PodResourceClaims(corev1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("two")})
+	}
+	// GPUs 2i and 2i+1 share island i; device gpu-k is GPU perm[k].
+	gn := &convoy.GPUNode{}
+	gn.Name = "dra"
+	for i := range 8 {
+		gn.Status.GPUs = append(gn.Status.GPUs, convoy.GPUDevice{Index: int32(i), UUID: "GPU-" + itoa(i), Health: convoy.GPUHealthy,
+			NVLinkDomain: "dra/island-" + itoa(i/2)})
+	}
+	perm := []int{0, 2, 4, 6, 1, 3, 5, 7}
+	slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "dra-gpus"},
+		Spec: resourcev1.ResourceSliceSpec{Driver: convoy.DriverGPU, NodeName: ptr.To("dra"), Pool: resourcev1.ResourcePool{Name: "dra"}}}
+	for k, g := range perm {
+		slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: "gpu-" + itoa(k), Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+			"uuid": {StringValue: ptr.To("GPU-" + itoa(g))}, "index": {IntValue: ptr.To(int64(k))}}})
+	}
+	first := claimed(member("ns", "a", 0, 0)).Obj()
+	second := claimed(member("ns", "b", 0, 0)).Obj()
+	h := newHarness(t, []*corev1.Node{fakeNode("dra", "r1", 0)}, []*corev1.Pod{first, second}, gn)
+	ctx := context.Background()
+	tmpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "two"},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+			Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: convoy.DriverGPU, Count: 2}}}}}}}
+	if _, err := h.cs.ResourceV1().ResourceClaimTemplates("ns").Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.cs.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return h.state.PodGPUs(first) == 2 && h.state.dra.nodeGPUs("dra") == 8, nil
+	}); err != nil {
+		t.Fatal("the State never counted the template's and the slice's GPUs")
+	}
+	devices := func(sl Slot) string {
+		b := h.state.nodes.bases["dra"]
+		var out []string
+		for _, i := range sl.GPUs.Indices() {
+			out = append(out, b.devices[i].name)
+		}
+		return strings.Join(out, ",")
+	}
+	cs, status := h.state.PlanFor(ctx, first, h.nodeInfos())
+	if got := slotOf(t, cs, status); got != "dra:0,1" {
+		t.Fatalf("the first worker's slot = %s, want dra:0,1 (island 0)", got)
+	}
+	if got := devices(cs.Slot); got != "gpu-0,gpu-4" {
+		t.Errorf("the first worker's devices = %s, want gpu-0,gpu-4 (GPUs 0 and 1, island 0)", got)
+	}
+
+	// A claim allocated gpu-1 (GPU 2): island 1 is broken, and the next worker (island 0 is the
+	// first's plan) takes island 2.
+	busy := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "busy"},
+		Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{
+			Results: []resourcev1.DeviceRequestAllocationResult{{Request: "gpu", Driver: convoy.DriverGPU, Pool: "dra", Device: "gpu-1"}}}}}}
+	if _, err := h.cs.ResourceV1().ResourceClaims("ns").Create(ctx, busy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		h.state.dra.mu.Lock()
+		defer h.state.dra.mu.Unlock()
+		return h.state.dra.allocated["dra/gpu-1"] == "ns/busy", nil
+	}); err != nil {
+		t.Fatal("the State never saw the claim's allocation")
+	}
+	cs, status = h.state.PlanFor(ctx, second, h.nodeInfos())
+	if got := slotOf(t, cs, status); got != "dra:4,5" {
+		t.Fatalf("the second worker's slot = %s, want dra:4,5 (island 2)", got)
+	}
+	if got := devices(cs.Slot); got != "gpu-2,gpu-6" {
+		t.Errorf("the second worker's devices = %s, want gpu-2,gpu-6", got)
+	}
+}
+
+// TestDRADevicesWithoutGPUNodeAreNumberedByIndexThenName: without a GPUNode a node's devices are
+// numbered by their index attribute, then by name as a person counts (gpu-2 before gpu-10).
+func TestDRADevicesWithoutGPUNodeAreNumberedByIndexThenName(t *testing.T) {
+	d := newDRAGPUs()
+	dev := func(name string, index ...int64) resourcev1.Device {
+		dv := resourcev1.Device{Name: name}
+		if len(index) > 0 {
+			dv.Attributes = map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"index": {IntValue: ptr.To(index[0])}}
+		}
+		return dv
+	}
+	for name, tc := range map[string]struct {
+		devices []resourcev1.Device
+		want    string
+	}{
+		"by name":  {devices: []resourcev1.Device{dev("gpu-10"), dev("gpu-2"), dev("gpu-1")}, want: "gpu-1,gpu-2,gpu-10"},
+		"by index": {devices: []resourcev1.Device{dev("a", 2), dev("b", 0), dev("c", 1)}, want: "b,c,a"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			d.setSlice("s", &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "s"},
+				Spec: resourcev1.ResourceSliceSpec{Driver: convoy.DriverGPU, NodeName: ptr.To("n"), Devices: tc.devices}})
+			var got []string
+			for _, dv := range d.node("n", nil).devices {
+				got = append(got, dv.name)
+			}
+			if strings.Join(got, ",") != tc.want {
+				t.Errorf("devices numbered %v, want %s", got, tc.want)
+			}
+		})
 	}
 }

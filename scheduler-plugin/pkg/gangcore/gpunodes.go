@@ -89,12 +89,14 @@ type gpuNode struct {
 	topology  *planner.GPUTopology
 	// allocated maps "namespace/pod" to the GPUs the node agent saw it hold.
 	allocated map[string]planner.GPUSet
+	// uuids maps each GPU's UUID to its index: a DRA device names its GPU by its uuid attribute.
+	uuids map[string]int
 }
 
 // equal reports whether two inventories have the same GPUs, health, holders and links.
 func (g *gpuNode) equal(o *gpuNode) bool {
 	return g.total == o.total && g.unhealthy == o.unhealthy && g.healthy == o.healthy &&
-		maps.Equal(g.allocated, o.allocated) && g.topology.Equal(o.topology)
+		maps.Equal(g.allocated, o.allocated) && maps.Equal(g.uuids, o.uuids) && g.topology.Equal(o.topology)
 }
 
 // free is how many healthy GPUs no pod holds.
@@ -134,7 +136,7 @@ func newGPUNode(g *convoy.GPUNode) *gpuNode {
 			n = max(n, int(d.Index)+1)
 		}
 	}
-	out := &gpuNode{total: len(g.Status.GPUs), allocated: map[string]planner.GPUSet{}}
+	out := &gpuNode{total: len(g.Status.GPUs), allocated: map[string]planner.GPUSet{}, uuids: map[string]int{}}
 	t := planner.NewGPUTopology(n)
 	for _, d := range g.Status.GPUs {
 		i := int(d.Index)
@@ -148,6 +150,9 @@ func newGPUNode(g *convoy.GPUNode) *gpuNode {
 		}
 		if d.AllocatedTo != "" {
 			out.allocated[d.AllocatedTo] |= planner.NewGPUSet(i)
+		}
+		if d.UUID != "" {
+			out.uuids[d.UUID] = i
 		}
 	}
 	for _, l := range g.Status.Links {

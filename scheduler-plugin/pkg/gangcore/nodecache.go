@@ -55,8 +55,10 @@ type nodeBase struct {
 	holders []hold
 	// leaving is how many GPUs pods that terminate hold (see leavingMessage).
 	leaving int
-	// dra says that its GPUs are the devices its ResourceSlices publish (see gang.dra).
-	dra bool
+	// dra says that its GPUs are the devices its ResourceSlices publish (see gang.dra), numbered
+	// as devices has them.
+	dra     bool
+	devices []draDevice
 }
 
 // hold is one pod's GPUs on a node.
@@ -115,18 +117,24 @@ func (c *nodeCache) base(ni fwk.NodeInfo, gn *gpuNode, book *planBook) *nodeBase
 	alloc := int(ni.GetAllocatable().GetScalarResources()[c.opts.GPUResource])
 	b.room = alloc - int(ni.GetRequested().GetScalarResources()[c.opts.GPUResource])
 	var free planner.GPUSet
-	if alloc == 0 && (gn == nil || c.dra.nodeGPUs(node.Name) > 0) {
-		// A node without the device plugin's GPUs has those its DRA driver publishes, which
-		// DynamicResources allocates (a GPUNode from its node agent describes the same devices);
-		// its pods' claims hold some (below).
+	var claimed map[string]planner.GPUSet
+	switch {
+	case alloc == 0 && (gn == nil || c.dra.nodeGPUs(node.Name) > 0):
+		// A node without the device plugin's GPUs has those its DRA driver publishes; its
+		// GPUNode, if any, numbers them and gives their NVLink links and islands (draGPUs.node).
+		// The devices claims are allocated are taken.
+		dn := c.dra.node(node.Name, gn)
+		pn.Indexed, pn.GPUs, pn.Unhealthy, pn.Topology = true, len(dn.devices), dn.unhealthy, dn.topology
+		b.room, b.dra, b.devices, claimed = len(dn.devices), true, dn.devices, dn.claimed
+		free = dn.healthy
+		for _, set := range claimed {
+			free &^= set
+		}
 		gn = nil
-		alloc = c.dra.nodeGPUs(node.Name)
-		b.room, b.dra = alloc, true
-	}
-	if gn != nil {
+	case gn != nil:
 		pn.Indexed, pn.GPUs, pn.Unhealthy, pn.Topology = true, gn.total, gn.unhealthy, gn.topology
 		free = gn.healthy
-	} else {
+	default:
 		pn.GPUs = min(alloc, planner.MaxGPUsPerNode)
 		free = planner.FirstGPUs(pn.GPUs)
 	}
@@ -140,7 +148,13 @@ func (c *nodeCache) base(ni fwk.NodeInfo, gn *gpuNode, book *planBook) *nodeBase
 		if p.DeletionTimestamp != nil {
 			b.leaving += n
 		}
-		set := knownGPUs(p, gn, book)
+		var set planner.GPUSet
+		for _, k := range podClaims(p) {
+			set |= claimed[k]
+		}
+		if set == 0 {
+			set = knownGPUs(p, gn, book)
+		}
 		if set == 0 {
 			unknown = append(unknown, len(b.holders))
 		}

@@ -29,10 +29,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
@@ -73,6 +75,11 @@ type State struct {
 	inventory *gpuInventory
 	// dra counts the GPUs pods claim and nodes publish through DRA (dra.go).
 	dra *draGPUs
+	// claimWrites holds, by pod, the claims AllocateClaims allocated and PreBind writes
+	// (draalloc.go), under claimMu; celCache the allocator's compiled selectors.
+	claimMu     sync.Mutex
+	claimWrites map[types.UID][]claimWrite
+	celCache    *cel.Cache
 	// waiters brings back the pods whose gang found no room, and retries dropped gangs (wake.go).
 	waiters *waiters
 	// interPod filters nodes by the gang's inter-pod affinity, topology spread and host ports
@@ -136,16 +143,15 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 		verdicts:    newVerdicts(gangsWaitingForRoom),
 		preemptions: newPreemptions(),
 		avoid:       avoidList{},
+		claimWrites: map[types.UID][]claimWrite{},
+		celCache:    cel.NewCache(10, cel.Features{}),
 	}
 	s.nodes = newNodeCache(&s.opts)
 	res := h.SharedInformerFactory().Resource().V1()
-	s.dra = &draGPUs{
-		templates: res.ResourceClaimTemplates().Lister(),
-		claims:    res.ResourceClaims().Lister(),
-		classes:   res.DeviceClasses().Lister(),
-		slices:    map[string]sliceGPUs{},
-		nodes:     map[string]int{},
-	}
+	s.dra = newDRAGPUs()
+	s.dra.templates = res.ResourceClaimTemplates().Lister()
+	s.dra.claims = res.ResourceClaims().Lister()
+	s.dra.classes = res.DeviceClasses().Lister()
 	s.nodes.dra = s.dra
 	var handlers []func()
 	s.stop = func() {
@@ -200,6 +206,13 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 		AddFunc:    s.onSlice,
 		UpdateFunc: func(_, n any) { s.onSlice(n) },
 		DeleteFunc: s.onSliceDelete,
+	}); err != nil {
+		return fail(err)
+	}
+	if err := add(res.ResourceClaims().Informer(), toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    s.onClaim,
+		UpdateFunc: func(_, n any) { s.onClaim(n) },
+		DeleteFunc: s.onClaimDelete,
 	}); err != nil {
 		return fail(err)
 	}
@@ -303,6 +316,10 @@ func (s *State) onPodDelete(obj any) {
 	}
 	key := GangKey(pod)
 	s.gangs.podDeleted(pod.UID)
+	// Its claims go with it; what AllocateClaims kept for its PreBind is forgotten.
+	s.claimMu.Lock()
+	delete(s.claimWrites, pod.UID)
+	s.claimMu.Unlock()
 	s.mu.Lock()
 	delete(s.book.reserved, pod.UID)
 	// The gang changed: a node a filter rejected for it may fit what is left.

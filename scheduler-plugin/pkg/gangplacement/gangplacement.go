@@ -67,6 +67,7 @@ var (
 	_ fwk.PreFilterPlugin   = &GangPlacement{}
 	_ fwk.FilterPlugin      = &GangPlacement{}
 	_ fwk.ReservePlugin     = &GangPlacement{}
+	_ fwk.PreBindPlugin     = &GangPlacement{}
 	_ fwk.BindPlugin        = &GangPlacement{}
 	_ fwk.PostBindPlugin    = &GangPlacement{}
 	_ fwk.EnqueueExtensions = &GangPlacement{}
@@ -147,8 +148,18 @@ func (pl *GangPlacement) PreFilter(ctx context.Context, cs fwk.CycleState, pod *
 	if !status.IsSuccess() {
 		return nil, status
 	}
+	// A pod's DRA claims get the slot's devices here, before DynamicResources would allocate them;
+	// in a profile that runs DynamicResources' PreFilter first (its state is there), it allocates.
+	if _, err := cs.Read(dynamicResourcesState); err != nil {
+		if status := pl.state.AllocateClaims(ctx, pod, st.Slot); !status.IsSuccess() {
+			return nil, status
+		}
+	}
 	return &fwk.PreFilterResult{NodeNames: sets.New(st.Slot.Node)}, nil
 }
+
+// dynamicResourcesState is the CycleState key of DynamicResources' PreFilter.
+const dynamicResourcesState fwk.StateKey = "DynamicResources"
 
 // PreFilterExtensions returns nil: the plan does not change with the pods preemption dry-runs.
 func (pl *GangPlacement) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
@@ -190,9 +201,25 @@ func (pl *GangPlacement) Reserve(_ context.Context, _ fwk.CycleState, pod *corev
 	return nil
 }
 
-// Unreserve releases them and drops the gang's plan.
+// Unreserve releases them, takes back the claims' allocations not written, and drops the gang's
+// plan.
 func (pl *GangPlacement) Unreserve(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
+	pl.state.RestoreClaims(pod)
 	pl.state.Unreserve(pod)
+}
+
+// PreBindPreFlight skips PreBind for a pod without claims PreFilter allocated.
+func (pl *GangPlacement) PreBindPreFlight(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	if !pl.state.WritesClaims(pod) {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return nil, nil
+}
+
+// PreBind writes the allocations of the pod's claims that PreFilter chose from its slot's
+// devices; a write that fails unreserves the pod, and the gang is planned again.
+func (pl *GangPlacement) PreBind(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) *fwk.Status {
+	return pl.state.WriteClaims(ctx, pod)
 }
 
 // Bind binds the pod with its GPU indices in the convoy.dev/gpu-indices annotation and its node's
@@ -207,7 +234,7 @@ func (pl *GangPlacement) Bind(ctx context.Context, cs fwk.CycleState, pod *corev
 		return fwk.NewStatus(fwk.Skip)
 	}
 	annotations := map[string]string{}
-	if st.Slot.Indexed {
+	if st.Slot.Indexed && (len(pod.Spec.ResourceClaims) == 0 || gangcore.GPURequest(pod, pl.gpu) > 0) {
 		annotations[gangcore.AnnotationGPUIndices] = gangcore.FormatGPUIndices(st.Slot.GPUs)
 	}
 	if d := pl.domains(nodeName); d != "" {

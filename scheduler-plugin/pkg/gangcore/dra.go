@@ -383,6 +383,7 @@ func (s *State) draNodesChanged(nodes []string, moreRoom bool) {
 		s.nodes.forget(n)
 	}
 	s.mu.Unlock()
+	s.inventory.touched(nodes)
 	if moreRoom {
 		s.bump()
 		s.waiters.moreRoom()

@@ -278,3 +278,57 @@ func TestDRADevicesWithoutGPUNodeAreNumberedByIndexThenName(t *testing.T) {
 		})
 	}
 }
+
+// TestDRADevicesReleasedAreSeenByTheNextPlan: a claim released on a DRA node changes neither the
+// node's NodeInfo nor its GPUNode, yet the next plan, on the view kept from the last, sees the
+// devices free: a whole-node worker that fit nowhere fits there.
+func TestDRADevicesReleasedAreSeenByTheNextPlan(t *testing.T) {
+	big := member("ns", "big", 0, 0).PodResourceClaims(corev1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To("eight")}).Obj()
+	h := newHarness(t, []*corev1.Node{fakeNode("a", "r1", 0), fakeNode("b", "r2", 0)}, []*corev1.Pod{big})
+	ctx := context.Background()
+	tmpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "eight"},
+		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+			Name: "gpu", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: convoy.DriverGPU, Count: 8}}}}}}}
+	if _, err := h.cs.ResourceV1().ResourceClaimTemplates("ns").Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, node := range []string{"a", "b"} {
+		slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: node + "-gpus"},
+			Spec: resourcev1.ResourceSliceSpec{Driver: convoy.DriverGPU, NodeName: ptr.To(node), Pool: resourcev1.ResourcePool{Name: node}}}
+		for k := range 8 {
+			slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: "gpu-" + itoa(k)})
+		}
+		if _, err := h.cs.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		busy := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "busy-" + node},
+			Status: resourcev1.ResourceClaimStatus{Allocation: &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{
+				Results: []resourcev1.DeviceRequestAllocationResult{{Request: "gpu", Driver: convoy.DriverGPU, Pool: node, Device: "gpu-3"}}}}}}
+		if _, err := h.cs.ResourceV1().ResourceClaims("ns").Create(ctx, busy, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allocated := func(n int) func(context.Context) (bool, error) {
+		return func(context.Context) (bool, error) {
+			h.state.dra.mu.Lock()
+			defer h.state.dra.mu.Unlock()
+			return h.state.PodGPUs(big) == 8 && len(h.state.dra.allocated) == n, nil
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, allocated(2)); err != nil {
+		t.Fatal("the State never saw the template and both claims")
+	}
+	if _, status := h.state.PlanFor(ctx, big, h.nodeInfos()); status.IsSuccess() {
+		t.Fatalf("an 8-GPU worker was planned (%v) where each node has 7 devices free", status)
+	}
+	if err := h.cs.ResourceV1().ResourceClaims("ns").Delete(ctx, "busy-b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, allocated(1)); err != nil {
+		t.Fatal("the State never saw busy-b released")
+	}
+	cs, status := h.state.PlanFor(ctx, big, h.nodeInfos())
+	if got := slotOf(t, cs, status); !strings.HasPrefix(got, "b:") {
+		t.Errorf("the 8-GPU worker's slot = %s, want on b, whose devices busy-b released", got)
+	}
+}

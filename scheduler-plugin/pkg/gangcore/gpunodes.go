@@ -60,6 +60,16 @@ func (inv *gpuInventory) remove(name string) {
 	inv.log.add(name)
 }
 
+// touched lists the nodes for the kept views to remake though neither their NodeInfo nor their
+// GPUNode changed: their DRA devices did (a ResourceSlice, or a claim allocated or released).
+func (inv *gpuInventory) touched(names []string) {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	for _, name := range names {
+		inv.log.add(name)
+	}
+}
+
 // get returns the node's inventory, nil when the node has no GPUNode.
 func (inv *gpuInventory) get(name string) *gpuNode {
 	inv.mu.RLock()

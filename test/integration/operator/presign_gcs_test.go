@@ -51,10 +51,7 @@ import (
 // public half of the operator's key.
 func TestPresignedGCSURLsOnlyForTheJobsPrefix(t *testing.T) {
 	e := newEnv(t)
-	endpoint, err := e.c.StartGCS(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	endpoint := e.startGCS()
 	key, keyJSON := serviceAccountKey(t)
 	e.startOperator(func(o *operator.Options) {
 		o.GCSPresign = &progress.GCSAccount{KeyJSON: keyJSON, Endpoint: endpoint}

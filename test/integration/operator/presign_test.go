@@ -181,10 +181,7 @@ func (e *env) presignedSDK(pod *corev1.Pod, foreign string) {
 // and Azurite refuses the job's own SAS on a sibling blob or for another operation.
 func TestPresignedAzureSASOnlyForTheJobsPrefix(t *testing.T) {
 	e := newEnv(t)
-	account, err := e.c.StartAzurite(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	account := e.startAzurite()
 	e.startOperator(func(o *operator.Options) {
 		o.AzurePresign = &progress.AzureAccount{Name: account.Name, Key: account.Key, BlobEndpoint: account.BlobEndpoint}
 	})

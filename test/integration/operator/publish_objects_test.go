@@ -38,10 +38,7 @@ import (
 // the job's prefix, never a half-written one nor another job's (see publishesFromObjects).
 func TestModelPublishedFromGCS(t *testing.T) {
 	e := newEnv(t)
-	endpoint, err := e.c.StartGCS(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	endpoint := e.startGCS()
 	t.Setenv("STORAGE_EMULATOR_HOST", endpoint)
 	gcs, err := storage.NewClient(t.Context())
 	if err != nil {
@@ -72,10 +69,7 @@ func TestModelPublishedFromGCS(t *testing.T) {
 // another job's (see publishesFromObjects).
 func TestModelPublishedFromAzure(t *testing.T) {
 	e := newEnv(t)
-	account, err := e.c.StartAzurite(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
+	account := e.startAzurite()
 	admin := azureAdmin(t, account)
 	if _, err := admin.CreateContainer(t.Context(), "checkpoints", nil); err != nil {
 		t.Fatal(err)

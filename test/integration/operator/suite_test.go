@@ -100,6 +100,27 @@ type env struct {
 	ns string
 }
 
+// startGCS starts fake-gcs-server for the test and stops it when the test ends: the package's
+// tests share one cluster, whose processes have unique names.
+func (e *env) startGCS() string {
+	endpoint, err := e.c.StartGCS(e.t.Context())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = e.c.StopProcess(framework.FakeGCS) })
+	return endpoint
+}
+
+// startAzurite starts Azurite for the test and stops it when the test ends, as startGCS.
+func (e *env) startAzurite() framework.AzureAccount {
+	account, err := e.c.StartAzurite(e.t.Context())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { _ = e.c.StopProcess(framework.Azurite) })
+	return account
+}
+
 // newEnv installs the CRDs, RBAC and nodes once, and gives the test a fresh namespace.
 func newEnv(t *testing.T) *env {
 	t.Helper()

@@ -17,6 +17,7 @@ limitations under the License.
 package queue
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 	"time"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,6 +33,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/kueue/pkg/controller/jobframework"
 	"sigs.k8s.io/kueue/pkg/workload"
+	"sigs.k8s.io/kueue/pkg/workloadslicing"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/elastic"
@@ -50,7 +53,11 @@ const resizeRecheck = 10 * time.Second
 // job's convoy.dev/elastic-workers, Kueue's jobframework turns that into a new Workload slice, and
 // the added workers start once Kueue admits the slice (Kueue then finishes the one it replaces).
 // It grows nothing while a Workload waits in the ClusterQueue: free quota goes to waiting jobs
-// first.
+// first. When the Workload that waits first there has a higher priority and Kueue leaves it
+// waiting (the ClusterQueue does not preempt for it), the elastic jobs of lower priority shrink
+// toward spec.minWorkers, the lowest priority and the one that loses least first, as far as it
+// needs: the scale-down lowers the running slice's count, and Kueue admits the waiting Workload
+// into the quota it frees. A ClusterQueue that preempts evicts the elastic job whole, as any other.
 type Resizer struct {
 	Client client.Client
 	// Now is the clock; time.Now when nil.
@@ -78,7 +85,7 @@ func (r *Resizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !growable(job) {
+	if !resizable(job) {
 		return ctrl.Result{}, nil
 	}
 	wls := &kueue.WorkloadList{}
@@ -96,19 +103,32 @@ func (r *Resizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: string(own.wl.Status.Admission.ClusterQueue)}, cq); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	free := freeGPUs(cq, gpuFlavors(own.wl))
+	var decided []elastic.Resize
 	if cq.Status.PendingWorkloads == 0 {
-		peers, err := r.peers(ctx, slices, cq.Name)
+		peers, err := r.peers(ctx, slices, cq.Name, growable)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		for _, rs := range elastic.Grow(peers, freeGPUs(cq, gpuFlavors(own.wl)), now) {
-			if rs.Key == req.String() {
-				return ctrl.Result{}, r.grow(ctx, job, rs)
-			}
+		decided = elastic.Grow(peers, free, now)
+	} else if head, err := r.waitingHead(ctx, wls.Items, cq.Name); err != nil {
+		return ctrl.Result{}, err
+	} else if need := gpusOf(head) - free; head != nil && need > 0 {
+		peers, err := r.peers(ctx, slices, cq.Name, resizable)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !settling(peers, now) {
+			decided = elastic.Shrink(peers, need, priorityOf(head))
+		}
+	}
+	for _, rs := range decided {
+		if rs.Key == req.String() {
+			return ctrl.Result{}, r.resize(ctx, job, rs)
 		}
 	}
 	after := resizeRecheck
-	if j := policyJob(job, own.wl); j.CoolingDown(now) {
+	if j := policyJob(job, own.wl); j.CoolingDown(now) && job.WorkerCount() < job.Spec.NumWorkers {
 		after = max(after, j.LastResize.Add(j.Cooldown).Sub(now))
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
@@ -121,19 +141,63 @@ func (r *Resizer) now() time.Time {
 	return time.Now()
 }
 
-// grow raises the job's size to rs.To; the Resized event and status.elastic follow from the
-// operator's reconcile.
-func (r *Resizer) grow(ctx context.Context, job *convoy.TrainingJob, rs elastic.Resize) error {
-	ctrl.LoggerFrom(ctx).Info("Growing elastic TrainingJob", "trainingJob", klog.KObj(job), "from", rs.From, "to", rs.To, "why", rs.Reason)
+// resize sets the job's size to rs.To, counting a grow (a new Workload slice); the Resized event
+// and status.elastic follow from the operator's reconcile, which adds or deletes the workers.
+func (r *Resizer) resize(ctx context.Context, job *convoy.TrainingJob, rs elastic.Resize) error {
+	ctrl.LoggerFrom(ctx).Info("Resizing elastic TrainingJob", "trainingJob", klog.KObj(job), "from", rs.From, "to", rs.To, "why", rs.Reason)
 	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	grows, _ := strconv.Atoi(job.Annotations[convoy.AnnotationElasticGrows])
 	metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticWorkers, strconv.Itoa(int(rs.To)))
-	metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticGrows, strconv.Itoa(grows+1))
+	if rs.To > rs.From {
+		grows, _ := strconv.Atoi(job.Annotations[convoy.AnnotationElasticGrows])
+		metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticGrows, strconv.Itoa(grows+1))
+	}
 	return r.Client.Patch(ctx, job, patch)
 }
 
-// peers are the growable elastic jobs running in ClusterQueue cq, as the policy sees them.
-func (r *Resizer) peers(ctx context.Context, slices map[client.ObjectKey]runningSlice, cq string) ([]elastic.Job, error) {
+// waitingHead is the Workload that waits first (highest priority, then oldest) in ClusterQueue
+// cq, a grow's new slice left out; nil when none does.
+func (r *Resizer) waitingHead(ctx context.Context, wls []kueue.Workload, cq string) (*kueue.Workload, error) {
+	var head *kueue.Workload
+	queues := map[client.ObjectKey]string{}
+	for i := range wls {
+		wl := &wls[i]
+		if workload.HasQuotaReservation(wl) || workload.IsFinished(wl) || !workload.IsActive(wl) || workloadslicing.ScaledUp(wl) {
+			continue
+		}
+		key := client.ObjectKey{Namespace: wl.Namespace, Name: string(wl.Spec.QueueName)}
+		if _, ok := queues[key]; !ok {
+			lq := &kueue.LocalQueue{}
+			if err := r.Client.Get(ctx, key, lq); client.IgnoreNotFound(err) != nil {
+				return nil, err
+			}
+			queues[key] = string(lq.Spec.ClusterQueue)
+		}
+		if queues[key] != cq {
+			continue
+		}
+		if head == nil || cmp.Or(cmp.Compare(priorityOf(wl), priorityOf(head)), head.CreationTimestamp.Compare(wl.CreationTimestamp.Time)) > 0 {
+			head = wl
+		}
+	}
+	return head, nil
+}
+
+func priorityOf(wl *kueue.Workload) int32 { return ptr.Deref(wl.Spec.Priority, 0) }
+
+// gpusOf is the GPUs a Workload asks for, 0 for nil.
+func gpusOf(wl *kueue.Workload) int32 {
+	if wl == nil {
+		return 0
+	}
+	var n int64
+	for _, ps := range workload.NewInfo(wl).TotalRequests {
+		n += ps.Requests[convoy.ResourceGPU]
+	}
+	return int32(n)
+}
+
+// peers are the elastic jobs running in ClusterQueue cq that ok accepts, as the policy sees them.
+func (r *Resizer) peers(ctx context.Context, slices map[client.ObjectKey]runningSlice, cq string, ok func(*convoy.TrainingJob) bool) ([]elastic.Job, error) {
 	var out []elastic.Job
 	for key, s := range slices {
 		if s.growing || string(s.wl.Status.Admission.ClusterQueue) != cq {
@@ -146,19 +210,33 @@ func (r *Resizer) peers(ctx context.Context, slices map[client.ObjectKey]running
 			}
 			return nil, err
 		}
-		if growable(job) {
+		if ok(job) {
 			out = append(out, policyJob(job, s.wl))
 		}
 	}
 	return out, nil
 }
 
-// growable reports whether the job is an elastic job running under Kueue's Workload slices below
-// spec.numWorkers.
-func growable(job *convoy.TrainingJob) bool {
+// settling reports whether one of the jobs started or resized within resizeRecheck: the
+// ClusterQueue's usage may not show it yet, and shrinking on it would free the same GPUs twice.
+func settling(jobs []elastic.Job, now time.Time) bool {
+	for _, j := range jobs {
+		if now.Sub(j.LastResize) < resizeRecheck {
+			return true
+		}
+	}
+	return false
+}
+
+// resizable reports whether the job is an elastic job running under Kueue's Workload slices.
+func resizable(job *convoy.TrainingJob) bool {
 	return job.IsElastic() && jobframework.WorkloadSliceEnabled((*Job)(job)) && job.DeletionTimestamp.IsZero() &&
-		meta.IsStatusConditionTrue(job.Status.Conditions, convoy.ConditionRunning) &&
-		job.WorkerCount() < job.Spec.NumWorkers
+		meta.IsStatusConditionTrue(job.Status.Conditions, convoy.ConditionRunning)
+}
+
+// growable reports whether the job is resizable and below spec.numWorkers.
+func growable(job *convoy.TrainingJob) bool {
+	return resizable(job) && job.WorkerCount() < job.Spec.NumWorkers
 }
 
 // runningSlice is the admitted Workload slice of an elastic TrainingJob, and whether a larger one

@@ -98,20 +98,70 @@ func TestElasticJobGrowsIntoFreedQuota(t *testing.T) {
 	if len(admitted) != 1 || len(replaced) != 1 {
 		t.Errorf("Workloads: admitted for 2 workers %v, replaced %v; want one each: the grow went through Kueue", admitted, replaced)
 	}
-	e.eventually("a Resized event", func() (bool, string) {
+	e.waitEvent("llm", controller.ReasonResized, "grew from 1 to 2 workers")
+}
+
+// waitEvent waits for an event of the job with the reason whose message contains want.
+func (e *env) waitEvent(job, reason, want string) {
+	e.t.Helper()
+	e.eventually(fmt.Sprintf("a %s event of %s saying %q", reason, job, want), func() (bool, string) {
 		events := &corev1.EventList{}
 		if err := e.k.List(e.t.Context(), events, client.InNamespace(e.ns)); err != nil {
 			return false, err.Error()
 		}
 		var seen []string
 		for _, ev := range events.Items {
-			if ev.InvolvedObject.Name == "llm" && ev.Reason == controller.ReasonResized {
-				return strings.Contains(ev.Message, "grew from 1 to 2 workers"), ev.Message
+			if ev.InvolvedObject.Name == job && ev.Reason == reason && strings.Contains(ev.Message, want) {
+				return true, ""
 			}
-			seen = append(seen, ev.Reason)
+			seen = append(seen, ev.Reason+": "+ev.Message)
 		}
-		return false, strings.Join(seen, ", ")
+		return false, strings.Join(seen, "; ")
 	})
+}
+
+// TestElasticJobShrinksForAHigherPriorityJob: an elastic job (2 × 8 GPUs, minWorkers 1) runs
+// whole in a ClusterQueue of 16 GPUs that does not preempt. A job of priority high for 8 GPUs
+// waits there; the operator shrinks the elastic job to 1 worker instead of Kueue stopping it:
+// its Workload slice counts 1 worker, its highest worker is deleted, worker 0 runs on, and the
+// high-priority job is admitted into the quota it freed.
+func TestElasticJobShrinksForAHigherPriorityJob(t *testing.T) {
+	e := newEnv(t)
+	e.create(clusterQueue(e.ns, "", 16, nil, nil, kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyNever}))
+	e.localQueue(e.ns)
+	job := trainingJob(e.ns, "llm", "q", "low", 2, 8)
+	job.Spec.MinWorkers = ptr.To[int32](1)
+	job.Spec.Elastic = &convoy.ElasticSpec{ResizeCooldownSeconds: ptr.To[int32](cooldown)}
+	e.create(job)
+	worker0 := e.startElasticGang("llm", 2)[0]
+
+	e.create(trainingJob(e.ns, "high", "q", "high", 1, 8))
+	shrunk := e.waitJob(e.ns, "llm", "shrunk to 1 worker", func(j *convoy.TrainingJob) bool {
+		return j.Status.Elastic != nil && j.Status.Elastic.TargetWorkers == 1 && j.Status.Elastic.CurrentWorkers == 1
+	})
+	if shrunk.Status.RestartCount != 0 || shrunk.Status.Elastic.ResizeCount != 1 ||
+		!meta.IsStatusConditionTrue(shrunk.Status.Conditions, convoy.ConditionRunning) {
+		t.Errorf("restartCount %d, resizeCount %d, Running %v; want 0, 1 and true: the gang shrank without stopping",
+			shrunk.Status.RestartCount, shrunk.Status.Elastic.ResizeCount, meta.IsStatusConditionTrue(shrunk.Status.Conditions, convoy.ConditionRunning))
+	}
+	e.eventually("worker 1 deleted, worker 0 running on", func() (bool, string) {
+		var live []string
+		for _, p := range e.pods(e.ns, "llm") {
+			if p.DeletionTimestamp == nil {
+				live = append(live, p.Name)
+			}
+		}
+		return len(live) == 1 && live[0] == worker0.Name && e.pods(e.ns, "llm")[0].UID == worker0.UID, fmt.Sprint(live)
+	})
+	for _, wl := range e.workloads(shrunk) {
+		if !workload.IsFinished(&wl) && wl.Spec.PodSets[0].Count != 1 {
+			t.Errorf("Workload %s counts %d workers, want 1: Kueue accounts for the smaller gang", wl.Name, wl.Spec.PodSets[0].Count)
+		}
+	}
+	e.waitJob(e.ns, "high", "admitted into the freed quota", func(j *convoy.TrainingJob) bool {
+		return j.Status.Admission != nil && !j.IsSuspended()
+	})
+	e.waitEvent("llm", controller.ReasonResized, "shrank from 2 to 1 workers")
 }
 
 // startElasticGang waits for the n pods of an elastic job, each started by Kueue (its scheduling

@@ -64,6 +64,15 @@ func TestElasticSize(t *testing.T) {
 			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 3, ResizeCount: 1, LastResizeTime: start.DeepCopy()},
 			wantCreate: []mlframework.Replica{{Role: mlframework.RoleWorker, Rank: 2}},
 		},
+		"a grown rank whose pod the cache does not show yet is created, not lost": {
+			job: func() *convoy.TrainingJob {
+				j := at("3", 3)
+				j.Status.Elastic.CurrentWorkers = 2
+				return j
+			}(), running: 2,
+			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 3},
+			wantCreate: []mlframework.Replica{{Role: mlframework.RoleWorker, Rank: 2}},
+		},
 		"shrinks by deleting the highest ranks": {
 			job: at("2", 4), running: 4,
 			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 2, ResizeCount: 1, LastResizeTime: start.DeepCopy()},

@@ -17,6 +17,7 @@ limitations under the License.
 package queue
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -59,6 +60,10 @@ var (
 	_ jobframework.JobWithPriorityClass = (*Job)(nil)
 	_ jobframework.TopLevelJob          = (*Job)(nil)
 	_ jobframework.JobWithManagedBy     = (*Job)(nil)
+	// An elastic job (spec.elastic) resizes through Kueue's workload slices: a grow is a new
+	// Workload, named apart by the job's grows (AnnotationElasticGrows), that replaces the running
+	// one once Kueue admits it; a shrink lowers the running Workload's worker count.
+	_ jobframework.ElasticWorkloadNameProvider = (*Job)(nil)
 )
 
 func fromObject(o runtime.Object) *Job { return (*Job)(o.(*convoy.TrainingJob)) }
@@ -230,14 +235,24 @@ func (j *Job) RunWithPodSetsInfo(ctx context.Context, infos []podset.PodSetInfo)
 	s.NodeSelector, s.Tolerations = merged.NodeSelector, merged.Tolerations
 	switch c := workersOf(infos); {
 	case j.Spec.Elastic != nil && c > 0:
-		// An elastic job keeps numWorkers as its most; the annotation is the size admitted.
+		// An elastic job keeps numWorkers as its most; the annotation is the size admitted. Its
+		// pods carry the Workload slice's name, by which Kueue finds them to start them.
 		metav1.SetMetaDataAnnotation(&j.ObjectMeta, convoy.AnnotationElasticWorkers, strconv.Itoa(int(c)))
+		if name := infos[0].Annotations[kueue.WorkloadSliceNameAnnotation]; name != "" && jobframework.WorkloadSliceEnabled(j) {
+			metav1.SetMetaDataAnnotation(&j.ObjectMeta, kueue.WorkloadSliceNameAnnotation, name)
+		}
 	case c > 0 && c < j.Spec.NumWorkers && j.Spec.MinWorkers != nil && c >= *j.Spec.MinWorkers:
 		// Partially admitted: the job runs with the workers admitted.
 		j.Spec.NumWorkers = c
 	}
 	j.Spec.Suspend = ptr.To(false)
 	return nil
+}
+
+// GetWorkloadNameExtraPart names each Workload slice of an elastic job apart: by the job's
+// generation and the number of times it grew.
+func (j *Job) GetWorkloadNameExtraPart() string {
+	return strconv.FormatInt(j.Generation, 10) + "_" + cmp.Or(j.Annotations[convoy.AnnotationElasticGrows], "0")
 }
 
 // workersOf is the worker count of infos, 0 when they have no worker pod set.
@@ -305,6 +320,11 @@ func changedForKueue(oldJob, newJob *convoy.TrainingJob) bool {
 	o, n := (*Job)(oldJob), (*Job)(newJob)
 	_, oldSuccess, oldFinished := o.Finished(context.Background())
 	_, newSuccess, newFinished := n.Finished(context.Background())
+	if jobframework.WorkloadSliceEnabled(n) && o.Status.Workers != n.Status.Workers {
+		// Kueue starts the pods of an elastic job's admitted Workload slice (removes their
+		// scheduling gate) when it looks at the job: every pod the operator adds is worth a look.
+		return true
+	}
 	return o.IsActive() != n.IsActive() || o.PodsReady(context.Background()) != n.PodsReady(context.Background()) ||
 		oldFinished != newFinished || oldSuccess != newSuccess
 }

@@ -41,7 +41,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	configapi "sigs.k8s.io/kueue/apis/config/v1beta2"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	"sigs.k8s.io/kueue/pkg/controller/core/indexer"
 	"sigs.k8s.io/kueue/pkg/controller/jobframework"
+	"sigs.k8s.io/kueue/pkg/features"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/controller"
@@ -147,6 +149,16 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 	if err := jobframework.SetupWorkloadOwnerIndex(ctx, mgr.GetFieldIndexer(), GVK); err != nil {
 		return fmt.Errorf("indexing Workloads by their TrainingJob: %w", err)
 	}
+	if features.Enabled(features.ElasticJobsViaWorkloadSlices) {
+		// Kueue finds the pods of an elastic job's Workload slice by it, to start them.
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, indexer.WorkloadSliceNameKey, indexer.IndexPodWorkloadSliceName); err != nil {
+			return fmt.Errorf("indexing pods by their Workload slice: %w", err)
+		}
+		// and by their owner, where none carries the slice's name yet.
+		if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, indexer.OwnerReferenceUID, indexer.IndexOwnerUID); err != nil {
+			return fmt.Errorf("indexing pods by their owner: %w", err)
+		}
+	}
 	opts := []jobframework.Option{jobframework.WithManagerName("convoy-operator"),
 		jobframework.WithManageJobsWithoutQueueName(i.opts.Management.WithoutQueueName),
 		jobframework.WithManagedJobsNamespaceSelector(i.opts.Management.selector())}
@@ -176,6 +188,11 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 	}
 	if err := (&Forecaster{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
+	}
+	if features.Enabled(features.ElasticJobsViaWorkloadSlices) {
+		if err := (&Resizer{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
 	return i.setupWebhook(mgr)
 }

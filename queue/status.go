@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/kueue/pkg/controller/jobframework"
 	"sigs.k8s.io/kueue/pkg/scheduler/preemption"
 	"sigs.k8s.io/kueue/pkg/workload"
+	"sigs.k8s.io/kueue/pkg/workloadslicing"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/controller"
@@ -75,18 +76,33 @@ func (i *Integration) Status(ctx context.Context, job *convoy.TrainingJob) (cont
 	return qs, nil
 }
 
-// workloadOf returns the Workload the job controls, nil while Kueue has not created it.
+// workloadOf returns the Workload the job controls, nil while Kueue has not created it. An
+// elastic job that grows has two Workload slices for a while: the one it runs with is the one
+// admitted, also in the moment after Kueue finished it for its replacement and before it admitted
+// that.
 func (i *Integration) workloadOf(ctx context.Context, job *convoy.TrainingJob) (*kueue.Workload, error) {
 	list := &kueue.WorkloadList{}
 	if err := i.client.List(ctx, list, client.InNamespace(job.Namespace), jobframework.OwnerReferenceIndexFieldMatcher(GVK, job.Name)); err != nil {
 		return nil, err
 	}
+	rank := func(wl *kueue.Workload) int {
+		switch admitted, finished := workload.IsAdmitted(wl), workload.IsFinished(wl); {
+		case admitted && !finished:
+			return 0
+		case admitted && workloadslicing.IsReplaced(wl.Status):
+			return 1
+		case !finished:
+			return 2
+		}
+		return 3
+	}
+	var best *kueue.Workload
 	for k := range list.Items {
-		if metav1.IsControlledBy(&list.Items[k], job) {
-			return &list.Items[k], nil
+		if wl := &list.Items[k]; metav1.IsControlledBy(wl, job) && (best == nil || rank(wl) < rank(best)) {
+			best = wl
 		}
 	}
-	return nil, nil
+	return best, nil
 }
 
 var preemptorJobUID = regexp.MustCompile(`JobUID: ([^,;)\s]+)`)

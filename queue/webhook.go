@@ -22,6 +22,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,7 +30,9 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/kueue/pkg/controller/constants"
 	"sigs.k8s.io/kueue/pkg/controller/jobframework"
+	"sigs.k8s.io/kueue/pkg/features"
 	"sigs.k8s.io/kueue/pkg/util/admissioncheck"
+	"sigs.k8s.io/kueue/pkg/workloadslicing"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 )
@@ -91,14 +94,28 @@ func (w *Webhook) Default(ctx context.Context, job *convoy.TrainingJob) error {
 	if errs := SyncQueueName(job, old); len(errs) > 0 {
 		return apierrors.NewInvalid(GVK.GroupKind(), job.Name, errs)
 	}
+	if old == nil {
+		dropManagerOwners(job)
+		if err := w.defaultManagedBy(ctx, job); err != nil {
+			return err
+		}
+	}
+	syncElasticJob(job)
 	if old != nil {
 		return nil
 	}
-	dropManagerOwners(job)
-	if err := w.defaultManagedBy(ctx, job); err != nil {
-		return err
-	}
 	return jobframework.ApplyDefaultForSuspend(ctx, fromObject(job), w.Client, w.Management.WithoutQueueName, w.Management.selector())
+}
+
+// syncElasticJob opts an elastic job (spec.elastic) that Kueue queues into Kueue's workload
+// slices (annotation kueue.x-k8s.io/elastic-job), through which it resizes while it runs; a job
+// without spec.elastic, or run by MultiKueue, is opted out.
+func syncElasticJob(job *convoy.TrainingJob) {
+	if job.IsElastic() && job.QueueName() != "" && !job.ManagedElsewhere() && features.Enabled(features.ElasticJobsViaWorkloadSlices) {
+		metav1.SetMetaDataAnnotation(&job.ObjectMeta, workloadslicing.EnabledAnnotationKey, workloadslicing.EnabledAnnotationValue)
+	} else {
+		delete(job.Annotations, workloadslicing.EnabledAnnotationKey)
+	}
 }
 
 // dropManagerOwners drops the owner references of MultiKueue's copy of a job in a worker: they name

@@ -22,7 +22,11 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/kueue/pkg/controller/constants"
+	"sigs.k8s.io/kueue/pkg/features"
+	"sigs.k8s.io/kueue/pkg/workloadslicing"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
@@ -121,4 +125,33 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// TestSyncElasticJob: an elastic job that Kueue queues is opted into Kueue's Workload slices,
+// through which it resizes; other jobs are opted out, also of an annotation they carry.
+func TestSyncElasticJob(t *testing.T) {
+	features.SetFeatureGateDuringTest(t, features.ElasticJobsViaWorkloadSlices, true)
+	base := utiltesting.MakeTrainingJob("llm", "team-a").Workers(4)
+	cases := map[string]struct {
+		job  *convoy.TrainingJob
+		want bool
+	}{
+		"elastic, queued":        {job: base.Clone().Elastic(1, convoy.ElasticSpec{}).Queue("q").Obj(), want: true},
+		"elastic, no queue":      {job: base.Clone().Elastic(1, convoy.ElasticSpec{}).Obj()},
+		"not elastic, annotated": {job: base.Clone().Queue("q").Obj()},
+		"elastic, run by MultiKueue": {job: func() *convoy.TrainingJob {
+			j := base.Clone().Elastic(1, convoy.ElasticSpec{}).Queue("q").Obj()
+			j.Spec.ManagedBy = ptr.To(kueue.MultiKueueControllerName)
+			return j
+		}()},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tc.job.Annotations = map[string]string{workloadslicing.EnabledAnnotationKey: workloadslicing.EnabledAnnotationValue}
+			syncElasticJob(tc.job)
+			if got := tc.job.Annotations[workloadslicing.EnabledAnnotationKey] == workloadslicing.EnabledAnnotationValue; got != tc.want {
+				t.Errorf("annotation %s set = %v, want %v", workloadslicing.EnabledAnnotationKey, got, tc.want)
+			}
+		})
+	}
 }

@@ -104,6 +104,10 @@ const (
 // when the gang resizes. spec.numWorkers stays the most workers the job may have.
 const AnnotationElasticWorkers = "convoy.dev/elastic-workers"
 
+// AnnotationElasticGrows, on an elastic TrainingJob, counts the times the operator grew it: each
+// grow is a new Kueue Workload slice, named by it.
+const AnnotationElasticGrows = "convoy.dev/elastic-grows"
+
 // Spot capacity. Cloud providers and node provisioners mark spot (preemptible) nodes with a label,
 // and announce a node's reclaim with a taint shortly before the node goes.
 const (

@@ -12,7 +12,6 @@ import glob
 import os
 import re
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -36,13 +35,6 @@ def run_under_torchrun():
     # What `torchrun train.py` does, but for PyTorch 1.13 on Python 3.11, where Std.from_str("0"),
     # torchrun's default for --redirects and --tee, is None (Python 3.11 does not iterate a flag's
     # 0 member) and the agent fails at once.
-    # torchrun hosts the c10d store where the endpoint's host is this machine's name, its FQDN or
-    # address; the pod's FQDN ends in the cluster domain, the endpoint's (<worker-0>.<job>.<ns>.svc)
-    # does not: worker 0 is told.
-    host = os.environ.get("PET_RDZV_ENDPOINT", "").rsplit(":", 1)[0]
-    conf = os.environ.get("PET_RDZV_CONF", "")
-    if "is_host" not in conf and host.split(".")[0] == socket.gethostname():
-        os.environ["PET_RDZV_CONF"] = ",".join(filter(None, [conf, "is_host=1"]))
     config, cmd, cmd_args = config_from_args(parse_args([os.path.abspath(__file__)]))
     for name in ("redirects", "tee"):  # PyTorch 2.x replaced both with logs_specs
         if hasattr(config, name):

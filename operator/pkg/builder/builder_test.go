@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -180,6 +181,32 @@ func TestPodVariants(t *testing.T) {
 		noProgress bool
 		check      func(t *testing.T, pod *corev1.Pod)
 	}{
+		"an elastic job's pods wait at Kueue's gate for their Workload slice": {
+			job: func() *convoy.TrainingJob {
+				j := base.Clone().Elastic(1, convoy.ElasticSpec{}).Obj()
+				j.Annotations = map[string]string{kueue.WorkloadSliceNameAnnotation: "trainingjob-llm-1a2b3"}
+				return j
+			}(),
+			replica: mlframework.Replica{Role: mlframework.RoleWorker, Rank: 1},
+			check: func(t *testing.T, pod *corev1.Pod) {
+				want := []corev1.PodSchedulingGate{{Name: kueue.ElasticJobSchedulingGate}}
+				if diff := cmp.Diff(want, pod.Spec.SchedulingGates); diff != "" {
+					t.Errorf("scheduling gates (-want,+got):\n%s", diff)
+				}
+				if got := pod.Annotations[kueue.WorkloadSliceNameAnnotation]; got != "trainingjob-llm-1a2b3" {
+					t.Errorf("annotation %s = %q, want the job's slice", kueue.WorkloadSliceNameAnnotation, got)
+				}
+			},
+		},
+		"an elastic job outside Kueue's Workload slices starts at once": {
+			job:     base.Clone().Elastic(1, convoy.ElasticSpec{}).Obj(),
+			replica: worker0,
+			check: func(t *testing.T, pod *corev1.Pod) {
+				if len(pod.Spec.SchedulingGates) > 0 {
+					t.Errorf("scheduling gates %v, want none", pod.Spec.SchedulingGates)
+				}
+			},
+		},
 		"first run resumes from spec.checkpoint.resumeFrom": {
 			job:     base.Clone().Checkpoint(convoy.CheckpointSpec{ResumeFrom: "/models/base"}).Obj(),
 			replica: worker0,

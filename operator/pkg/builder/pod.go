@@ -22,7 +22,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
@@ -76,6 +78,7 @@ func Pod(job *convoy.TrainingJob, r mlframework.Replica, p mlframework.Plugin, o
 		pod.Spec.Tolerations = s.Tolerations
 	}
 
+	setWorkloadSlice(job, pod)
 	setGPUClaim(job, r, pod)
 	setHyperparameterEnv(job, pod)
 	mlframework.SetEnv(pod, "MODEL", job.Spec.Model, "DATASET", job.Spec.Dataset)
@@ -87,6 +90,19 @@ func Pod(job *convoy.TrainingJob, r mlframework.Replica, p mlframework.Plugin, o
 	setMonitoring(job, r, pod)
 	setProgress(job, pod, opts)
 	return pod
+}
+
+// setWorkloadSlice holds the pods of an elastic job that resizes through Kueue's Workload slices
+// (the job carries its slice's name) at Kueue's scheduling gate, and names the slice on them: Kueue
+// starts them (removes the gate) once the slice that counts them is admitted, so the workers a grow
+// adds wait for the quota.
+func setWorkloadSlice(job *convoy.TrainingJob, pod *corev1.Pod) {
+	name := job.Annotations[kueue.WorkloadSliceNameAnnotation]
+	if !job.IsElastic() || name == "" {
+		return
+	}
+	metav1.SetMetaDataAnnotation(&pod.ObjectMeta, kueue.WorkloadSliceNameAnnotation, name)
+	pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: kueue.ElasticJobSchedulingGate})
 }
 
 // resources are spec.resources, with gpusPerWorker nvidia.com/gpu for workers (unless they claim

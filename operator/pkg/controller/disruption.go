@@ -158,8 +158,11 @@ func (d *decision) schedulerPreemption() bool {
 func (d *decision) vanishedPods() bool {
 	missing := d.t.missing
 	if e := d.job.Status.Elastic; d.job.IsElastic() && e != nil && e.TargetWorkers > 0 {
-		// Workers an elastic gang grew by are created, not lost.
-		missing = slices.DeleteFunc(slices.Clone(missing), func(r mlframework.Replica) bool { return r.Rank >= e.TargetWorkers })
+		// Workers an elastic gang grows by are created, not lost, also once status.elastic counts
+		// them and before the cache shows their pods: only the ranks that were running are lost.
+		missing = slices.DeleteFunc(slices.Clone(missing), func(r mlframework.Replica) bool {
+			return r.Rank >= min(e.TargetWorkers, e.CurrentWorkers)
+		})
 	}
 	if !d.isTrue(convoy.ConditionRunning) || len(missing) == 0 {
 		return false

@@ -22,6 +22,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
@@ -62,6 +64,15 @@ func TestElasticSize(t *testing.T) {
 			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 3, ResizeCount: 1, LastResizeTime: start.DeepCopy()},
 			wantCreate: []mlframework.Replica{{Role: mlframework.RoleWorker, Rank: 2}},
 		},
+		"a grown rank whose pod the cache does not show yet is created, not lost": {
+			job: func() *convoy.TrainingJob {
+				j := at("3", 3)
+				j.Status.Elastic.CurrentWorkers = 2
+				return j
+			}(), running: 2,
+			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 3},
+			wantCreate: []mlframework.Replica{{Role: mlframework.RoleWorker, Rank: 2}},
+		},
 		"shrinks by deleting the highest ranks": {
 			job: at("2", 4), running: 4,
 			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 2, ResizeCount: 1, LastResizeTime: start.DeepCopy()},
@@ -74,6 +85,9 @@ func TestElasticSize(t *testing.T) {
 			plan := decide(observation{job: tc.job, plugin: p, pods: pods(tc.job, tc.running), now: t0, backoff: DefaultBackoff})
 			if plan.status.RestartCount != 0 {
 				t.Errorf("restartCount = %d, want 0: a resize does not restart the gang", plan.status.RestartCount)
+			}
+			if c := meta.FindStatusCondition(plan.status.Conditions, convoy.ConditionRunning); c == nil || c.Status != metav1.ConditionTrue {
+				t.Errorf("Running = %+v, want True: the gang runs on while the workers it grew by start", c)
 			}
 			if diff := cmp.Diff(&tc.want, plan.status.Elastic); diff != "" {
 				t.Errorf("status.elastic (-want,+got):\n%s", diff)

@@ -17,6 +17,7 @@ limitations under the License.
 package controller
 
 import (
+	"fmt"
 	"time"
 	"unicode/utf8"
 
@@ -52,12 +53,13 @@ const ReasonResized = "Resized"
 // became true (or changed its reason while true), a suspension that ended, and an elastic resize.
 func (r *Reconciler) emitEvents(job *convoy.TrainingJob, old *convoy.TrainingJobStatus) {
 	if e, o := job.Status.Elastic, old.Elastic; e != nil && o != nil && o.TargetWorkers != 0 && e.TargetWorkers != o.TargetWorkers {
-		verb := "grew"
+		// The action tells a grow from a shrink: events of the same reason and action within minutes
+		// are one series, which keeps the first message.
+		action, what := "Grow", fmt.Sprintf("grew from %d to %d workers: the added workers start once Kueue admits the larger size", o.TargetWorkers, e.TargetWorkers)
 		if e.TargetWorkers < o.TargetWorkers {
-			verb = "shrank"
+			action, what = "Shrink", fmt.Sprintf("shrank from %d to %d workers: Kueue now accounts for %d", o.TargetWorkers, e.TargetWorkers, e.TargetWorkers)
 		}
-		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonResized, actionReconcile,
-			"%s from %d to %d workers: Kueue now accounts for %d (resize %d)", verb, o.TargetWorkers, e.TargetWorkers, e.TargetWorkers, e.ResizeCount)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonResized, action, "%s (resize %d)", what, e.ResizeCount)
 	}
 	for _, c := range job.Status.Conditions {
 		prev := meta.FindStatusCondition(old.Conditions, c.Type)

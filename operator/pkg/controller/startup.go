@@ -54,6 +54,13 @@ func (d *decision) startup() bool {
 		d.st.StartTime = &now
 	}
 	total, up := len(t.replicas), t.running+t.succeeded
+	if up < total && d.job.IsElastic() && d.isTrue(convoy.ConditionRunning) {
+		// Lost pods restarted the gang in an earlier phase: those waiting are the workers an
+		// elastic gang grew by, which join the running ones once placed.
+		d.set(convoy.ConditionRunning, metav1.ConditionTrue, convoy.ReasonPodsRunning,
+			fmt.Sprintf("%d of %d pods are running; the %d the gang grew by join it once placed", up, total, total-up))
+		return true
+	}
 	if up == total {
 		d.set(convoy.ConditionRunning, metav1.ConditionTrue, convoy.ReasonPodsRunning, fmt.Sprintf("all %d pods are running", total))
 		d.clear(convoy.ConditionInitializing, convoy.ReasonPodsRunning, "all pods are running")

@@ -29,7 +29,7 @@ import (
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
 )
 
-// configured runs the framework's Configure on a bare pod and returns the container's environment
+// configured runs the framework's Configure on a bare pod with the job's spec.env and returns the container's environment
 // as a map, with the command, for golden comparisons.
 func configured(t *testing.T, job *convoy.TrainingJob, r Replica) (map[string]string, []string) {
 	t.Helper()
@@ -37,7 +37,8 @@ func configured(t *testing.T, job *convoy.TrainingJob, r Replica) (map[string]st
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Command: []string{"train"}}}}}
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "trainer", Command: []string{"train"},
+		Env: append([]corev1.EnvVar(nil), job.Spec.Env...)}}}}
 	p.Configure(job, r, pod)
 	env := map[string]string{}
 	for _, v := range pod.Spec.Containers[0].Env {
@@ -86,6 +87,24 @@ func TestFrameworkEnvironment(t *testing.T) {
 				"PET_NNODES": "2:4", "PET_NPROC_PER_NODE": "8", "PET_RDZV_BACKEND": "c10d",
 				"PET_RDZV_ENDPOINT": "llm-worker-0.llm.team-a.svc:29400", "PET_RDZV_ID": "llm-uid", "PET_MAX_RESTARTS": "1000",
 				"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
+			},
+			wantCommand: []string{"train"},
+		},
+		"elastic pytorch worker 0 hosts the rendezvous store": {
+			job:     base.Clone().Elastic(2, convoy.ElasticSpec{}).Obj(),
+			replica: Master,
+			wantEnv: map[string]string{
+				"PET_NNODES": "2:4", "PET_NPROC_PER_NODE": "8", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_CONF": "is_host=1",
+				"PET_RDZV_ENDPOINT": "llm-worker-0.llm.team-a.svc:29400", "PET_RDZV_ID": "llm-uid", "PET_MAX_RESTARTS": "1000",
+			},
+			wantCommand: []string{"train"},
+		},
+		"elastic pytorch worker 0 keeps the rendezvous settings of spec.env": {
+			job:     base.Clone().Elastic(2, convoy.ElasticSpec{}).Env("PET_RDZV_CONF", "last_call_timeout=2").Obj(),
+			replica: Master,
+			wantEnv: map[string]string{
+				"PET_NNODES": "2:4", "PET_NPROC_PER_NODE": "8", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_CONF": "last_call_timeout=2,is_host=1",
+				"PET_RDZV_ENDPOINT": "llm-worker-0.llm.team-a.svc:29400", "PET_RDZV_ID": "llm-uid", "PET_MAX_RESTARTS": "1000",
 			},
 			wantCommand: []string{"train"},
 		},

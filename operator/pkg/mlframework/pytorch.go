@@ -18,6 +18,7 @@ package mlframework
 
 import (
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -67,7 +68,10 @@ const ElasticMaxRestarts = 1000
 // configureElastic wires torchrun's elastic rendezvous: the c10d store on worker 0, between
 // minWorkers and numWorkers nodes, the job's UID as the rendezvous id. torchrun sets RANK and
 // WORLD_SIZE for each process after every rendezvous, so the pod has none of its own; worker 0
-// is never removed by a shrink, so its DNS name stays the endpoint.
+// is never removed by a shrink, so its DNS name stays the endpoint. Worker 0 is told it hosts the
+// store (PET_RDZV_CONF is_host=1, after what spec.env set): torchrun would host it only where the
+// endpoint's host matches the machine's name or FQDN, and a pod's FQDN ends in the cluster domain
+// where the endpoint's does not.
 //
 // TORCH_DISABLE_SHARE_RDZV_TCP_STORE: PyTorch 2's agents share one TCPStore whose address rank 0
 // writes under the first round's key only, so a node that joins a later round (a grown gang) waits
@@ -84,5 +88,18 @@ func configureElastic(job *convoy.TrainingJob, r Replica, pod *corev1.Pod) {
 	)
 	if r == Master {
 		AddPort(pod, "rendezvous", convoy.ElasticRendezvousPort)
+		if conf := envOf(pod, "PET_RDZV_CONF"); !strings.Contains(conf, "is_host") {
+			SetEnv(pod, "PET_RDZV_CONF", strings.TrimPrefix(conf+",is_host=1", ","))
+		}
 	}
+}
+
+// envOf is the value of the pod's first container's variable name, "" when it has none.
+func envOf(pod *corev1.Pod, name string) string {
+	for _, v := range pod.Spec.Containers[0].Env {
+		if v.Name == name {
+			return v.Value
+		}
+	}
+	return ""
 }

@@ -388,8 +388,13 @@ func gangKey(wl *kueue.Workload) string {
 // gangPods are the pods the Workload will run, as admitted: each PodSet's template, as many times
 // as the quota was reserved for, with the node labels and tolerations of the flavors it was given
 // (what the job's pods get on admission) and the Workload's priority; each with its rank in its
-// pod set.
+// pod set. A Workload slice that replaces a running one (an elastic job that grows) needs places
+// only for the pods it adds: those of the replaced slice run already.
 func gangPods(ctx context.Context, c client.Client, wl *kueue.Workload) ([]*corev1.Pod, error) {
+	running, err := replacedCounts(ctx, c, wl)
+	if err != nil {
+		return nil, err
+	}
 	var pods []*corev1.Pod
 	for i := range wl.Spec.PodSets {
 		ps := &wl.Spec.PodSets[i]
@@ -409,7 +414,7 @@ func gangPods(ctx context.Context, c client.Client, wl *kueue.Workload) ([]*core
 				}
 			}
 		}
-		for rank := range count {
+		for rank := running[ps.Name]; rank < count; rank++ {
 			name := fmt.Sprintf("%s-%s-%d", wl.Name, ps.Name, rank)
 			pod := &corev1.Pod{ObjectMeta: *ps.Template.ObjectMeta.DeepCopy(), Spec: *ps.Template.Spec.DeepCopy()}
 			pod.Namespace, pod.Name, pod.UID = wl.Namespace, name, types.UID(string(wl.UID)+"/"+name)
@@ -427,6 +432,35 @@ func gangPods(ctx context.Context, c client.Client, wl *kueue.Workload) ([]*core
 		}
 	}
 	return pods, nil
+}
+
+// replacementFor is Kueue's annotation on a Workload slice that replaces another
+// (workloadslicing.WorkloadSliceReplacementFor, whose package would bring Kueue's scheduler into
+// convoy-scheduler): namespace/name of the replaced slice.
+const replacementFor = "kueue.x-k8s.io/workload-slice-replacement-for"
+
+// replacedCounts are the pods by pod set of the slice wl replaces, as admitted; nil when wl
+// replaces none or the replaced slice is gone.
+func replacedCounts(ctx context.Context, c client.Client, wl *kueue.Workload) (map[kueue.PodSetReference]int32, error) {
+	ref := wl.Annotations[replacementFor]
+	namespace, name, ok := strings.Cut(ref, "/")
+	if !ok {
+		return nil, nil
+	}
+	old := &kueue.Workload{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, old); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	counts := map[kueue.PodSetReference]int32{}
+	for _, ps := range old.Spec.PodSets {
+		counts[ps.Name] = ps.Count
+	}
+	if old.Status.Admission != nil {
+		for _, a := range old.Status.Admission.PodSetAssignments {
+			counts[a.Name] = ptr.Deref(a.Count, counts[a.Name])
+		}
+	}
+	return counts, nil
 }
 
 // flavorsOf returns the node labels and tolerations of the flavors of a pod set's assignment.

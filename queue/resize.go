@@ -1,0 +1,336 @@
+/*
+Copyright The Convoy Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package queue
+
+import (
+	"cmp"
+	"context"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	"sigs.k8s.io/kueue/pkg/controller/jobframework"
+	"sigs.k8s.io/kueue/pkg/workload"
+	"sigs.k8s.io/kueue/pkg/workloadslicing"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/elastic"
+)
+
+// ResizerName is the controller that grows elastic TrainingJobs.
+const ResizerName = "trainingjob-elastic"
+
+// resizeRecheck is how often a running elastic job below spec.numWorkers looks for free quota
+// again once its cooldown has passed.
+const resizeRecheck = 10 * time.Second
+
+// Resizer grows running elastic TrainingJobs (spec.elastic, opted into Kueue's Workload slices by
+// the webhook) into the free quota of the ClusterQueue that admitted them, as far as
+// operator/pkg/elastic's policy says it pays (cooldown, measured scaling efficiency, and among the
+// ClusterQueue's elastic jobs the one that gains most first). A grow only asks: it raises the
+// job's convoy.dev/elastic-workers, Kueue's jobframework turns that into a new Workload slice, and
+// the added workers start once Kueue admits the slice (Kueue then finishes the one it replaces).
+// It grows nothing while a Workload waits in the ClusterQueue: free quota goes to waiting jobs
+// first. When the Workload that waits first there has a higher priority and Kueue leaves it
+// waiting (the ClusterQueue does not preempt for it), the elastic jobs of lower priority shrink
+// toward spec.minWorkers, the lowest priority and the one that loses least first, as far as it
+// needs: the scale-down lowers the running slice's count, and Kueue admits the waiting Workload
+// into the quota it frees. A ClusterQueue that preempts evicts the elastic job whole, as any other.
+type Resizer struct {
+	Client client.Client
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+}
+
+// SetupWithManager watches elastic TrainingJobs.
+func (r *Resizer) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named(ResizerName).
+		For(&convoy.TrainingJob{}, ctrlbuilder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			job, ok := o.(*convoy.TrainingJob)
+			return ok && job.IsElastic()
+		}))).
+		Complete(r)
+}
+
+// Kueue's jobframework, in this process, starts the pods of an admitted Workload slice by removing
+// their scheduling gate.
+// +kubebuilder:rbac:groups="",resources=pods,verbs=patch
+
+// Reconcile grows the job when the policy gives it free GPUs, and otherwise looks again when its
+// cooldown has passed.
+func (r *Resizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	job := &convoy.TrainingJob{}
+	if err := r.Client.Get(ctx, req.NamespacedName, job); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !resizable(job) {
+		return ctrl.Result{}, nil
+	}
+	wls := &kueue.WorkloadList{}
+	if err := r.Client.List(ctx, wls); err != nil {
+		return ctrl.Result{}, err
+	}
+	slices := runningSlices(wls.Items)
+	own, ok := slices[client.ObjectKeyFromObject(job)]
+	if !ok || own.growing {
+		// Not admitted yet, or a grow waits for Kueue: the job is looked at when it changes.
+		return ctrl.Result{}, nil
+	}
+	now := r.now()
+	cq := &kueue.ClusterQueue{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Name: string(own.wl.Status.Admission.ClusterQueue)}, cq); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	free := freeGPUs(cq, gpuFlavors(own.wl))
+	var decided []elastic.Resize
+	if cq.Status.PendingWorkloads == 0 {
+		peers, err := r.peers(ctx, slices, cq.Name, growable)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		decided = elastic.Grow(peers, free, now)
+	} else if head, err := r.waitingHead(ctx, wls.Items, cq.Name); err != nil {
+		return ctrl.Result{}, err
+	} else if need := gpusOf(head) - free; head != nil && need > 0 {
+		peers, err := r.peers(ctx, slices, cq.Name, resizable)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !settling(peers, now) {
+			decided = elastic.Shrink(peers, need, priorityOf(head))
+		}
+	}
+	for _, rs := range decided {
+		if rs.Key == req.String() {
+			return ctrl.Result{}, r.resize(ctx, job, rs)
+		}
+	}
+	after := resizeRecheck
+	if j := policyJob(job, own.wl); j.CoolingDown(now) && job.WorkerCount() < job.Spec.NumWorkers {
+		after = max(after, j.LastResize.Add(j.Cooldown).Sub(now))
+	}
+	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+func (r *Resizer) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// resize sets the job's size to rs.To, counting a grow (a new Workload slice); the Resized event
+// and status.elastic follow from the operator's reconcile, which adds or deletes the workers.
+func (r *Resizer) resize(ctx context.Context, job *convoy.TrainingJob, rs elastic.Resize) error {
+	ctrl.LoggerFrom(ctx).Info("Resizing elastic TrainingJob", "trainingJob", klog.KObj(job), "from", rs.From, "to", rs.To, "why", rs.Reason)
+	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticWorkers, strconv.Itoa(int(rs.To)))
+	if rs.To > rs.From {
+		grows, _ := strconv.Atoi(job.Annotations[convoy.AnnotationElasticGrows])
+		metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticGrows, strconv.Itoa(grows+1))
+	}
+	return r.Client.Patch(ctx, job, patch)
+}
+
+// waitingHead is the Workload that waits first (highest priority, then oldest) in ClusterQueue
+// cq, a grow's new slice left out; nil when none does.
+func (r *Resizer) waitingHead(ctx context.Context, wls []kueue.Workload, cq string) (*kueue.Workload, error) {
+	var head *kueue.Workload
+	queues := map[client.ObjectKey]string{}
+	for i := range wls {
+		wl := &wls[i]
+		if workload.HasQuotaReservation(wl) || workload.IsFinished(wl) || !workload.IsActive(wl) || workloadslicing.ScaledUp(wl) {
+			continue
+		}
+		key := client.ObjectKey{Namespace: wl.Namespace, Name: string(wl.Spec.QueueName)}
+		if _, ok := queues[key]; !ok {
+			lq := &kueue.LocalQueue{}
+			if err := r.Client.Get(ctx, key, lq); client.IgnoreNotFound(err) != nil {
+				return nil, err
+			}
+			queues[key] = string(lq.Spec.ClusterQueue)
+		}
+		if queues[key] != cq {
+			continue
+		}
+		if head == nil || cmp.Or(cmp.Compare(priorityOf(wl), priorityOf(head)), head.CreationTimestamp.Compare(wl.CreationTimestamp.Time)) > 0 {
+			head = wl
+		}
+	}
+	return head, nil
+}
+
+func priorityOf(wl *kueue.Workload) int32 { return ptr.Deref(wl.Spec.Priority, 0) }
+
+// gpusOf is the GPUs a Workload asks for, 0 for nil.
+func gpusOf(wl *kueue.Workload) int32 {
+	if wl == nil {
+		return 0
+	}
+	var n int64
+	for _, ps := range workload.NewInfo(wl).TotalRequests {
+		n += ps.Requests[convoy.ResourceGPU]
+	}
+	return int32(n)
+}
+
+// peers are the elastic jobs running in ClusterQueue cq that ok accepts, as the policy sees them.
+func (r *Resizer) peers(ctx context.Context, slices map[client.ObjectKey]runningSlice, cq string, ok func(*convoy.TrainingJob) bool) ([]elastic.Job, error) {
+	var out []elastic.Job
+	for key, s := range slices {
+		if s.growing || string(s.wl.Status.Admission.ClusterQueue) != cq {
+			continue
+		}
+		job := &convoy.TrainingJob{}
+		if err := r.Client.Get(ctx, key, job); err != nil {
+			if client.IgnoreNotFound(err) == nil {
+				continue
+			}
+			return nil, err
+		}
+		if ok(job) {
+			out = append(out, policyJob(job, s.wl))
+		}
+	}
+	return out, nil
+}
+
+// settling reports whether one of the jobs started or resized within resizeRecheck: the
+// ClusterQueue's usage may not show it yet, and shrinking on it would free the same GPUs twice.
+func settling(jobs []elastic.Job, now time.Time) bool {
+	for _, j := range jobs {
+		if now.Sub(j.LastResize) < resizeRecheck {
+			return true
+		}
+	}
+	return false
+}
+
+// resizable reports whether the job is an elastic job running under Kueue's Workload slices.
+func resizable(job *convoy.TrainingJob) bool {
+	return job.IsElastic() && jobframework.WorkloadSliceEnabled((*Job)(job)) && job.DeletionTimestamp.IsZero() &&
+		meta.IsStatusConditionTrue(job.Status.Conditions, convoy.ConditionRunning)
+}
+
+// growable reports whether the job is resizable and below spec.numWorkers.
+func growable(job *convoy.TrainingJob) bool {
+	return resizable(job) && job.WorkerCount() < job.Spec.NumWorkers
+}
+
+// runningSlice is the admitted Workload slice of an elastic TrainingJob, and whether a larger one
+// waits to replace it.
+type runningSlice struct {
+	wl      *kueue.Workload
+	growing bool
+}
+
+// runningSlices are the admitted, unfinished Workloads of TrainingJobs by job.
+func runningSlices(wls []kueue.Workload) map[client.ObjectKey]runningSlice {
+	out := map[client.ObjectKey]runningSlice{}
+	pending := map[client.ObjectKey]bool{}
+	for i := range wls {
+		wl := &wls[i]
+		owner := metav1.GetControllerOf(wl)
+		if owner == nil || owner.Kind != GVK.Kind || owner.APIVersion != GVK.GroupVersion().String() || workload.IsFinished(wl) {
+			continue
+		}
+		key := client.ObjectKey{Namespace: wl.Namespace, Name: owner.Name}
+		if workload.IsAdmitted(wl) && wl.Status.Admission != nil {
+			out[key] = runningSlice{wl: wl, growing: out[key].growing}
+		} else {
+			pending[key] = true
+		}
+	}
+	for key := range pending {
+		if s, ok := out[key]; ok {
+			s.growing = true
+			out[key] = s
+		}
+	}
+	return out
+}
+
+// policyJob is the job as the resize policy sees it.
+func policyJob(job *convoy.TrainingJob, wl *kueue.Workload) elastic.Job {
+	j := elastic.Job{Key: client.ObjectKeyFromObject(job).String(), Min: job.ElasticMinWorkers(), Max: job.Spec.NumWorkers,
+		Current: job.WorkerCount(), GPUsPerWorker: job.GPUsPerWorker(), Cooldown: job.ResizeCooldown(),
+		MinEfficiency: job.MinScalingEfficiency()}
+	if wl.Spec.Priority != nil {
+		j.Priority = *wl.Spec.Priority
+	}
+	if job.Status.StartTime != nil {
+		j.LastResize = job.Status.StartTime.Time
+	}
+	if e := job.Status.Elastic; e != nil {
+		if e.LastResizeTime != nil {
+			j.LastResize = e.LastResizeTime.Time
+		}
+		j.Throughput = map[int32]float64{}
+		for _, t := range e.Throughput {
+			j.Throughput[t.Workers] = t.SamplesPerSecond
+		}
+	}
+	return j
+}
+
+// gpuFlavors are the flavors the Workload's GPUs were admitted to.
+func gpuFlavors(wl *kueue.Workload) map[kueue.ResourceFlavorReference]bool {
+	out := map[kueue.ResourceFlavorReference]bool{}
+	for _, ps := range wl.Status.Admission.PodSetAssignments {
+		if f, ok := ps.Flavors[convoy.ResourceGPU]; ok {
+			out[f] = true
+		}
+	}
+	return out
+}
+
+// freeGPUs is the nominal GPU quota of the ClusterQueue's flavors that no Workload has reserved
+// (borrowing is left to Kueue's own admission).
+func freeGPUs(cq *kueue.ClusterQueue, flavors map[kueue.ResourceFlavorReference]bool) int32 {
+	var free int64
+	for _, rg := range cq.Spec.ResourceGroups {
+		for _, fq := range rg.Flavors {
+			if !flavors[fq.Name] {
+				continue
+			}
+			for _, rq := range fq.Resources {
+				if rq.Name == convoy.ResourceGPU {
+					free += rq.NominalQuota.Value()
+				}
+			}
+		}
+	}
+	for _, fu := range cq.Status.FlavorsReservation {
+		if !flavors[fu.Name] {
+			continue
+		}
+		for _, ru := range fu.Resources {
+			if ru.Name == convoy.ResourceGPU {
+				free -= ru.Total.Value()
+			}
+		}
+	}
+	return int32(max(free, 0))
+}

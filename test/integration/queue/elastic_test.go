@@ -1,0 +1,202 @@
+/*
+Copyright The Convoy Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package queue
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	"sigs.k8s.io/kueue/pkg/workload"
+	"sigs.k8s.io/kueue/pkg/workloadslicing"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/controller"
+	"github.com/convoy-dev/convoy/test/util"
+)
+
+// cooldown is the elastic jobs' resizeCooldownSeconds, the least the API allows: a job grows no
+// sooner than this after it started.
+const cooldown = 30
+
+// TestElasticJobGrowsIntoFreedQuota: an elastic job (2 × 8 GPUs, minWorkers 1) in a ClusterQueue of
+// 16 GPUs, half of them taken, is admitted with 1 worker. When the other job completes, the
+// operator grows it to 2 through Kueue, once its cooldown has passed: a second Workload slice for 2
+// workers replaces the first, whose quota it takes over; the added worker is held at Kueue's
+// scheduling gate until then and joins the running gang (worker 0 is the same pod, no restart);
+// status.elastic and a Resized event say so.
+func TestElasticJobGrowsIntoFreedQuota(t *testing.T) {
+	e := newEnv(t)
+	e.create(clusterQueue(e.ns, "", 16, nil, nil, kueue.ClusterQueuePreemption{}))
+	e.localQueue(e.ns)
+	e.create(trainingJob(e.ns, "other", "q", "", 1, 8))
+	other := e.startGang(e.ns, "other", 1)
+
+	job := trainingJob(e.ns, "llm", "q", "", 2, 8)
+	job.Spec.MinWorkers = ptr.To[int32](1)
+	job.Spec.Elastic = &convoy.ElasticSpec{ResizeCooldownSeconds: ptr.To[int32](cooldown)}
+	e.create(job)
+	started := e.waitJob(e.ns, "llm", "admitted with 1 worker", func(j *convoy.TrainingJob) bool {
+		return !j.IsSuspended() && j.Annotations[convoy.AnnotationElasticWorkers] == "1"
+	})
+	if got := started.Annotations[workloadslicing.EnabledAnnotationKey]; got != workloadslicing.EnabledAnnotationValue {
+		t.Errorf("annotation %s = %q, want %q: the webhook opts an elastic job into Kueue's Workload slices",
+			workloadslicing.EnabledAnnotationKey, got, workloadslicing.EnabledAnnotationValue)
+	}
+	worker0 := e.startElasticGang("llm", 1)[0]
+
+	e.finishPod(&other[0])
+	grown := util.WaitJob(t, e.k, 100*time.Millisecond, timeout+cooldown*time.Second, client.ObjectKey{Namespace: e.ns, Name: "llm"},
+		"grown to 2 workers", func(j *convoy.TrainingJob) bool {
+			return j.Status.Elastic != nil && j.Status.Elastic.TargetWorkers == 2
+		})
+	if since := grown.Status.Elastic.LastResizeTime.Sub(grown.Status.StartTime.Time); since < cooldown*time.Second {
+		t.Errorf("grew %s after it started, want no sooner than its cooldown, %ds", since, cooldown)
+	}
+	pods := e.startElasticGang("llm", 2)
+	running := e.waitJob(e.ns, "llm", "running with 2 workers", func(j *convoy.TrainingJob) bool {
+		return j.Status.Elastic.CurrentWorkers == 2 && meta.IsStatusConditionTrue(j.Status.Conditions, convoy.ConditionRunning)
+	})
+	if running.Status.RestartCount != 0 || running.Status.Elastic.ResizeCount != 1 {
+		t.Errorf("restartCount %d, resizeCount %d; want 0 and 1: the gang grew without restarting",
+			running.Status.RestartCount, running.Status.Elastic.ResizeCount)
+	}
+	if pods[0].UID != worker0.UID {
+		t.Errorf("worker 0 is a new pod after the grow, want the one that ran before")
+	}
+
+	var admitted, replaced []string
+	for _, wl := range e.workloads(running) {
+		switch {
+		case workload.IsAdmitted(&wl) && !workload.IsFinished(&wl) && wl.Spec.PodSets[0].Count == 2:
+			admitted = append(admitted, wl.Name)
+		case workloadslicing.IsReplaced(wl.Status):
+			replaced = append(replaced, wl.Name)
+		}
+	}
+	if len(admitted) != 1 || len(replaced) != 1 {
+		t.Errorf("Workloads: admitted for 2 workers %v, replaced %v; want one each: the grow went through Kueue", admitted, replaced)
+	}
+	e.waitEvent("llm", controller.ReasonResized, "grew from 1 to 2 workers")
+}
+
+// waitEvent waits for an event of the job with the reason whose message contains want.
+func (e *env) waitEvent(job, reason, want string) {
+	e.t.Helper()
+	e.eventually(fmt.Sprintf("a %s event of %s saying %q", reason, job, want), func() (bool, string) {
+		events := &corev1.EventList{}
+		if err := e.k.List(e.t.Context(), events, client.InNamespace(e.ns)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, ev := range events.Items {
+			if ev.InvolvedObject.Name == job && ev.Reason == reason && strings.Contains(ev.Message, want) {
+				return true, ""
+			}
+			seen = append(seen, ev.Reason+": "+ev.Message)
+		}
+		return false, strings.Join(seen, "; ")
+	})
+}
+
+// TestElasticJobShrinksForAHigherPriorityJob: an elastic job (2 × 8 GPUs, minWorkers 1) runs
+// whole in a ClusterQueue of 16 GPUs that does not preempt. A job of priority high for 8 GPUs
+// waits there; the operator shrinks the elastic job to 1 worker instead of Kueue stopping it:
+// its Workload slice counts 1 worker, its highest worker is deleted, worker 0 runs on, and the
+// high-priority job is admitted into the quota it freed.
+func TestElasticJobShrinksForAHigherPriorityJob(t *testing.T) {
+	e := newEnv(t)
+	e.create(clusterQueue(e.ns, "", 16, nil, nil, kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyNever}))
+	e.localQueue(e.ns)
+	job := trainingJob(e.ns, "llm", "q", "low", 2, 8)
+	job.Spec.MinWorkers = ptr.To[int32](1)
+	job.Spec.Elastic = &convoy.ElasticSpec{ResizeCooldownSeconds: ptr.To[int32](cooldown)}
+	e.create(job)
+	worker0 := e.startElasticGang("llm", 2)[0]
+
+	e.create(trainingJob(e.ns, "high", "q", "high", 1, 8))
+	shrunk := e.waitJob(e.ns, "llm", "shrunk to 1 worker", func(j *convoy.TrainingJob) bool {
+		return j.Status.Elastic != nil && j.Status.Elastic.TargetWorkers == 1 && j.Status.Elastic.CurrentWorkers == 1
+	})
+	if shrunk.Status.RestartCount != 0 || shrunk.Status.Elastic.ResizeCount != 1 ||
+		!meta.IsStatusConditionTrue(shrunk.Status.Conditions, convoy.ConditionRunning) {
+		t.Errorf("restartCount %d, resizeCount %d, Running %v; want 0, 1 and true: the gang shrank without stopping",
+			shrunk.Status.RestartCount, shrunk.Status.Elastic.ResizeCount, meta.IsStatusConditionTrue(shrunk.Status.Conditions, convoy.ConditionRunning))
+	}
+	e.eventually("worker 1 deleted, worker 0 running on", func() (bool, string) {
+		var live []string
+		for _, p := range e.pods(e.ns, "llm") {
+			if p.DeletionTimestamp == nil {
+				live = append(live, p.Name)
+			}
+		}
+		return len(live) == 1 && live[0] == worker0.Name && e.pods(e.ns, "llm")[0].UID == worker0.UID, fmt.Sprint(live)
+	})
+	for _, wl := range e.workloads(shrunk) {
+		if !workload.IsFinished(&wl) && wl.Spec.PodSets[0].Count != 1 {
+			t.Errorf("Workload %s counts %d workers, want 1: Kueue accounts for the smaller gang", wl.Name, wl.Spec.PodSets[0].Count)
+		}
+	}
+	e.waitJob(e.ns, "high", "admitted into the freed quota", func(j *convoy.TrainingJob) bool {
+		return j.Status.Admission != nil && !j.IsSuspended()
+	})
+	e.waitEvent("llm", controller.ReasonResized, "shrank from 2 to 1 workers")
+}
+
+// startElasticGang waits for the n pods of an elastic job, each started by Kueue (its scheduling
+// gate gone) only once the Workload slice that counts it is admitted, places those not yet placed
+// and waits for them to run. It returns the pods in worker order.
+func (e *env) startElasticGang(job string, n int) []corev1.Pod {
+	e.t.Helper()
+	e.eventually(fmt.Sprintf("%d pods of %s started by Kueue", n, job), func() (bool, string) {
+		var live, gated []string
+		for _, p := range e.pods(e.ns, job) {
+			if p.DeletionTimestamp == nil {
+				live = append(live, p.Name)
+				if len(p.Spec.SchedulingGates) > 0 {
+					gated = append(gated, p.Name)
+				}
+			}
+		}
+		return len(live) == n && len(gated) == 0, fmt.Sprintf("live %v, gated %v", live, gated)
+	})
+	for _, pod := range e.pods(e.ns, job) {
+		if pod.Spec.NodeName == "" {
+			e.bind(&pod, e.nodeFor(&pod))
+		}
+	}
+	e.eventually(fmt.Sprintf("%d pods of %s running", n, job), func() (bool, string) {
+		pods := e.pods(e.ns, job)
+		up := 0
+		for _, p := range pods {
+			if p.Status.Phase == corev1.PodRunning {
+				up++
+			}
+		}
+		return up == n, fmt.Sprintf("%d running", up)
+	})
+	pods := e.pods(e.ns, job)
+	slices.SortFunc(pods, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return pods
+}

@@ -96,6 +96,7 @@ func TestFrameworkEnvironment(t *testing.T) {
 			wantEnv: map[string]string{
 				"PET_NNODES": "2:4", "PET_NPROC_PER_NODE": "8", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_CONF": "is_host=1",
 				"PET_RDZV_ENDPOINT": "llm-worker-0.llm.team-a.svc:29400", "PET_RDZV_ID": "llm-uid", "PET_MAX_RESTARTS": "1000",
+				"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
 			},
 			wantCommand: []string{"train"},
 		},
@@ -105,6 +106,7 @@ func TestFrameworkEnvironment(t *testing.T) {
 			wantEnv: map[string]string{
 				"PET_NNODES": "2:4", "PET_NPROC_PER_NODE": "8", "PET_RDZV_BACKEND": "c10d", "PET_RDZV_CONF": "last_call_timeout=2,is_host=1",
 				"PET_RDZV_ENDPOINT": "llm-worker-0.llm.team-a.svc:29400", "PET_RDZV_ID": "llm-uid", "PET_MAX_RESTARTS": "1000",
+				"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1",
 			},
 			wantCommand: []string{"train"},
 		},

@@ -22,11 +22,13 @@ UNIT_PKGS     = $(shell $(GO) list ./... | grep -v '/test/') ./test/bench/trace 
 # Packages whose tests start the real control plane from test/framework.
 INTEG_PKGS    = $(shell $(GO) list ./test/... | grep -v -e '/test/cmd/' -e '/test/e2e' -e '/test/bench/' -e '/test/chaos')
 # The whole stack (Kueue, operator, scheduler, node agents) end to end, on kwok's fake nodes.
-E2E_PKGS      = $(shell $(GO) list ./test/e2e/... | grep -v -e '/test/e2e/realnode' -e '/test/e2e/adoption') ./test/chaos
+E2E_PKGS      = $(shell $(GO) list ./test/e2e/... | grep -v -e '/test/e2e/real' -e '/test/e2e/adoption') ./test/chaos
 # The real-node tier: real kubelets, containerd and containers from Convoy's images; beside it, on
 # a cluster of its own, the README's install blocks run as written on real nodes labelled as
 # providers label them.
-REAL_PKGS     = ./test/e2e/realnode ./test/e2e/adoption
+# The real-node packages: those joined by + run one after the other, on one real-node network; the
+# groups run at once, each on its own (CONVOY_REAL_NET).
+REAL_PKGS     = ./test/e2e/realnode ./test/e2e/adoption+./test/e2e/realelastic
 # What real nodes need from Debian (test/framework/realnode.go's RealNodeBinaries).
 REAL_NODE_DEBS = containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux
 # make verify runs go vet with every check on every package, test files included: the tiers do not
@@ -199,9 +201,11 @@ test-e2e: bin $(if $(filter 1.37,$(K8S)),bin-k8s137) monitoring-deps ## End-to-e
 
 .PHONY: test-real
 test-real: bin images real-node-deps ## The real-node tier (root): two real kubelets with containerd run Convoy's images and a real PyTorch job. Its packages run at once, each on a real-node network of its own (CONVOY_REAL_NET).
-	@net=0; pids=; for pkg in $(REAL_PKGS); do \
-		echo "CONVOY_REAL_NET=$$net $(GO) test $(TEST_FLAGS) -v $$pkg"; \
-		CONVOY_REAL_NET=$$net $(GO) test $(TEST_FLAGS) -v $$pkg & pids="$$pids $$!"; net=$$((net + 1)); \
+	@net=0; pids=; for group in $(REAL_PKGS); do \
+		(rc=0; for pkg in $$(echo $$group | tr + ' '); do \
+			echo "CONVOY_REAL_NET=$$net $(GO) test $(TEST_FLAGS) -v $$pkg"; \
+			CONVOY_REAL_NET=$$net $(GO) test $(TEST_FLAGS) -v $$pkg || rc=1; \
+		done; exit $$rc) & pids="$$pids $$!"; net=$$((net + 1)); \
 	done; rc=0; for p in $$pids; do wait $$p || rc=1; done; exit $$rc
 
 .PHONY: real-node-deps

@@ -53,19 +53,11 @@ import (
 	"github.com/convoy-dev/convoy/test/images"
 )
 
-var env *realstack.Env
-
 func TestMain(m *testing.M) { realstack.Main(m) }
 
 func setup(t *testing.T) *realstack.Env {
 	t.Helper()
-	if env == nil {
-		var err error
-		if env, err = realstack.Start(t.Context(), framework.Shared(t), t.Logf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return env
+	return realstack.Shared(t)
 }
 
 // A user applies a 2-worker PyTorch TrainingJob: Kueue admits it, convoy-scheduler places the gang

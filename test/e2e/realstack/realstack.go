@@ -90,6 +90,22 @@ func Main(m *testing.M) {
 	framework.Main(m, framework.Options{RealNodes: true, KwokArgs: args, AddToScheme: AddToScheme})
 }
 
+// shared is the package's stack, started by the first test that asks for it (Shared).
+var shared *Env
+
+// Shared returns the stack of the test binary's real-node cluster, starting it (Start) for the
+// first test: the package's tests share its nodes.
+func Shared(t *testing.T) *Env {
+	t.Helper()
+	if shared == nil {
+		var err error
+		if shared, err = Start(t.Context(), framework.Shared(t), t.Logf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return shared
+}
+
 // Env is a running real-node stack.
 type Env struct {
 	Cluster *framework.Cluster

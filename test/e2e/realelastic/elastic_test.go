@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package realnode
+package realelastic
 
 import (
 	"context"
@@ -50,7 +50,7 @@ import (
 // answering the operator's checkpoint requests meanwhile), so that each change comes between two
 // epochs whatever the machine's speed.
 func TestElasticPyTorchJobGrowsAndShrinks(t *testing.T) {
-	e := setup(t)
+	e := realstack.Shared(t)
 	ctx := t.Context()
 	ns := framework.TestNamespace(t)
 	began := time.Now()

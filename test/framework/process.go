@@ -421,12 +421,14 @@ func (c *Cluster) poll(ctx context.Context, name string, cond func() (bool, erro
 
 const pollInterval = 100 * time.Millisecond
 
-// FreePorts reserves n distinct free loopback TCP ports. They are released before they are used,
-// so another process may take one in between; that rare race shows up as a bind error in a log.
+// FreePorts reserves n distinct TCP ports free on every address: a port free on loopback alone
+// may be held on a real-node network's gateway, where the API server also listens. They are
+// released before they are used, so another process may take one in between; that rare race shows
+// up as a bind error in a log.
 func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := net.Listen("tcp", ":0")
 		if err != nil {
 			return nil, err
 		}

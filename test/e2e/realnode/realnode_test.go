@@ -55,17 +55,12 @@ import (
 
 func TestMain(m *testing.M) { realstack.Main(m) }
 
-func setup(t *testing.T) *realstack.Env {
-	t.Helper()
-	return realstack.Shared(t)
-}
-
 // A user applies a 2-worker PyTorch TrainingJob: Kueue admits it, convoy-scheduler places the gang
 // on both real nodes, the workers find each other through cluster DNS and train the digits example
 // with gloo; a worker's process is killed; the whole gang restarts and resumes from its latest
 // checkpoint, and the job completes with the accuracy it reached.
 func TestPyTorchJobTrainsIsKilledAndResumesFromItsCheckpoint(t *testing.T) {
-	e := setup(t)
+	e := realstack.Shared(t)
 	ns := framework.TestNamespace(t)
 	var timeline bytes.Buffer
 	res, err := e.RunStory(t.Context(), ns, &timeline)
@@ -140,7 +135,7 @@ func TestPyTorchJobTrainsIsKilledAndResumesFromItsCheckpoint(t *testing.T) {
 // its final checkpoint from S3 to the registry (plain HTTP, as the operator's
 // --plain-http-registries names it), which serves both ranks' shards with the bytes on S3.
 func TestPyTorchJobCheckpointsToS3AndResumesFromIt(t *testing.T) {
-	e := setup(t)
+	e := realstack.Shared(t)
 	ns := framework.TestNamespace(t)
 	id := framework.ScopedS3Identity(ns, "checkpoints", ns)
 	s, err := e.Cluster.StartS3(t.Context(), framework.NodeGatewayIP, []string{"checkpoints"}, id)
@@ -215,7 +210,7 @@ func TestPyTorchJobCheckpointsToS3AndResumesFromIt(t *testing.T) {
 // and runs its binary: the node agent reads its (mock) GPUs once and prints the GPUNode, the others
 // print their flags.
 func TestConvoyImagesStartOnARealNode(t *testing.T) {
-	e := setup(t)
+	e := realstack.Shared(t)
 	ns := framework.TestNamespace(t)
 	ctx := t.Context()
 	if err := e.Cluster.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -272,7 +267,7 @@ func TestConvoyImagesStartOnARealNode(t *testing.T) {
 // Convoy's two replicas per component with one leader; the operator made the queue webhook's
 // certificate and injected its CA, and the API server reaches the webhook through its Service.
 func TestInstalledFromDeployRunsInTheCluster(t *testing.T) {
-	e := setup(t)
+	e := realstack.Shared(t)
 	ctx := t.Context()
 	for _, tc := range []struct {
 		namespace, name, image, lease string
@@ -359,7 +354,7 @@ const kueueQueueLabel = "kueue.x-k8s.io/queue-name"
 // failurePolicy.startupTimeoutSeconds has passed it fails with StartupTimeout: its pods are deleted
 // and its Kueue Workload is finished, so the GPUs and the quota are free again.
 func TestUnpullableImageIsExplainedAndReleased(t *testing.T) {
-	e := setup(t)
+	e := realstack.Shared(t)
 	ns := framework.TestNamespace(t)
 	if err := e.StoryQueue(t.Context(), ns); err != nil {
 		t.Fatal(err)
@@ -463,7 +458,7 @@ spec:
 // would; their Leases are not released): once the Lease expires a new leader takes it, the standby
 // replica or the killed one's restarted container. The time it took is logged.
 func TestLeaderFailover(t *testing.T) {
-	e := setup(t)
+	e := realstack.Shared(t)
 	ctx := t.Context()
 	for _, tc := range []struct{ deployment, lease string }{
 		{stack.Operator, "convoy-operator.convoy.dev"},
@@ -519,7 +514,7 @@ func TestLeaderFailover(t *testing.T) {
 // a time over its target is logged, not failed on (`make chaos` fails on it). It adds a third real
 // node, which stays.
 func TestGangOnALostNodeRestartsElsewhereFromItsCheckpoint(t *testing.T) {
-	e := setup(t)
+	e := realstack.Shared(t)
 	results, err := chaos.RealNodes(t.Context(), e, framework.TestNamespace(t), t.Logf)
 	var table strings.Builder
 	if perr := chaos.Print(&table, results); perr != nil {
@@ -547,7 +542,7 @@ func TestGangOnALostNodeRestartsElsewhereFromItsCheckpoint(t *testing.T) {
 // each node, each worker's claim is allocated a GPU of its node, the kubelet has the driver prepare
 // it, the container sees that GPU's UUID, and the job completes.
 func TestPyTorchJobRunsOnDRAAllocatedGPUs(t *testing.T) {
-	e := setup(t)
+	e := realstack.Shared(t)
 	began := time.Now()
 	if err := e.StartDRANodes(t.Context()); err != nil {
 		t.Fatal(err)

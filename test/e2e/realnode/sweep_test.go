@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/e2e/realstack"
 	"github.com/convoy-dev/convoy/test/framework"
 	"github.com/convoy-dev/convoy/test/images"
 )
@@ -42,7 +43,7 @@ var sweepLearningRates = []string{"0.0001", "0.001", "0.01", "0.3"}
 // sweep succeeds with the trial of the highest accuracy as its best, with that trial's learning
 // rate, and `kubectl get sweep` shows it.
 func TestSweepOfTheExampleModel(t *testing.T) {
-	e := setup(t)
+	e := realstack.Shared(t)
 	ns := framework.TestNamespace(t)
 	ctx := t.Context()
 	if err := e.StoryQueue(ctx, ns); err != nil {

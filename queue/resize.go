@@ -25,13 +25,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/kueue/pkg/controller/jobframework"
+	"sigs.k8s.io/kueue/pkg/util/priority"
 	"sigs.k8s.io/kueue/pkg/workload"
 	"sigs.k8s.io/kueue/pkg/workloadslicing"
 
@@ -119,7 +119,7 @@ func (r *Resizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 			return ctrl.Result{}, err
 		}
 		if !settling(peers, now) {
-			decided = elastic.Shrink(peers, need, priorityOf(head))
+			decided = elastic.Shrink(peers, need, priority.Priority(head))
 		}
 	}
 	for _, rs := range decided {
@@ -175,14 +175,12 @@ func (r *Resizer) waitingHead(ctx context.Context, wls []kueue.Workload, cq stri
 		if queues[key] != cq {
 			continue
 		}
-		if head == nil || cmp.Or(cmp.Compare(priorityOf(wl), priorityOf(head)), head.CreationTimestamp.Compare(wl.CreationTimestamp.Time)) > 0 {
+		if head == nil || cmp.Or(cmp.Compare(priority.Priority(wl), priority.Priority(head)), head.CreationTimestamp.Compare(wl.CreationTimestamp.Time)) > 0 {
 			head = wl
 		}
 	}
 	return head, nil
 }
-
-func priorityOf(wl *kueue.Workload) int32 { return ptr.Deref(wl.Spec.Priority, 0) }
 
 // gpusOf is the GPUs a Workload asks for, 0 for nil.
 func gpusOf(wl *kueue.Workload) int32 {

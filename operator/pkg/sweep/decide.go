@@ -331,7 +331,7 @@ func hyperband(p *Plan, trials []Trial, state map[string]convoy.TrialState, sign
 			if !reached {
 				continue
 			}
-			if loss, ok := suggest.LossAt(t.Observations, rungs[k], sign); ok {
+			if loss, ok := suggest.RungLoss(t.Observations, rungs[k], sign); ok {
 				results = append(results, suggest.RungResult{Trial: t.Name, Loss: loss, Promoted: rung[t.Name] > int32(k)})
 			}
 		}
@@ -363,7 +363,7 @@ func lastPromotion(trials []Trial, state map[string]convoy.TrialState, sign floa
 			if t.Rung < int32(k) || (t.Rung == int32(k) && state[t.Name] != convoy.TrialPaused) {
 				continue
 			}
-			if loss, ok := suggest.LossAt(t.Observations, rungs[k], sign); ok && loss < bestLoss {
+			if loss, ok := suggest.RungLoss(t.Observations, rungs[k], sign); ok && loss < bestLoss {
 				bestName, bestLoss = t.Name, loss
 			}
 		}

@@ -77,6 +77,8 @@ func TestDecide(t *testing.T) {
 		return s
 	}
 	paused := func(t Trial, rung int32) Trial { t.State, t.Rung = convoy.TrialPaused, rung; return t }
+	// unseenFirst drops the trial's first observation: the sweep looked only after its next report.
+	unseenFirst := func(t Trial) Trial { t.Observations = t.Observations[1:]; return t }
 	cases := map[string]struct {
 		spec       *convoy.TrainingSweepSpec
 		trials     []Trial
@@ -122,6 +124,9 @@ func TestDecide(t *testing.T) {
 			wantPause: []string{"s-0"}, wantBest: "s-0"},
 		"hyperband promotes the best 1/eta of a rung": {spec: hb(makeSweep(convoy.AlgorithmHyperband)),
 			trials:    []Trial{paused(trial(0, convoy.TrialRunning, 0.5), 0), paused(trial(1, convoy.TrialRunning, 0.3), 0), trial(2, convoy.TrialRunning, 0.9)},
+			wantPause: []string{"s-2"}, wantResume: []string{"s-1"}, wantBest: "s-1"},
+		"hyperband compares a trial whose rung report went unseen at its next epoch": {spec: hb(makeSweep(convoy.AlgorithmHyperband)),
+			trials:    []Trial{paused(trial(0, convoy.TrialRunning, 0.5), 0), paused(unseenFirst(trial(1, convoy.TrialRunning, 0.4, 0.3)), 0), trial(2, convoy.TrialRunning, 0.9)},
 			wantPause: []string{"s-2"}, wantResume: []string{"s-1"}, wantBest: "s-1"},
 		"hyperband runs the best on when nothing is left": {spec: hb(makeSweep(convoy.AlgorithmHyperband)),
 			trials:     []Trial{paused(trial(0, convoy.TrialRunning, 0.5, 0.4, 0.3), 1), trial(1, convoy.TrialEarlyStopped, 0.3, 0.35, 0.32), paused(trial(2, convoy.TrialRunning, 0.9), 0)},

@@ -19,6 +19,8 @@ package suggest
 import (
 	"math"
 	"slices"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 )
 
 // Rungs are the epochs at which asynchronous successive halving (ASHA, the asynchronous form of
@@ -38,6 +40,18 @@ func Rungs(minResource, maxResource int32, eta float64) []int32 {
 		out = append(out, e)
 	}
 	return out
+}
+
+// RungLoss is the loss a trial reported at a rung's epoch, or, where the operator did not see that
+// report (the trial reported the next epoch before the sweep looked), at the first epoch it
+// reported after; false when it reported none from the rung's epoch on. sign is 1 to minimize and -1
+// to maximize. A trial that passed the rung is compared there however its reports were sampled.
+func RungLoss(obs []convoy.Observation, epoch int32, sign float64) (float64, bool) {
+	i, _ := slices.BinarySearchFunc(obs, epoch, func(o convoy.Observation, e int32) int { return int(o.Epoch - e) })
+	if i == len(obs) {
+		return 0, false
+	}
+	return sign * obs[i].Value, true
 }
 
 // RungResult is one trial's loss at a rung and whether it has moved past it.

@@ -106,8 +106,11 @@ func sweepStatusOf(sw *convoy.TrainingSweep) any {
 	return st
 }
 
-// hyperband is a hyperband sweep (eta 3, rungs at epochs 1, 3 and 9) of trials trials, all at once,
-// over x and y in [-1, 1].
+// hyperband is a hyperband sweep (eta 3, rungs at epochs 1 and 3, 9 epochs) of trials trials, all
+// at once, over x and y in [-1, 1]. Of 4 trials at most 2 are ever among the best third at the
+// first rung: fewer than eta reach the last, so each pauses there, and the best of them resumes
+// from its checkpoint once nothing else runs, whatever order the trials report in. (Of more, one
+// among the best on reaching a rung runs on, so a resume depends on that order.)
 func (e *env) hyperband(name string, trials int32) *convoy.TrainingSweep {
 	hb := e.sweep(name, convoy.AlgorithmHyperband, sweepsim.Quadratic, 9, 1, 1, doubleParam("x", -1, 1, 0), doubleParam("y", -1, 1, 0))
 	hb.Spec.MaxTrialCount, hb.Spec.ParallelTrialCount = ptr.To(trials), ptr.To(trials)
@@ -172,6 +175,7 @@ func TestSweepAlgorithmsFindTheOptimum(t *testing.T) {
 	tpe.Spec.MaxTrialCount, tpe.Spec.ParallelTrialCount = ptr.To[int32](12), ptr.To[int32](3)
 	tpe.Spec.Algorithm.AlgorithmSettings = []convoy.AlgorithmSetting{{Name: "n_startup_trials", Value: "4"}}
 	hb := e.hyperband("hyperband", 9)
+	resume := e.hyperband("resume", 4)
 
 	// Tolerances: grid tries (0.25, -0.25), 0.005 from the optimum (plus the curve's noise at the
 	// last epoch, under 0.003). Random, TPE and hyperband, with random_state 1 and 9 to 12 trials,
@@ -179,7 +183,7 @@ func TestSweepAlgorithmsFindTheOptimum(t *testing.T) {
 	// Random's 12 draws of seed 1 come to 0.115; TPE's and hyperband's suggestions also depend
 	// on the order trials finish in.
 	tolerance := map[string]float64{"grid": 0.01, "random": 0.15, "tpe": 0.15, "hyperband": 0.15}
-	for _, sw := range []*convoy.TrainingSweep{grid, random, tpe, hb} {
+	for _, sw := range []*convoy.TrainingSweep{grid, random, tpe, hb, resume} {
 		e.createSweep(sw)
 	}
 
@@ -209,15 +213,17 @@ func TestSweepAlgorithmsFindTheOptimum(t *testing.T) {
 	if n := len(e.trials("grid")); n != 9 {
 		t.Errorf("grid created %d trials, want the 9 points of its grid", n)
 	}
-	// Hyperband promoted trials from their checkpoints: a resumed trial's TrainingJob went on
-	// from the epoch it paused at, to the last epoch, after its gang was restarted.
-	hbDone := e.waitSweep("hyperband", "done", func(*convoy.TrainingSweep) bool { return true })
-	for tr, job := range e.resumedTrials(hbDone) {
+	// Hyperband promoted a trial from its checkpoint: a resumed trial's TrainingJob went on from
+	// the epoch it paused at, to the last epoch, after its gang was restarted.
+	resumeDone := e.waitSweep("resume", "done", func(s *convoy.TrainingSweep) bool {
+		return s.Status.State == convoy.SweepSucceeded || s.Status.State == convoy.SweepFailed
+	})
+	for tr, job := range e.resumedTrials(resumeDone) {
 		if job.Status.RestartCount == 0 || job.Status.Checkpoint == nil || job.Status.Checkpoint.Epoch <= tr.ResumedFromEpoch {
 			t.Errorf("trial %s resumed from epoch %d, but its job shows restartCount %d and checkpoint %+v", tr.Name, tr.ResumedFromEpoch, job.Status.RestartCount, job.Status.Checkpoint)
 		}
 	}
-	if hbDone.Status.EarlyStoppedTrials == 0 {
+	if hbDone := e.waitSweep("hyperband", "done", func(*convoy.TrainingSweep) bool { return true }); hbDone.Status.EarlyStoppedTrials == 0 {
 		t.Errorf("hyperband stopped no trial at a rung: %+v", sweepStatusOf(hbDone))
 	}
 
@@ -386,7 +392,7 @@ func TestSweepFailsAfterMaxFailedTrials(t *testing.T) {
 func TestHyperbandWithoutAQueuePausesThroughSuspend(t *testing.T) {
 	e := setup(t)
 	e.namespace()
-	hb := e.hyperband("unqueued", 6)
+	hb := e.hyperband("unqueued", 4)
 	hb.Spec.TrialTemplate.Spec.Scheduling.Queue = ""
 	e.createSweep(hb)
 

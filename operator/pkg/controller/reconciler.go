@@ -342,7 +342,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.deletePods(ctx, p.delete); err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.forceDeletePods(ctx, job, p.forceDelete); err != nil {
+	if err := r.forceDeletePods(ctx, job, p.forceDelete, gone); err != nil {
 		return ctrl.Result{}, err
 	}
 	if err := r.createPods(ctx, job, plugin, r.expect.pending(job, p.create, pods, r.Clock.Now())); err != nil {
@@ -609,18 +609,24 @@ func (r *Reconciler) unreadyNodes(ctx context.Context, pods []*corev1.Pod, now t
 }
 
 // forceDeletePods deletes, without a grace period, pods whose grace period has passed on a node
-// whose kubelet is not Ready, with a Warning event each: kubectl delete --force, which a person
-// would otherwise have to run before the gang can restart.
-func (r *Reconciler) forceDeletePods(ctx context.Context, job *convoy.TrainingJob, pods []*corev1.Pod) error {
+// whose kubelet is not Ready, and terminating pods of a node that is gone, with a Warning event
+// each: kubectl delete --force, which a person would otherwise have to run (or, for a gone node,
+// wait for the pod garbage collector) before the gang can restart.
+func (r *Reconciler) forceDeletePods(ctx context.Context, job *convoy.TrainingJob, pods []*corev1.Pod, gone map[string]bool) error {
 	for _, pod := range pods {
 		err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.GracePeriodSeconds(0))
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return fmt.Errorf("force-deleting pod %s: %w", pod.Name, err)
 		}
-		if err == nil {
-			r.Recorder.Eventf(job, pod, corev1.EventTypeWarning, ReasonPodForceDeleted, "ForceDeletePod",
-				"pod %s was still terminating after its grace period on node %s, which is not Ready: deleted without waiting for its kubelet", pod.Name, pod.Spec.NodeName)
+		if err != nil {
+			continue
 		}
+		why := "was still terminating after its grace period on node %s, which is not Ready"
+		if gone[pod.Spec.NodeName] {
+			why = "was terminating on node %s, which no longer exists"
+		}
+		r.Recorder.Eventf(job, pod, corev1.EventTypeWarning, ReasonPodForceDeleted, "ForceDeletePod",
+			"pod %s "+why+": deleted without waiting for its kubelet", pod.Name, pod.Spec.NodeName)
 	}
 	return nil
 }

@@ -76,8 +76,8 @@ type plan struct {
 	create []mlframework.Replica
 	// delete are pods to delete.
 	delete []*corev1.Pod
-	// forceDelete are terminating pods whose grace period has passed on a node that is not Ready:
-	// no kubelet will finish them, and a restarted gang needs their names.
+	// forceDelete are terminating pods whose grace period has passed on a node that is not Ready,
+	// or whose node is gone: no kubelet will finish them, and a restarted gang needs their names.
 	forceDelete []*corev1.Pod
 	// ensureChildren keeps the PodGroup, Services and ConfigMap in place while the gang is wanted.
 	ensureChildren bool
@@ -154,16 +154,19 @@ func newDecision(o observation) *decision {
 
 // forceDeleteStuckPods looks at a terminating pod again when its grace period ends: its node's
 // readiness is read only then (unreadyNodes), and a pod still there on a node that is not Ready
-// goes at once.
+// goes at once. A terminating pod of a deleted node goes without waiting for its grace period: no
+// kubelet will act on it, and the pod garbage collector would take it only after its 40 s quarantine.
 func (d *decision) forceDeleteStuckPods() {
 	for _, pod := range d.o.pods {
 		if pod.DeletionTimestamp == nil {
 			continue
 		}
-		if left := pod.DeletionTimestamp.Sub(d.o.now); left > 0 {
-			d.p.requeue(left)
-		} else if d.o.unreadyNodes[pod.Spec.NodeName] {
+		left := pod.DeletionTimestamp.Sub(d.o.now)
+		switch {
+		case d.o.goneNodes[pod.Spec.NodeName] || left <= 0 && d.o.unreadyNodes[pod.Spec.NodeName]:
 			d.p.forceDelete = append(d.p.forceDelete, pod)
+		case left > 0:
+			d.p.requeue(left)
 		}
 	}
 }

@@ -114,8 +114,8 @@ func checkPlan(t *testing.T, o observation, p plan) {
 		if observed[pod.Name] != pod || deleted[pod.Name] {
 			t.Errorf("force-deletes %s, which is not an observed pod or is deleted twice", pod.Name)
 		}
-		if pod.DeletionTimestamp == nil || pod.DeletionTimestamp.After(o.now) || !o.unreadyNodes[pod.Spec.NodeName] {
-			t.Errorf("force-deletes %s before its grace period ended on a node that is not Ready (deletion %v, node %q)", pod.Name, pod.DeletionTimestamp, pod.Spec.NodeName)
+		if pod.DeletionTimestamp == nil || !o.goneNodes[pod.Spec.NodeName] && (pod.DeletionTimestamp.After(o.now) || !o.unreadyNodes[pod.Spec.NodeName]) {
+			t.Errorf("force-deletes %s before its grace period ended on a node that is not Ready, on a node that exists (deletion %v, node %q)", pod.Name, pod.DeletionTimestamp, pod.Spec.NodeName)
 		}
 		deleted[pod.Name] = true
 	}

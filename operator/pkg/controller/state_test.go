@@ -351,6 +351,22 @@ func TestDecideForceDeletesPodsStuckOnUnreadyNodes(t *testing.T) {
 	}
 }
 
+// A pod terminating on a deleted node is deleted without a grace period at once: no kubelet will
+// finish it, and the gang's restart waits for it.
+func TestDecideForceDeletesPodsOfAGoneNodeAtOnce(t *testing.T) {
+	job := utiltesting.MakeTrainingJob("llm", "team-a").Workers(2).Obj()
+	p, _ := mlframework.For(job.Spec.Framework)
+	onGone := makePod(job, "worker", 0).node("gone").deleting().obj()
+	onGone.DeletionTimestamp = &metav1.Time{Time: now.Add(30 * time.Second)}
+	elsewhere := makePod(job, "worker", 1).node("alive").deleting().obj()
+	elsewhere.DeletionTimestamp = &metav1.Time{Time: now.Add(30 * time.Second)}
+	got := decide(observation{job: job, plugin: p, pods: []*corev1.Pod{onGone, elsewhere},
+		goneNodes: map[string]bool{"gone": true}, now: now, backoff: DefaultBackoff})
+	if names := names(got.forceDelete); len(names) != 1 || names[0] != "llm-worker-0" {
+		t.Errorf("force-deleted %v, want only llm-worker-0, on the gone node", names)
+	}
+}
+
 // TestCompletedJobDropsItsEstimatedCompletion: once the gang completes, status.completionTime
 // says when, and the estimate is gone; the measured epoch duration stays.
 func TestCompletedJobDropsItsEstimatedCompletion(t *testing.T) {

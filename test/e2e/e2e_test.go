@@ -66,6 +66,11 @@ const (
 	flavor = "h100-on-demand"
 )
 
+// agentProfile is the mock NVML profile of the fleet's node agent, fleetAgent its process.
+const agentProfile = "h100-8"
+
+var fleetAgent = stack.AgentProcess(agentProfile)
+
 // fleet is 1 zone × 2 blocks × 2 racks × 4 nodes of 8 GPUs: 128 GPUs, 32 per rack.
 var fleet = framework.Fleet{Zones: 1, BlocksPerZone: 2, RacksPerBlock: 2, NodesPerRack: 4, GPUsPerNode: 8,
 	Product: product, Labels: map[string]string{stack.LabelCapacityType: "on-demand"}}
@@ -95,7 +100,7 @@ func setup(t *testing.T) *env {
 			return
 		}
 		shared, setupErr = stack.Start(ctx, c, stack.Options{
-			Agents:     []stack.AgentPool{{Profile: "h100-8", Selector: framework.LabelGPUProduct + "=" + product}},
+			Agents:     []stack.AgentPool{{Profile: agentProfile, Selector: framework.LabelGPUProduct + "=" + product}},
 			SimTrainer: time.Second,
 			// TestUnusedBookingIsReleased waits it out.
 			BookingTimeout: bookingTimeout,

@@ -258,7 +258,8 @@ func (e *env) exitWorker(job, code string) {
 }
 
 // injectXID makes GPU 7 of a node no job uses report XID 79 (fallen off the bus), which makes it
-// unhealthy, and returns the node. Cleanup clears the fault and waits until the GPU is healthy.
+// unhealthy, and returns the node. The agent keeps a critical XID until it restarts, as a GPU keeps
+// one until it is reset: cleanup restarts the fleet's agent and waits until the GPU is healthy.
 func (e *env) injectXID(ctx context.Context) string {
 	e.t.Helper()
 	nodes := &corev1.NodeList{}
@@ -272,11 +273,24 @@ func (e *env) injectXID(ctx context.Context) string {
 	fault := fmt.Sprintf("%s/faults?node=%s&gpu=7", e.AgentURLs[0], node)
 	e.agentFault(http.MethodPost, fault+"&fault=xid:79")
 	e.t.Cleanup(func() {
-		e.agentFault(http.MethodDelete, fault)
-		_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-			g := &convoy.GPUNode{}
-			return e.k.Get(ctx, client.ObjectKey{Name: node}, g) == nil && g.Status.Healthy == g.Status.Capacity, nil
-		})
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		err := e.Cluster.StopProcess(fleetAgent)
+		if err == nil {
+			err = e.Cluster.RestartProcess(fleetAgent)
+		}
+		if err == nil {
+			err = e.Cluster.WaitHealthy(ctx, fleetAgent, e.AgentURLs[0]+"/healthz")
+		}
+		if err == nil {
+			err = wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+				g := &convoy.GPUNode{}
+				return e.k.Get(ctx, client.ObjectKey{Name: node}, g) == nil && g.Status.Healthy == g.Status.Capacity, nil
+			})
+		}
+		if err != nil {
+			e.t.Errorf("GPU 7 of %s healthy again after its agent's restart: %v", node, err)
+		}
 	})
 	return node
 }

@@ -506,10 +506,13 @@ func (s *Stack) StartScheduler(ctx context.Context) error { return s.StartReplic
 // StopScheduler stops the scheduler gracefully (SIGTERM).
 func (s *Stack) StopScheduler() error { return s.Cluster.StopProcess(Scheduler) }
 
+// AgentProcess is the process name of the node agent of the pool of profile.
+func AgentProcess(profile string) string { return NodeAgent + "-" + profile }
+
 // startAgents starts one node agent per pool, as the simulator's ServiceAccount.
 func (s *Stack) startAgents(ctx context.Context, pools []AgentPool) error {
 	for _, p := range pools {
-		if err := s.StartAgent(ctx, fmt.Sprintf("%s-%s", NodeAgent, p.Profile),
+		if err := s.StartAgent(ctx, AgentProcess(p.Profile),
 			"--nvml=mock:"+p.Profile, "--node-selector="+p.Selector, "--kube-api-qps=100", "--kube-api-burst=200"); err != nil {
 			return err
 		}

@@ -251,7 +251,7 @@ func TestDrainWaitsForTheGangsCheckpoint(t *testing.T) {
 // then the operator moves it (NodeReclaimed, GraceExpired), spending no budget, and the drain completes.
 func TestDrainMovesAGangThatNeverCheckpointsAtTheGrace(t *testing.T) {
 	e := setup(t)
-	doomed := e.gangToDrain("mute", 15, func(j *convoy.TrainingJob) {
+	doomed := e.gangToDrain("mute", 5, func(j *convoy.TrainingJob) {
 		j.Spec.Hyperparameters.AdditionalParams = map[string]string{"sim-checkpoint": "never"}
 	})
 	out := util.MustKubectl(t, e.Cluster, "drain", doomed, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=240s")

@@ -168,7 +168,7 @@ func run(ctx context.Context, o options, sys System) (*Result, error) {
 			return nil, fmt.Errorf("the operator is gone: %w (logs in %s)", err, filepath.Join(c.StateDir, "logs"))
 		}
 		r.CPUSeconds = cpu1 - cpu0
-		if r.PeakRSSMiB, err = peakRSSMiB(pid); err != nil {
+		if r.PeakRSSMiB, err = (framework.Process{Pid: pid}).PeakRSSMiB(); err != nil {
 			return nil, err
 		}
 	}
@@ -243,7 +243,12 @@ func startConvoy(ctx context.Context, c *framework.Cluster, o options, reconcile
 		args = append(args, fmt.Sprintf("--max-concurrent-reconciles=%d", reconciles))
 	}
 	args = append(args, o.convoyExtraArgs...)
-	if err := c.StartProcess("convoy-operator", filepath.Join(o.binDir, "convoy-operator"), args, []string{"LOG_LEVEL=error"}); err != nil {
+	// The environment deploy/operator's Deployment sets (GOMEMLIMIT, LOG_LEVEL).
+	env, err := framework.ShippedEnv("deploy/operator/manager.yaml", "convoy-operator")
+	if err != nil {
+		return 0, err
+	}
+	if err := c.StartProcess("convoy-operator", filepath.Join(o.binDir, "convoy-operator"), args, env); err != nil {
 		return 0, err
 	}
 	if err := c.WaitHealthy(ctx, "convoy-operator", "http://"+probe+"/readyz"); err != nil {

@@ -20,8 +20,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"sigs.k8s.io/yaml"
 )
@@ -30,12 +33,7 @@ import (
 // (relative to the repository's root, such as deploy/scheduler/deployment.yaml) gives its first
 // container, so that a benchmark starts the binary as it ships (see DeploymentEnv).
 func ShippedEnv(file, deployment string) ([]string, error) {
-	root, err := RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	path := filepath.Join(root, file)
-	data, err := os.ReadFile(path)
+	data, path, err := readShipped(file)
 	if err != nil {
 		return nil, err
 	}
@@ -46,11 +44,50 @@ func ShippedEnv(file, deployment string) ([]string, error) {
 	return env, nil
 }
 
-// DeploymentEnv returns, as NAME=value, the environment that the Deployment named deployment in
-// the manifests data gives its first container: literal values, and a resourceFieldRef to the
-// container's own memory limit or request (GOMEMLIMIT from limits.memory), in bytes or in its
-// divisor. Values the kubelet takes from the Pod's metadata (fieldRef) are left out.
-func DeploymentEnv(data []byte, deployment string) ([]string, error) {
+// ShippedFlags returns the arguments of the same container that set one of the flags named (see
+// DeploymentFlags).
+func ShippedFlags(file, deployment string, flags ...string) ([]string, error) {
+	data, path, err := readShipped(file)
+	if err != nil {
+		return nil, err
+	}
+	out, err := DeploymentFlags(data, deployment, flags...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return out, nil
+}
+
+// DeploymentFlags returns the arguments (command, then args) of the first container of the
+// Deployment named deployment in the manifests data that set one of the flags named, such as
+// --kube-api-qps=300, in their order.
+func DeploymentFlags(data []byte, deployment string, flags ...string) ([]string, error) {
+	ctr, err := deploymentContainer(data, deployment)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, arg := range slices.Concat(ctr.Command, ctr.Args) {
+		name, _, _ := strings.Cut(arg, "=")
+		if slices.Contains(flags, name) {
+			out = append(out, arg)
+		}
+	}
+	return out, nil
+}
+
+func readShipped(file string) ([]byte, string, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, "", err
+	}
+	path := filepath.Join(root, file)
+	data, err := os.ReadFile(path)
+	return data, path, err
+}
+
+// deploymentContainer is the first container of the Deployment named deployment in data.
+func deploymentContainer(data []byte, deployment string) (*corev1.Container, error) {
 	var found *appsv1.Deployment
 	err := EachYAMLDoc(data, func(doc []byte) error {
 		var d appsv1.Deployment
@@ -68,7 +105,18 @@ func DeploymentEnv(data []byte, deployment string) ([]string, error) {
 	if found == nil || len(found.Spec.Template.Spec.Containers) == 0 {
 		return nil, fmt.Errorf("no Deployment %s with a container", deployment)
 	}
-	ctr := found.Spec.Template.Spec.Containers[0]
+	return &found.Spec.Template.Spec.Containers[0], nil
+}
+
+// DeploymentEnv returns, as NAME=value, the environment that the Deployment named deployment in
+// the manifests data gives its first container: literal values, and a resourceFieldRef to the
+// container's own memory limit or request (GOMEMLIMIT from limits.memory), in bytes or in its
+// divisor. Values the kubelet takes from the Pod's metadata (fieldRef) are left out.
+func DeploymentEnv(data []byte, deployment string) ([]string, error) {
+	ctr, err := deploymentContainer(data, deployment)
+	if err != nil {
+		return nil, err
+	}
 	var env []string
 	for _, e := range ctr.Env {
 		switch {

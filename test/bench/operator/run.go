@@ -58,10 +58,13 @@ const (
 	// trainingOperatorNamespace holds its (unused) webhook certificate Secret; its main reads the
 	// namespace from MY_POD_NAMESPACE.
 	trainingOperatorNamespace = "kubeflow"
-	// trainingOperatorCertSecret and trainingOperatorCertDir are fixed in its main.
+	// trainingOperatorCertSecret is fixed in its main.
 	trainingOperatorCertSecret = "training-operator-webhook-cert"
-	trainingOperatorCertDir    = "/tmp/k8s-webhook-server/serving-certs"
 )
+
+// trainingOperatorCertDir is controller-runtime's certificate directory under the $TMPDIR that
+// training-operator inherits from this process.
+var trainingOperatorCertDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
 
 // run measures one contender on a fresh control plane.
 func run(ctx context.Context, o options, sys System) (*Result, error) {
@@ -233,6 +236,12 @@ func startConvoy(ctx context.Context, c *framework.Cluster, o options, reconcile
 		fmt.Sprintf("--progress-bind-address=127.0.0.1:%d", ports[2]),
 		fmt.Sprintf("--progress-url=https://127.0.0.1:%d", ports[2]),
 	}
+	// The client rate deploy/operator sets; -qps and -burst, after it, win.
+	shipped, err := framework.ShippedFlags("deploy/operator/manager.yaml", "convoy-operator", "--kube-api-qps", "--kube-api-burst")
+	if err != nil {
+		return 0, err
+	}
+	args = append(args, shipped...)
 	if o.qps > 0 {
 		args = append(args, fmt.Sprintf("--kube-api-qps=%g", o.qps))
 	}

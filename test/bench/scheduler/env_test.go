@@ -25,9 +25,9 @@ import (
 	"github.com/convoy-dev/convoy/test/framework"
 )
 
-// TestDeploymentEnv: a benchmark starts a binary with the environment its Deployment sets: literal
+// TestDeploymentEnv: a benchmark starts a binary with the environment its Deployment sets (literal
 // values, and the memory limit a resourceFieldRef names, in bytes or in its divisor; values of the
-// Pod's metadata are left out.
+// Pod's metadata are left out) and the flags named of its command and args.
 func TestDeploymentEnv(t *testing.T) {
 	const manifest = `
 apiVersion: v1
@@ -52,6 +52,8 @@ spec:
     spec:
       containers:
       - name: scheduler
+        command: [/convoy-scheduler, --v=2]
+        args: [--kube-api-qps=300, --kube-api-qpsx=1, --kube-api-burst=600, --kueue=auto]
         env:
         - {name: GOGC, value: "200"}
         - name: GOMEMLIMIT
@@ -70,6 +72,14 @@ spec:
 	want := []string{"GOGC=200", "GOMEMLIMIT=1610612736", "LIMIT_MIB=1536"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("DeploymentEnv (-want,+got):\n%s", diff)
+	}
+
+	flags, err := framework.DeploymentFlags([]byte(manifest), "convoy-scheduler", "--kube-api-qps", "--kube-api-burst", "--v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"--v=2", "--kube-api-qps=300", "--kube-api-burst=600"}, flags); diff != "" {
+		t.Errorf("DeploymentFlags (-want,+got):\n%s", diff)
 	}
 
 	noLimit := strings.Replace(manifest, "limits: {memory: 1536Mi}", "requests: {memory: 1536Mi}", 1)

@@ -444,6 +444,24 @@ func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.It
 // for the architectures Go runs on).
 const userHZ = 100
 
+// PeakRSSMiB returns the process's peak resident set size so far (VmHWM of /proc/<pid>/status).
+func (p Process) PeakRSSMiB() (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/%d/status: %q: %w", p.Pid, line, err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status has no VmHWM", p.Pid)
+}
+
 // CPUTime returns the CPU time (user and system) the process has used so far, from
 // /proc/<pid>/stat; its children are not counted.
 func (p Process) CPUTime() (time.Duration, error) {

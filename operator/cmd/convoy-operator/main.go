@@ -60,6 +60,7 @@ func main() {
 	flag.BoolVar(&opts.JobNetworkPolicy, "job-network-policy", opts.JobNetworkPolicy, "Give every TrainingJob a NetworkPolicy <job> that lets its pods accept connections only from its own gang (and rank 0's metrics port from anywhere); it takes effect with a CNI that enforces NetworkPolicy. false: pods accept connections from anywhere.")
 	metricsSecure := flag.Bool("metrics-secure", true, "Serve the metrics over HTTPS to callers the API server authenticates and authorizes for GET /metrics; false serves plain HTTP to anyone.")
 	flag.StringVar(&opts.ProbeAddr, "health-probe-bind-address", opts.ProbeAddr, "Address of the /healthz and /readyz endpoints.")
+	flag.StringVar(&opts.PprofAddr, "pprof-bind-address", opts.PprofAddr, "Address of Go's /debug/pprof profiles, served over plain HTTP to anyone (bind it to 127.0.0.1); empty serves none.")
 	flag.BoolVar(&opts.LeaderElection, "leader-elect", true, "Elect a leader so that one replica reconciles at a time.")
 	flag.DurationVar(&opts.LeaseDuration, "leader-elect-lease-duration", 15*time.Second, "How long a standby waits, after the leader's last renewal, before it takes the Lease.")
 	flag.DurationVar(&opts.RenewDeadline, "leader-elect-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew its Lease before it stops leading.")

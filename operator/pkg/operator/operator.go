@@ -65,6 +65,8 @@ type Options struct {
 	// MetricsAddr and ProbeAddr are the manager's metrics and health endpoints; "0" disables one.
 	MetricsAddr string
 	ProbeAddr   string
+	// PprofAddr serves Go's /debug/pprof profiles over plain HTTP; "" (the default) serves none.
+	PprofAddr string
 	// InsecureMetrics serves the metrics over plain HTTP to anyone. By default they are served over
 	// HTTPS (a self-signed certificate) to callers whose bearer token the API server authenticates
 	// and authorizes for GET /metrics, as kube-scheduler's are.
@@ -190,6 +192,7 @@ func New(ctx context.Context, cfg *rest.Config, opts Options) (ctrl.Manager, err
 		Client:                        client.Options{Cache: &client.CacheOptions{Unstructured: true}},
 		Metrics:                       metricsOptions(opts),
 		HealthProbeBindAddress:        opts.ProbeAddr,
+		PprofBindAddress:              opts.PprofAddr,
 		LeaderElection:                opts.LeaderElection,
 		LeaderElectionID:              opts.LeaderElectionID,
 		LeaderElectionNamespace:       opts.Namespace,

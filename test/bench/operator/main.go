@@ -82,8 +82,8 @@ func main() {
 	var o options
 	systems := flag.String("systems", "convoy,convoy-32,training-operator,training-operator-32,api", "comma-separated contenders: convoy (its default 16 concurrent reconciles), convoy-32 (32), training-operator (its default single worker), training-operator-32 (32 workers), api (a plain client creating the pods)")
 	flag.IntVar(&o.jobs, "jobs", 1000, "jobs submitted at once")
-	qps := flag.Float64("qps", 0, "client QPS of convoy-operator (--kube-api-qps); 0: its shipped default")
-	flag.IntVar(&o.burst, "burst", 0, "client burst of convoy-operator (--kube-api-burst); 0: its shipped default")
+	qps := flag.Float64("qps", 0, "client QPS of convoy-operator (--kube-api-qps); 0: deploy/operator's, else the binary's default")
+	flag.IntVar(&o.burst, "burst", 0, "client burst of convoy-operator (--kube-api-burst); 0: deploy/operator's, else the binary's default")
 	peerQPS := flag.Float64("peer-qps", 1000, "client QPS of training-operator")
 	flag.IntVar(&o.peerBurst, "peer-burst", 2000, "client burst of training-operator")
 	flag.IntVar(&o.creators, "creators", 32, "goroutines submitting jobs (and creating pods for the api ceiling)")

@@ -130,24 +130,6 @@ func cpuSeconds(pid int) (float64, error) {
 	return (utime + stime) / clockTicks, nil
 }
 
-// peakRSSMiB returns process pid's peak resident set size (VmHWM).
-func peakRSSMiB(pid int) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				return 0, fmt.Errorf("/proc/%d/status: %q: %w", pid, line, err)
-			}
-			return kb / 1024, nil
-		}
-	}
-	return 0, fmt.Errorf("/proc/%d/status has no VmHWM", pid)
-}
-
 func numCPU() int { return runtime.NumCPU() }
 
 // writeCounts returns the API server's count of mutating requests so far, by "VERB resource"

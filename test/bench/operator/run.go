@@ -58,10 +58,13 @@ const (
 	// trainingOperatorNamespace holds its (unused) webhook certificate Secret; its main reads the
 	// namespace from MY_POD_NAMESPACE.
 	trainingOperatorNamespace = "kubeflow"
-	// trainingOperatorCertSecret and trainingOperatorCertDir are fixed in its main.
+	// trainingOperatorCertSecret is fixed in its main.
 	trainingOperatorCertSecret = "training-operator-webhook-cert"
-	trainingOperatorCertDir    = "/tmp/k8s-webhook-server/serving-certs"
 )
+
+// trainingOperatorCertDir is controller-runtime's certificate directory under the $TMPDIR that
+// training-operator inherits from this process.
+var trainingOperatorCertDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
 
 // run measures one contender on a fresh control plane.
 func run(ctx context.Context, o options, sys System) (*Result, error) {
@@ -168,7 +171,7 @@ func run(ctx context.Context, o options, sys System) (*Result, error) {
 			return nil, fmt.Errorf("the operator is gone: %w (logs in %s)", err, filepath.Join(c.StateDir, "logs"))
 		}
 		r.CPUSeconds = cpu1 - cpu0
-		if r.PeakRSSMiB, err = peakRSSMiB(pid); err != nil {
+		if r.PeakRSSMiB, err = (framework.Process{Pid: pid}).PeakRSSMiB(); err != nil {
 			return nil, err
 		}
 	}
@@ -233,6 +236,12 @@ func startConvoy(ctx context.Context, c *framework.Cluster, o options, reconcile
 		fmt.Sprintf("--progress-bind-address=127.0.0.1:%d", ports[2]),
 		fmt.Sprintf("--progress-url=https://127.0.0.1:%d", ports[2]),
 	}
+	// The client rate deploy/operator sets; -qps and -burst, after it, win.
+	shipped, err := framework.ShippedFlags("deploy/operator/manager.yaml", "convoy-operator", "--kube-api-qps", "--kube-api-burst")
+	if err != nil {
+		return 0, err
+	}
+	args = append(args, shipped...)
 	if o.qps > 0 {
 		args = append(args, fmt.Sprintf("--kube-api-qps=%g", o.qps))
 	}
@@ -243,7 +252,12 @@ func startConvoy(ctx context.Context, c *framework.Cluster, o options, reconcile
 		args = append(args, fmt.Sprintf("--max-concurrent-reconciles=%d", reconciles))
 	}
 	args = append(args, o.convoyExtraArgs...)
-	if err := c.StartProcess("convoy-operator", filepath.Join(o.binDir, "convoy-operator"), args, []string{"LOG_LEVEL=error"}); err != nil {
+	// The environment deploy/operator's Deployment sets (GOMEMLIMIT, LOG_LEVEL).
+	env, err := framework.ShippedEnv("deploy/operator/manager.yaml", "convoy-operator")
+	if err != nil {
+		return 0, err
+	}
+	if err := c.StartProcess("convoy-operator", filepath.Join(o.binDir, "convoy-operator"), args, env); err != nil {
 		return 0, err
 	}
 	if err := c.WaitHealthy(ctx, "convoy-operator", "http://"+probe+"/readyz"); err != nil {

@@ -79,3 +79,15 @@ func machineSpeed() float64 {
 	_ = h.Sum(nil)
 	return float64((threadCPU() - began).Microseconds()) / 1000
 }
+
+// peakRSSMiB is the peak resident set size (VmHWM) of the cluster's process name so far; 0 when it
+// does not run.
+func peakRSSMiB(c *framework.Cluster, name string) float64 {
+	for _, p := range c.Processes() {
+		if p.Name == name {
+			mib, _ := p.PeakRSSMiB()
+			return mib
+		}
+	}
+	return 0
+}

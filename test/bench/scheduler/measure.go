@@ -139,6 +139,8 @@ type Result struct {
 	// after its last bind: the binding, without the stall that ends the run, in which the API
 	// server may still serve the contender's status writes for the pods it could not place.
 	CPUToLastBind map[string]float64 `json:"cpuSecondsToLastBind"`
+	// PeakRSSMiB is the scheduler's peak resident set size (VmHWM); 0 for the binders.
+	PeakRSSMiB float64 `json:"schedulerPeakRSSMiB,omitempty"`
 	// Plans is what Convoy's scheduler reports of its plans in its metrics; nil for the others.
 	Plans *Plans `json:"plans,omitempty"`
 	// MachineMillis is machineSpeed just before the contender started: how fast this machine was.
@@ -356,13 +358,17 @@ func (r *Result) line() string {
 	for _, n := range names {
 		cpu = append(cpu, fmt.Sprintf("%s %.1f (%.1f)", n, r.CPU[n], r.CPUToLastBind[n]))
 	}
+	rss := ""
+	if r.PeakRSSMiB > 0 {
+		rss = fmt.Sprintf("; the scheduler's peak RSS %.0f MiB", r.PeakRSSMiB)
+	}
 	plans := ""
 	if r.Plans != nil {
 		plans = "\n   gang plans: " + r.Plans.String()
 	}
-	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, first bind %.1fs, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %.2f nodes/gang (min %.2f), %d GPUs stranded (%.1f on average after each gang placed whole), %d of %d GPUs in use, %.0fs\n   API writes: %.2f per pod bound (%s); the API server served a binding in %.0f ms on average\n   API reads: %s\n   CPU seconds, in all (to the last bind): %s\n   machine: 64 MiB hashed in %.0f ms of CPU just before the start%s%s",
+	return fmt.Sprintf("   %s: %d/%d pods bound, %.0f pods/s, first bind %.1fs, gang p50 %.1fs p99 %.1fs, %d placed %d partial %d unplaced (%d would fit), %.2f racks/gang (min %.2f), %.2f nodes/gang (min %.2f), %d GPUs stranded (%.1f on average after each gang placed whole), %d of %d GPUs in use, %.0fs\n   API writes: %.2f per pod bound (%s); the API server served a binding in %.0f ms on average\n   API reads: %s\n   CPU seconds, in all (to the last bind): %s%s\n   machine: 64 MiB hashed in %.0f ms of CPU just before the start%s%s",
 		r.Scheduler, r.BoundPods, r.Pods, r.PodsPerSec, r.FirstBind, r.GangP50, r.GangP99, r.Placed, r.Partial, r.Unplaced, r.UnplacedFit,
-		r.RacksPerGang, r.MinRacksPerGang, r.NodesPerGang, r.MinNodesPerGang, r.Stranded, r.MeanStranded, r.UsedGPUs, r.CapacityGPUs, r.Seconds, r.WritesPerPod, strings.Join(writes, ", "), r.BindingMillis, strings.Join(reads, ", "), strings.Join(cpu, ", "), r.MachineMillis, r.apiServerPace(), plans)
+		r.RacksPerGang, r.MinRacksPerGang, r.NodesPerGang, r.MinNodesPerGang, r.Stranded, r.MeanStranded, r.UsedGPUs, r.CapacityGPUs, r.Seconds, r.WritesPerPod, strings.Join(writes, ", "), r.BindingMillis, strings.Join(reads, ", "), strings.Join(cpu, ", "), rss, r.MachineMillis, r.apiServerPace(), plans)
 }
 
 func table(results []*Result) string {

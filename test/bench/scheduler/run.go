@@ -22,6 +22,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -288,6 +289,7 @@ wait:
 	r.Stream = o.stream
 	r.CPU = cpuSeconds(cpuBefore, cpuTimes(c))
 	r.CPUToLastBind = cpuSeconds(cpuBefore, cpuAtLastBind)
+	r.PeakRSSMiB = peakRSSMiB(c, "scheduler")
 	writesAfter, err := framework.APIRequests(ctx, cs)
 	if err != nil {
 		return nil, err
@@ -555,8 +557,15 @@ func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc S
 		binary = filepath.Join(o.controlPlaneBin, "kube-scheduler")
 		args = append(args, draFeatureGates)
 	}
-	fmt.Fprintf(os.Stderr, "   scheduler on https://127.0.0.1:%d\n", port)
-	if err := c.StartProcess("scheduler", binary, args, nil); err != nil {
+	var env []string
+	if sc.convoy() {
+		// GOGC and GOMEMLIMIT as deploy/scheduler's Deployment sets them.
+		if env, err = framework.ShippedEnv("deploy/scheduler/deployment.yaml", "convoy-scheduler"); err != nil {
+			return 0, err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "   scheduler on https://127.0.0.1:%d %s\n", port, strings.Join(env, " "))
+	if err := c.StartProcess("scheduler", binary, args, env); err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

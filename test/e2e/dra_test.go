@@ -22,13 +22,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -157,7 +160,8 @@ func (e *env) allocatedDevices(pod *corev1.Pod) []string {
 // TestDRAGPUSelectorsPickTheProductAndMemory: outside a queue, spec.gpu's product and minMemory
 // become CEL selectors that the scheduler evaluates against the devices' attributes and capacity
 // as NVIDIA's driver publishes them: a job asking for the DRA nodes' product and less memory than
-// theirs runs; one asking for another product, or more memory, waits, saying why.
+// theirs runs; one asking for another product, or more memory, waits, its status and first
+// Unschedulable Event naming the selector that rules out the devices (no node was tried first).
 func TestDRAGPUSelectorsPickTheProductAndMemory(t *testing.T) {
 	e := setup(t)
 	e.namespace()
@@ -172,11 +176,31 @@ func TestDRAGPUSelectorsPickTheProductAndMemory(t *testing.T) {
 	e.create(job("b200", "NVIDIA-B200", "100Gi"))
 	e.create(job("more-memory", draProduct, "160Gi"))
 	e.waitState("h200", convoy.StateRunning)
-	for _, name := range []string{"b200", "more-memory"} {
+	for name, selector := range map[string]string{"b200": `productName == "NVIDIA-B200"`, "more-memory": `quantity("160Gi")`} {
+		want := "the GPU claims' selectors match 0 of the 8 DRA devices: request gpu/gpu's selector `"
 		e.waitJob(name, "waiting for a device that matches", func(j *convoy.TrainingJob) bool {
 			c := meta.FindStatusCondition(j.Status.Conditions, convoy.ConditionInitializing)
-			return c != nil && c.Reason == convoy.ReasonUnschedulable && strings.Contains(c.Message, "claim")
+			return c != nil && c.Reason == convoy.ReasonUnschedulable && strings.Contains(c.Message, want) && strings.Contains(c.Message, selector)
 		})
+		var note string
+		if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			events := &eventsv1.EventList{}
+			if err := e.k.List(ctx, events, client.InNamespace(e.ns)); err != nil {
+				return false, err
+			}
+			for _, ev := range events.Items {
+				if ev.Regarding.Name == name && ev.Reason == convoy.ReasonUnschedulable {
+					note = ev.Note
+					return true, nil
+				}
+			}
+			return false, nil
+		}); err != nil {
+			t.Fatalf("job %s has no %s Event: %v", name, convoy.ReasonUnschedulable, err)
+		}
+		if !strings.Contains(note, want) || !strings.Contains(note, selector) {
+			t.Errorf("job %s's first %s Event says %q, want the selector %s named", name, convoy.ReasonUnschedulable, note, selector)
+		}
 	}
 	for _, p := range e.pods("h200") {
 		for _, d := range e.allocatedDevices(&p) {

@@ -73,7 +73,7 @@ func (s *State) Book(ctx context.Context, workload, key string, pods []*corev1.P
 	}
 	pl, err := cl.Place(g.plannerGang())
 	if err != nil {
-		return "", fmt.Errorf("%w%s", err, s.leavingMessage(nodes))
+		return "", fmt.Errorf("%w%s%s", err, s.selectorMessage(ctx, g), s.leavingMessage(nodes))
 	}
 	b := &plan{priority: math.MaxInt32, created: s.now(), slots: make(map[types.UID]*slot, len(g.pending))}
 	for i, pod := range g.pending {
@@ -205,7 +205,7 @@ func (s *State) gangOfPods(key string, pods []*corev1.Pod) *gang {
 			g.podGPUs[i] = s.PodGPUs(p)
 		}
 	}
-	g.dra = len(g.pending) > 0 && GPURequest(g.pending[0], s.opts.GPUResource) == 0
+	s.setDRA(g)
 	g.fewest = len(g.pending)
 	return g
 }

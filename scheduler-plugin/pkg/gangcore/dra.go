@@ -92,10 +92,11 @@ func newDRAGPUs() *draGPUs {
 }
 
 // draDevice is a GPU a ResourceSlice publishes: its pool and name, its uuid attribute and its
-// index attribute (-1 without).
+// index attribute (-1 without), and the device as published, for selectors.
 type draDevice struct {
 	pool, name, uuid string
 	index            int64
+	dev              *resourcev1.Device
 }
 
 func (d draDevice) key() string { return d.pool + "/" + d.name }
@@ -107,16 +108,7 @@ func (d *draGPUs) podGPUs(pod *corev1.Pod) int {
 		return 0
 	}
 	return ClaimedGPUs(pod, func(pc corev1.PodResourceClaim) *resourcev1.ResourceClaimSpec {
-		if pc.ResourceClaimName != nil {
-			if c, err := d.claims.ResourceClaims(pod.Namespace).Get(*pc.ResourceClaimName); err == nil {
-				return &c.Spec
-			}
-		} else if pc.ResourceClaimTemplateName != nil {
-			if t, err := d.templates.ResourceClaimTemplates(pod.Namespace).Get(*pc.ResourceClaimTemplateName); err == nil {
-				return &t.Spec.Spec
-			}
-		}
-		return nil
+		return d.claimSpec(pod.Namespace, pc)
 	}, d.gpuClass)
 }
 
@@ -254,8 +246,8 @@ func (d *draGPUs) setSlice(name string, s *resourcev1.ResourceSlice) []string {
 func devicesOf(m map[string]*resourcev1.ResourceSlice) []draDevice {
 	var devs []draDevice
 	for _, s := range m {
-		for _, dv := range s.Spec.Devices {
-			dev := draDevice{pool: s.Spec.Pool.Name, name: dv.Name, index: -1}
+		for j, dv := range s.Spec.Devices {
+			dev := draDevice{pool: s.Spec.Pool.Name, name: dv.Name, index: -1, dev: &s.Spec.Devices[j]}
 			if a, ok := dv.Attributes["uuid"]; ok && a.StringValue != nil {
 				dev.uuid = *a.StringValue
 			}

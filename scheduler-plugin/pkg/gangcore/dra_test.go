@@ -24,6 +24,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
@@ -330,5 +331,85 @@ func TestDRADevicesReleasedAreSeenByTheNextPlan(t *testing.T) {
 	cs, status := h.state.PlanFor(ctx, big, h.nodeInfos())
 	if got := slotOf(t, cs, status); !strings.HasPrefix(got, "b:") {
 		t.Errorf("the 8-GPU worker's slot = %s, want on b, whose devices busy-b released", got)
+	}
+}
+
+// TestDRAPlannerWeighsTheClaimSelectors: a view leaves out the devices that the selectors of a
+// gang's GPU request, and of its DeviceClass, do not select. A worker asking for H200s is planned
+// on the H200 node though the H100 node comes first; a worker asking an H200 class, or more memory
+// than the H100s have, likewise; a worker asking for a product no node has, and a gang of two
+// whole H200 nodes, are told at once that no plan fits, the selector and what it rules out named.
+func TestDRAPlannerWeighsTheClaimSelectors(t *testing.T) {
+	claimed := func(w *st.PodWrapper, template string) *corev1.Pod {
+		return w.PodResourceClaims(corev1.PodResourceClaim{Name: "gpu", ResourceClaimTemplateName: ptr.To(template)}).Obj()
+	}
+	h200 := claimed(member("ns", "h200", 0, 0), "h200")
+	class := claimed(member("ns", "class", 0, 0), "class")
+	memory := claimed(member("ns", "memory", 0, 0), "memory")
+	b200 := claimed(member("ns", "b200", 0, 0), "b200")
+	pair := []*corev1.Pod{claimed(member("ns", "pair", 0, 0), "four-h200"), claimed(member("ns", "pair", 1, 0), "four-h200")}
+	h := newHarness(t, []*corev1.Node{fakeNode("a-h100", "r1", 0), fakeNode("b-h200", "r1", 0)}, append([]*corev1.Pod{h200, class, memory, b200}, pair...))
+	ctx := context.Background()
+	sel := func(expr string) []resourcev1.DeviceSelector {
+		return []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: expr}}}
+	}
+	product := func(p string) string { return `device.attributes["gpu.nvidia.com"].productName == "` + p + `"` }
+	for _, c := range []*resourcev1.DeviceClass{
+		{ObjectMeta: metav1.ObjectMeta{Name: convoy.DriverGPU}, Spec: resourcev1.DeviceClassSpec{Selectors: sel(`device.driver == "gpu.nvidia.com"`)}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "h200"}, Spec: resourcev1.DeviceClassSpec{Selectors: sel(`device.driver == "gpu.nvidia.com" && ` + product("NVIDIA-H200"))}},
+	} {
+		if _, err := h.cs.ResourceV1().DeviceClasses().Create(ctx, c, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, r := range map[string]resourcev1.ExactDeviceRequest{
+		"h200":      {DeviceClassName: convoy.DriverGPU, Count: 2, Selectors: sel(product("NVIDIA-H200"))},
+		"class":     {DeviceClassName: "h200", Count: 2},
+		"memory":    {DeviceClassName: convoy.DriverGPU, Count: 2, Selectors: sel(`device.capacity["gpu.nvidia.com"].memory.compareTo(quantity("100Gi")) >= 0`)},
+		"b200":      {DeviceClassName: convoy.DriverGPU, Count: 2, Selectors: sel(product("NVIDIA-B200"))},
+		"four-h200": {DeviceClassName: convoy.DriverGPU, Count: 4, Selectors: sel(product("NVIDIA-H200"))},
+	} {
+		tmpl := &resourcev1.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{
+				Name: "gpu", Exactly: &r}}}}}}
+		if _, err := h.cs.ResourceV1().ResourceClaimTemplates("ns").Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for node, p := range map[string]struct{ product, memory string }{"a-h100": {"NVIDIA-H100", "80Gi"}, "b-h200": {"NVIDIA-H200", "141Gi"}} {
+		slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: node + "-gpus"},
+			Spec: resourcev1.ResourceSliceSpec{Driver: convoy.DriverGPU, NodeName: ptr.To(node), Pool: resourcev1.ResourcePool{Name: node}}}
+		for k := range 4 {
+			slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: "gpu-" + itoa(k),
+				Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"productName": {StringValue: ptr.To(p.product)}},
+				Capacity:   map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{"memory": {Value: resource.MustParse(p.memory)}}})
+		}
+		if _, err := h.cs.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		_, err := h.state.dra.classes.Get("h200")
+		return err == nil && h.state.PodGPUs(pair[1]) == 4 && h.state.PodGPUs(class) == 2 &&
+			h.state.dra.nodeGPUs("a-h100") == 4 && h.state.dra.nodeGPUs("b-h200") == 4, nil
+	}); err != nil {
+		t.Fatal("the State never saw the classes, templates and slices")
+	}
+	for _, p := range []*corev1.Pod{h200, class, memory} {
+		cs, status := h.state.PlanFor(ctx, p, h.nodeInfos())
+		if got := slotOf(t, cs, status); !strings.HasPrefix(got, "b-h200:") {
+			t.Errorf("%s's slot = %s, want on b-h200, the node whose devices its claim selects", p.Name, got)
+		}
+		h.state.mu.Lock()
+		h.state.dropPlanLocked(GangKey(p), dropRescheduled, "the test plans the next worker")
+		h.state.mu.Unlock()
+	}
+	for p, want := range map[*corev1.Pod]string{
+		b200:    "the GPU claims' selectors match 0 of the 8 DRA devices: request gpu/gpu's selector `" + product("NVIDIA-B200") + "` rules out 8",
+		pair[0]: "the GPU claims' selectors match 4 of the 8 DRA devices: request gpu/gpu's selector `" + product("NVIDIA-H200") + "` rules out 4",
+	} {
+		if _, status := h.state.PlanFor(ctx, p, h.nodeInfos()); status.IsSuccess() || !strings.Contains(status.Message(), want) {
+			t.Errorf("PlanFor(%s) = %v, want Unschedulable saying %q", p.Name, status, want)
+		}
 	}
 }

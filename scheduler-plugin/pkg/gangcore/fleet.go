@@ -150,12 +150,14 @@ type viewClass struct {
 	template *corev1.Pod
 	limits   Limits
 	dra      bool
+	// devices is the gang's deviceFilter key.
+	devices  string
 	priority int32
 	podNeeds bool
 }
 
 func (c viewClass) same(o viewClass) bool {
-	return c.template != nil && o.template != nil && c.dra == o.dra && c.priority == o.priority &&
+	return c.template != nil && o.template != nil && c.dra == o.dra && c.devices == o.devices && c.priority == o.priority &&
 		c.podNeeds == o.podNeeds && slices.Equal(c.limits, o.limits) && sameNodeNeeds(c.template, o.template)
 }
 
@@ -189,6 +191,9 @@ func (s *State) keptView(ctx context.Context, nodes []fwk.NodeInfo, o viewOption
 	held := s.heldNodes(g)
 	anchor := s.anchorNode(nodes, g.anchor)
 	class := viewClass{template: o.elig.template, limits: o.elig.limits, dra: g.dra, priority: g.priority, podNeeds: g.podNeeds != nil}
+	if g.devices != nil {
+		class.devices = g.devices.key
+	}
 	keep := o.elig.interPod == nil && (anchor == nil || !g.required)
 	f := s.fleet.pick(class)
 	gpus, changed := s.inventory.lockForView()

@@ -50,7 +50,9 @@ type gang struct {
 	podNeeds [][]int64
 	// dra says that its pods claim their GPUs through DRA: the nodes whose GPUs the device plugin
 	// hands out are not for it, nor are the nodes whose GPUs DRA hands out for other gangs.
-	dra      bool
+	dra bool
+	// devices, for a DRA gang whose claims select devices, is what they ask of each device.
+	devices  *deviceFilter
 	level    planner.Level
 	required bool
 	// levelErr says that the level the gang asks is none of the scheduler's.
@@ -149,7 +151,7 @@ func (s *State) gangOf(pod *corev1.Pod) *gang {
 			g.podGPUs[i] = s.PodGPUs(p)
 		}
 	}
-	g.dra = len(g.pending) > 0 && GPURequest(g.pending[0], s.opts.GPUResource) == 0
+	s.setDRA(g)
 	g.fewest = len(g.pending)
 	if info, ok := s.gangs.podGroup(pod.Namespace, g.podGroup); ok && g.podGroup != "" {
 		// Coscheduling's Permit lets a gang's pods through once minMember of its pods are
@@ -166,6 +168,14 @@ func (s *State) gangOf(pod *corev1.Pod) *gang {
 		g.fewest = min(g.fewest, max(int(info.minMember)-bound, 0))
 	}
 	return g
+}
+
+// setDRA sets g.dra, and g.devices for a DRA gang.
+func (s *State) setDRA(g *gang) {
+	g.dra = len(g.pending) > 0 && GPURequest(g.pending[0], s.opts.GPUResource) == 0
+	if g.dra && s.dra != nil {
+		g.devices = s.filterFor(g.pending)
+	}
 }
 
 // gpusOf is the GPU count of the gang's i-th pending pod.

@@ -59,6 +59,8 @@ type nodeBase struct {
 	// as devices has them.
 	dra     bool
 	devices []draDevice
+	// match holds, by deviceFilter key, which devices match the selectors of gangs with that key.
+	match map[string]*deviceMatch
 }
 
 // hold is one pod's GPUs on a node.

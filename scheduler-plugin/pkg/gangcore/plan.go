@@ -159,7 +159,7 @@ func (s *State) planFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeIn
 	}
 	if err != nil {
 		observePlan(planUnschedulable, start)
-		err = fmt.Errorf("%w%s%s", err, s.leavingMessage(nodes), avoidedMessage(elig.avoid))
+		err = fmt.Errorf("%w%s%s%s", err, s.selectorMessage(ctx, g), s.leavingMessage(nodes), avoidedMessage(elig.avoid))
 		s.verdicts.set(key, verdict{generation: s.generation.Load(), at: now, message: err.Error()})
 		logger.V(2).Info("Gang does not fit", "gang", key, "pods", len(g.pending), "reason", err.Error())
 		// The siblings wait in PreEnqueue for a plan: tell them why there is none. Those that
@@ -227,6 +227,14 @@ func (p *plan) leaveOut(whole, kept *gang) {
 	}
 	p.leftOutWhy = fmt.Sprintf("%s starts with %d of its %d pending pods, as its PodGroup's minMember (%d) allows: "+
 		"no room for this pod yet; it is placed when GPUs free up", whole.key, len(kept.pending), len(whole.pending), whole.minMember)
+}
+
+// selectorMessage is the gang's deviceFilter's message; "" without one.
+func (s *State) selectorMessage(ctx context.Context, g *gang) string {
+	if g.devices == nil {
+		return ""
+	}
+	return g.devices.message(ctx, s.nodes.bases)
 }
 
 // leavingMessage says how many GPUs pods that terminate hold: room on its way, which the gang

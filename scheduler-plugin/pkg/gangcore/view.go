@@ -99,6 +99,14 @@ func (s *State) view(ctx context.Context, nodes []fwk.NodeInfo, o viewOptions) (
 func (s *State) nodeFor(ctx context.Context, pn *planner.Node, ni fwk.NodeInfo, b *nodeBase, o viewOptions, claims []claim, vt *victimTable, anchor *corev1.Node) {
 	node := ni.Node()
 	viewOf(pn, b, o.gang, claims, vt, o.lonePods)
+	if f := o.gang.devices; f != nil && b.dra {
+		// Devices the gang's claims do not select are no room for it, nor are victims' there.
+		m := f.matching(ctx, b)
+		pn.Free &= m.set
+		for i := range pn.Holders {
+			pn.Holders[i].GPUs &= m.set
+		}
+	}
 	_, avoided := o.elig.avoid[node.Name]
 	pn.Excluded = avoided || b.dra != o.gang.dra && b.pn.GPUs > 0 || o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang)
 	if !pn.Excluded && o.elig.interPod.excludes(ctx, ni) {

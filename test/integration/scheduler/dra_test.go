@@ -1,0 +1,185 @@
+/*
+Copyright The Convoy Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package scheduler
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/test/framework"
+	"github.com/convoy-dev/convoy/test/util"
+)
+
+// holdGate is the scheduling gate that keeps a gang's second pod back, and with it the first at
+// Coscheduling's Permit, after the gang's plan chose and assumed the first pod's devices.
+const holdGate = "convoy.dev/test-hold"
+
+// TestDRAClaimWrittenByAnotherBeforePreBind: between the plan that allocates a worker's claim (in
+// PreFilter) and PreBind's write of it, another writer changes the claim. The first worker of
+// each gang waits at Permit for its gated sibling while the test writes its claim: a label (a
+// benign write, as a user's or a controller's), or the claim deleted and made again. PreBind's
+// write conflicts; the benign change is read again and the write retried, the pod bound at its
+// first attempt with the label kept; the claim made again fails the write, and the pod is
+// planned and allocated again. Every worker ends bound with its own devices of its node, and no
+// device is allocated to two claims.
+func TestDRAClaimWrittenByAnotherBeforePreBind(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	e.nodes(t, []framework.NodeSpec{
+		{Name: "claims-a", DRAGPUs: 4, GPUProduct: "NVIDIA-H100-80GB-HBM3", Rack: "r1"},
+		{Name: "claims-b", DRAGPUs: 4, GPUProduct: "NVIDIA-H100-80GB-HBM3", Rack: "r1"},
+	})
+	t.Cleanup(func() {
+		for _, n := range []string{"claims-a", "claims-b"} {
+			_ = e.c.Client.Delete(context.Background(), &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{
+				Name: n + "-" + strings.ReplaceAll(convoy.DriverGPU, ".", "-")}})
+		}
+	})
+	var all []string
+	for name, change := range map[string]func(t *testing.T, claim *resourcev1.ResourceClaim){
+		"labelled": func(t *testing.T, claim *resourcev1.ResourceClaim) {
+			patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"convoy.dev/other-writer":"was-here"}}}`))
+			must(t, e.c.Client.Patch(t.Context(), claim, patch))
+		},
+		"remade": func(t *testing.T, claim *resourcev1.ResourceClaim) {
+			must(t, e.c.Client.Delete(t.Context(), claim))
+			must(t, e.c.Client.Create(t.Context(), gpuClaim(ns, claim.Name)))
+		},
+	} {
+		gang := makeGang(ns, name, 2, 0)
+		for i, p := range gang.pods {
+			claimGPUs(p, p.Name+"-gpu")
+			must(t, e.c.Client.Create(t.Context(), gpuClaim(ns, p.Name+"-gpu")))
+			all = append(all, p.Name+"-gpu")
+			if i == 1 {
+				p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: holdGate}}
+			}
+		}
+		planned := func() float64 {
+			return e.metrics(t).value("convoy_scheduler_gang_plans_total", map[string]string{"result": "planned"})
+		}
+		before := planned()
+		// The gated worker first: the first, its gang's leader, is then let through at once.
+		must(t, e.c.Client.Create(t.Context(), gang.pg))
+		must(t, e.c.Client.Create(t.Context(), gang.pods[1]))
+		must(t, e.c.Client.Create(t.Context(), gang.pods[0]))
+		// The plan allocated the first worker's claim in the scheduler's claim cache; the gated
+		// second holds it at Permit, before its PreBind.
+		util.Eventually(t, 200*time.Millisecond, bindTimeout, "the gang "+name+" to be planned", func() (bool, string) {
+			return planned() > before, "no new plan"
+		})
+		first := &resourcev1.ResourceClaim{}
+		must(t, e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: gang.pods[0].Name + "-gpu"}, first))
+		if first.Status.Allocation != nil || first.Status.ReservedFor != nil {
+			t.Fatalf("claim %s is written before its pod's PreBind: %+v", first.Name, first.Status)
+		}
+		change(t, first)
+		second := gang.pods[1]
+		must(t, e.c.Client.Patch(t.Context(), second, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/spec/schedulingGates"}]`))))
+		pods := waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)
+		for _, p := range pods {
+			claim := &resourcev1.ResourceClaim{}
+			must(t, e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: p.Name + "-gpu"}, claim))
+			a := claim.Status.Allocation
+			if a == nil || len(a.Devices.Results) != 2 || len(claim.Status.ReservedFor) != 1 || claim.Status.ReservedFor[0].UID != p.UID {
+				t.Errorf("%s: claim %s is %+v, want 2 devices, reserved for pod %s", name, claim.Name, claim.Status, p.Name)
+				continue
+			}
+			for _, r := range a.Devices.Results {
+				if r.Pool != p.Spec.NodeName {
+					t.Errorf("%s: claim %s has device %s/%s, want one of its pod's node %s", name, claim.Name, r.Pool, r.Device, p.Spec.NodeName)
+				}
+			}
+			if name == "labelled" && p.Name == gang.pods[0].Name && claim.Labels["convoy.dev/other-writer"] != "was-here" {
+				t.Errorf("claim %s lost the other writer's label: %v", claim.Name, claim.Labels)
+			}
+		}
+		failed := e.failedScheduling(t, ns, gang.pods[0].Name, "writing the allocation of claim")
+		switch {
+		case name == "labelled" && failed != "":
+			t.Errorf("pod %s failed an attempt on a benign change to its claim: %s", gang.pods[0].Name, failed)
+		case name == "remade" && failed == "":
+			t.Errorf("pod %s has no FailedScheduling Event for its claim made again: it was bound without a new allocation", gang.pods[0].Name)
+		}
+	}
+	owner := map[string]string{}
+	for _, name := range all {
+		claim := &resourcev1.ResourceClaim{}
+		must(t, e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, claim))
+		for _, r := range claim.Status.Allocation.Devices.Results {
+			d := r.Pool + "/" + r.Device
+			if other, ok := owner[d]; ok {
+				t.Errorf("device %s is allocated to claims %s and %s", d, other, name)
+			}
+			owner[d] = name
+		}
+	}
+}
+
+// gpuClaim is a ResourceClaim of 2 devices of DeviceClass gpu.nvidia.com.
+func gpuClaim(ns, name string) *resourcev1.ResourceClaim {
+	return &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "gpu",
+			Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: convoy.DriverGPU, AllocationMode: resourcev1.DeviceAllocationModeExactCount, Count: 2}}}}}}
+}
+
+// claimGPUs makes the pod's worker take its GPUs from the named claim instead of nvidia.com/gpu.
+func claimGPUs(p *corev1.Pod, claim string) {
+	p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: &claim}}
+	c := &p.Spec.Containers[0]
+	delete(c.Resources.Requests, framework.ResourceGPU)
+	delete(c.Resources.Limits, framework.ResourceGPU)
+	c.Resources.Claims = []corev1.ResourceClaim{{Name: "gpu"}}
+}
+
+// failedScheduling returns the note of a FailedScheduling Event of the pod that contains want,
+// waiting a little for the Event to be written; "" when there is none.
+func (e *env) failedScheduling(t *testing.T, ns, pod, want string) string {
+	t.Helper()
+	var note string
+	deadline := time.Now().Add(2 * time.Second)
+	for note == "" && time.Now().Before(deadline) {
+		events := &eventsv1.EventList{}
+		must(t, e.c.Client.List(t.Context(), events, client.InNamespace(ns)))
+		i := slices.IndexFunc(events.Items, func(ev eventsv1.Event) bool {
+			return ev.Regarding.Name == pod && ev.Reason == "FailedScheduling" && strings.Contains(ev.Note, want)
+		})
+		if i >= 0 {
+			note = events.Items[i].Note
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return note
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

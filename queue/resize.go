@@ -106,7 +106,7 @@ func (r *Resizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	free := freeGPUs(cq, gpuFlavors(own.wl))
 	var decided []elastic.Resize
 	if cq.Status.PendingWorkloads == 0 {
-		peers, err := r.peers(ctx, slices, cq.Name, growable)
+		peers, _, err := r.peers(ctx, slices, cq.Name, growable)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -114,11 +114,11 @@ func (r *Resizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	} else if head, err := r.waitingHead(ctx, wls.Items, cq.Name); err != nil {
 		return ctrl.Result{}, err
 	} else if need := gpusOf(head) - free; head != nil && need > 0 {
-		peers, err := r.peers(ctx, slices, cq.Name, resizable)
+		peers, shrinking, err := r.peers(ctx, slices, cq.Name, resizable)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if !settling(peers, now) {
+		if need -= shrinking; need > 0 && !settling(peers, now) {
 			decided = elastic.Shrink(peers, need, priority.Priority(head))
 		}
 	}
@@ -141,13 +141,17 @@ func (r *Resizer) now() time.Time {
 	return time.Now()
 }
 
-// resize sets the job's size to rs.To, counting a grow (a new Workload slice); the Resized event
-// and status.elastic follow from the operator's reconcile, which adds or deletes the workers.
+// resize sets the job's size to rs.To, counting a grow (a new Workload slice), or asks the
+// operator to shrink it there once the gang has checkpointed (convoy.AnnotationElasticShrinkTo);
+// the Resized event and status.elastic follow from the operator's reconcile, which adds or
+// deletes the workers.
 func (r *Resizer) resize(ctx context.Context, job *convoy.TrainingJob, rs elastic.Resize) error {
 	ctrl.LoggerFrom(ctx).Info("Resizing elastic TrainingJob", "trainingJob", klog.KObj(job), "from", rs.From, "to", rs.To, "why", rs.Reason)
 	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticWorkers, strconv.Itoa(int(rs.To)))
-	if rs.To > rs.From {
+	if rs.To < rs.From {
+		metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticShrinkTo, strconv.Itoa(int(rs.To)))
+	} else {
+		metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticWorkers, strconv.Itoa(int(rs.To)))
 		grows, _ := strconv.Atoi(job.Annotations[convoy.AnnotationElasticGrows])
 		metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticGrows, strconv.Itoa(grows+1))
 	}
@@ -194,9 +198,11 @@ func gpusOf(wl *kueue.Workload) int32 {
 	return int32(n)
 }
 
-// peers are the elastic jobs running in ClusterQueue cq that ok accepts, as the policy sees them.
-func (r *Resizer) peers(ctx context.Context, slices map[client.ObjectKey]runningSlice, cq string, ok func(*convoy.TrainingJob) bool) ([]elastic.Job, error) {
+// peers are the elastic jobs running in ClusterQueue cq that ok accepts, as the policy sees them,
+// and the GPUs that those asked to shrink free once they have checkpointed.
+func (r *Resizer) peers(ctx context.Context, slices map[client.ObjectKey]runningSlice, cq string, ok func(*convoy.TrainingJob) bool) ([]elastic.Job, int32, error) {
 	var out []elastic.Job
+	var shrinking int32
 	for key, s := range slices {
 		if s.growing || string(s.wl.Status.Admission.ClusterQueue) != cq {
 			continue
@@ -206,13 +212,18 @@ func (r *Resizer) peers(ctx context.Context, slices map[client.ObjectKey]running
 			if client.IgnoreNotFound(err) == nil {
 				continue
 			}
-			return nil, err
+			return nil, 0, err
 		}
 		if ok(job) {
-			out = append(out, policyJob(job, s.wl))
+			j := policyJob(job, s.wl)
+			if to, asked := job.ElasticShrinkTo(); asked {
+				shrinking += (j.Current - to) * j.GPUsPerWorker
+				j.Current = to
+			}
+			out = append(out, j)
 		}
 	}
-	return out, nil
+	return out, shrinking, nil
 }
 
 // settling reports whether one of the jobs started or resized within resizeRecheck: the
@@ -232,9 +243,10 @@ func resizable(job *convoy.TrainingJob) bool {
 		meta.IsStatusConditionTrue(job.Status.Conditions, convoy.ConditionRunning)
 }
 
-// growable reports whether the job is resizable and below spec.numWorkers.
+// growable reports whether the job is resizable, below spec.numWorkers and not asked to shrink.
 func growable(job *convoy.TrainingJob) bool {
-	return resizable(job) && job.WorkerCount() < job.Spec.NumWorkers
+	_, shrinking := job.ElasticShrinkTo()
+	return resizable(job) && job.WorkerCount() < job.Spec.NumWorkers && !shrinking
 }
 
 // runningSlice is the admitted Workload slice of an elastic TrainingJob, and whether a larger one

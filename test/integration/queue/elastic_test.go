@@ -25,6 +25,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -33,6 +34,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/controller"
+	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	"github.com/convoy-dev/convoy/test/util"
 )
 
@@ -162,6 +164,55 @@ func TestElasticJobShrinksForAHigherPriorityJob(t *testing.T) {
 		return j.Status.Admission != nil && !j.IsSuspended()
 	})
 	e.waitEvent("llm", controller.ReasonResized, "shrank from 2 to 1 workers")
+}
+
+// TestElasticJobShrinksAtACheckpoint: an elastic job that checkpoints (2 × 8 GPUs, minWorkers 1)
+// runs whole in a ClusterQueue of 16 GPUs that does not preempt, when a job of priority high for
+// 8 GPUs comes to wait there. Before its highest worker goes, the gang is asked for a checkpoint
+// (status and the replies to its progress reports say so) and keeps both workers and its quota;
+// once it reports one (epoch 7, after its periodic epoch 5) it shrinks to 1 worker, the Resized
+// event names that checkpoint, and the high-priority job is admitted.
+func TestElasticJobShrinksAtACheckpoint(t *testing.T) {
+	e := newEnv(t)
+	e.create(clusterQueue(e.ns, "", 16, nil, nil, kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyNever}))
+	e.localQueue(e.ns)
+	job := checkpointingJob(e.ns, "llm", "low", 600)
+	job.Spec.MinWorkers = ptr.To[int32](1)
+	job.Spec.Elastic = &convoy.ElasticSpec{ResizeCooldownSeconds: ptr.To[int32](cooldown)}
+	e.create(job)
+	pods := e.startElasticGang("llm", 2)
+	uri := util.EnvOf(&pods[0], "CONVOY_CHECKPOINT_URI")
+	e.reportCheckpoint(&pods[0], progress.Checkpoint{Path: uri + "/epoch-5", Epoch: 5})
+
+	e.create(trainingJob(e.ns, "high", "q", "high", 1, 8))
+	asked := e.waitJob(e.ns, "llm", "asked to checkpoint", func(j *convoy.TrainingJob) bool {
+		return meta.IsStatusConditionTrue(j.Status.Conditions, convoy.ConditionCheckpointRequested)
+	})
+	if msg := condition(asked, convoy.ConditionCheckpointRequested).Message; !strings.Contains(msg, "shrinks from 2 to 1 workers") {
+		t.Errorf("CheckpointRequested does not say the gang shrinks: %q", msg)
+	}
+	if r := e.reportProgress(&pods[0], progress.Report{Epoch: ptr.To[int32](7)}); !r.CheckpointRequested {
+		t.Errorf("reply to a progress report of the gang = %+v, want a checkpoint request", r)
+	}
+	time.Sleep(2 * time.Second) // long enough for Kueue to admit the waiting job, were the quota free
+	if live := e.pods(e.ns, "llm"); len(live) != 2 || live[1].DeletionTimestamp != nil {
+		t.Errorf("the gang's workers %v, want both running on until it checkpoints", podNames(live))
+	}
+	if high := e.job(e.ns, "high"); high.Status.Admission != nil {
+		t.Errorf("the high-priority job was admitted while the gang checkpoints")
+	}
+
+	e.reportCheckpoint(&pods[0], progress.Checkpoint{Path: uri + "/epoch-7", Epoch: 7})
+	shrunk := e.waitJob(e.ns, "llm", "shrunk to 1 worker", func(j *convoy.TrainingJob) bool {
+		return j.Status.Elastic != nil && j.Status.Elastic.TargetWorkers == 1
+	})
+	if c := meta.FindStatusCondition(shrunk.Status.Conditions, convoy.ConditionCheckpointRequested); c == nil || c.Status != metav1.ConditionFalse || c.Reason != convoy.ReasonCheckpointSaved {
+		t.Errorf("CheckpointRequested = %+v, want False %s", c, convoy.ReasonCheckpointSaved)
+	}
+	e.waitEvent("llm", controller.ReasonResized, "shrank from 2 to 1 workers at checkpoint "+uri+"/epoch-7 (epoch 7)")
+	e.waitJob(e.ns, "high", "admitted into the freed quota", func(j *convoy.TrainingJob) bool {
+		return j.Status.Admission != nil && !j.IsSuspended()
+	})
 }
 
 // startElasticGang waits for the n pods of an elastic job, each started by Kueue (its scheduling

@@ -58,6 +58,7 @@ const resizeRecheck = 10 * time.Second
 // toward spec.minWorkers, the lowest priority and the one that loses least first, as far as it
 // needs: the scale-down lowers the running slice's count, and Kueue admits the waiting Workload
 // into the quota it frees. A ClusterQueue that preempts evicts the elastic job whole, as any other.
+// A grow Kueue has not admitted within elastic.GrowAdmitTimeout is withdrawn.
 type Resizer struct {
 	Client client.Client
 	// Now is the clock; time.Now when nil.
@@ -94,11 +95,14 @@ func (r *Resizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	}
 	slices := runningSlices(wls.Items)
 	own, ok := slices[client.ObjectKeyFromObject(job)]
-	if !ok || own.growing {
-		// Not admitted yet, or a grow waits for Kueue: the job is looked at when it changes.
+	if !ok {
+		// Not admitted yet: the job is looked at when it changes.
 		return ctrl.Result{}, nil
 	}
 	now := r.now()
+	if own.grow != nil {
+		return r.withdrawStaleGrow(ctx, job, own, now)
+	}
 	cq := &kueue.ClusterQueue{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: string(own.wl.Status.Admission.ClusterQueue)}, cq); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -158,6 +162,24 @@ func (r *Resizer) resize(ctx context.Context, job *convoy.TrainingJob, rs elasti
 	return r.Client.Patch(ctx, job, patch)
 }
 
+// withdrawStaleGrow sets a job whose grow Kueue has not admitted within elastic.GrowAdmitTimeout
+// back to the size of its admitted slice: Kueue's jobframework then fits the waiting slice to it,
+// and the operator deletes the added workers, which never left Kueue's gate.
+func (r *Resizer) withdrawStaleGrow(ctx context.Context, job *convoy.TrainingJob, own runningSlice, now time.Time) (ctrl.Result, error) {
+	if left := elastic.GrowAdmitTimeout - now.Sub(own.grow.CreationTimestamp.Time); left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	admitted := own.wl.Spec.PodSets[0].Count // the workers' PodSet comes first
+	if job.WorkerCount() <= admitted {
+		return ctrl.Result{}, nil
+	}
+	ctrl.LoggerFrom(ctx).Info("Withdrawing the grow Kueue did not admit", "trainingJob", klog.KObj(job),
+		"workload", klog.KObj(own.grow), "from", job.WorkerCount(), "to", admitted, "after", elastic.GrowAdmitTimeout)
+	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticWorkers, strconv.Itoa(int(admitted)))
+	return ctrl.Result{}, r.Client.Patch(ctx, job, patch)
+}
+
 // waitingHead is the Workload that waits first (highest priority, then oldest) in ClusterQueue
 // cq, a grow's new slice left out; nil when none does.
 func (r *Resizer) waitingHead(ctx context.Context, wls []kueue.Workload, cq string) (*kueue.Workload, error) {
@@ -204,7 +226,7 @@ func (r *Resizer) peers(ctx context.Context, slices map[client.ObjectKey]running
 	var out []elastic.Job
 	var shrinking int32
 	for key, s := range slices {
-		if s.growing || string(s.wl.Status.Admission.ClusterQueue) != cq {
+		if s.grow != nil || string(s.wl.Status.Admission.ClusterQueue) != cq {
 			continue
 		}
 		job := &convoy.TrainingJob{}
@@ -249,17 +271,16 @@ func growable(job *convoy.TrainingJob) bool {
 	return resizable(job) && job.WorkerCount() < job.Spec.NumWorkers && !shrinking
 }
 
-// runningSlice is the admitted Workload slice of an elastic TrainingJob, and whether a larger one
-// waits to replace it.
+// runningSlice is the admitted Workload slice of an elastic TrainingJob, and the larger one that
+// waits to replace it (nil when none).
 type runningSlice struct {
-	wl      *kueue.Workload
-	growing bool
+	wl, grow *kueue.Workload
 }
 
 // runningSlices are the admitted, unfinished Workloads of TrainingJobs by job.
 func runningSlices(wls []kueue.Workload) map[client.ObjectKey]runningSlice {
 	out := map[client.ObjectKey]runningSlice{}
-	pending := map[client.ObjectKey]bool{}
+	pending := map[client.ObjectKey]*kueue.Workload{}
 	for i := range wls {
 		wl := &wls[i]
 		owner := metav1.GetControllerOf(wl)
@@ -268,14 +289,14 @@ func runningSlices(wls []kueue.Workload) map[client.ObjectKey]runningSlice {
 		}
 		key := client.ObjectKey{Namespace: wl.Namespace, Name: owner.Name}
 		if workload.IsAdmitted(wl) && wl.Status.Admission != nil {
-			out[key] = runningSlice{wl: wl, growing: out[key].growing}
+			out[key] = runningSlice{wl: wl}
 		} else {
-			pending[key] = true
+			pending[key] = wl
 		}
 	}
-	for key := range pending {
+	for key, wl := range pending {
 		if s, ok := out[key]; ok {
-			s.growing = true
+			s.grow = wl
 			out[key] = s
 		}
 	}

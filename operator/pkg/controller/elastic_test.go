@@ -53,6 +53,7 @@ func TestElasticSize(t *testing.T) {
 	cases := map[string]struct {
 		job        *convoy.TrainingJob
 		running    int32
+		gated      int32 // pods after the running ones, pending at Kueue's gate
 		want       convoy.ElasticStatus
 		wantCreate []mlframework.Replica
 		wantDelete []string
@@ -76,15 +77,32 @@ func TestElasticSize(t *testing.T) {
 			wantCreate: []mlframework.Replica{{Role: mlframework.RoleWorker, Rank: 2}},
 		},
 		"shrinks by deleting the highest ranks": {
-			job: at("2", 4), running: 4,
+			job: func() *convoy.TrainingJob {
+				j := at("4", 4)
+				j.Annotations[convoy.AnnotationElasticShrinkTo] = "2"
+				return j
+			}(), running: 4,
 			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 2, ResizeCount: 1, LastResizeTime: start.DeepCopy()},
 			wantDelete: []string{"llm-worker-2", "llm-worker-3"},
+		},
+		"a withdrawn grow deletes the workers that never started, and is not counted": {
+			job: func() *convoy.TrainingJob {
+				j := at("2", 3)
+				j.Status.Elastic.CurrentWorkers, j.Status.Elastic.ResizeCount = 2, 1
+				return j
+			}(), running: 2, gated: 1,
+			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 2},
+			wantDelete: []string{"llm-worker-2"},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			p, _ := mlframework.For(tc.job.Spec.Framework)
-			plan := decide(observation{job: tc.job, plugin: p, pods: pods(tc.job, tc.running), now: t0, backoff: DefaultBackoff})
+			all := pods(tc.job, tc.running)
+			for i := range tc.gated {
+				all = append(all, makePod(tc.job, mlframework.RoleWorker, tc.running+i).obj())
+			}
+			plan := decide(observation{job: tc.job, plugin: p, pods: all, now: t0, backoff: DefaultBackoff})
 			if plan.status.RestartCount != 0 {
 				t.Errorf("restartCount = %d, want 0: a resize does not restart the gang", plan.status.RestartCount)
 			}

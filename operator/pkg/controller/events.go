@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/elastic"
 )
 
 // actionReconcile is the action of the events on a condition's change: the operator reconciled the job.
@@ -56,10 +57,16 @@ func (r *Reconciler) emitEvents(job *convoy.TrainingJob, old *convoy.TrainingJob
 		// The action tells a grow from a shrink: events of the same reason and action within minutes
 		// are one series, which keeps the first message.
 		action, what := "Grow", fmt.Sprintf("grew from %d to %d workers: the added workers start once Kueue admits the larger size", o.TargetWorkers, e.TargetWorkers)
-		if e.TargetWorkers < o.TargetWorkers {
+		count := fmt.Sprintf(" (resize %d)", e.ResizeCount)
+		switch {
+		case e.TargetWorkers < o.TargetWorkers && e.ResizeCount < o.ResizeCount:
+			action, what = "Withdraw", fmt.Sprintf("withdrew the grow from %d to %d workers: Kueue did not admit the larger size within %s, its quota or place taken meanwhile; the added workers never started",
+				e.TargetWorkers, o.TargetWorkers, elastic.GrowAdmitTimeout)
+			count = ""
+		case e.TargetWorkers < o.TargetWorkers:
 			action, what = "Shrink", fmt.Sprintf("shrank from %d to %d workers%s: Kueue now accounts for %d", o.TargetWorkers, e.TargetWorkers, shrunkAt(job, old), e.TargetWorkers)
 		}
-		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonResized, action, "%s (resize %d)", what, e.ResizeCount)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonResized, action, "%s%s", what, count)
 	}
 	for _, c := range job.Status.Conditions {
 		prev := meta.FindStatusCondition(old.Conditions, c.Type)

@@ -29,11 +29,13 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	utiltestingapi "sigs.k8s.io/kueue/pkg/util/testing/v1beta2"
 	"sigs.k8s.io/kueue/pkg/workload"
 	"sigs.k8s.io/kueue/pkg/workloadslicing"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/controller"
+	"github.com/convoy-dev/convoy/operator/pkg/elastic"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	"github.com/convoy-dev/convoy/test/util"
 )
@@ -101,6 +103,66 @@ func TestElasticJobGrowsIntoFreedQuota(t *testing.T) {
 		t.Errorf("Workloads: admitted for 2 workers %v, replaced %v; want one each: the grow went through Kueue", admitted, replaced)
 	}
 	e.waitEvent("llm", controller.ReasonResized, "grew from 1 to 2 workers")
+}
+
+// TestElasticGrowKueueNeverAdmitsIsWithdrawn: an elastic job (2 × 8 GPUs, minWorkers 1) runs with
+// 1 worker in a ClusterQueue of 16 GPUs whose other 8 are free by its own count but lent to a job
+// of another ClusterQueue of its cohort. The operator grows it to 2; Kueue cannot admit the larger
+// slice (the cohort has no GPU left and nothing reclaims), so the added worker waits at Kueue's
+// gate. After elastic.GrowAdmitTimeout the grow is withdrawn: the job is back to 1 worker for
+// Kueue and in status.elastic, the gated worker is deleted, worker 0 runs on, no Workload of it
+// waits, and a Resized event says why.
+func TestElasticGrowKueueNeverAdmitsIsWithdrawn(t *testing.T) {
+	e := newEnv(t)
+	borrowerNS := e.ns + "-borrower"
+	e.createNamespace(borrowerNS)
+	e.create(clusterQueue(e.ns, e.ns, 16, nil, nil, kueue.ClusterQueuePreemption{}))
+	e.create(clusterQueue(borrowerNS, e.ns, 0, nil, nil, kueue.ClusterQueuePreemption{}))
+	e.localQueue(e.ns)
+	e.create(utiltestingapi.MakeLocalQueue("q", borrowerNS).ClusterQueue(borrowerNS).Obj())
+	e.create(trainingJob(e.ns, "other", "q", "", 1, 8))
+	other := e.startGang(e.ns, "other", 1)
+	job := trainingJob(e.ns, "llm", "q", "", 2, 8)
+	job.Spec.MinWorkers = ptr.To[int32](1)
+	job.Spec.Elastic = &convoy.ElasticSpec{ResizeCooldownSeconds: ptr.To[int32](cooldown)}
+	e.create(job)
+	worker0 := e.startElasticGang("llm", 1)[0]
+	e.create(trainingJob(borrowerNS, "borrower", "q", "", 1, 8))
+
+	e.finishPod(&other[0])
+	e.waitJob(borrowerNS, "borrower", "admitted on quota borrowed from "+e.ns, func(j *convoy.TrainingJob) bool {
+		return j.Status.Admission != nil
+	})
+	util.WaitJob(t, e.k, 100*time.Millisecond, timeout+cooldown*time.Second, client.ObjectKey{Namespace: e.ns, Name: "llm"},
+		"grown to 2 workers", func(j *convoy.TrainingJob) bool {
+			return j.Status.Elastic != nil && j.Status.Elastic.TargetWorkers == 2
+		})
+	withdrawn := util.WaitJob(t, e.k, 100*time.Millisecond, timeout+elastic.GrowAdmitTimeout, client.ObjectKey{Namespace: e.ns, Name: "llm"},
+		"the grow withdrawn", func(j *convoy.TrainingJob) bool {
+			return j.Annotations[convoy.AnnotationElasticWorkers] == "1" && j.Status.Elastic.TargetWorkers == 1
+		})
+	if st := withdrawn.Status; st.RestartCount != 0 || st.Elastic.ResizeCount != 0 || !meta.IsStatusConditionTrue(st.Conditions, convoy.ConditionRunning) {
+		t.Errorf("restartCount %d, resizeCount %d, Running %v; want 0, 0 and true: a withdrawn grow is no resize",
+			st.RestartCount, st.Elastic.ResizeCount, meta.IsStatusConditionTrue(st.Conditions, convoy.ConditionRunning))
+	}
+	e.eventually("the gated worker deleted, worker 0 running on", func() (bool, string) {
+		live := podNames(e.pods(e.ns, "llm"))
+		return len(live) == 1 && e.pods(e.ns, "llm")[0].UID == worker0.UID, fmt.Sprint(live)
+	})
+	e.eventually("no Workload of llm waiting, one admitted for 1 worker", func() (bool, string) {
+		var admitted, waiting []string
+		for _, wl := range e.workloads(withdrawn) {
+			switch {
+			case workload.IsFinished(&wl):
+			case workload.IsAdmitted(&wl) && wl.Spec.PodSets[0].Count == 1:
+				admitted = append(admitted, wl.Name)
+			default:
+				waiting = append(waiting, wl.Name)
+			}
+		}
+		return len(admitted) == 1 && len(waiting) == 0, fmt.Sprintf("admitted %v, other %v", admitted, waiting)
+	})
+	e.waitEvent("llm", controller.ReasonResized, "withdrew the grow from 1 to 2 workers: Kueue did not admit the larger size")
 }
 
 // waitEvent waits for an event of the job with the reason whose message contains want.

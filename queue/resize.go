@@ -169,7 +169,7 @@ func (r *Resizer) withdrawStaleGrow(ctx context.Context, job *convoy.TrainingJob
 	if left := elastic.GrowAdmitTimeout - now.Sub(own.grow.CreationTimestamp.Time); left > 0 {
 		return ctrl.Result{RequeueAfter: left}, nil
 	}
-	admitted := own.wl.Spec.PodSets[0].Count // the workers' PodSet comes first
+	admitted := admittedWorkers(own.wl)
 	if job.WorkerCount() <= admitted {
 		return ctrl.Result{}, nil
 	}
@@ -178,6 +178,15 @@ func (r *Resizer) withdrawStaleGrow(ctx context.Context, job *convoy.TrainingJob
 	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticWorkers, strconv.Itoa(int(admitted)))
 	return ctrl.Result{}, r.Client.Patch(ctx, job, patch)
+}
+
+// admittedWorkers is the workers Kueue admitted a Workload with: its first PodSet's (the workers')
+// assigned count, which partial admission sets below the PodSet's count.
+func admittedWorkers(wl *kueue.Workload) int32 {
+	if psa := wl.Status.Admission.PodSetAssignments; len(psa) > 0 && psa[0].Count != nil {
+		return *psa[0].Count
+	}
+	return wl.Spec.PodSets[0].Count
 }
 
 // waitingHead is the Workload that waits first (highest priority, then oldest) in ClusterQueue

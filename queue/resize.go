@@ -274,10 +274,12 @@ func resizable(job *convoy.TrainingJob) bool {
 		meta.IsStatusConditionTrue(job.Status.Conditions, convoy.ConditionRunning)
 }
 
-// growable reports whether the job is resizable, below spec.numWorkers and not asked to shrink.
+// growable reports whether the job is resizable, below spec.numWorkers, not asked to shrink, and
+// its status shows its size: its cooldown then counts from its last change of size.
 func growable(job *convoy.TrainingJob) bool {
 	_, shrinking := job.ElasticShrinkTo()
-	return resizable(job) && job.WorkerCount() < job.Spec.NumWorkers && !shrinking
+	e := job.Status.Elastic
+	return resizable(job) && job.WorkerCount() < job.Spec.NumWorkers && !shrinking && e != nil && e.TargetWorkers == job.WorkerCount()
 }
 
 // runningSlice is the admitted Workload slice of an elastic TrainingJob, and the larger one that

@@ -91,7 +91,7 @@ func TestElasticSize(t *testing.T) {
 				j.Status.Elastic.CurrentWorkers, j.Status.Elastic.ResizeCount = 2, 1
 				return j
 			}(), running: 2, gated: 1,
-			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 2},
+			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 2, LastResizeTime: start.DeepCopy()},
 			wantDelete: []string{"llm-worker-2"},
 		},
 	}

@@ -124,7 +124,7 @@ func (d *decision) tally() bool {
 // Kueue accounts for (job.WorkerCount). A change of that size after the gang first started is a
 // resize: it is counted and timed, and emitEvents announces it. A size lowered other than by
 // elasticShrink is a grow the resizer withdrew, Kueue not having admitted it: its count is taken
-// back.
+// back, and the cooldown counts from the withdrawal.
 func (d *decision) elasticSize() {
 	if !d.job.IsElastic() {
 		return
@@ -139,6 +139,7 @@ func (d *decision) elasticSize() {
 	case e.TargetWorkers == 0 || e.TargetWorkers == target:
 	case target < e.TargetWorkers && d.p.shrinkTo != target:
 		e.ResizeCount = max(e.ResizeCount-1, 0)
+		e.LastResizeTime = &metav1.Time{Time: d.o.now}
 	default:
 		e.ResizeCount++
 		e.LastResizeTime = &metav1.Time{Time: d.o.now}

@@ -58,7 +58,8 @@ const resizeRecheck = 10 * time.Second
 // toward spec.minWorkers, the lowest priority and the one that loses least first, as far as it
 // needs: the scale-down lowers the running slice's count, and Kueue admits the waiting Workload
 // into the quota it frees. A ClusterQueue that preempts evicts the elastic job whole, as any other.
-// A grow Kueue has not admitted within elastic.GrowAdmitTimeout is withdrawn.
+// A grow Kueue has not admitted within elastic.GrowAdmitTimeout, or admitted with fewer workers, is
+// withdrawn to the workers admitted.
 type Resizer struct {
 	Client client.Client
 	// Now is the clock; time.Now when nil.
@@ -102,6 +103,10 @@ func (r *Resizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	now := r.now()
 	if own.grow != nil {
 		return r.withdrawStaleGrow(ctx, job, own, now)
+	}
+	if n := admittedWorkers(own.wl); own.wl.Spec.PodSets[0].Count == job.WorkerCount() && n < job.WorkerCount() {
+		// Kueue admitted the grow's slice partially: the job has the workers Kueue admitted.
+		return ctrl.Result{}, r.setWorkers(ctx, job, n, "Kueue admitted the grow's slice with fewer workers")
 	}
 	cq := &kueue.ClusterQueue{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: string(own.wl.Status.Admission.ClusterQueue)}, cq); err != nil {
@@ -163,7 +168,7 @@ func (r *Resizer) resize(ctx context.Context, job *convoy.TrainingJob, rs elasti
 }
 
 // withdrawStaleGrow sets a job whose grow Kueue has not admitted within elastic.GrowAdmitTimeout
-// back to the size of its admitted slice: Kueue's jobframework then fits the waiting slice to it,
+// (or admitted with fewer workers, partial admission) back to the size of its admitted slice: Kueue's jobframework then fits the waiting slice to it,
 // and the operator deletes the added workers, which never left Kueue's gate.
 func (r *Resizer) withdrawStaleGrow(ctx context.Context, job *convoy.TrainingJob, own runningSlice, now time.Time) (ctrl.Result, error) {
 	if left := elastic.GrowAdmitTimeout - now.Sub(own.grow.CreationTimestamp.Time); left > 0 {
@@ -173,11 +178,15 @@ func (r *Resizer) withdrawStaleGrow(ctx context.Context, job *convoy.TrainingJob
 	if job.WorkerCount() <= admitted {
 		return ctrl.Result{}, nil
 	}
-	ctrl.LoggerFrom(ctx).Info("Withdrawing the grow Kueue did not admit", "trainingJob", klog.KObj(job),
-		"workload", klog.KObj(own.grow), "from", job.WorkerCount(), "to", admitted, "after", elastic.GrowAdmitTimeout)
+	return ctrl.Result{}, r.setWorkers(ctx, job, admitted, "Kueue did not admit the grow's slice within "+elastic.GrowAdmitTimeout.String())
+}
+
+// setWorkers withdraws (part of) a grow: the job's size for Kueue goes back to n.
+func (r *Resizer) setWorkers(ctx context.Context, job *convoy.TrainingJob, n int32, why string) error {
+	ctrl.LoggerFrom(ctx).Info("Withdrawing a grow", "trainingJob", klog.KObj(job), "from", job.WorkerCount(), "to", n, "why", why)
 	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticWorkers, strconv.Itoa(int(admitted)))
-	return ctrl.Result{}, r.Client.Patch(ctx, job, patch)
+	metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticWorkers, strconv.Itoa(int(n)))
+	return r.Client.Patch(ctx, job, patch)
 }
 
 // admittedWorkers is the workers Kueue admitted a Workload with: its first PodSet's (the workers')

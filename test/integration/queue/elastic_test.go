@@ -107,11 +107,10 @@ func TestElasticJobGrowsIntoFreedQuota(t *testing.T) {
 
 // TestElasticGrowKueueNeverAdmitsIsWithdrawn: an elastic job (2 × 8 GPUs, minWorkers 1) runs with
 // 1 worker in a ClusterQueue of 16 GPUs whose other 8 are free by its own count but lent to a job
-// of another ClusterQueue of its cohort. The operator grows it to 2; Kueue cannot admit the larger
-// slice (the cohort has no GPU left and nothing reclaims), so the added worker waits at Kueue's
-// gate. After elastic.GrowAdmitTimeout the grow is withdrawn: the job is back to 1 worker for
-// Kueue and in status.elastic, the gated worker is deleted, worker 0 runs on, no Workload of it
-// waits, and a Resized event says why.
+// of another ClusterQueue of its cohort. The operator grows it to 2; the cohort has no GPU left and
+// nothing reclaims, so Kueue admits the larger slice with 1 worker (partial admission). The grow
+// is withdrawn: the job is back to 1 worker for Kueue and in status.elastic, the added worker is
+// deleted before it ran, worker 0 runs on, no Workload of it waits, and a Resized event says why.
 func TestElasticGrowKueueNeverAdmitsIsWithdrawn(t *testing.T) {
 	e := newEnv(t)
 	borrowerNS := e.ns + "-borrower"

@@ -58,6 +58,8 @@ const resizeRecheck = 10 * time.Second
 // toward spec.minWorkers, the lowest priority and the one that loses least first, as far as it
 // needs: the scale-down lowers the running slice's count, and Kueue admits the waiting Workload
 // into the quota it frees. A ClusterQueue that preempts evicts the elastic job whole, as any other.
+// A grow Kueue has not admitted within elastic.GrowAdmitTimeout, or admitted with fewer workers, is
+// withdrawn to the workers admitted.
 type Resizer struct {
 	Client client.Client
 	// Now is the clock; time.Now when nil.
@@ -94,11 +96,18 @@ func (r *Resizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	}
 	slices := runningSlices(wls.Items)
 	own, ok := slices[client.ObjectKeyFromObject(job)]
-	if !ok || own.growing {
-		// Not admitted yet, or a grow waits for Kueue: the job is looked at when it changes.
+	if !ok {
+		// Not admitted yet: the job is looked at when it changes.
 		return ctrl.Result{}, nil
 	}
 	now := r.now()
+	if own.grow != nil {
+		return r.withdrawStaleGrow(ctx, job, own, now)
+	}
+	if n := admittedWorkers(own.wl); own.wl.Spec.PodSets[0].Count == job.WorkerCount() && n < job.WorkerCount() {
+		// Kueue admitted the grow's slice partially: the job has the workers Kueue admitted.
+		return ctrl.Result{}, r.setWorkers(ctx, job, n, "Kueue admitted the grow's slice with fewer workers")
+	}
 	cq := &kueue.ClusterQueue{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Name: string(own.wl.Status.Admission.ClusterQueue)}, cq); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -106,7 +115,7 @@ func (r *Resizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	free := freeGPUs(cq, gpuFlavors(own.wl))
 	var decided []elastic.Resize
 	if cq.Status.PendingWorkloads == 0 {
-		peers, err := r.peers(ctx, slices, cq.Name, growable)
+		peers, _, err := r.peers(ctx, slices, cq.Name, growable)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -114,11 +123,11 @@ func (r *Resizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	} else if head, err := r.waitingHead(ctx, wls.Items, cq.Name); err != nil {
 		return ctrl.Result{}, err
 	} else if need := gpusOf(head) - free; head != nil && need > 0 {
-		peers, err := r.peers(ctx, slices, cq.Name, resizable)
+		peers, shrinking, err := r.peers(ctx, slices, cq.Name, resizable)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if !settling(peers, now) {
+		if need -= shrinking; need > 0 && !settling(peers, now) {
 			decided = elastic.Shrink(peers, need, priority.Priority(head))
 		}
 	}
@@ -141,17 +150,52 @@ func (r *Resizer) now() time.Time {
 	return time.Now()
 }
 
-// resize sets the job's size to rs.To, counting a grow (a new Workload slice); the Resized event
-// and status.elastic follow from the operator's reconcile, which adds or deletes the workers.
+// resize sets the job's size to rs.To, counting a grow (a new Workload slice), or asks the
+// operator to shrink it there once the gang has checkpointed (convoy.AnnotationElasticShrinkTo);
+// the Resized event and status.elastic follow from the operator's reconcile, which adds or
+// deletes the workers.
 func (r *Resizer) resize(ctx context.Context, job *convoy.TrainingJob, rs elastic.Resize) error {
 	ctrl.LoggerFrom(ctx).Info("Resizing elastic TrainingJob", "trainingJob", klog.KObj(job), "from", rs.From, "to", rs.To, "why", rs.Reason)
 	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticWorkers, strconv.Itoa(int(rs.To)))
-	if rs.To > rs.From {
+	if rs.To < rs.From {
+		metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticShrinkTo, strconv.Itoa(int(rs.To)))
+	} else {
+		metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticWorkers, strconv.Itoa(int(rs.To)))
 		grows, _ := strconv.Atoi(job.Annotations[convoy.AnnotationElasticGrows])
 		metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticGrows, strconv.Itoa(grows+1))
 	}
 	return r.Client.Patch(ctx, job, patch)
+}
+
+// withdrawStaleGrow sets a job whose grow Kueue has not admitted within elastic.GrowAdmitTimeout
+// (or admitted with fewer workers, partial admission) back to the size of its admitted slice: Kueue's jobframework then fits the waiting slice to it,
+// and the operator deletes the added workers, which never left Kueue's gate.
+func (r *Resizer) withdrawStaleGrow(ctx context.Context, job *convoy.TrainingJob, own runningSlice, now time.Time) (ctrl.Result, error) {
+	if left := elastic.GrowAdmitTimeout - now.Sub(own.grow.CreationTimestamp.Time); left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	admitted := admittedWorkers(own.wl)
+	if job.WorkerCount() <= admitted {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{}, r.setWorkers(ctx, job, admitted, "Kueue did not admit the grow's slice within "+elastic.GrowAdmitTimeout.String())
+}
+
+// setWorkers withdraws (part of) a grow: the job's size for Kueue goes back to n.
+func (r *Resizer) setWorkers(ctx context.Context, job *convoy.TrainingJob, n int32, why string) error {
+	ctrl.LoggerFrom(ctx).Info("Withdrawing a grow", "trainingJob", klog.KObj(job), "from", job.WorkerCount(), "to", n, "why", why)
+	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticWorkers, strconv.Itoa(int(n)))
+	return r.Client.Patch(ctx, job, patch)
+}
+
+// admittedWorkers is the workers Kueue admitted a Workload with: its first PodSet's (the workers')
+// assigned count, which partial admission sets below the PodSet's count.
+func admittedWorkers(wl *kueue.Workload) int32 {
+	if psa := wl.Status.Admission.PodSetAssignments; len(psa) > 0 && psa[0].Count != nil {
+		return *psa[0].Count
+	}
+	return wl.Spec.PodSets[0].Count
 }
 
 // waitingHead is the Workload that waits first (highest priority, then oldest) in ClusterQueue
@@ -194,11 +238,13 @@ func gpusOf(wl *kueue.Workload) int32 {
 	return int32(n)
 }
 
-// peers are the elastic jobs running in ClusterQueue cq that ok accepts, as the policy sees them.
-func (r *Resizer) peers(ctx context.Context, slices map[client.ObjectKey]runningSlice, cq string, ok func(*convoy.TrainingJob) bool) ([]elastic.Job, error) {
+// peers are the elastic jobs running in ClusterQueue cq that ok accepts, as the policy sees them,
+// and the GPUs that those asked to shrink free once they have checkpointed.
+func (r *Resizer) peers(ctx context.Context, slices map[client.ObjectKey]runningSlice, cq string, ok func(*convoy.TrainingJob) bool) ([]elastic.Job, int32, error) {
 	var out []elastic.Job
+	var shrinking int32
 	for key, s := range slices {
-		if s.growing || string(s.wl.Status.Admission.ClusterQueue) != cq {
+		if s.grow != nil || string(s.wl.Status.Admission.ClusterQueue) != cq {
 			continue
 		}
 		job := &convoy.TrainingJob{}
@@ -206,13 +252,18 @@ func (r *Resizer) peers(ctx context.Context, slices map[client.ObjectKey]running
 			if client.IgnoreNotFound(err) == nil {
 				continue
 			}
-			return nil, err
+			return nil, 0, err
 		}
 		if ok(job) {
-			out = append(out, policyJob(job, s.wl))
+			j := policyJob(job, s.wl)
+			if to, asked := job.ElasticShrinkTo(); asked {
+				shrinking += (j.Current - to) * j.GPUsPerWorker
+				j.Current = to
+			}
+			out = append(out, j)
 		}
 	}
-	return out, nil
+	return out, shrinking, nil
 }
 
 // settling reports whether one of the jobs started or resized within resizeRecheck: the
@@ -232,22 +283,24 @@ func resizable(job *convoy.TrainingJob) bool {
 		meta.IsStatusConditionTrue(job.Status.Conditions, convoy.ConditionRunning)
 }
 
-// growable reports whether the job is resizable and below spec.numWorkers.
+// growable reports whether the job is resizable, below spec.numWorkers, not asked to shrink, and
+// its status shows its size: its cooldown then counts from its last change of size.
 func growable(job *convoy.TrainingJob) bool {
-	return resizable(job) && job.WorkerCount() < job.Spec.NumWorkers
+	_, shrinking := job.ElasticShrinkTo()
+	e := job.Status.Elastic
+	return resizable(job) && job.WorkerCount() < job.Spec.NumWorkers && !shrinking && e != nil && e.TargetWorkers == job.WorkerCount()
 }
 
-// runningSlice is the admitted Workload slice of an elastic TrainingJob, and whether a larger one
-// waits to replace it.
+// runningSlice is the admitted Workload slice of an elastic TrainingJob, and the larger one that
+// waits to replace it (nil when none).
 type runningSlice struct {
-	wl      *kueue.Workload
-	growing bool
+	wl, grow *kueue.Workload
 }
 
 // runningSlices are the admitted, unfinished Workloads of TrainingJobs by job.
 func runningSlices(wls []kueue.Workload) map[client.ObjectKey]runningSlice {
 	out := map[client.ObjectKey]runningSlice{}
-	pending := map[client.ObjectKey]bool{}
+	pending := map[client.ObjectKey]*kueue.Workload{}
 	for i := range wls {
 		wl := &wls[i]
 		owner := metav1.GetControllerOf(wl)
@@ -256,14 +309,14 @@ func runningSlices(wls []kueue.Workload) map[client.ObjectKey]runningSlice {
 		}
 		key := client.ObjectKey{Namespace: wl.Namespace, Name: owner.Name}
 		if workload.IsAdmitted(wl) && wl.Status.Admission != nil {
-			out[key] = runningSlice{wl: wl, growing: out[key].growing}
+			out[key] = runningSlice{wl: wl}
 		} else {
-			pending[key] = true
+			pending[key] = wl
 		}
 	}
-	for key := range pending {
+	for key, wl := range pending {
 		if s, ok := out[key]; ok {
-			s.growing = true
+			s.grow = wl
 			out[key] = s
 		}
 	}

@@ -108,6 +108,11 @@ const AnnotationElasticWorkers = "convoy.dev/elastic-workers"
 // grow is a new Kueue Workload slice, named by it.
 const AnnotationElasticGrows = "convoy.dev/elastic-grows"
 
+// AnnotationElasticShrinkTo, on an elastic TrainingJob, is the size the operator shrinks the
+// running gang to once it has checkpointed: the operator then lowers AnnotationElasticWorkers to
+// it and removes it.
+const AnnotationElasticShrinkTo = "convoy.dev/elastic-shrink-to"
+
 // Spot capacity. Cloud providers and node provisioners mark spot (preemptible) nodes with a label,
 // and announce a node's reclaim with a taint shortly before the node goes.
 const (

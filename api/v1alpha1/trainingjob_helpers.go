@@ -217,3 +217,14 @@ func (j *TrainingJob) WorkerCount() int32 {
 	}
 	return min(max(int32(n), j.ElasticMinWorkers()), j.Spec.NumWorkers)
 }
+
+// ElasticShrinkTo is the size an elastic job was asked to shrink to (AnnotationElasticShrinkTo,
+// at least spec.minWorkers); ok is false when no shrink below WorkerCount is asked.
+func (j *TrainingJob) ElasticShrinkTo() (n int32, ok bool) {
+	v, err := strconv.ParseInt(j.Annotations[AnnotationElasticShrinkTo], 10, 32)
+	if !j.IsElastic() || err != nil {
+		return 0, false
+	}
+	n = max(int32(v), j.ElasticMinWorkers())
+	return n, n < j.WorkerCount()
+}

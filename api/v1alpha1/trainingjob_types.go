@@ -1089,8 +1089,8 @@ type ElasticStatus struct {
 	// +optional
 	ResizeCount int32 `json:"resizeCount,omitempty"`
 
-	// lastResizeTime is when the gang last grew or shrank; spec.elastic.resizeCooldownSeconds
-	// counts from it.
+	// lastResizeTime is when the gang last grew or shrank, or a grow was withdrawn;
+	// spec.elastic.resizeCooldownSeconds counts from it.
 	// +optional
 	LastResizeTime *metav1.Time `json:"lastResizeTime,omitempty"`
 

@@ -31,14 +31,18 @@ import (
 	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
-// checkpointFirst holds back the stop of a running gang (for why) until it has checkpointed: it
-// asks for a checkpoint (ConditionCheckpointRequested, which the progress endpoint's replies carry)
-// and returns how long to wait still. It returns 0 once the gang may stop: a checkpoint of the
+// gangStops is what checkpointFirst holds back when the whole gang stops.
+const gangStops = "it is stopped"
+
+// checkpointFirst holds back a stop (stops says what stops: gangStops, or some of the gang's
+// workers) of a running gang, for why, until it has checkpointed: it asks for a checkpoint
+// (ConditionCheckpointRequested, which the progress endpoint's replies carry) and returns how long
+// to wait still. It returns 0 once the gang may stop: a checkpoint of the
 // attempt reported in a later second than the request is recorded, or
 // spec.checkpoint.preemptionGraceSeconds passed since the request, or there is nothing to wait
 // for (checkpointing off, a grace of 0, no running pod), or the attempt's latest checkpoint is
 // recent (recentCheckpoint).
-func checkpointFirst(job *convoy.TrainingJob, st *convoy.TrainingJobStatus, pods []*corev1.Pod, now time.Time, why string) time.Duration {
+func checkpointFirst(job *convoy.TrainingJob, st *convoy.TrainingJobStatus, pods []*corev1.Pod, now time.Time, why, stops string) time.Duration {
 	grace := job.PreemptionGrace()
 	c := meta.FindStatusCondition(st.Conditions, convoy.ConditionCheckpointRequested)
 	asked := c != nil && c.Status == metav1.ConditionTrue
@@ -53,13 +57,13 @@ func checkpointFirst(job *convoy.TrainingJob, st *convoy.TrainingJobStatus, pods
 	}
 	if cp := st.Checkpoint; !asked && recentCheckpoint(job, st, c, now) {
 		set(metav1.ConditionFalse, convoy.ReasonCheckpointRecent, fmt.Sprintf(
-			"%s: the gang's checkpoint %s (epoch %d), reported at %s, is younger than a tenth of spec.checkpoint.intervalSeconds (%s), and the gang is stopped at once: it resumes from it",
-			why, cp.Latest, cp.Epoch, cp.Time.UTC().Format(time.RFC3339), job.CheckpointInterval()))
+			"%s: the gang's checkpoint %s (epoch %d), reported at %s, is younger than a tenth of spec.checkpoint.intervalSeconds (%s), and %s at once: it resumes from it",
+			why, cp.Latest, cp.Epoch, cp.Time.UTC().Format(time.RFC3339), job.CheckpointInterval(), stops))
 		return 0
 	}
 	if !asked {
 		set(metav1.ConditionTrue, convoy.ReasonStopRequested, fmt.Sprintf(
-			"%s: the gang is asked to checkpoint and is stopped once it reports one, or after spec.checkpoint.preemptionGraceSeconds (%s)", why, grace))
+			"%s: the gang is asked to checkpoint, and %s once it reports one, or after spec.checkpoint.preemptionGraceSeconds (%s)", why, stops, grace))
 		return grace
 	}
 	// Both times are stored to the second: a checkpoint reported within the request's second may
@@ -67,14 +71,14 @@ func checkpointFirst(job *convoy.TrainingJob, st *convoy.TrainingJobStatus, pods
 	at := c.LastTransitionTime.Time
 	if cp := st.Checkpoint; cp != nil && cp.Time != nil && cp.Attempt == st.RestartCount && cp.Time.Truncate(time.Second).After(at.Truncate(time.Second)) {
 		set(metav1.ConditionFalse, convoy.ReasonCheckpointSaved, fmt.Sprintf(
-			"the gang reported checkpoint %s (epoch %d) when asked, and is stopped: it resumes from it", cp.Latest, cp.Epoch))
+			"the gang reported checkpoint %s (epoch %d) when asked, and %s: it resumes from it", cp.Latest, cp.Epoch, stops))
 		return 0
 	}
 	if left := at.Add(grace).Sub(now); left > 0 {
 		return left
 	}
 	set(metav1.ConditionFalse, convoy.ReasonGraceExpired, fmt.Sprintf(
-		"the gang reported no checkpoint within spec.checkpoint.preemptionGraceSeconds (%s) of the request, and is stopped: it resumes from the latest checkpoint before", grace))
+		"the gang reported no checkpoint within spec.checkpoint.preemptionGraceSeconds (%s) of the request, and %s: it resumes from the latest checkpoint before", grace, stops))
 	return 0
 }
 

@@ -18,12 +18,14 @@ package controller
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
@@ -51,6 +53,7 @@ func TestElasticSize(t *testing.T) {
 	cases := map[string]struct {
 		job        *convoy.TrainingJob
 		running    int32
+		gated      int32 // pods after the running ones, pending at Kueue's gate
 		want       convoy.ElasticStatus
 		wantCreate []mlframework.Replica
 		wantDelete []string
@@ -74,15 +77,32 @@ func TestElasticSize(t *testing.T) {
 			wantCreate: []mlframework.Replica{{Role: mlframework.RoleWorker, Rank: 2}},
 		},
 		"shrinks by deleting the highest ranks": {
-			job: at("2", 4), running: 4,
+			job: func() *convoy.TrainingJob {
+				j := at("4", 4)
+				j.Annotations[convoy.AnnotationElasticShrinkTo] = "2"
+				return j
+			}(), running: 4,
 			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 2, ResizeCount: 1, LastResizeTime: start.DeepCopy()},
 			wantDelete: []string{"llm-worker-2", "llm-worker-3"},
+		},
+		"a withdrawn grow deletes the workers that never started, and is not counted": {
+			job: func() *convoy.TrainingJob {
+				j := at("2", 3)
+				j.Status.Elastic.CurrentWorkers, j.Status.Elastic.ResizeCount = 2, 1
+				return j
+			}(), running: 2, gated: 1,
+			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 2, LastResizeTime: start.DeepCopy()},
+			wantDelete: []string{"llm-worker-2"},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			p, _ := mlframework.For(tc.job.Spec.Framework)
-			plan := decide(observation{job: tc.job, plugin: p, pods: pods(tc.job, tc.running), now: t0, backoff: DefaultBackoff})
+			all := pods(tc.job, tc.running)
+			for i := range tc.gated {
+				all = append(all, makePod(tc.job, mlframework.RoleWorker, tc.running+i).obj())
+			}
+			plan := decide(observation{job: tc.job, plugin: p, pods: all, now: t0, backoff: DefaultBackoff})
 			if plan.status.RestartCount != 0 {
 				t.Errorf("restartCount = %d, want 0: a resize does not restart the gang", plan.status.RestartCount)
 			}
@@ -97,6 +117,79 @@ func TestElasticSize(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.wantDelete, names(plan.delete), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("delete (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestElasticShrinkCheckpointsFirst: an elastic gang the resizer asks to shrink
+// (convoy.dev/elastic-shrink-to) keeps its workers while it is asked for a checkpoint, and shrinks
+// (the size written for Kueue, the highest ranks deleted) once one newer than the request is
+// reported, or at spec.checkpoint.preemptionGraceSeconds; a gang that does not checkpoint shrinks
+// at once, and one that is not running drops the request.
+func TestElasticShrinkCheckpointsFirst(t *testing.T) {
+	ckpt := convoy.CheckpointSpec{Enabled: true, PreemptionGraceSeconds: ptr.To[int32](30)}
+	asked := func(at time.Time) []metav1.Condition {
+		return append(running(t0), cond(convoy.ConditionCheckpointRequested, metav1.ConditionTrue, convoy.ReasonStopRequested, at))
+	}
+	job := func(spec *convoy.CheckpointSpec, conds []metav1.Condition, cp *convoy.CheckpointStatus) *convoy.TrainingJob {
+		w := utiltesting.MakeTrainingJob("llm", "ns").Workers(4).Elastic(1, convoy.ElasticSpec{})
+		if spec != nil {
+			w = w.Checkpoint(*spec)
+		}
+		j := w.Status(convoy.TrainingJobStatus{Conditions: conds, StartTime: start, Checkpoint: cp,
+			Elastic: &convoy.ElasticStatus{CurrentWorkers: 4, TargetWorkers: 4}}).Obj()
+		j.Annotations = map[string]string{convoy.AnnotationElasticWorkers: "4", convoy.AnnotationElasticShrinkTo: "2"}
+		return j
+	}
+	saved := &convoy.CheckpointStatus{Latest: "s3://b/epoch-7", Epoch: 7, Time: ptr.To(metav1.NewTime(t0.Add(-5 * time.Second)))}
+	type want struct {
+		requested metav1.ConditionStatus // "" when absent
+		reason    string
+		shrinkTo  int32
+		target    int32
+		deleted   int
+	}
+	cases := map[string]struct {
+		job  *convoy.TrainingJob
+		want want
+	}{
+		"asked for a checkpoint, the workers kept": {
+			job:  job(&ckpt, running(t0), nil),
+			want: want{requested: metav1.ConditionTrue, reason: convoy.ReasonStopRequested, target: 4},
+		},
+		"a checkpoint since the request: shrinks": {
+			job:  job(&ckpt, asked(t0.Add(-10*time.Second)), saved),
+			want: want{requested: metav1.ConditionFalse, reason: convoy.ReasonCheckpointSaved, shrinkTo: 2, target: 2, deleted: 2},
+		},
+		"no checkpoint within the grace: shrinks": {
+			job:  job(&ckpt, asked(t0.Add(-30*time.Second)), nil),
+			want: want{requested: metav1.ConditionFalse, reason: convoy.ReasonGraceExpired, shrinkTo: 2, target: 2, deleted: 2},
+		},
+		"no checkpointing: shrinks at once": {
+			job:  job(nil, running(t0), nil),
+			want: want{shrinkTo: 2, target: 2, deleted: 2},
+		},
+		"not running: the request is dropped": {
+			job:  job(&ckpt, nil, nil),
+			want: want{shrinkTo: 4, target: 4},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, _ := mlframework.For(tc.job.Spec.Framework)
+			var pods []*corev1.Pod
+			for i := range int32(4) {
+				pods = append(pods, makePod(tc.job, mlframework.RoleWorker, i).phase(corev1.PodRunning).obj())
+			}
+			got := decide(observation{job: tc.job, plugin: p, pods: pods, now: t0, backoff: DefaultBackoff})
+			var g want
+			if c := meta.FindStatusCondition(got.status.Conditions, convoy.ConditionCheckpointRequested); c != nil {
+				g.requested, g.reason = c.Status, c.Reason
+			}
+			g.shrinkTo, g.target, g.deleted = got.shrinkTo, got.status.Elastic.TargetWorkers, len(got.delete)
+			if g != tc.want {
+				t.Errorf("decide = %+v, want %+v", g, tc.want)
 			}
 		})
 	}

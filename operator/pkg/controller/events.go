@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/elastic"
 )
 
 // actionReconcile is the action of the events on a condition's change: the operator reconciled the job.
@@ -56,10 +57,16 @@ func (r *Reconciler) emitEvents(job *convoy.TrainingJob, old *convoy.TrainingJob
 		// The action tells a grow from a shrink: events of the same reason and action within minutes
 		// are one series, which keeps the first message.
 		action, what := "Grow", fmt.Sprintf("grew from %d to %d workers: the added workers start once Kueue admits the larger size", o.TargetWorkers, e.TargetWorkers)
-		if e.TargetWorkers < o.TargetWorkers {
-			action, what = "Shrink", fmt.Sprintf("shrank from %d to %d workers: Kueue now accounts for %d", o.TargetWorkers, e.TargetWorkers, e.TargetWorkers)
+		count := fmt.Sprintf(" (resize %d)", e.ResizeCount)
+		switch {
+		case e.TargetWorkers < o.TargetWorkers && e.ResizeCount < o.ResizeCount:
+			action, what = "Withdraw", fmt.Sprintf("withdrew the grow from %d to %d workers: Kueue did not admit the larger size (within %s, or admitted fewer), its quota or place taken meanwhile; the added workers never started",
+				e.TargetWorkers, o.TargetWorkers, elastic.GrowAdmitTimeout)
+			count = ""
+		case e.TargetWorkers < o.TargetWorkers:
+			action, what = "Shrink", fmt.Sprintf("shrank from %d to %d workers%s: Kueue now accounts for %d", o.TargetWorkers, e.TargetWorkers, shrunkAt(job, old), e.TargetWorkers)
 		}
-		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonResized, action, "%s (resize %d)", what, e.ResizeCount)
+		r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonResized, action, "%s%s", what, count)
 	}
 	for _, c := range job.Status.Conditions {
 		prev := meta.FindStatusCondition(old.Conditions, c.Type)
@@ -74,6 +81,25 @@ func (r *Reconciler) emitEvents(job *convoy.TrainingJob, old *convoy.TrainingJob
 			r.Recorder.Eventf(job, nil, corev1.EventTypeNormal, c.Reason, actionReconcile, "%s", c.Message)
 		}
 	}
+}
+
+// shrunkAt says which checkpoint an elastic gang shrank at, from the checkpoint request that the
+// shrink ended in this status write (elasticShrink): " at checkpoint ... (epoch n)", or why at none.
+func shrunkAt(job *convoy.TrainingJob, old *convoy.TrainingJobStatus) string {
+	c := meta.FindStatusCondition(job.Status.Conditions, convoy.ConditionCheckpointRequested)
+	prev := meta.FindStatusCondition(old.Conditions, convoy.ConditionCheckpointRequested)
+	cp := job.Status.Checkpoint
+	switch {
+	case job.PreemptionGrace() <= 0:
+		return " without a checkpoint (spec.checkpoint.enabled is false, or its preemptionGraceSeconds 0)"
+	case c == nil || c.Status != metav1.ConditionFalse || (prev != nil && *prev == *c):
+		return ""
+	case c.Reason == convoy.ReasonGraceExpired:
+		return fmt.Sprintf(" without a new checkpoint: none came within spec.checkpoint.preemptionGraceSeconds (%s) of the request", job.PreemptionGrace())
+	case (c.Reason == convoy.ReasonCheckpointSaved || c.Reason == convoy.ReasonCheckpointRecent) && cp != nil:
+		return fmt.Sprintf(" at checkpoint %s (epoch %d)", cp.Latest, cp.Epoch)
+	}
+	return ""
 }
 
 // setCondition sets a true condition on st.

@@ -23,6 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -227,7 +228,7 @@ func (r *Reconciler) jobsOnNode(ctx context.Context, node client.Object) []recon
 	return out
 }
 
-// +kubebuilder:rbac:groups=convoy.dev,resources=trainingjobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=convoy.dev,resources=trainingjobs,verbs=get;list;watch;patch;delete
 // +kubebuilder:rbac:groups=convoy.dev,resources=trainingjobs/status,verbs=get;update
 // +kubebuilder:rbac:groups=convoy.dev,resources=trainingjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
@@ -318,6 +319,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		prices: prices, spotNodeLabels: r.Options.SpotNodeLabels,
 	})
 
+	if p.shrinkTo > 0 {
+		// Kueue accounts for the smaller gang before its workers go.
+		if err := r.setElasticWorkers(ctx, job, p.shrinkTo); apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		} else if err != nil {
+			return ctrl.Result{}, err
+		}
+	}
 	setWandbRun(job, &p.status)
 	if err := r.writeStatus(ctx, job, p.status); err != nil {
 		if apierrors.IsConflict(err) {
@@ -362,6 +371,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
+}
+
+// setElasticWorkers sets the elastic job's size (convoy.AnnotationElasticWorkers) to n and removes
+// convoy.AnnotationElasticShrinkTo, on the version read: a conflict is retried by the newer
+// version's event, whose reconcile finds the gang's checkpoint again.
+func (r *Reconciler) setElasticWorkers(ctx context.Context, job *convoy.TrainingJob, n int32) error {
+	patch := client.MergeFromWithOptions(job.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticWorkers, strconv.Itoa(int(n)))
+	delete(job.Annotations, convoy.AnnotationElasticShrinkTo)
+	return r.Client.Patch(ctx, job, patch)
 }
 
 // podRefused is a pod of the gang the API server did not create: a ResourceQuota, Pod Security

@@ -81,6 +81,10 @@ type plan struct {
 	forceDelete []*corev1.Pod
 	// ensureChildren keeps the PodGroup, Services and ConfigMap in place while the gang is wanted.
 	ensureChildren bool
+	// shrinkTo, when not 0, is the elastic gang's size the reconciler writes to
+	// convoy.AnnotationElasticWorkers, removing convoy.AnnotationElasticShrinkTo, before anything
+	// else: the size it shrinks to, or its size for a request it drops.
+	shrinkTo int32
 	// deleteJob deletes the TrainingJob itself: its TTL after finishing has passed.
 	deleteJob    bool
 	requeueAfter time.Duration
@@ -110,6 +114,7 @@ var phases = []func(*decision) bool{
 	(*decision).admission,           // admission.go: Admitted; a resumed gang waits for its stopped pods to go
 	(*decision).activeDeadline,      // active_deadline.go: failurePolicy.activeDeadlineSeconds
 	(*decision).restartBackoff,      // restart_backoff.go: a restarting gang waits for its pods to go and the backoff
+	(*decision).elasticShrink,       // elastic.go: an elastic gang asked to shrink checkpoints first (never decides)
 	(*decision).tally,               // tally.go: the current attempt's pods by replica and phase (never decides)
 	(*decision).failurePolicy,       // failure_policy.go: a failed pod restarts the gang or fails the job
 	(*decision).successPolicy,       // success_policy.go: every pod that must succeed did, or successPolicy is met
@@ -249,7 +254,7 @@ func (d *decision) restart(reason, message string, counted bool) {
 // waitForCheckpoint asks a running gang that checkpoints for one before it is stopped for why
 // (checkpointFirst), and reports whether the stop must wait for it; the gang is kept meanwhile.
 func (d *decision) waitForCheckpoint(why string) bool {
-	wait := checkpointFirst(d.job, d.st, d.o.pods, d.o.now, why)
+	wait := checkpointFirst(d.job, d.st, d.o.pods, d.o.now, why, gangStops)
 	if wait > 0 {
 		d.p.requeue(wait)
 		d.p.ensureChildren = true

@@ -41,7 +41,7 @@ func (d *decision) suspend() bool {
 		if queued {
 			why = cmp.Or(d.o.queue.Preempted, "Kueue evicted the job from LocalQueue "+queue)
 		}
-		if wait := checkpointFirst(d.job, d.st, d.o.pods, d.o.now, why); wait > 0 {
+		if wait := checkpointFirst(d.job, d.st, d.o.pods, d.o.now, why, gangStops); wait > 0 {
 			d.p.requeue(wait)
 			return true
 		}

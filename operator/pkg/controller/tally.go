@@ -122,7 +122,9 @@ func (d *decision) tally() bool {
 
 // elasticSize records an elastic job's size in status.elastic: the workers running and the size
 // Kueue accounts for (job.WorkerCount). A change of that size after the gang first started is a
-// resize: it is counted and timed, and emitEvents announces it.
+// resize: it is counted and timed, and emitEvents announces it. A size lowered other than by
+// elasticShrink is a grow the resizer withdrew, Kueue not having admitted it: its count is taken
+// back, and the cooldown counts from the withdrawal.
 func (d *decision) elasticSize() {
 	if !d.job.IsElastic() {
 		return
@@ -133,7 +135,12 @@ func (d *decision) elasticSize() {
 		d.st.Elastic = e
 	}
 	target := d.job.WorkerCount()
-	if e.TargetWorkers != 0 && e.TargetWorkers != target {
+	switch {
+	case e.TargetWorkers == 0 || e.TargetWorkers == target:
+	case target < e.TargetWorkers && d.p.shrinkTo != target:
+		e.ResizeCount = max(e.ResizeCount-1, 0)
+		e.LastResizeTime = &metav1.Time{Time: d.o.now}
+	default:
 		e.ResizeCount++
 		e.LastResizeTime = &metav1.Time{Time: d.o.now}
 	}

@@ -26,8 +26,10 @@ limitations under the License.
 //
 // A task of G GPUs is a gang of 2G one-GPU workers with minWorkers G, its trace run time long at G
 // workers; QoS BE is low priority, the rest high. Modelled, as the trace has none: Amdahl scaling
-// with a serial share drawn from [0, 0.3), the pauses, cooldown and threshold below. "GPU-s paused"
-// is what a shrink or stop costs: the gang checkpoints first, so no trained step is lost.
+// with a serial share drawn from [0, 0.3), the pauses, cooldown, threshold and checkpoint interval
+// below. "GPU-s paused" is what a shrink or stop costs: the gang checkpoints first, so no trained
+// step is lost ("lost per shrink, asked" 0); "not" asked, a shrink would lose the training since
+// the gang's latest periodic checkpoint (or its start or last resize), which it resumes from.
 package main
 
 import (
@@ -139,6 +141,8 @@ const (
 	cooldown      = 300
 	resync        = 300
 	minEfficiency = 0.7
+	// checkpointEvery is the gangs' periodic checkpoint interval (spec.checkpoint.intervalSeconds).
+	checkpointEvery = 1800
 )
 
 // Config is one run.
@@ -161,12 +165,15 @@ type Result struct {
 	// MeanJCT is the mean of completion minus arrival, in seconds.
 	MeanJCT float64
 	// Makespan is the first arrival to the last completion, in seconds.
-	Makespan          int64
-	Grows, Shrinks    int
-	Stops             int
-	FreeToGrown       float64 // mean seconds from GPUs free to the grown gang training
-	LostPerShrink     float64 // mean GPU-seconds paused per shrink
-	LostPerStop       float64 // mean GPU-seconds paused per stop
+	Makespan       int64
+	Grows, Shrinks int
+	Stops          int
+	FreeToGrown    float64 // mean seconds from GPUs free to the grown gang training
+	LostPerShrink  float64 // mean GPU-seconds paused per shrink
+	LostPerStop    float64 // mean GPU-seconds paused per stop
+	// UnaskedPerShrink is the mean GPU-seconds of training a shrink would lose had the gang not
+	// been asked for a checkpoint first: its workers' time since its latest checkpoint.
+	UnaskedPerShrink  float64
 	JCTHigh, JCTLow   float64
 	highJobs, lowJobs int
 }
@@ -180,6 +187,8 @@ type running struct {
 	lastResize  int64
 	measured    map[int32]float64
 	started     bool
+	// checkpointed is when the gang last checkpointed: periodically, and before each resize.
+	checkpointed int64
 }
 
 // Simulate replays jobs through a fleet of cfg.GPUs GPUs.
@@ -214,8 +223,9 @@ func Simulate(jobs []Spec, cfg Config) *Result {
 		} else {
 			res.Shrinks++
 			res.LostPerShrink += float64(to) * resizePause
+			res.UnaskedPerShrink += float64(r.workers) * float64(now-r.checkpointed)
 		}
-		r.workers, r.lastResize, r.pausedUntil = to, now, now+resizePause
+		r.workers, r.lastResize, r.pausedUntil, r.checkpointed = to, now, now+resizePause, now
 	}
 	for finished < len(jobs) {
 		changed := freedAt > now-step || len(queue) != queued
@@ -254,6 +264,9 @@ func Simulate(jobs []Spec, cfg Config) *Result {
 				active = math.Max(0, float64(now+step-r.pausedUntil))
 			}
 			good += float64(r.workers) * active
+			if now-r.checkpointed >= checkpointEvery {
+				r.checkpointed = now
+			}
 			tp := r.spec.Throughput(r.workers)
 			if active == step {
 				r.measured[r.workers] = tp
@@ -292,6 +305,7 @@ func Simulate(jobs []Spec, cfg Config) *Result {
 	}
 	if res.Shrinks > 0 {
 		res.LostPerShrink /= float64(res.Shrinks)
+		res.UnaskedPerShrink /= float64(res.Shrinks)
 	}
 	if res.Stops > 0 {
 		res.LostPerStop /= float64(res.Stops)
@@ -332,7 +346,7 @@ func admit(queue []*running, run *[]*running, cfg Config, now int64, used func()
 			continue
 		}
 		r.workers = min(r.spec.Max, free)
-		r.admitted, r.lastResize = r.workers, now
+		r.admitted, r.lastResize, r.checkpointed = r.workers, now, now
 		r.pausedUntil = now
 		if r.started {
 			r.pausedUntil = now + restartPause
@@ -381,12 +395,12 @@ func find(run []*running, key string) *running {
 // Table is the results as a Markdown table, fixed and elastic side by side per fleet.
 func Table(results []*Result) string {
 	var b strings.Builder
-	b.WriteString("| GPUs | sizes | GPU util. | while a job waits | mean JCT | high / low prio. | grows | shrinks | stops | free GPUs to grown gang | GPU-s paused per shrink / stop |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| GPUs | sizes | GPU util. | while a job waits | mean JCT | high / low prio. | grows | shrinks | stops | free GPUs to grown gang | GPU-s paused per shrink / stop | lost per shrink, asked / not |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %d | %s | %.1f%% | %.1f%% | %s | %s / %s | %d | %d | %d | %.0f s | %.0f / %.0f |\n",
+		fmt.Fprintf(&b, "| %d | %s | %.1f%% | %.1f%% | %s | %s / %s | %d | %d | %d | %.0f s | %.0f / %.0f | 0 / %.0f |\n",
 			r.GPUs, r.Mode, 100*r.Utilisation, 100*r.WithWork, hours(r.MeanJCT), hours(r.JCTHigh), hours(r.JCTLow),
-			r.Grows, r.Shrinks, r.Stops, r.FreeToGrown, r.LostPerShrink, r.LostPerStop)
+			r.Grows, r.Shrinks, r.Stops, r.FreeToGrown, r.LostPerShrink, r.LostPerStop, r.UnaskedPerShrink)
 	}
 	return b.String()
 }

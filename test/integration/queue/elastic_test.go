@@ -25,14 +25,18 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	utiltestingapi "sigs.k8s.io/kueue/pkg/util/testing/v1beta2"
 	"sigs.k8s.io/kueue/pkg/workload"
 	"sigs.k8s.io/kueue/pkg/workloadslicing"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/controller"
+	"github.com/convoy-dev/convoy/operator/pkg/elastic"
+	"github.com/convoy-dev/convoy/operator/pkg/progress"
 	"github.com/convoy-dev/convoy/test/util"
 )
 
@@ -101,6 +105,65 @@ func TestElasticJobGrowsIntoFreedQuota(t *testing.T) {
 	e.waitEvent("llm", controller.ReasonResized, "grew from 1 to 2 workers")
 }
 
+// TestElasticGrowKueueNeverAdmitsIsWithdrawn: an elastic job (2 × 8 GPUs, minWorkers 1) runs with
+// 1 worker in a ClusterQueue of 16 GPUs whose other 8 are free by its own count but lent to a job
+// of another ClusterQueue of its cohort. The operator grows it to 2; the cohort has no GPU left and
+// nothing reclaims, so Kueue admits the larger slice with 1 worker (partial admission). The grow
+// is withdrawn: the job is back to 1 worker for Kueue and in status.elastic, the added worker is
+// deleted before it ran, worker 0 runs on, no Workload of it waits, and a Resized event says why.
+func TestElasticGrowKueueNeverAdmitsIsWithdrawn(t *testing.T) {
+	e := newEnv(t)
+	borrowerNS := e.ns + "-borrower"
+	e.createNamespace(borrowerNS)
+	e.create(clusterQueue(e.ns, e.ns, 16, nil, nil, kueue.ClusterQueuePreemption{}))
+	e.create(clusterQueue(borrowerNS, e.ns, 0, nil, nil, kueue.ClusterQueuePreemption{}))
+	e.localQueue(e.ns)
+	e.create(utiltestingapi.MakeLocalQueue("q", borrowerNS).ClusterQueue(borrowerNS).Obj())
+	e.create(trainingJob(e.ns, "other", "q", "", 1, 8))
+	other := e.startGang(e.ns, "other", 1)
+	job := trainingJob(e.ns, "llm", "q", "", 2, 8)
+	job.Spec.MinWorkers = ptr.To[int32](1)
+	job.Spec.Elastic = &convoy.ElasticSpec{ResizeCooldownSeconds: ptr.To[int32](cooldown)}
+	e.create(job)
+	worker0 := e.startElasticGang("llm", 1)[0]
+	e.create(trainingJob(borrowerNS, "borrower", "q", "", 1, 8))
+
+	e.finishPod(&other[0])
+	e.waitJob(borrowerNS, "borrower", "admitted on quota borrowed from "+e.ns, func(j *convoy.TrainingJob) bool {
+		return j.Status.Admission != nil
+	})
+	util.WaitJob(t, e.k, 100*time.Millisecond, timeout+cooldown*time.Second, client.ObjectKey{Namespace: e.ns, Name: "llm"},
+		"grown to 2 workers", func(j *convoy.TrainingJob) bool {
+			return j.Status.Elastic != nil && j.Status.Elastic.TargetWorkers == 2
+		})
+	withdrawn := util.WaitJob(t, e.k, 100*time.Millisecond, timeout+elastic.GrowAdmitTimeout, client.ObjectKey{Namespace: e.ns, Name: "llm"},
+		"the grow withdrawn", func(j *convoy.TrainingJob) bool {
+			return j.Annotations[convoy.AnnotationElasticWorkers] == "1" && j.Status.Elastic.TargetWorkers == 1
+		})
+	if st := withdrawn.Status; st.RestartCount != 0 || st.Elastic.ResizeCount != 0 || !meta.IsStatusConditionTrue(st.Conditions, convoy.ConditionRunning) {
+		t.Errorf("restartCount %d, resizeCount %d, Running %v; want 0, 0 and true: a withdrawn grow is no resize",
+			st.RestartCount, st.Elastic.ResizeCount, meta.IsStatusConditionTrue(st.Conditions, convoy.ConditionRunning))
+	}
+	e.eventually("the gated worker deleted, worker 0 running on", func() (bool, string) {
+		live := podNames(e.pods(e.ns, "llm"))
+		return len(live) == 1 && e.pods(e.ns, "llm")[0].UID == worker0.UID, fmt.Sprint(live)
+	})
+	e.eventually("no Workload of llm waiting, one admitted for 1 worker", func() (bool, string) {
+		var admitted, waiting []string
+		for _, wl := range e.workloads(withdrawn) {
+			switch {
+			case workload.IsFinished(&wl):
+			case workload.IsAdmitted(&wl) && wl.Spec.PodSets[0].Count == 1:
+				admitted = append(admitted, wl.Name)
+			default:
+				waiting = append(waiting, wl.Name)
+			}
+		}
+		return len(admitted) == 1 && len(waiting) == 0, fmt.Sprintf("admitted %v, other %v", admitted, waiting)
+	})
+	e.waitEvent("llm", controller.ReasonResized, "withdrew the grow from 1 to 2 workers: Kueue did not admit the larger size")
+}
+
 // waitEvent waits for an event of the job with the reason whose message contains want.
 func (e *env) waitEvent(job, reason, want string) {
 	e.t.Helper()
@@ -162,6 +225,55 @@ func TestElasticJobShrinksForAHigherPriorityJob(t *testing.T) {
 		return j.Status.Admission != nil && !j.IsSuspended()
 	})
 	e.waitEvent("llm", controller.ReasonResized, "shrank from 2 to 1 workers")
+}
+
+// TestElasticJobShrinksAtACheckpoint: an elastic job that checkpoints (2 × 8 GPUs, minWorkers 1)
+// runs whole in a ClusterQueue of 16 GPUs that does not preempt, when a job of priority high for
+// 8 GPUs comes to wait there. Before its highest worker goes, the gang is asked for a checkpoint
+// (status and the replies to its progress reports say so) and keeps both workers and its quota;
+// once it reports one (epoch 7, after its periodic epoch 5) it shrinks to 1 worker, the Resized
+// event names that checkpoint, and the high-priority job is admitted.
+func TestElasticJobShrinksAtACheckpoint(t *testing.T) {
+	e := newEnv(t)
+	e.create(clusterQueue(e.ns, "", 16, nil, nil, kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyNever}))
+	e.localQueue(e.ns)
+	job := checkpointingJob(e.ns, "llm", "low", 600)
+	job.Spec.MinWorkers = ptr.To[int32](1)
+	job.Spec.Elastic = &convoy.ElasticSpec{ResizeCooldownSeconds: ptr.To[int32](cooldown)}
+	e.create(job)
+	pods := e.startElasticGang("llm", 2)
+	uri := util.EnvOf(&pods[0], "CONVOY_CHECKPOINT_URI")
+	e.reportCheckpoint(&pods[0], progress.Checkpoint{Path: uri + "/epoch-5", Epoch: 5})
+
+	e.create(trainingJob(e.ns, "high", "q", "high", 1, 8))
+	asked := e.waitJob(e.ns, "llm", "asked to checkpoint", func(j *convoy.TrainingJob) bool {
+		return meta.IsStatusConditionTrue(j.Status.Conditions, convoy.ConditionCheckpointRequested)
+	})
+	if msg := condition(asked, convoy.ConditionCheckpointRequested).Message; !strings.Contains(msg, "shrinks from 2 to 1 workers") {
+		t.Errorf("CheckpointRequested does not say the gang shrinks: %q", msg)
+	}
+	if r := e.reportProgress(&pods[0], progress.Report{Epoch: ptr.To[int32](7)}); !r.CheckpointRequested {
+		t.Errorf("reply to a progress report of the gang = %+v, want a checkpoint request", r)
+	}
+	time.Sleep(2 * time.Second) // long enough for Kueue to admit the waiting job, were the quota free
+	if live := e.pods(e.ns, "llm"); len(live) != 2 || live[1].DeletionTimestamp != nil {
+		t.Errorf("the gang's workers %v, want both running on until it checkpoints", podNames(live))
+	}
+	if high := e.job(e.ns, "high"); high.Status.Admission != nil {
+		t.Errorf("the high-priority job was admitted while the gang checkpoints")
+	}
+
+	e.reportCheckpoint(&pods[0], progress.Checkpoint{Path: uri + "/epoch-7", Epoch: 7})
+	shrunk := e.waitJob(e.ns, "llm", "shrunk to 1 worker", func(j *convoy.TrainingJob) bool {
+		return j.Status.Elastic != nil && j.Status.Elastic.TargetWorkers == 1
+	})
+	if c := meta.FindStatusCondition(shrunk.Status.Conditions, convoy.ConditionCheckpointRequested); c == nil || c.Status != metav1.ConditionFalse || c.Reason != convoy.ReasonCheckpointSaved {
+		t.Errorf("CheckpointRequested = %+v, want False %s", c, convoy.ReasonCheckpointSaved)
+	}
+	e.waitEvent("llm", controller.ReasonResized, "shrank from 2 to 1 workers at checkpoint "+uri+"/epoch-7 (epoch 7)")
+	e.waitJob(e.ns, "high", "admitted into the freed quota", func(j *convoy.TrainingJob) bool {
+		return j.Status.Admission != nil && !j.IsSuspended()
+	})
 }
 
 // startElasticGang waits for the n pods of an elastic job, each started by Kueue (its scheduling

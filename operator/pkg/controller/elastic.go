@@ -1,0 +1,59 @@
+/*
+Copyright The Convoy Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"fmt"
+	"strconv"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+)
+
+// elasticShrink is the phase of an elastic gang the resizer asked to shrink
+// (convoy.AnnotationElasticShrinkTo): a running gang checkpoints first (checkpointFirst, bounded by
+// spec.checkpoint.preemptionGraceSeconds), then its size drops to the one asked (p.shrinkTo, which
+// the reconciler writes to convoy.AnnotationElasticWorkers before anything else) and tally deletes
+// its highest-rank workers. A gang that is not running drops the request: the resizer asks again
+// once it runs. It never decides the reconcile.
+func (d *decision) elasticShrink() bool {
+	to, ok := d.job.ElasticShrinkTo()
+	if _, asked := d.job.Annotations[convoy.AnnotationElasticShrinkTo]; !asked {
+		return false
+	}
+	from := d.job.WorkerCount()
+	if !ok || !d.isTrue(convoy.ConditionRunning) {
+		d.p.shrinkTo = from
+		return false
+	}
+	why := fmt.Sprintf("a job of higher priority waits for the GPUs of the gang's ClusterQueue, and the gang shrinks from %d to %d workers", from, to)
+	stops := "its highest-rank worker stops"
+	if from-to > 1 {
+		stops = fmt.Sprintf("its %d highest-rank workers stop", from-to)
+	}
+	if wait := checkpointFirst(d.job, d.st, d.o.pods, d.o.now, why, stops); wait > 0 {
+		d.p.requeue(wait)
+		return false
+	}
+	job := d.job.DeepCopy()
+	metav1.SetMetaDataAnnotation(&job.ObjectMeta, convoy.AnnotationElasticWorkers, strconv.Itoa(int(to)))
+	delete(job.Annotations, convoy.AnnotationElasticShrinkTo)
+	d.job, d.o.job = job, job
+	d.p.shrinkTo = to
+	return false
+}

@@ -51,6 +51,7 @@ const cooldown = 30
 // scheduling gate until then and joins the running gang (worker 0 is the same pod, no restart);
 // status.elastic and a Resized event say so.
 func TestElasticJobGrowsIntoFreedQuota(t *testing.T) {
+	t.Parallel() // each waits out a cooldown in its own namespace and ClusterQueue
 	e := newEnv(t)
 	e.create(clusterQueue(e.ns, "", 16, nil, nil, kueue.ClusterQueuePreemption{}))
 	e.localQueue(e.ns)
@@ -112,6 +113,7 @@ func TestElasticJobGrowsIntoFreedQuota(t *testing.T) {
 // is withdrawn: the job is back to 1 worker for Kueue and in status.elastic, the added worker is
 // deleted before it ran, worker 0 runs on, no Workload of it waits, and a Resized event says why.
 func TestElasticGrowKueueNeverAdmitsIsWithdrawn(t *testing.T) {
+	t.Parallel() // each waits out a cooldown in its own namespace and ClusterQueue
 	e := newEnv(t)
 	borrowerNS := e.ns + "-borrower"
 	e.createNamespace(borrowerNS)
@@ -189,6 +191,7 @@ func (e *env) waitEvent(job, reason, want string) {
 // its Workload slice counts 1 worker, its highest worker is deleted, worker 0 runs on, and the
 // high-priority job is admitted into the quota it freed.
 func TestElasticJobShrinksForAHigherPriorityJob(t *testing.T) {
+	t.Parallel() // each waits out a cooldown in its own namespace and ClusterQueue
 	e := newEnv(t)
 	e.create(clusterQueue(e.ns, "", 16, nil, nil, kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyNever}))
 	e.localQueue(e.ns)
@@ -234,6 +237,7 @@ func TestElasticJobShrinksForAHigherPriorityJob(t *testing.T) {
 // once it reports one (epoch 7, after its periodic epoch 5) it shrinks to 1 worker, the Resized
 // event names that checkpoint, and the high-priority job is admitted.
 func TestElasticJobShrinksAtACheckpoint(t *testing.T) {
+	t.Parallel() // each waits out a cooldown in its own namespace and ClusterQueue
 	e := newEnv(t)
 	e.create(clusterQueue(e.ns, "", 16, nil, nil, kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyNever}))
 	e.localQueue(e.ns)

@@ -28,7 +28,7 @@ E2E_PKGS      = $(shell $(GO) list ./test/e2e/... | grep -v -e '/test/e2e/real' 
 # providers label them.
 # The real-node packages: those joined by + run one after the other, on one real-node network; the
 # groups run at once, each on its own (CONVOY_REAL_NET).
-REAL_PKGS     = ./test/e2e/realnode ./test/e2e/adoption ./test/e2e/realcapacity
+REAL_PKGS     = ./test/e2e/realnode ./test/e2e/adoption+./test/e2e/realelastic
 # What real nodes need from Debian (test/framework/realnode.go's RealNodeBinaries).
 REAL_NODE_DEBS = containerd runc containernetworking-plugins iptables conntrack iproute2 util-linux
 # make verify runs go vet with every check on every package, test files included: the tiers do not

@@ -46,6 +46,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/publish"
+	"github.com/convoy-dev/convoy/test/chaos"
 	"github.com/convoy-dev/convoy/test/e2e/realstack"
 	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
@@ -503,6 +504,35 @@ func TestLeaderFailover(t *testing.T) {
 			}
 			t.Logf("%s: leader %s killed; %s leads %.1fs later", tc.deployment, leader.Name, ptr.Deref(lease.Spec.HolderIdentity, ""), took.Seconds())
 		})
+	}
+}
+
+// A real node is taken from under a running gang, its kubelet stopped, then its cable cut (test/chaos
+// RealNodes): each time the gang runs whole again on another node from its latest checkpoint, and
+// once the node is back the old attempt's containers there are gone, having written nothing after
+// and nothing into the new attempt's checkpoints. It logs each fault's row of `make chaos`'s table;
+// a time over its target is logged, not failed on (`make chaos` fails on it). It adds a third real
+// node, which stays.
+func TestGangOnALostNodeRestartsElsewhereFromItsCheckpoint(t *testing.T) {
+	e := realstack.Shared(t)
+	results, err := chaos.RealNodes(t.Context(), e, framework.TestNamespace(t), t.Logf)
+	var table strings.Builder
+	if perr := chaos.Print(&table, results); perr != nil {
+		t.Error(perr)
+	}
+	t.Logf("make chaos's rows:\n%s", table.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range results {
+		switch {
+		case res.Missed != "":
+			t.Errorf("%s: the fault did not land: %s", res.Scenario, res.Missed)
+		case !res.Met:
+			t.Errorf("%s: %s; got %s (lost %d, duplicate pods %d, partial gangs %d)", res.Scenario, res.Target, res.Times, res.Lost, res.Duplicates, res.Partial)
+		case len(res.Slow) > 0:
+			t.Logf("%s: over its target (a measure, not a test): %s", res.Scenario, strings.Join(res.Slow, "; "))
+		}
 	}
 }
 

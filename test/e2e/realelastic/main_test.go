@@ -14,11 +14,11 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package realcapacity tests running gangs on real nodes (test/e2e/realstack) as the capacity
-// under them changes: an elastic PyTorch job grows onto a freed node and shrinks for a
-// higher-priority job, its epochs continuing; a gang whose node is lost restarts whole on another
-// node from its checkpoint. make test-real runs it beside test/e2e/realnode and test/e2e/adoption.
-package realcapacity
+// Package realelastic tests elastic TrainingJobs on real nodes (test/e2e/realstack): a PyTorch gang
+// that grows onto a freed node and shrinks for a higher-priority job, its epochs continuing. It is
+// a package of its own so that make test-real runs it after test/e2e/adoption, beside
+// test/e2e/realnode.
+package realelastic
 
 import (
 	"testing"

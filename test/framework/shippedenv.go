@@ -25,7 +25,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	podresource "k8s.io/kubernetes/pkg/api/v1/resource"
 	"sigs.k8s.io/yaml"
 )
 
@@ -109,9 +109,9 @@ func deploymentContainer(data []byte, deployment string) (*corev1.Container, err
 }
 
 // DeploymentEnv returns, as NAME=value, the environment that the Deployment named deployment in
-// the manifests data gives its first container: literal values, and a resourceFieldRef to the
-// container's own memory limit or request (GOMEMLIMIT from limits.memory), in bytes or in its
-// divisor. Values the kubelet takes from the Pod's metadata (fieldRef) are left out.
+// the manifests data gives its first container: literal values, and a resourceFieldRef to one of the
+// container's own requests or limits (GOMEMLIMIT from limits.memory), in its divisor's units, as
+// the kubelet reads it. Values the kubelet takes from the Pod's metadata (fieldRef) are left out.
 func DeploymentEnv(data []byte, deployment string) ([]string, error) {
 	ctr, err := deploymentContainer(data, deployment)
 	if err != nil {
@@ -123,25 +123,16 @@ func DeploymentEnv(data []byte, deployment string) ([]string, error) {
 		case e.ValueFrom == nil:
 			env = append(env, e.Name+"="+e.Value)
 		case e.ValueFrom.ResourceFieldRef != nil:
-			ref := e.ValueFrom.ResourceFieldRef
-			var q resource.Quantity
-			switch ref.Resource {
-			case "limits.memory":
-				q = ctr.Resources.Limits.Memory().DeepCopy()
-			case "requests.memory":
-				q = ctr.Resources.Requests.Memory().DeepCopy()
-			default:
-				return nil, fmt.Errorf("env %s: resourceFieldRef %s is not one a benchmark reads", e.Name, ref.Resource)
+			// As the kubelet reads it, rounded up in the divisor's units.
+			v, err := podresource.ExtractContainerResourceValue(e.ValueFrom.ResourceFieldRef, ctr)
+			if err != nil {
+				return nil, fmt.Errorf("env %s: %w", e.Name, err)
 			}
-			if q.IsZero() {
-				return nil, fmt.Errorf("env %s refers to %s, which container %s does not set", e.Name, ref.Resource, ctr.Name)
+			if v == "0" {
+				// The kubelet would use the node's allocatable, which a benchmark does not know.
+				return nil, fmt.Errorf("env %s refers to %s, which container %s does not set", e.Name, e.ValueFrom.ResourceFieldRef.Resource, ctr.Name)
 			}
-			divisor := int64(1)
-			if !ref.Divisor.IsZero() {
-				divisor = ref.Divisor.Value()
-			}
-			// Rounded up, as the kubelet does.
-			env = append(env, fmt.Sprintf("%s=%d", e.Name, (q.Value()+divisor-1)/divisor))
+			env = append(env, e.Name+"="+v)
 		}
 	}
 	return env, nil

@@ -113,9 +113,10 @@ verify: ## Fail when generated files are stale, go.mod is not tidy, the Markdown
 	@$(MAKE) --no-print-directory vet
 
 .PHONY: vet
-vet: ## gofmt, the license headers and go vet (make verify runs these).
+vet: ## gofmt, the license headers, no binary linking both Kueue's and Kubernetes' feature gates, and go vet (make verify runs these).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	@hack/headers.sh
+	@hack/featuregates.sh
 	$(GO) vet ./...
 
 .PHONY: headers

@@ -453,7 +453,7 @@ require (
 	k8s.io/kube-controller-manager v0.0.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/kube-scheduler v0.35.4
-	k8s.io/kubectl v0.36.1 // indirect
+	k8s.io/kubectl v0.36.1
 	k8s.io/kubelet v0.36.3
 	k8s.io/metrics v0.36.3 // indirect
 	k8s.io/mount-utils v0.0.0 // indirect

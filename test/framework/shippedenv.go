@@ -25,7 +25,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	podresource "k8s.io/kubernetes/pkg/api/v1/resource"
+	podresource "k8s.io/kubectl/pkg/util/resource"
 	"sigs.k8s.io/yaml"
 )
 

@@ -29,6 +29,7 @@ package queue
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -56,6 +57,14 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The parallel tests (the elastic ones) mostly wait out cooldowns: they all run at once, however
+	// few the cores (the default -parallel is GOMAXPROCS), unless -parallel says otherwise.
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", "8") // a known flag and a number: it cannot fail
+	}
 	framework.Main(m, framework.Options{AddToScheme: []func(*runtime.Scheme) error{
 		convoy.AddToScheme, kueue.AddToScheme, schedv1alpha1.AddToScheme}})
 }

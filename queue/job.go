@@ -235,9 +235,12 @@ func (j *Job) RunWithPodSetsInfo(ctx context.Context, infos []podset.PodSetInfo)
 	s.NodeSelector, s.Tolerations = merged.NodeSelector, merged.Tolerations
 	switch c := workersOf(infos); {
 	case j.Spec.Elastic != nil && c > 0:
-		// An elastic job keeps numWorkers as its most; the annotation is the size admitted. Its
-		// pods carry the Workload slice's name, by which Kueue finds them to start them.
+		// An elastic job keeps numWorkers as its most; the annotations are the size admitted: the
+		// one it resizes from, and the one it started at, which a grow leaves as it is (Kueue runs
+		// this only to start a suspended job, never for a grow's slice). Its pods carry the
+		// Workload slice's name, by which Kueue finds them to start them.
 		metav1.SetMetaDataAnnotation(&j.ObjectMeta, convoy.AnnotationElasticWorkers, strconv.Itoa(int(c)))
+		metav1.SetMetaDataAnnotation(&j.ObjectMeta, convoy.AnnotationElasticAdmitted, strconv.Itoa(int(c)))
 		if name := infos[0].Annotations[kueue.WorkloadSliceNameAnnotation]; name != "" && jobframework.WorkloadSliceEnabled(j) {
 			metav1.SetMetaDataAnnotation(&j.ObjectMeta, kueue.WorkloadSliceNameAnnotation, name)
 		}
@@ -292,6 +295,7 @@ func (j *Job) RestorePodSetsInfo(infos []podset.PodSetInfo) bool {
 	// restores its parallelism); an elastic job asks for spec.numWorkers.
 	if _, ok := j.Annotations[convoy.AnnotationElasticWorkers]; ok {
 		delete(j.Annotations, convoy.AnnotationElasticWorkers)
+		delete(j.Annotations, convoy.AnnotationElasticAdmitted)
 		changed = true
 	} else if c := workersOf(infos); j.Spec.MinWorkers != nil && c > 0 && c != j.Spec.NumWorkers {
 		j.Spec.NumWorkers = c

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/kueue/pkg/podset"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -342,7 +343,8 @@ func TestPartialAdmission(t *testing.T) {
 
 // TestElasticAdmission: an elastic job admitted with fewer workers keeps numWorkers as its most
 // (torchrun's PET_NNODES max) and runs with the count admitted, which its pod sets then ask
-// for; suspended, it asks for numWorkers again.
+// for; grown, the resize policy sees the size it was admitted at, which lends the worker grown;
+// suspended, it asks for numWorkers again and was admitted at no size.
 func TestElasticAdmission(t *testing.T) {
 	job := utiltesting.MakeTrainingJob("a", "ns").Workers(4).Elastic(2, convoy.ElasticSpec{}).Queue("q").Suspend(true).Obj()
 	original := recordedInfos(t, job)
@@ -360,9 +362,16 @@ func TestElasticAdmission(t *testing.T) {
 	if ps := sets[0]; ps.Count != 3 || ps.MinCount == nil || *ps.MinCount != 2 {
 		t.Errorf("running worker pod set: count %d, minCount %v; want 3 and 2", ps.Count, ps.MinCount)
 	}
+	grown := (*convoy.TrainingJob)(running).DeepCopy()
+	grown.Annotations[convoy.AnnotationElasticWorkers] = "4"
+	if j := policyJob(grown, &kueue.Workload{}); j.Current != 4 || j.Admitted != 3 {
+		t.Errorf("grown to 4: the policy sees %d workers admitted at %d, want 4 and 3", j.Current, j.Admitted)
+	}
 	running.Suspend()
-	if !running.RestorePodSetsInfo(original) || (*convoy.TrainingJob)(running).WorkerCount() != 4 {
-		t.Errorf("restored: %d workers, want 4", (*convoy.TrainingJob)(running).WorkerCount())
+	if !running.RestorePodSetsInfo(original) || (*convoy.TrainingJob)(running).WorkerCount() != 4 ||
+		(*convoy.TrainingJob)(running).ElasticAdmittedWorkers() != 0 {
+		t.Errorf("restored: %d workers admitted at %d, want 4 and 0", (*convoy.TrainingJob)(running).WorkerCount(),
+			(*convoy.TrainingJob)(running).ElasticAdmittedWorkers())
 	}
 }
 

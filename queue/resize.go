@@ -53,10 +53,11 @@ const resizeRecheck = 10 * time.Second
 // job's convoy.dev/elastic-workers, Kueue's jobframework turns that into a new Workload slice, and
 // the added workers start once Kueue admits the slice (Kueue then finishes the one it replaces).
 // It grows nothing while a Workload waits in the ClusterQueue: free quota goes to waiting jobs
-// first. When the Workload that waits first there has a higher priority and Kueue leaves it
-// waiting (the ClusterQueue does not preempt for it), the elastic jobs of lower priority shrink
-// toward spec.minWorkers, the lowest priority and the one that loses least first, as far as it
-// needs: the scale-down lowers the running slice's count, and Kueue admits the waiting Workload
+// first. When the Workload that waits first there is left waiting by Kueue (the ClusterQueue does
+// not preempt for it), the elastic jobs of lower priority shrink toward spec.minWorkers, and those
+// of its priority give back the workers they grew beyond the size Kueue started them at
+// (convoy.AnnotationElasticAdmitted), the lowest priority and the one that loses least first, as
+// far as it needs: the scale-down lowers the running slice's count, and Kueue admits the waiting Workload
 // into the quota it frees. A ClusterQueue that preempts evicts the elastic job whole, as any other.
 // A grow Kueue has not admitted within elastic.GrowAdmitTimeout, or admitted with fewer workers, is
 // withdrawn to the workers admitted.
@@ -326,8 +327,8 @@ func runningSlices(wls []kueue.Workload) map[client.ObjectKey]runningSlice {
 // policyJob is the job as the resize policy sees it.
 func policyJob(job *convoy.TrainingJob, wl *kueue.Workload) elastic.Job {
 	j := elastic.Job{Key: client.ObjectKeyFromObject(job).String(), Min: job.ElasticMinWorkers(), Max: job.Spec.NumWorkers,
-		Current: job.WorkerCount(), GPUsPerWorker: job.GPUsPerWorker(), Cooldown: job.ResizeCooldown(),
-		MinEfficiency: job.MinScalingEfficiency()}
+		Current: job.WorkerCount(), Admitted: job.ElasticAdmittedWorkers(), GPUsPerWorker: job.GPUsPerWorker(),
+		Cooldown: job.ResizeCooldown(), MinEfficiency: job.MinScalingEfficiency()}
 	if wl.Spec.Priority != nil {
 		j.Priority = *wl.Spec.Priority
 	}

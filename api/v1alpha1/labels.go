@@ -108,6 +108,12 @@ const AnnotationElasticWorkers = "convoy.dev/elastic-workers"
 // grow is a new Kueue Workload slice, named by it.
 const AnnotationElasticGrows = "convoy.dev/elastic-grows"
 
+// AnnotationElasticAdmitted, on an elastic TrainingJob, is the number of workers Kueue admitted
+// it with when it started, set with AnnotationElasticWorkers and removed when the job stops:
+// workers it grew beyond this into free GPUs are lent, given back to a waiting job of the same
+// priority.
+const AnnotationElasticAdmitted = "convoy.dev/elastic-admitted"
+
 // AnnotationElasticShrinkTo, on an elastic TrainingJob, is the size the operator shrinks the
 // running gang to once it has checkpointed: the operator then lowers AnnotationElasticWorkers to
 // it and removes it.

@@ -218,6 +218,16 @@ func (j *TrainingJob) WorkerCount() int32 {
 	return min(max(int32(n), j.ElasticMinWorkers()), j.Spec.NumWorkers)
 }
 
+// ElasticAdmittedWorkers is the size Kueue admitted an elastic job at when it started
+// (AnnotationElasticAdmitted, kept between spec.minWorkers and spec.numWorkers); 0 when unknown.
+func (j *TrainingJob) ElasticAdmittedWorkers() int32 {
+	n, err := strconv.ParseInt(j.Annotations[AnnotationElasticAdmitted], 10, 32)
+	if !j.IsElastic() || err != nil {
+		return 0
+	}
+	return min(max(int32(n), j.ElasticMinWorkers()), j.Spec.NumWorkers)
+}
+
 // ElasticShrinkTo is the size an elastic job was asked to shrink to (AnnotationElasticShrinkTo,
 // at least spec.minWorkers); ok is false when no shrink below WorkerCount is asked.
 func (j *TrainingJob) ElasticShrinkTo() (n int32, ok bool) {

@@ -101,12 +101,14 @@ func TestHostileTenant(t *testing.T) {
 			job := a.job("stretch", 3, 8, "normal")
 			job.Spec.MinWorkers, job.Spec.Elastic, job.Spec.Suspend = ptr.To[int32](1), &convoy.ElasticSpec{}, ptr.To(true)
 			job.Annotations = map[string]string{convoy.AnnotationElasticWorkers: "3"}
-			wantSizeRefused(t, "an elastic job created with its size set", mallory.Create(ctx, job.DeepCopy(), client.DryRunAll))
+			wantSizeRefused(t, "an elastic job created with its size set", convoy.AnnotationElasticWorkers, mallory.Create(ctx, job.DeepCopy(), client.DryRunAll))
+			job.Annotations = map[string]string{convoy.AnnotationElasticAdmitted: "3"}
+			wantSizeRefused(t, "an elastic job created with its starting size set", convoy.AnnotationElasticAdmitted, mallory.Create(ctx, job.DeepCopy(), client.DryRunAll))
 			job.Annotations = nil
 			must(t, mallory.Create(ctx, job))
 			raised := job.DeepCopy()
 			raised.Annotations = map[string]string{convoy.AnnotationElasticWorkers: "3"}
-			wantSizeRefused(t, "an elastic job's size raised", mallory.Patch(ctx, raised, client.MergeFrom(job)))
+			wantSizeRefused(t, "an elastic job's size raised", convoy.AnnotationElasticWorkers, mallory.Patch(ctx, raised, client.MergeFrom(job)))
 		})
 		t.Run("another team's queue", func(t *testing.T) {
 			t.Parallel()
@@ -331,9 +333,9 @@ func restrictedPod(ns, name string, labels map[string]string) *corev1.Pod {
 
 // wantSizeRefused fails the test unless err is convoy-elastic-size's refusal, naming the annotation
 // and the fix.
-func wantSizeRefused(t *testing.T, what string, err error) {
+func wantSizeRefused(t *testing.T, what, annotation string, err error) {
 	t.Helper()
-	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "annotation "+convoy.AnnotationElasticWorkers+" (unset to 3) is the size Kueue admitted the job") ||
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "annotation "+annotation+" (unset to 3) is the size Kueue") ||
 		!strings.Contains(err.Error(), "leave it out of your change") {
 		t.Errorf("%s: got %v, want it refused naming the annotation", what, err)
 	}

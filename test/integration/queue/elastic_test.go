@@ -44,6 +44,13 @@ import (
 // sooner than this after it started.
 const cooldown = 30
 
+// resizable makes job elastic, from minWorkers 1 up to its numWorkers, with the least cooldown.
+func resizable(job *convoy.TrainingJob) *convoy.TrainingJob {
+	job.Spec.MinWorkers = ptr.To[int32](1)
+	job.Spec.Elastic = &convoy.ElasticSpec{ResizeCooldownSeconds: ptr.To[int32](cooldown)}
+	return job
+}
+
 // TestElasticJobGrowsIntoFreedQuota: an elastic job (2 × 8 GPUs, minWorkers 1) in a ClusterQueue of
 // 16 GPUs, half of them taken, is admitted with 1 worker. When the other job completes, the
 // operator grows it to 2 through Kueue, once its cooldown has passed: a second Workload slice for 2
@@ -58,10 +65,7 @@ func TestElasticJobGrowsIntoFreedQuota(t *testing.T) {
 	e.create(trainingJob(e.ns, "other", "q", "", 1, 8))
 	other := e.startGang(e.ns, "other", 1)
 
-	job := trainingJob(e.ns, "llm", "q", "", 2, 8)
-	job.Spec.MinWorkers = ptr.To[int32](1)
-	job.Spec.Elastic = &convoy.ElasticSpec{ResizeCooldownSeconds: ptr.To[int32](cooldown)}
-	e.create(job)
+	e.create(resizable(trainingJob(e.ns, "llm", "q", "", 2, 8)))
 	started := e.waitJob(e.ns, "llm", "admitted with 1 worker", func(j *convoy.TrainingJob) bool {
 		return !j.IsSuspended() && j.Annotations[convoy.AnnotationElasticWorkers] == "1"
 	})
@@ -123,10 +127,7 @@ func TestElasticGrowKueueNeverAdmitsIsWithdrawn(t *testing.T) {
 	e.create(utiltestingapi.MakeLocalQueue("q", borrowerNS).ClusterQueue(borrowerNS).Obj())
 	e.create(trainingJob(e.ns, "other", "q", "", 1, 8))
 	other := e.startGang(e.ns, "other", 1)
-	job := trainingJob(e.ns, "llm", "q", "", 2, 8)
-	job.Spec.MinWorkers = ptr.To[int32](1)
-	job.Spec.Elastic = &convoy.ElasticSpec{ResizeCooldownSeconds: ptr.To[int32](cooldown)}
-	e.create(job)
+	e.create(resizable(trainingJob(e.ns, "llm", "q", "", 2, 8)))
 	worker0 := e.startElasticGang("llm", 1)[0]
 	e.create(trainingJob(borrowerNS, "borrower", "q", "", 1, 8))
 
@@ -195,10 +196,7 @@ func TestElasticJobShrinksForAHigherPriorityJob(t *testing.T) {
 	e := newEnv(t)
 	e.create(clusterQueue(e.ns, "", 16, nil, nil, kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyNever}))
 	e.localQueue(e.ns)
-	job := trainingJob(e.ns, "llm", "q", "low", 2, 8)
-	job.Spec.MinWorkers = ptr.To[int32](1)
-	job.Spec.Elastic = &convoy.ElasticSpec{ResizeCooldownSeconds: ptr.To[int32](cooldown)}
-	e.create(job)
+	e.create(resizable(trainingJob(e.ns, "llm", "q", "low", 2, 8)))
 	worker0 := e.startElasticGang("llm", 2)[0]
 
 	e.create(trainingJob(e.ns, "high", "q", "high", 1, 8))
@@ -241,10 +239,7 @@ func TestElasticJobShrinksAtACheckpoint(t *testing.T) {
 	e := newEnv(t)
 	e.create(clusterQueue(e.ns, "", 16, nil, nil, kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyNever}))
 	e.localQueue(e.ns)
-	job := checkpointingJob(e.ns, "llm", "low", 600)
-	job.Spec.MinWorkers = ptr.To[int32](1)
-	job.Spec.Elastic = &convoy.ElasticSpec{ResizeCooldownSeconds: ptr.To[int32](cooldown)}
-	e.create(job)
+	e.create(resizable(checkpointingJob(e.ns, "llm", "low", 600)))
 	pods := e.startElasticGang("llm", 2)
 	uri := util.EnvOf(&pods[0], "CONVOY_CHECKPOINT_URI")
 	e.reportCheckpoint(&pods[0], progress.Checkpoint{Path: uri + "/epoch-5", Epoch: 5})
@@ -277,6 +272,65 @@ func TestElasticJobShrinksAtACheckpoint(t *testing.T) {
 	e.waitEvent("llm", controller.ReasonResized, "shrank from 2 to 1 workers at checkpoint "+uri+"/epoch-7 (epoch 7)")
 	e.waitJob(e.ns, "high", "admitted into the freed quota", func(j *convoy.TrainingJob) bool {
 		return j.Status.Admission != nil && !j.IsSuspended()
+	})
+}
+
+// TestElasticJobGivesGrownWorkersBackToAJobOfItsPriority: an elastic job (3 × 8 GPUs, minWorkers
+// 1) in a ClusterQueue of 32 GPUs that does not preempt, 16 of them taken, is admitted with 2
+// workers. A job of the same priority for 8 GPUs waits there meanwhile and takes none of them: the
+// elastic job keeps the size Kueue admitted it with, through the resizer's look at the end of its
+// cooldown. When the other job completes, the waiting one is admitted and the elastic job grows to
+// 3 into the GPUs left. A second job of the same priority for 8 GPUs then comes to wait: the
+// elastic job gives back the worker it grew (a Resized event, status.elastic), worker 0 running on,
+// and that job is admitted and runs.
+func TestElasticJobGivesGrownWorkersBackToAJobOfItsPriority(t *testing.T) {
+	t.Parallel() // each waits out a cooldown in its own namespace and ClusterQueue
+	e := newEnv(t)
+	e.create(clusterQueue(e.ns, "", 32, nil, nil, kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyNever}))
+	e.localQueue(e.ns)
+	e.create(trainingJob(e.ns, "other", "q", "", 2, 8))
+	other := e.startGang(e.ns, "other", 2)
+	e.create(resizable(trainingJob(e.ns, "llm", "q", "", 3, 8)))
+	worker0 := e.startElasticGang("llm", 2)[0]
+
+	e.create(trainingJob(e.ns, "first", "q", "", 1, 8))
+	started := e.waitJob(e.ns, "llm", "started", func(j *convoy.TrainingJob) bool { return j.Status.StartTime != nil })
+	// The resizer looks at the job on its changes and when its cooldown ends.
+	util.Consistently(t, 200*time.Millisecond, time.Until(started.Status.StartTime.Add((cooldown+5)*time.Second)),
+		"the elastic job keeping the size Kueue admitted it with for a waiting job of its priority", func() (bool, string) {
+			llm, first := e.job(e.ns, "llm"), e.job(e.ns, "first")
+			_, asked := llm.ElasticShrinkTo()
+			return llm.WorkerCount() == 2 && !asked && first.Status.Admission == nil,
+				fmt.Sprintf("llm: %d workers, asked to shrink %v; first admitted %v", llm.WorkerCount(), asked, first.Status.Admission != nil)
+		})
+
+	for i := range other {
+		e.finishPod(&other[i])
+	}
+	e.startGang(e.ns, "first", 1)
+	e.waitJob(e.ns, "llm", "grown to 3 workers", func(j *convoy.TrainingJob) bool {
+		return j.Status.Elastic.TargetWorkers == 3
+	})
+	e.startElasticGang("llm", 3)
+
+	e.create(trainingJob(e.ns, "second", "q", "", 1, 8))
+	shrunk := e.waitJob(e.ns, "llm", "shrunk back to 2 workers", func(j *convoy.TrainingJob) bool {
+		return j.Status.Elastic.TargetWorkers == 2 && j.Status.Elastic.CurrentWorkers == 2
+	})
+	if st := shrunk.Status; st.RestartCount != 0 || st.Elastic.ResizeCount != 2 || !meta.IsStatusConditionTrue(st.Conditions, convoy.ConditionRunning) {
+		t.Errorf("restartCount %d, resizeCount %d, Running %v; want 0, 2 and true: the gang grew and shrank without stopping",
+			st.RestartCount, st.Elastic.ResizeCount, meta.IsStatusConditionTrue(st.Conditions, convoy.ConditionRunning))
+	}
+	e.waitEvent("llm", controller.ReasonResized, "shrank from 3 to 2 workers")
+	e.startGang(e.ns, "second", 1)
+	e.eventually("workers 0 and 1 of llm running on", func() (bool, string) {
+		var live []corev1.Pod
+		for _, p := range e.pods(e.ns, "llm") {
+			if p.DeletionTimestamp == nil {
+				live = append(live, p)
+			}
+		}
+		return len(live) == 2 && live[0].UID == worker0.UID, fmt.Sprint(podNames(live))
 	})
 }
 

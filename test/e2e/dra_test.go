@@ -39,6 +39,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/builder"
+	"github.com/convoy-dev/convoy/test/e2e/stack"
 	"github.com/convoy-dev/convoy/test/framework"
 )
 
@@ -142,16 +143,30 @@ func TestDRAGangRunsOnFreeDevicesAndCountsAgainstTheGPUQuota(t *testing.T) {
 func (e *env) allocatedDevices(pod *corev1.Pod) []string {
 	e.t.Helper()
 	var out []string
-	for _, s := range pod.Status.ResourceClaimStatuses {
-		if s.ResourceClaimName == nil {
-			continue
-		}
+	for _, name := range claimNames(pod) {
 		claim := &resourcev1.ResourceClaim{}
-		must(e.t, e.k.Get(e.t.Context(), client.ObjectKey{Namespace: pod.Namespace, Name: *s.ResourceClaimName}, claim))
+		must(e.t, e.k.Get(e.t.Context(), client.ObjectKey{Namespace: pod.Namespace, Name: name}, claim))
 		if a := claim.Status.Allocation; a != nil {
 			for _, r := range a.Devices.Results {
 				out = append(out, fmt.Sprintf("%s/%s", r.Pool, r.Device))
 			}
+		}
+	}
+	return out
+}
+
+// claimNames names the pod's ResourceClaims: those its spec names (a worker's GPU claim, made by
+// the operator), and those made for it from templates.
+func claimNames(pod *corev1.Pod) []string {
+	var out []string
+	for _, c := range pod.Spec.ResourceClaims {
+		if c.ResourceClaimName != nil {
+			out = append(out, *c.ResourceClaimName)
+		}
+	}
+	for _, s := range pod.Status.ResourceClaimStatuses {
+		if s.ResourceClaimName != nil {
+			out = append(out, *s.ResourceClaimName)
 		}
 	}
 	return out
@@ -243,9 +258,13 @@ func TestDRAWorkersGetDevicesInsideOneNVLinkIsland(t *testing.T) {
 		if len(devices) != 2 || islands[devices[0]] != islands[devices[1]] || !strings.HasPrefix(devices[0], p.Spec.NodeName+"/") {
 			t.Errorf("pod %s on %s has devices %v, want 2 of its node's in one NVLink island (%v)", p.Name, p.Spec.NodeName, devices, islands)
 		}
-		for _, s := range p.Status.ResourceClaimStatuses {
+		names := claimNames(&p)
+		if len(names) != 1 {
+			t.Errorf("pod %s has claims %v, want its GPU claim", p.Name, names)
+		}
+		for _, name := range names {
 			claim := &resourcev1.ResourceClaim{}
-			must(t, e.k.Get(t.Context(), client.ObjectKey{Namespace: p.Namespace, Name: *s.ResourceClaimName}, claim))
+			must(t, e.k.Get(t.Context(), client.ObjectKey{Namespace: p.Namespace, Name: name}, claim))
 			a := claim.Status.Allocation
 			if a == nil || a.NodeSelector == nil || len(a.NodeSelector.NodeSelectorTerms) != 1 ||
 				!strings.Contains(a.NodeSelector.String(), `Values:[`+p.Spec.NodeName+`]`) {
@@ -263,6 +282,65 @@ func TestDRAWorkersGetDevicesInsideOneNVLinkIsland(t *testing.T) {
 			if !slices.Contains(claim.Finalizers, resourcev1.Finalizer) {
 				t.Errorf("claim %s has finalizers %v, want %s", claim.Name, claim.Finalizers, resourcev1.Finalizer)
 			}
+		}
+	}
+}
+
+// TestDRAWorkersRestartWithFreshClaims: each worker claims its GPUs from a ResourceClaim of its
+// own that the operator makes before the pod, controlled by the job and carrying the finalizer the
+// scheduler would otherwise write. A worker killed restarts the gang: the new pods get claims of
+// their own, allocated on their nodes, and the first attempt's claims are deleted.
+func TestDRAWorkersRestartWithFreshClaims(t *testing.T) {
+	e := setup(t)
+	e.namespace()
+	t.Cleanup(func() { _ = e.k.DeleteAllOf(context.Background(), &convoy.TrainingJob{}, client.InNamespace(e.ns)) })
+	job := e.draJob("restart", 2, 2)
+	job.Spec.Scheduling.Queue = ""
+	job.Spec.FailurePolicy = &convoy.FailurePolicy{RestartPolicy: convoy.RestartOnFailure, BackoffLimit: ptr.To[int32](3)}
+	e.create(job)
+	running := e.waitState("restart", convoy.StateRunning)
+	first := e.pods("restart")
+	var firstClaims []string
+	for _, p := range first {
+		names := claimNames(&p)
+		if want := []string{p.Name + "-gpu"}; !slices.Equal(names, want) {
+			t.Errorf("pod %s claims %v, want %v", p.Name, names, want)
+		}
+		for _, name := range names {
+			claim := &resourcev1.ResourceClaim{}
+			must(t, e.k.Get(t.Context(), client.ObjectKey{Namespace: e.ns, Name: name}, claim))
+			if !metav1.IsControlledBy(claim, running) || !slices.Contains(claim.Finalizers, resourcev1.Finalizer) {
+				t.Errorf("claim %s has owners %v and finalizers %v, want job %s's and %s", name, claim.OwnerReferences, claim.Finalizers, running.Name, resourcev1.Finalizer)
+			}
+		}
+		firstClaims = append(firstClaims, names...)
+	}
+	if len(first) == 0 {
+		t.Fatal("the job runs without pods")
+	}
+	if _, err := e.Kubectl(t.Context(), "annotate", "pod", "-n", e.ns, first[len(first)-1].Name, stack.AnnotationSimExitCode+"=137"); err != nil {
+		t.Fatal(err)
+	}
+	e.waitJob("restart", "restarted and running", func(j *convoy.TrainingJob) bool {
+		return j.Status.RestartCount >= 1 && j.Status.State == convoy.StateRunning
+	})
+	for _, p := range e.pods("restart") {
+		if p.DeletionTimestamp != nil || slices.ContainsFunc(first, func(f corev1.Pod) bool { return f.UID == p.UID }) {
+			continue
+		}
+		if names := claimNames(&p); len(names) != 1 || slices.Contains(firstClaims, names[0]) {
+			t.Errorf("restarted pod %s claims %v, want a claim of its own, none of %v", p.Name, names, firstClaims)
+		}
+		if devices := e.allocatedDevices(&p); len(devices) != 2 || !strings.HasPrefix(devices[0], p.Spec.NodeName+"/") {
+			t.Errorf("restarted pod %s on %s has devices %v, want 2 of its node's", p.Name, p.Spec.NodeName, devices)
+		}
+	}
+	for _, name := range firstClaims {
+		if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			err := e.k.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, &resourcev1.ResourceClaim{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		}); err != nil {
+			t.Errorf("the first attempt's claim %s is not deleted: %v", name, err)
 		}
 	}
 }

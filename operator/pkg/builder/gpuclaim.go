@@ -18,6 +18,7 @@ package builder
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,10 +34,48 @@ const GPUClaimName = "gpu"
 // GPUClaimTemplateName is the ResourceClaimTemplate of a job with spec.gpu.
 func GPUClaimTemplateName(job *convoy.TrainingJob) string { return job.Name + "-gpu" }
 
-// GPUClaimTemplate returns the ResourceClaimTemplate from which each worker's GPU claim is made:
-// gpusPerWorker devices of spec.gpu's DeviceClass, with its product and memory as CEL selectors.
-// Nil for a job without spec.gpu or without GPUs.
+// GPUClaimTemplate returns the ResourceClaimTemplate of the workers' GPU claims (gpuClaimSpec),
+// which the pod sets name for Kueue to count the job's devices; the pods claim theirs through
+// GPUClaim. Nil for a job without spec.gpu or without GPUs.
 func GPUClaimTemplate(job *convoy.TrainingJob) *resourcev1.ResourceClaimTemplate {
+	spec := gpuClaimSpec(job)
+	if spec == nil {
+		return nil
+	}
+	return &resourcev1.ResourceClaimTemplate{
+		ObjectMeta: objectMeta(job, GPUClaimTemplateName(job), JobLabels(job)),
+		Spec:       resourcev1.ResourceClaimTemplateSpec{Spec: *spec},
+	}
+}
+
+// GPUClaim returns the ResourceClaim of a worker's pod (made by Pod) that the operator creates
+// before the pod, and points the pod's GPU claim at it instead of at the job's template; nil for
+// a pod without one. The claim carries the finalizer the scheduler would add when it allocates
+// it, so that its allocation is the scheduler's one write to it. It belongs to the job and is
+// labelled with the pod's restart attempt: each attempt's pods get fresh claims, and the operator
+// deletes those of earlier attempts. Kueue counts the job's devices from the template, in the
+// pod sets.
+func GPUClaim(job *convoy.TrainingJob, pod *corev1.Pod) *resourcev1.ResourceClaim {
+	i := slices.IndexFunc(pod.Spec.ResourceClaims, func(c corev1.PodResourceClaim) bool {
+		return c.Name == GPUClaimName && c.ResourceClaimTemplateName != nil
+	})
+	spec := gpuClaimSpec(job)
+	if i < 0 || spec == nil {
+		return nil
+	}
+	name := pod.Name + "-" + GPUClaimName
+	pod.Spec.ResourceClaims[i] = corev1.PodResourceClaim{Name: GPUClaimName, ResourceClaimName: &name}
+	meta := objectMeta(job, name, map[string]string{
+		convoy.LabelJobName:        job.Name,
+		convoy.LabelRestartAttempt: pod.Labels[convoy.LabelRestartAttempt],
+	})
+	meta.Finalizers = []string{resourcev1.Finalizer}
+	return &resourcev1.ResourceClaim{ObjectMeta: meta, Spec: *spec}
+}
+
+// gpuClaimSpec is a worker's GPU claim: gpusPerWorker devices of spec.gpu's DeviceClass, with its
+// product and memory as CEL selectors. Nil for a job without spec.gpu or without GPUs.
+func gpuClaimSpec(job *convoy.TrainingJob) *resourcev1.ResourceClaimSpec {
 	g := job.Spec.GPU
 	if g == nil || job.GPUsPerWorker() == 0 {
 		return nil
@@ -52,11 +91,8 @@ func GPUClaimTemplate(job *convoy.TrainingJob) *resourcev1.ResourceClaimTemplate
 	if g.MinMemory != nil {
 		req.Selectors = append(req.Selectors, celSelector(fmt.Sprintf("device.capacity[%q].memory.compareTo(quantity(%q)) >= 0", convoy.DriverGPU, g.MinMemory.String())))
 	}
-	return &resourcev1.ResourceClaimTemplate{
-		ObjectMeta: objectMeta(job, GPUClaimTemplateName(job), JobLabels(job)),
-		Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{
-			Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: GPUClaimName, Exactly: &req}}},
-		}},
+	return &resourcev1.ResourceClaimSpec{
+		Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: GPUClaimName, Exactly: &req}}},
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -99,5 +100,55 @@ func TestDRAGPUsOnlyForWorkers(t *testing.T) {
 		if _, ok := c.Resources.Limits[convoy.ResourceGPU]; ok {
 			t.Errorf("%s asks for %s beside its DRA claim", pod.Name, convoy.ResourceGPU)
 		}
+	}
+}
+
+// TestGPUClaim: each worker of a job with spec.gpu claims its GPUs from a ResourceClaim of its own,
+// made before the pod with the template's spec and the scheduler's finalizer, labelled with the
+// pod's restart attempt; the template stays in the pods Kueue reads (TestDRAGPUsOnlyForWorkers).
+func TestGPUClaim(t *testing.T) {
+	cases := map[string]struct {
+		job       *convoy.TrainingJob
+		restarts  int32
+		wantNames map[string]string // claim by pod; a pod not named gets none
+	}{
+		"workers, not parameter servers": {
+			job:       utiltesting.MakeTrainingJob("tf", "team-a").Framework(convoy.FrameworkTensorFlow).Workers(2).GPUs(2).DRAGPUs("gpu.nvidia.com", "").Obj(),
+			wantNames: map[string]string{"tf-worker-0": "tf-worker-0-gpu", "tf-worker-1": "tf-worker-1-gpu"},
+		},
+		"a restart attempt's pods get fresh claims": {
+			job: utiltesting.MakeTrainingJob("tf", "team-a").Framework(convoy.FrameworkTensorFlow).Workers(1).GPUs(2).DRAGPUs("gpu.nvidia.com", "").Obj(), restarts: 2,
+			wantNames: map[string]string{"tf-worker-0-r2": "tf-worker-0-r2-gpu"},
+		},
+		"extended resource": {job: utiltesting.MakeTrainingJob("tf", "team-a").Framework(convoy.FrameworkTensorFlow).Workers(1).GPUs(2).Obj()},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tc.job.UID = "tf-uid"
+			tc.job.Spec.NumParameterServers = 1
+			tc.job.Status.RestartCount = tc.restarts
+			got := map[string]string{}
+			for _, pod := range Pods(tc.job, plugin(t, convoy.FrameworkTensorFlow), opts) {
+				claim := GPUClaim(tc.job, pod)
+				if claim == nil {
+					continue
+				}
+				got[pod.Name] = claim.Name
+				want := &resourcev1.ResourceClaim{
+					ObjectMeta: objectMeta(tc.job, pod.Name+"-gpu", map[string]string{convoy.LabelJobName: "tf", convoy.LabelRestartAttempt: itoa(tc.restarts)}),
+					Spec:       GPUClaimTemplate(tc.job).Spec.Spec,
+				}
+				want.Finalizers = []string{resourcev1.Finalizer}
+				if diff := cmp.Diff(want, claim); diff != "" {
+					t.Errorf("%s: GPUClaim() (-want,+got):\n%s", pod.Name, diff)
+				}
+				if diff := cmp.Diff([]corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To(claim.Name)}}, pod.Spec.ResourceClaims); diff != "" {
+					t.Errorf("%s: resourceClaims (-want,+got):\n%s", pod.Name, diff)
+				}
+			}
+			if diff := cmp.Diff(tc.wantNames, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("claims by pod (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -252,6 +253,47 @@ func (r *Reconciler) ensureGPUClaimTemplate(ctx context.Context, job *convoy.Tra
 	}
 	if err := r.Client.Create(ctx, want); err != nil {
 		return fmt.Errorf("replacing ResourceClaimTemplate %s: %w", want.Name, err)
+	}
+	return nil
+}
+
+// createGPUClaim creates a worker's GPU claim (builder.GPUClaim; nil: none) before its pod.
+func (r *Reconciler) createGPUClaim(ctx context.Context, job *convoy.TrainingJob, claim *resourcev1.ResourceClaim) error {
+	if claim == nil {
+		return nil
+	}
+	err := r.Client.Create(ctx, claim)
+	if apierrors.IsAlreadyExists(err) {
+		// Ours, not in the cache yet, or someone else's.
+		err = r.ownsTaken(ctx, job, claim)
+	}
+	if err != nil {
+		return fmt.Errorf("creating ResourceClaim %s: %w", claim.Name, err)
+	}
+	return nil
+}
+
+// deleteStaleGPUClaims deletes the job's GPU claims of earlier restart attempts, and all of them
+// once the job is finished. A claim still allocated to a pod going away keeps its devices, held
+// by its finalizer, until the resource claim controller sees the pod gone.
+func (r *Reconciler) deleteStaleGPUClaims(ctx context.Context, job *convoy.TrainingJob) error {
+	if job.Spec.GPU == nil {
+		return nil
+	}
+	claims := &resourcev1.ResourceClaimList{}
+	if err := r.Client.List(ctx, claims, client.InNamespace(job.Namespace), client.MatchingLabels{convoy.LabelJobName: job.Name}); err != nil {
+		return err
+	}
+	attempt := strconv.Itoa(int(job.Status.RestartCount))
+	for i := range claims.Items {
+		c := &claims.Items[i]
+		if c.DeletionTimestamp != nil || !metav1.IsControlledBy(c, job) ||
+			c.Labels[convoy.LabelRestartAttempt] == attempt && !job.Status.IsFinished() {
+			continue
+		}
+		if err := r.Client.Delete(ctx, c, client.Preconditions{UID: &c.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("deleting ResourceClaim %s: %w", c.Name, err)
+		}
 	}
 	return nil
 }

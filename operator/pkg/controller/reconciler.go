@@ -123,8 +123,9 @@ func CacheOptions(notice ReclaimNotice, workloadAPI bool) cache.Options {
 		&corev1.PersistentVolumeClaim{}: owned,
 		&networkingv1.NetworkPolicy{}:   owned,
 		&policyv1.PodDisruptionBudget{}: owned,
-		// GPU claim templates, of jobs with spec.gpu.
+		// GPU claim templates and the workers' GPU claims, of jobs with spec.gpu.
 		&resourcev1.ResourceClaimTemplate{}: owned,
+		&resourcev1.ResourceClaim{}:         owned,
 		&corev1.Node{}:                      {Transform: notice.stripNode},
 	}}
 	if workloadAPI {
@@ -237,7 +238,7 @@ func (r *Reconciler) jobsOnNode(ctx context.Context, node client.Object) []recon
 // +kubebuilder:rbac:groups="",resources=persistentvolumeclaims,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=scheduling.x-k8s.io,resources=podgroups,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=scheduling.k8s.io,resources=workloads;podgroups,verbs=get;list;watch;create
-// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaimtemplates,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=resource.k8s.io,resources=resourceclaimtemplates;resourceclaims,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
@@ -342,6 +343,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	}
 	if err := r.ensureGPUClaimTemplate(ctx, job); err != nil {
 		return r.childError(ctx, job, err)
+	}
+	if err := r.deleteStaleGPUClaims(ctx, job); err != nil {
+		return ctrl.Result{}, err
 	}
 	if p.ensureChildren {
 		if err := r.ensureChildren(ctx, job, plugin, len(p.create) > 0); err != nil {
@@ -565,7 +569,10 @@ func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, pl
 	r.expect.created(job, names, r.Clock.Now())
 	return parallel(len(replicas), func(i int) error {
 		pod := builder.Pod(job, replicas[i], plugin, opts)
-		err := r.Client.Create(ctx, pod)
+		err := r.createGPUClaim(ctx, job, builder.GPUClaim(job, pod))
+		if err == nil {
+			err = r.Client.Create(ctx, pod)
+		}
 		if apierrors.IsAlreadyExists(err) {
 			// Ours, not in the cache yet, or someone else's.
 			err = r.ownsTaken(ctx, job, pod)

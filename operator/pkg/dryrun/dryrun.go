@@ -27,9 +27,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -46,8 +48,8 @@ import (
 // Children are the objects the operator creates for job, as the API server will judge them: the
 // first and the last pod of each role (pods of a role differ only in their rank), the PodGroup,
 // the Services, the ConfigMap, the checkpoint claim the operator makes for the job, the GPU claim
-// template and, for
-// frameworks that ssh, the Secret (with placeholder keys).
+// template and those pods' GPU claims and, for frameworks that ssh, the Secret (with placeholder
+// keys).
 func Children(job *convoy.TrainingJob, opts builder.Options) ([]client.Object, error) {
 	p, err := mlframework.For(job.Spec.Framework)
 	if err != nil {
@@ -71,7 +73,13 @@ func Children(job *convoy.TrainingJob, opts builder.Options) ([]client.Object, e
 			out = append(out, pod)
 		}
 	}
-	out = append(out, builder.PodGroup(job, pods, opts), builder.HeadlessService(job))
+	pg := builder.PodGroup(job, pods, opts)
+	for _, o := range slices.Clone(out) {
+		if claim := builder.GPUClaim(job, o.(*corev1.Pod)); claim != nil {
+			out = append(out, claim)
+		}
+	}
+	out = append(out, pg, builder.HeadlessService(job))
 	if svc := builder.MetricsService(job); svc != nil {
 		out = append(out, svc)
 	}

@@ -111,22 +111,38 @@ func TestExplainNamesTheTrainingJobField(t *testing.T) {
 }
 
 // TestChildrenAreOnePodOfEachEndOfEachRole: pods of a role differ in their rank only, so the
-// first and the last stand for all (the last has the longest name).
+// first and the last stand for all (the last has the longest name), with their DRA GPU claims.
 func TestChildrenAreOnePodOfEachEndOfEachRole(t *testing.T) {
-	job := utiltesting.MakeTrainingJob("tf", "ns").Workers(16).Obj()
-	job.Spec.Framework = convoy.FrameworkTensorFlow
-	job.Spec.NumParameterServers = 3
-	children, err := Children(job, builder.Options{})
-	if err != nil {
-		t.Fatal(err)
+	cases := map[string]struct {
+		job  *convoy.TrainingJob
+		want []string
+	}{
+		"extended resource": {
+			job:  utiltesting.MakeTrainingJob("tf", "ns").Workers(16).Obj(),
+			want: []string{"Pod tf-worker-0", "Pod tf-worker-15", "Pod tf-ps-0", "Pod tf-ps-2", "PodGroup tf", "Service tf", "ConfigMap tf-config"},
+		},
+		"DRA GPUs": {
+			job: utiltesting.MakeTrainingJob("tf", "ns").Workers(16).DRAGPUs("gpu.nvidia.com", "").Obj(),
+			want: []string{"Pod tf-worker-0", "Pod tf-worker-15", "Pod tf-ps-0", "Pod tf-ps-2", "ResourceClaim tf-worker-0-gpu", "ResourceClaim tf-worker-15-gpu",
+				"PodGroup tf", "Service tf", "ConfigMap tf-config", "ResourceClaimTemplate tf-gpu"},
+		},
 	}
-	var got []string
-	for _, c := range children {
-		got = append(got, kindOf(c)+" "+c.GetName())
-	}
-	want := []string{"Pod tf-worker-0", "Pod tf-worker-15", "Pod tf-ps-0", "Pod tf-ps-2", "PodGroup tf", "Service tf", "ConfigMap tf-config"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("children (-want,+got):\n%s", diff)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			tc.job.Spec.Framework = convoy.FrameworkTensorFlow
+			tc.job.Spec.NumParameterServers = 3
+			children, err := Children(tc.job, builder.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, c := range children {
+				got = append(got, kindOf(c)+" "+c.GetName())
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("children (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }
 

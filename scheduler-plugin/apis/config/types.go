@@ -38,7 +38,8 @@ type GangPlacementArgs struct {
 	GPUResourceName string
 	// PlanTimeoutSeconds is how long a gang's plan is kept while its pods are placed one by one.
 	PlanTimeoutSeconds int64
-	// MaxConcurrentBindings caps the Binding requests the plugin has in flight at once.
+	// MaxConcurrentBindings caps the pods whose Binding or DRA claim writes the plugin has in
+	// flight at once.
 	MaxConcurrentBindings int32
 	// NodePacking is how a gang that needs several nodes of a rack picks them.
 	NodePacking NodePacking

@@ -18,15 +18,21 @@ package gangcore
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	st "k8s.io/kubernetes/pkg/scheduler/testing"
 	"k8s.io/utils/ptr"
 
@@ -411,5 +417,67 @@ func TestDRAPlannerWeighsTheClaimSelectors(t *testing.T) {
 		if _, status := h.state.PlanFor(ctx, p, h.nodeInfos()); status.IsSuccess() || !strings.Contains(status.Message(), want) {
 			t.Errorf("PlanFor(%s) = %v, want Unschedulable saying %q", p.Name, status, want)
 		}
+	}
+}
+
+func TestWriteClaim(t *testing.T) {
+	pod := st.MakePod().Namespace("ns").Name("w-0").UID("p").Obj()
+	allocation := &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
+		{Request: "gpu", Driver: convoy.DriverGPU, Pool: "n1", Device: "gpu-0"},
+	}}}
+	claim := func(finalizers ...string) *resourcev1.ResourceClaim {
+		return &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w-0-gpu", UID: "c", Finalizers: finalizers}}
+	}
+	cases := map[string]struct {
+		claim *resourcev1.ResourceClaim
+		fail  error
+		// wantWrites are the claim's writes: the finalizer, then the status.
+		wantWrites []string
+		wantErr    error
+	}{
+		"the finalizer, then the allocation": {claim: claim(), wantWrites: []string{"", "status"}},
+		"a claim made with the finalizer gets the allocation alone": {
+			claim: claim(resourcev1.Finalizer), wantWrites: []string{"status"},
+		},
+		"a request that times out is an error": {
+			claim: claim(), fail: context.DeadlineExceeded, wantWrites: []string{""}, wantErr: context.DeadlineExceeded,
+		},
+		"the scheduler stopping is an error": {
+			claim: claim(resourcev1.Finalizer), fail: context.Canceled, wantWrites: []string{"status"}, wantErr: context.Canceled,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			cs := fake.NewClientset(tc.claim)
+			if tc.fail != nil {
+				cs.PrependReactor("update", "resourceclaims", func(clienttesting.Action) (bool, runtime.Object, error) {
+					return true, nil, tc.fail
+				})
+			}
+			got, err := writeClaim(context.Background(), cs.ResourceV1().ResourceClaims("ns"), pod, claimWrite{claim: tc.claim, allocation: allocation})
+			var writes []string
+			for _, a := range cs.Actions() {
+				if a.GetVerb() == "update" {
+					writes = append(writes, a.GetSubresource())
+				}
+			}
+			if diff := cmp.Diff(tc.wantWrites, writes); diff != "" {
+				t.Errorf("writes (-want,+got):\n%s", diff)
+			}
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) || got != nil {
+					t.Fatalf("writeClaim = %v, %v; want no claim and %v", got, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(got.Finalizers, resourcev1.Finalizer) || got.Status.Allocation == nil ||
+				len(got.Status.ReservedFor) != 1 || got.Status.ReservedFor[0].UID != pod.UID {
+				t.Errorf("claim written: finalizers %v, allocation %v, reserved for %v; want %s, allocated, reserved for the pod",
+					got.Finalizers, got.Status.Allocation, got.Status.ReservedFor, resourcev1.Finalizer)
+			}
+		})
 	}
 }

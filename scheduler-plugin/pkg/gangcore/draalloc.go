@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	resourceclient "k8s.io/client-go/kubernetes/typed/resource/v1"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
@@ -210,7 +211,7 @@ func (s *State) WriteClaims(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 	s.claimMu.Unlock()
 	dm := s.handle.SharedDRAManager()
 	for i, w := range writes {
-		c, err := s.writeClaim(ctx, pod, w)
+		c, err := writeClaim(ctx, s.handle.ClientSet().ResourceV1().ResourceClaims(w.claim.Namespace), pod, w)
 		if err != nil {
 			for _, rest := range writes[i:] {
 				dm.ResourceClaims().AssumedClaimRestore(rest.claim.Namespace, rest.claim.Name)
@@ -227,12 +228,11 @@ func (s *State) WriteClaims(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 // writeClaim writes one claim. On a conflict (a benign change since the informer had it, as
 // DynamicResources meets too) it reads the claim again and retries while the claim holds no other
 // allocation and no other pod.
-func (s *State) writeClaim(ctx context.Context, pod *corev1.Pod, w claimWrite) (*resourcev1.ResourceClaim, error) {
-	api := s.handle.ClientSet().ResourceV1().ResourceClaims(w.claim.Namespace)
+func writeClaim(ctx context.Context, api resourceclient.ResourceClaimInterface, pod *corev1.Pod, w claimWrite) (*resourcev1.ResourceClaim, error) {
 	c := w.claim.DeepCopy()
 	var out *resourcev1.ResourceClaim
 	first := true
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	attempt := func() error {
 		var err error
 		if !first {
 			if c, err = api.Get(ctx, w.claim.Name, metav1.GetOptions{}); err != nil {
@@ -273,8 +273,21 @@ func (s *State) writeClaim(ctx context.Context, pod *corev1.Pod, w claimWrite) (
 		}
 		out, err = api.UpdateStatus(ctx, want, metav1.UpdateOptions{})
 		return err
+	}
+	// RetryOnConflict returns nil for an attempt that fails with a context's error (a request
+	// timed out, the scheduler stopping) when no conflict came before it: keep the attempt's.
+	var last error
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		last = attempt()
+		return last
 	})
-	return out, err
+	if err == nil {
+		err = last
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // WritesClaims reports whether the pod has claims for WriteClaims.

@@ -58,7 +58,7 @@ type GangPlacement struct {
 	// (convoy.AnnotationTopologyDomains), read from nodes; none when nodes is nil.
 	levels []config.TopologyLevel
 	nodes  corelisters.NodeLister
-	// binds holds a token per Binding request in flight (MaxConcurrentBindings).
+	// binds holds a token per pod writing its claims or its Binding (MaxConcurrentBindings).
 	binds chan struct{}
 }
 
@@ -217,9 +217,27 @@ func (pl *GangPlacement) PreBindPreFlight(_ context.Context, _ fwk.CycleState, p
 }
 
 // PreBind writes the allocations of the pod's claims that PreFilter chose from its slot's
-// devices; a write that fails unreserves the pod, and the gang is planned again.
+// devices; a write that fails unreserves the pod, and the gang is planned again. The writes take
+// a turn of MaxConcurrentBindings, as Bind does: a released gang's claim writes would open new
+// connections as its Bindings would.
 func (pl *GangPlacement) PreBind(ctx context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) *fwk.Status {
+	done, status := pl.turn(ctx)
+	if status != nil {
+		return status
+	}
+	defer done()
 	return pl.state.WriteClaims(ctx, pod)
+}
+
+// turn waits for one of the MaxConcurrentBindings turns to write to the API server, and returns
+// the function that ends it; an error where the binding cycle ends first.
+func (pl *GangPlacement) turn(ctx context.Context) (func(), *fwk.Status) {
+	select {
+	case pl.binds <- struct{}{}:
+		return func() { <-pl.binds }, nil
+	case <-ctx.Done():
+		return nil, fwk.AsStatus(ctx.Err())
+	}
 }
 
 // Bind binds the pod with its GPU indices in the convoy.dev/gpu-indices annotation and its node's
@@ -247,12 +265,11 @@ func (pl *GangPlacement) Bind(ctx context.Context, cs fwk.CycleState, pod *corev
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Annotations: annotations},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: nodeName},
 	}
-	select {
-	case pl.binds <- struct{}{}:
-		defer func() { <-pl.binds }()
-	case <-ctx.Done():
-		return fwk.AsStatus(ctx.Err())
+	done, status := pl.turn(ctx)
+	if status != nil {
+		return status
 	}
+	defer done()
 	klog.FromContext(ctx).V(3).Info("Binding", "pod", klog.KObj(pod), "node", nodeName, "gpus", annotations[gangcore.AnnotationGPUIndices],
 		"domains", annotations[convoy.AnnotationTopologyDomains])
 	if err := pl.handle.ClientSet().CoreV1().Pods(pod.Namespace).Bind(ctx, binding, metav1.CreateOptions{}); err != nil {

@@ -122,7 +122,8 @@ type clientHandle struct {
 func (h clientHandle) ClientSet() kubernetes.Interface { return h.cs }
 
 // TestBindCapsBindingsInFlight: with MaxConcurrentBindings 2, six pods released at once make at
-// most two Binding requests at a time, and all six are bound, each with its GPU indices.
+// most two Binding requests at a time, and all six are bound, each with its GPU indices. A pod
+// whose turn does not come neither binds nor writes its claims.
 func TestBindCapsBindingsInFlight(t *testing.T) {
 	var mu sync.Mutex
 	inFlight, most := 0, 0
@@ -210,6 +211,10 @@ func TestBindCapsBindingsInFlight(t *testing.T) {
 	}
 	if _, made := requests(); made != 6 {
 		t.Errorf("%d Binding requests, want 6", made)
+	}
+	// Nor does a pod's PreBind write its DRA claims outside a turn.
+	if s := pl.PreBind(ctx, state, st.MakePod().Namespace("ns").Name("job-6").Obj(), "a"); s.IsSuccess() {
+		t.Error("PreBind() with its context done and no turn free succeeded")
 	}
 }
 

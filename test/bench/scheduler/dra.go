@@ -18,9 +18,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -35,8 +32,9 @@ import (
 )
 
 // The DRA contenders' nodes publish their GPUs as devices of NVIDIA's driver in a ResourceSlice
-// each, and their gangs' workers claim them from a ResourceClaimTemplate of DeviceClass
-// gpu.nvidia.com per gang, as the operator makes for a job with spec.gpu.
+// each, and their gangs' workers claim them, each from a ResourceClaim of its own, of DeviceClass
+// gpu.nvidia.com, as the operator makes for a job with spec.gpu (beside a ResourceClaimTemplate
+// per gang, for Kueue).
 const (
 	// ConvoyDRA is Convoy's profile on the DRA fleet and gangs.
 	ConvoyDRA Scheduler = "convoy+dra"
@@ -96,15 +94,20 @@ func gpuClaimTemplate(g synth.Gang, ns string) *resourcev1.ResourceClaimTemplate
 	}
 }
 
-// claimGPUs makes a worker's pod claim its GPUs from its gang's template instead of asking for
-// nvidia.com/gpu.
-func claimGPUs(pod *corev1.Pod, g synth.Gang) {
-	name := g.Name + "-gpu"
-	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: draClaimName, ResourceClaimTemplateName: &name}}
+// claimGPUs makes a worker's pod claim its GPUs from a ResourceClaim of its own instead of asking
+// for nvidia.com/gpu, and returns that claim: the template's spec, with the finalizer the
+// scheduler would add, as the operator makes it (builder.GPUClaim).
+func claimGPUs(pod *corev1.Pod, g synth.Gang) *resourcev1.ResourceClaim {
+	claim := &resourcev1.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name + "-gpu", Finalizers: []string{resourcev1.Finalizer}},
+		Spec:       gpuClaimTemplate(g, pod.Namespace).Spec.Spec,
+	}
+	pod.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: draClaimName, ResourceClaimName: &claim.Name}}
 	c := &pod.Spec.Containers[0]
 	delete(c.Resources.Requests, convoy.ResourceGPU)
 	delete(c.Resources.Limits, convoy.ResourceGPU)
 	c.Resources.Claims = []corev1.ResourceClaim{{Name: draClaimName}}
+	return claim
 }
 
 // workloadObjects are gang g's Workload and PodGroup of scheduling.k8s.io/v1beta1 (1.37's types,
@@ -145,35 +148,6 @@ func createGangObjects(ctx context.Context, cl client.Client, sc Scheduler, g sy
 		return nil
 	}
 	return cl.Create(ctx, coschedulingPodGroup(g, ns))
-}
-
-// waitForClaims waits until the resource claim controller has made every pod's ResourceClaim:
-// with -arrival burst a gang exists, claims and all, before the contender starts.
-func waitForClaims(ctx context.Context, cs kubernetes.Interface, namespaces []string, pods int) error {
-	began := time.Now()
-	for {
-		n := 0
-		for _, ns := range namespaces {
-			// One item and the count of the rest: the API server counts them, without sending them.
-			l, err := cs.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{Limit: 1})
-			if err != nil {
-				return err
-			}
-			n += len(l.Items)
-			if l.RemainingItemCount != nil {
-				n += int(*l.RemainingItemCount)
-			}
-		}
-		if n >= pods {
-			fmt.Fprintf(os.Stderr, "   %d ResourceClaims made in %.1fs\n", n, time.Since(began).Seconds())
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%d of %d ResourceClaims made after %s: %w", n, pods, time.Since(began).Round(time.Second), ctx.Err())
-		case <-time.After(time.Second):
-		}
-	}
 }
 
 // kubeScheduler137Config is upstream kube-scheduler's configuration: one profile for the gangs'

@@ -188,14 +188,6 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 			return nil, err
 		}
 		fmt.Fprintf(os.Stderr, "   %d gangs created in %.1fs before the contender starts\n", len(spec.gangs), time.Since(began).Seconds())
-		if sc.dra() {
-			claimsCtx, cancel := context.WithTimeout(runCtx, 5*time.Minute)
-			err := waitForClaims(claimsCtx, cs, spec.namespaceNames(), spec.pods())
-			cancel()
-			if err != nil {
-				return nil, err
-			}
-		}
 	}
 	writesBefore, err := framework.APIRequests(ctx, cs)
 	if err != nil {
@@ -429,7 +421,9 @@ func createGangs(ctx context.Context, cl client.Client, spec runSpec, sc Schedul
 		for r := range g.Workers {
 			pod := gangPod(g, r, ns)
 			if sc.dra() {
-				claimGPUs(pod, g)
+				if err := cl.Create(ctx, claimGPUs(pod, g)); err != nil {
+					return err
+				}
 			}
 			if sc == KubeScheduler137DRA {
 				pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(g.Name)}

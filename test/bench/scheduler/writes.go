@@ -23,11 +23,14 @@ import (
 
 // contenderWrites is the API server's write requests (POST, PUT, PATCH, DELETE, APPLY) between two
 // readings of framework.APIRequests, by verb and resource, and their sum, leaving out the
-// benchmark's own writes: the pods and PodGroups it creates (while a streaming contender runs).
+// benchmark's own writes: the pods, PodGroups and DRA claims and templates it creates (while a
+// streaming contender runs).
 func contenderWrites(before, after map[string]float64) (map[string]int, int) {
 	out := requestsBetween(before, after, "POST", "PUT", "PATCH", "DELETE", "APPLY")
 	delete(out, "POST pods")
 	delete(out, "POST podgroups")
+	delete(out, "POST resourceclaims")
+	delete(out, "POST resourceclaimtemplates")
 	total := 0
 	for _, n := range out {
 		total += n

@@ -58,8 +58,8 @@ type GangPlacementArgs struct {
 	// a plan not bound by then is dropped and made again. Defaults to 90.
 	// +optional
 	PlanTimeoutSeconds *int64 `json:"planTimeoutSeconds,omitempty"`
-	// maxConcurrentBindings caps the Binding requests the plugin has in flight at once; the pods
-	// of a released gang wait their turn. Coscheduling releases a whole gang at once, and a
+	// maxConcurrentBindings caps the pods whose Binding or DRA claim writes the plugin has in
+	// flight at once; the pods of a released gang wait their turn. Coscheduling releases a whole gang at once, and a
 	// client with more requests in flight than the API server's streams per connection (100 by
 	// default, --http2-max-streams-per-connection) opens new TLS connections for the rest: without
 	// a cap the scheduler opened over 1,000 connections in one 5,000-node benchmark run, and a

@@ -53,6 +53,10 @@ type DebLayer struct {
 	// WithDependencies are extracted with their dependency closure (Depends and Pre-Depends, one
 	// alternative of each, no Recommends) as apt-get install --no-install-recommends resolves it.
 	WithDependencies []string
+	// Omit are packages that WithDependencies' closure would hold and the image never runs (a
+	// compiler a library depends on for what it builds on the target): apt resolves the closure
+	// as if they were installed, so they and what only they need stay out.
+	Omit []string
 	// Check, when set, is a command run in the extracted tree (chroot, as NonRoot, with /dev and
 	// /proc mounted) before it is packed: the layer is not cached when it fails. It needs root.
 	Check []string
@@ -137,7 +141,7 @@ func (b *Builder) resolveBase(ctx context.Context, layers []DebLayer) ([]resolve
 func (a *apt) packages(ctx context.Context, l DebLayer) ([]pkg, error) {
 	byName := map[string]pkg{}
 	if len(l.WithDependencies) > 0 {
-		closure, err := a.closure(ctx, l.WithDependencies)
+		closure, err := a.closure(ctx, l.WithDependencies, l.Omit)
 		if err != nil {
 			return nil, err
 		}
@@ -164,18 +168,32 @@ func (a *apt) packages(ctx context.Context, l DebLayer) ([]pkg, error) {
 // instLine is a line of apt-get --simulate: "Inst libc6 (2.36-9+deb12u9 Debian:12.9/stable [amd64])".
 var instLine = regexp.MustCompile(`^Inst (\S+) \((\S+) .*\[([a-z0-9]+)\]\)`)
 
-// closure asks apt which packages it would install for names on a system with nothing installed:
-// apt-get --simulate with an empty dpkg status file.
-func (a *apt) closure(ctx context.Context, names []string) ([]pkg, error) {
+// closure asks apt which packages it would install for names on a system with nothing installed
+// but omit: apt-get --simulate with a dpkg status file that lists only omit, at the versions apt
+// would install.
+func (a *apt) closure(ctx context.Context, names, omit []string) ([]pkg, error) {
 	memo := "closure " + strings.Join(sortedStrings(names), " ")
+	if len(omit) > 0 {
+		memo += " omit " + strings.Join(sortedStrings(omit), " ")
+	}
 	if pkgs, ok := a.recall(memo); ok {
 		return pkgs, nil
 	}
-	status := filepath.Join(a.cacheDir, "images", "empty-dpkg-status")
+	var installed bytes.Buffer
+	if len(omit) > 0 {
+		omitted, err := a.candidates(ctx, omit)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range omitted {
+			fmt.Fprintf(&installed, "Package: %s\nStatus: install ok installed\nVersion: %s\nArchitecture: %s\n\n", p.Name, p.Version, p.Arch)
+		}
+	}
+	status := filepath.Join(a.cacheDir, "images", "dpkg-status-"+sha256Hex(func(h hash.Hash) { h.Write(installed.Bytes()) })[:16])
 	if err := os.MkdirAll(filepath.Dir(status), 0o755); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(status, nil, 0o644); err != nil {
+	if err := os.WriteFile(status, installed.Bytes(), 0o644); err != nil {
 		return nil, err
 	}
 	args := append([]string{"--simulate", "-o", "Dir::State::Status=" + status, "-o", "Debug::NoLocking=true",

@@ -30,11 +30,13 @@ var (
 	// GlibcLayer is the C library and what it needs (libgcc-s1): for executables built with cgo,
 	// and for go-nvml, which dlopens the NVIDIA driver's libnvidia-ml.so.1.
 	GlibcLayer = DebLayer{Name: "glibc", WithDependencies: []string{"libc6"}}
-	// TrainerLayer is Python with PyTorch (CPU), NumPy, scikit-learn and boto3 (the SDK's S3
-	// client), checked by importing them.
+	// TrainerLayer is Python with PyTorch (CPU), NumPy, scikit-learn, boto3 (the SDK's S3 client)
+	// and OpenBLAS, checked by importing them. SciPy depends on Pythran, a compiler, and through
+	// it on GCC, Boost's headers and Python's: a quarter of the layer, which nothing runs.
 	TrainerLayer = DebLayer{
 		Name:             "python-torch",
-		WithDependencies: []string{"python3", "python3-torch", "python3-numpy", "python3-sklearn", "python3-boto3"},
+		WithDependencies: []string{"python3", "python3-torch", "python3-numpy", "python3-sklearn", "python3-boto3", "libopenblas0-pthread"},
+		Omit:             []string{"python3-pythran"},
 		Check:            []string{"/usr/bin/python3", "-c", "import boto3, numpy, sklearn.datasets, torch; torch.ones(2) @ torch.ones(2)"},
 	}
 )

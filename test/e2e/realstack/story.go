@@ -42,7 +42,7 @@ import (
 // worker to be killed after its second checkpoint.
 const (
 	storyJob    = "digits"
-	storyEpochs = 10
+	storyEpochs = 6
 	// storyEpochSleep slows each epoch (CONVOY_EXAMPLE_EPOCH_SLEEP) so the kill lands mid-training.
 	storyEpochSleep = "2"
 	// storyKillAfter is the checkpointed epoch after which a worker is killed.

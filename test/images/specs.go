@@ -37,6 +37,7 @@ var (
 		Name:             "python-torch",
 		WithDependencies: []string{"python3", "python3-torch", "python3-numpy", "python3-sklearn", "python3-boto3", "libopenblas0-pthread"},
 		Omit:             []string{"python3-pythran"},
+		Compile:          []string{"/usr/lib/python3/dist-packages", "/usr/lib/python3.11"},
 		Check:            []string{"/usr/bin/python3", "-c", "import boto3, numpy, sklearn.datasets, torch; torch.ones(2) @ torch.ones(2)"},
 	}
 )

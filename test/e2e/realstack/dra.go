@@ -216,16 +216,22 @@ func (e *Env) RunDRAStory(ctx context.Context, namespace string, w io.Writer) (*
 	return res, nil
 }
 
-// draWorker reads a running worker's claim, its allocation and what its container sees.
+// draWorker reads a running worker's claim (the one the operator made, which the pod's spec names,
+// or one made from a template, which its status names), its allocation and what its container sees.
 func (e *Env) draWorker(ctx context.Context, p *corev1.Pod) (DRAWorker, error) {
 	wk := DRAWorker{Pod: p.Name, Node: p.Spec.NodeName}
+	for _, c := range p.Spec.ResourceClaims {
+		if c.ResourceClaimName != nil {
+			wk.Claim = *c.ResourceClaimName
+		}
+	}
 	for _, s := range p.Status.ResourceClaimStatuses {
 		if s.ResourceClaimName != nil {
 			wk.Claim = *s.ResourceClaimName
 		}
 	}
 	if wk.Claim == "" {
-		return wk, fmt.Errorf("pod %s has no ResourceClaim in its status: %+v", p.Name, p.Status.ResourceClaimStatuses)
+		return wk, fmt.Errorf("pod %s names no ResourceClaim in its spec or status: %+v, %+v", p.Name, p.Spec.ResourceClaims, p.Status.ResourceClaimStatuses)
 	}
 	claim := &resourcev1.ResourceClaim{}
 	if err := e.Cluster.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: wk.Claim}, claim); err != nil {

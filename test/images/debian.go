@@ -410,7 +410,8 @@ func (b *Builder) debLayer(ctx context.Context, rl resolvedLayer) (*cachedLayer,
 	b.logf("layer %s: extracted into %s in %.1fs", rl.layer.Name, rootfs, time.Since(step).Seconds())
 	if len(rl.layer.Compile) > 0 {
 		step = time.Now()
-		// The image's own Python, as root (the tree is root's); the same bytes on every build.
+		// The image's own Python, as root (the tree is root's), with a fixed hash seed so that set
+		// constants are written in one order.
 		compile := append([]string{"/usr/bin/python3", "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash"}, rl.layer.Compile...)
 		if _, err := runInAs(ctx, rootfs, "0:0", []string{"PYTHONHASHSEED=0"}, compile); err != nil {
 			return nil, fmt.Errorf("layer %s: %w", rl.layer.Name, err)

@@ -50,24 +50,35 @@ func GPUClaimTemplate(job *convoy.TrainingJob) *resourcev1.ResourceClaimTemplate
 
 // GPUClaim returns the ResourceClaim of a worker's pod (made by Pod) that the operator creates
 // before the pod, and points the pod's GPU claim at it instead of at the job's template; nil for
-// a pod without one. The claim carries the finalizer the scheduler would add when it allocates
-// it, so that its allocation is the scheduler's one write to it. It belongs to the job and is
-// labelled with the pod's restart attempt: each attempt's pods get fresh claims, and the operator
-// deletes those of earlier attempts. Kueue counts the job's devices from the template, in the
-// pod sets.
+// a pod without one. Kueue counts the job's devices from the template, in the pod sets.
 func GPUClaim(job *convoy.TrainingJob, pod *corev1.Pod) *resourcev1.ResourceClaim {
 	i := slices.IndexFunc(pod.Spec.ResourceClaims, func(c corev1.PodResourceClaim) bool {
 		return c.Name == GPUClaimName && c.ResourceClaimTemplateName != nil
 	})
-	spec := gpuClaimSpec(job)
-	if i < 0 || spec == nil {
+	claim := GPUClaimFor(job, pod.Name, pod.Labels[convoy.LabelRestartAttempt])
+	if i < 0 || claim == nil {
 		return nil
 	}
-	name := pod.Name + "-" + GPUClaimName
-	pod.Spec.ResourceClaims[i] = corev1.PodResourceClaim{Name: GPUClaimName, ResourceClaimName: &name}
-	meta := objectMeta(job, name, map[string]string{
+	pod.Spec.ResourceClaims[i] = corev1.PodResourceClaim{Name: GPUClaimName, ResourceClaimName: &claim.Name}
+	return claim
+}
+
+// GPUClaimNameOf names the GPU claim of the worker pod of that name.
+func GPUClaimNameOf(pod string) string { return pod + "-" + GPUClaimName }
+
+// GPUClaimFor is the GPU claim of the job's worker pod of that name and restart attempt; nil for
+// a job without spec.gpu or without GPUs. It carries the finalizer the scheduler would add when it
+// allocates it, so that its allocation is the scheduler's one write to it. It belongs to the job
+// and is labelled with the pod's restart attempt: each attempt's pods get fresh claims, and the
+// operator deletes those of earlier attempts.
+func GPUClaimFor(job *convoy.TrainingJob, pod, attempt string) *resourcev1.ResourceClaim {
+	spec := gpuClaimSpec(job)
+	if spec == nil {
+		return nil
+	}
+	meta := objectMeta(job, GPUClaimNameOf(pod), map[string]string{
 		convoy.LabelJobName:        job.Name,
-		convoy.LabelRestartAttempt: pod.Labels[convoy.LabelRestartAttempt],
+		convoy.LabelRestartAttempt: attempt,
 	})
 	meta.Finalizers = []string{resourcev1.Finalizer}
 	return &resourcev1.ResourceClaim{ObjectMeta: meta, Spec: *spec}

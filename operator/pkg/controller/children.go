@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -31,6 +30,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -273,10 +274,13 @@ func (r *Reconciler) createGPUClaim(ctx context.Context, job *convoy.TrainingJob
 	return nil
 }
 
-// deleteStaleGPUClaims deletes the job's GPU claims of earlier restart attempts, and all of them
-// once the job is finished. A claim still allocated to a pod going away keeps its devices, held
-// by its finalizer, until the resource claim controller sees the pod gone.
-func (r *Reconciler) deleteStaleGPUClaims(ctx context.Context, job *convoy.TrainingJob) error {
+// syncGPUClaims keeps the job's GPU claims (builder.GPUClaim) to those of the pods it wants. It
+// deletes the claims of earlier restart attempts, of workers an elastic shrink let go, and all of
+// them once the job is finished; a claim still allocated to a pod going away keeps its devices,
+// held by its finalizer, until the resource claim controller sees the pod gone. It makes again
+// the claim of a pod the scheduler has looked at (condition PodScheduled) but not bound, when the
+// claim is gone (deleted by hand): without it the pod would wait for the claim forever.
+func (r *Reconciler) syncGPUClaims(ctx context.Context, job *convoy.TrainingJob, plugin mlframework.Plugin, pods []*corev1.Pod) error {
 	if job.Spec.GPU == nil {
 		return nil
 	}
@@ -284,15 +288,33 @@ func (r *Reconciler) deleteStaleGPUClaims(ctx context.Context, job *convoy.Train
 	if err := r.Client.List(ctx, claims, client.InNamespace(job.Namespace), client.MatchingLabels{convoy.LabelJobName: job.Name}); err != nil {
 		return err
 	}
-	attempt := strconv.Itoa(int(job.Status.RestartCount))
+	wanted := map[string]bool{}
+	if !job.Status.IsFinished() {
+		for _, rep := range plugin.Replicas(job) {
+			wanted[builder.GPUClaimNameOf(mlframework.PodName(job, rep, job.Status.RestartCount))] = true
+		}
+	}
+	have := map[string]bool{}
 	for i := range claims.Items {
 		c := &claims.Items[i]
-		if c.DeletionTimestamp != nil || !metav1.IsControlledBy(c, job) ||
-			c.Labels[convoy.LabelRestartAttempt] == attempt && !job.Status.IsFinished() {
+		have[c.Name] = true
+		if c.DeletionTimestamp != nil || !metav1.IsControlledBy(c, job) || wanted[c.Name] {
 			continue
 		}
 		if err := r.Client.Delete(ctx, c, client.Preconditions{UID: &c.UID}); client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
 			return fmt.Errorf("deleting ResourceClaim %s: %w", c.Name, err)
+		}
+	}
+	for _, pod := range pods {
+		name := builder.GPUClaimNameOf(pod.Name)
+		if !wanted[name] || have[name] || pod.DeletionTimestamp != nil || pod.Spec.NodeName != "" ||
+			!slices.ContainsFunc(pod.Spec.ResourceClaims, func(c corev1.PodResourceClaim) bool { return ptr.Deref(c.ResourceClaimName, "") == name }) ||
+			!slices.ContainsFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == corev1.PodScheduled }) {
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("Making again a worker's deleted GPU claim", "pod", pod.Name, "resourceClaim", name)
+		if err := r.createGPUClaim(ctx, job, builder.GPUClaimFor(job, pod.Name, pod.Labels[convoy.LabelRestartAttempt])); err != nil {
+			return err
 		}
 	}
 	return nil

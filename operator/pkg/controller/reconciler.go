@@ -49,6 +49,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -189,6 +190,12 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, con
 		Owns(&corev1.PersistentVolumeClaim{}).
 		Owns(&networkingv1.NetworkPolicy{}).
 		Owns(&resourcev1.ResourceClaimTemplate{}).
+		// A worker's GPU claim deleted by hand is made again (syncGPUClaims); its allocation and
+		// reservations, the scheduler's and kubelet's writes, are no concern of the job.
+		Owns(&resourcev1.ResourceClaim{}, ctrlbuilder.WithPredicates(predicate.Funcs{
+			CreateFunc: func(event.CreateEvent) bool { return false },
+			UpdateFunc: func(event.UpdateEvent) bool { return false },
+		})).
 		// The disruption controller rewrites a budget's status as pods come and go: only its spec
 		// and its deletion matter here.
 		Owns(&policyv1.PodDisruptionBudget{}, ctrlbuilder.WithPredicates(predicate.GenerationChangedPredicate{})).
@@ -344,7 +351,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	if err := r.ensureGPUClaimTemplate(ctx, job); err != nil {
 		return r.childError(ctx, job, err)
 	}
-	if err := r.deleteStaleGPUClaims(ctx, job); err != nil {
+	if err := r.syncGPUClaims(ctx, job, plugin, pods); err != nil {
 		return ctrl.Result{}, err
 	}
 	if p.ensureChildren {

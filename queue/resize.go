@@ -37,6 +37,7 @@ import (
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/operator/pkg/elastic"
+	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
 // ResizerName is the controller that grows elastic TrainingJobs.
@@ -123,7 +124,9 @@ func (r *Resizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		decided = elastic.Grow(peers, free, now)
 	} else if head, err := r.waitingHead(ctx, wls.Items, cq.Name); err != nil {
 		return ctrl.Result{}, err
-	} else if need := gpusOf(head) - free; head != nil && need > 0 {
+	} else if asks, err := r.gpusOf(ctx, head); err != nil {
+		return ctrl.Result{}, err
+	} else if need := asks - free; head != nil && need > 0 {
 		peers, shrinking, err := r.peers(ctx, slices, cq.Name, resizable)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -227,16 +230,32 @@ func (r *Resizer) waitingHead(ctx context.Context, wls []kueue.Workload, cq stri
 	return head, nil
 }
 
-// gpusOf is the GPUs a Workload asks for, 0 for nil.
-func gpusOf(wl *kueue.Workload) int32 {
+// gpusOf is the GPUs a Workload asks for, 0 for nil. A TrainingJob's DRA GPUs (spec.gpu) are
+// claimed through its ResourceClaimTemplate, which Kueue counts as nvidia.com/gpu through its
+// deviceClassMappings at admission but workload.Info's requests leave out: they are read from the
+// job's spec, gpusPerWorker for each worker of the pod set.
+func (r *Resizer) gpusOf(ctx context.Context, wl *kueue.Workload) (int32, error) {
 	if wl == nil {
-		return 0
+		return 0, nil
 	}
 	var n int64
 	for _, ps := range workload.NewInfo(wl).TotalRequests {
 		n += ps.Requests[convoy.ResourceGPU]
 	}
-	return int32(n)
+	owner := metav1.GetControllerOf(wl)
+	if n > 0 || owner == nil || owner.Kind != "TrainingJob" || owner.APIVersion != convoy.GroupVersion.String() {
+		return int32(n), nil
+	}
+	job := &convoy.TrainingJob{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: wl.Namespace, Name: owner.Name}, job); err != nil || job.UID != owner.UID || job.Spec.GPU == nil {
+		return 0, client.IgnoreNotFound(err)
+	}
+	for _, ps := range wl.Spec.PodSets {
+		if ps.Name == kueue.PodSetReference(mlframework.RoleWorker) {
+			n += int64(ps.Count) * int64(job.GPUsPerWorker())
+		}
+	}
+	return int32(n), nil
 }
 
 // peers are the elastic jobs running in ClusterQueue cq that ok accepts, as the policy sees them,

@@ -62,6 +62,7 @@ func main() {
 	cmd := app.NewSchedulerCommand(
 		app.WithPlugin(bindquiet.InterPodAffinityName, bindquiet.NewInterPodAffinity),
 		app.WithPlugin(bindquiet.PodTopologySpreadName, bindquiet.NewPodTopologySpread),
+		app.WithPlugin(bindquiet.DynamicResourcesName, bindquiet.NewDynamicResources),
 		app.WithPlugin(coscheduling.Name, coscheduling.New),
 		app.WithPlugin(ganggate.Name, ganggate.New),
 		app.WithPlugin(gangplacement.Name, gangplacement.New),

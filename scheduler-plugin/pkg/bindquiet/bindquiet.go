@@ -14,21 +14,26 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package bindquiet makes kube-scheduler's InterPodAffinity and PodTopologySpread plugins,
-// unchanged but for the events they register: a pod added (a bind among them) does not make the
-// scheduling queue look at the pods they turned away. See README.md.
+// Package bindquiet makes kube-scheduler's InterPodAffinity, PodTopologySpread and
+// DynamicResources plugins, unchanged but for the events they register: a pod added (a bind among
+// them), or a claim's allocation written for a bind, does not make the scheduling queue look at
+// the pods they turned away. See README.md.
 package bindquiet
 
 import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/interpodaffinity"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/podtopologyspread"
@@ -40,6 +45,7 @@ import (
 const (
 	InterPodAffinityName  = "BindQuietInterPodAffinity"
 	PodTopologySpreadName = "BindQuietPodTopologySpread"
+	DynamicResourcesName  = "BindQuietDynamicResources"
 )
 
 // InterPodAffinity is upstream's InterPodAffinity under its own name.
@@ -52,7 +58,20 @@ type PodTopologySpread struct {
 	*podtopologyspread.PodTopologySpread
 }
 
+// DynamicResources is upstream's DynamicResources under its own name. With GangPlacement in the
+// scheduler it registers no ResourceClaim update: GangPlacement's State brings back the pods it
+// may have turned away when a claim changes (gangcore's claimwait.go).
+type DynamicResources struct {
+	*dynamicresources.DynamicResources
+	handle fwk.Handle
+	state  atomic.Pointer[gangcore.State]
+}
+
 var (
+	_ fwk.PreFilterPlugin   = &DynamicResources{}
+	_ fwk.ReservePlugin     = &DynamicResources{}
+	_ fwk.PostBindPlugin    = &DynamicResources{}
+	_ fwk.EnqueueExtensions = &DynamicResources{}
 	_ fwk.FilterPlugin      = &InterPodAffinity{}
 	_ fwk.ScorePlugin       = &InterPodAffinity{}
 	_ fwk.EnqueueExtensions = &InterPodAffinity{}
@@ -94,6 +113,22 @@ func NewPodTopologySpread(ctx context.Context, obj runtime.Object, h fwk.Handle)
 	return &PodTopologySpread{PodTopologySpread: p.(*podtopologyspread.PodTopologySpread)}, nil
 }
 
+// NewDynamicResources makes upstream's DynamicResources with its default args; it takes no args.
+func NewDynamicResources(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+	if obj != nil {
+		return nil, fmt.Errorf("%s takes no args: it runs DynamicResources' defaults", DynamicResourcesName)
+	}
+	var args config.DynamicResourcesArgs
+	if err := gangcore.UpstreamArgs(&configv1.DynamicResourcesArgs{}, &args); err != nil {
+		return nil, err
+	}
+	p, err := dynamicresources.New(ctx, &args, h, features())
+	if err != nil {
+		return nil, err
+	}
+	return &DynamicResources{DynamicResources: p.(*dynamicresources.DynamicResources), handle: h}, nil
+}
+
 func features() plfeature.Features {
 	return plfeature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate)
 }
@@ -103,6 +138,9 @@ func (pl *InterPodAffinity) Name() string { return InterPodAffinityName }
 
 // Name returns the plugin's name.
 func (pl *PodTopologySpread) Name() string { return PodTopologySpreadName }
+
+// Name returns the plugin's name.
+func (pl *DynamicResources) Name() string { return DynamicResourcesName }
 
 // EventsToRegister is upstream's, less "pod added".
 func (pl *InterPodAffinity) EventsToRegister(ctx context.Context) ([]fwk.ClusterEventWithHint, error) {
@@ -120,11 +158,72 @@ func withoutPodAdd(events []fwk.ClusterEventWithHint, err error) ([]fwk.ClusterE
 	if err != nil {
 		return nil, err
 	}
+	return without(events, fwk.Pod, fwk.Add), nil
+}
+
+// without drops the action from the resource's events.
+func without(events []fwk.ClusterEventWithHint, resource fwk.EventResource, action fwk.ActionType) []fwk.ClusterEventWithHint {
 	out := slices.Clone(events)
 	for i := range out {
-		if out[i].Event.Resource == fwk.Pod {
-			out[i].Event.ActionType &^= fwk.Add
+		if out[i].Event.Resource == resource {
+			out[i].Event.ActionType &^= action
 		}
 	}
-	return slices.DeleteFunc(out, func(e fwk.ClusterEventWithHint) bool { return e.Event.ActionType == 0 }), nil
+	return slices.DeleteFunc(out, func(e fwk.ClusterEventWithHint) bool { return e.Event.ActionType == 0 })
+}
+
+// gangState is GangPlacement's State, nil without GangPlacement. The plugins are made in no set
+// order: it is looked up on first use, when all exist.
+func (pl *DynamicResources) gangState() *gangcore.State {
+	if s := pl.state.Load(); s != nil {
+		return s
+	}
+	s := gangcore.Lookup(pl.handle)
+	if s != nil {
+		pl.state.Store(s)
+	}
+	return s
+}
+
+// EventsToRegister is upstream's, less "claim updated" where GangPlacement's State stands in for
+// it. The scheduling queue would walk every pending pod on each: GangPlacement's PreFilter
+// assumes a DRA pod's allocation in the claim cache and its PreBind writes it, so every DRA pod
+// bound updates its claim twice. A claim created, which a pod held in PreEnqueue for its claim
+// waits for, stays.
+func (pl *DynamicResources) EventsToRegister(ctx context.Context) ([]fwk.ClusterEventWithHint, error) {
+	events, err := pl.DynamicResources.EventsToRegister(ctx)
+	if err != nil || pl.gangState() == nil {
+		return events, err
+	}
+	return without(events, fwk.ResourceClaim, fwk.Update), nil
+}
+
+// PreFilter is upstream's, with the pod recorded first as one that may wait for a claim to change
+// (State.AwaitClaims), and forgotten where DynamicResources has nothing to do with it.
+func (pl *DynamicResources) PreFilter(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	s := pl.gangState()
+	if s != nil {
+		s.AwaitClaims(pod)
+	}
+	res, status := pl.DynamicResources.PreFilter(ctx, cs, pod, nodes)
+	if s != nil && status.IsSkip() {
+		s.ClaimsSettled(pod)
+	}
+	return res, status
+}
+
+// Unreserve is upstream's: the allocations it assumed for the pod are taken back, and their
+// devices are free for the pods it turned away.
+func (pl *DynamicResources) Unreserve(ctx context.Context, cs fwk.CycleState, pod *corev1.Pod, nodeName string) {
+	pl.DynamicResources.Unreserve(ctx, cs, pod, nodeName)
+	if s := pl.gangState(); s != nil {
+		s.ClaimsRestored()
+	}
+}
+
+// PostBind forgets the pod bound.
+func (pl *DynamicResources) PostBind(_ context.Context, _ fwk.CycleState, pod *corev1.Pod, _ string) {
+	if s := pl.gangState(); s != nil {
+		s.ClaimsSettled(pod)
+	}
 }

@@ -32,6 +32,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
+
+	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/gangcore"
 )
 
 // TestEventsToRegister: neither plugin asks the queue to look at the pods it turned away when a
@@ -40,9 +42,6 @@ func TestEventsToRegister(t *testing.T) {
 	cases := map[string]func(context.Context, runtime.Object, fwk.Handle) (fwk.Plugin, error){
 		InterPodAffinityName:  NewInterPodAffinity,
 		PodTopologySpreadName: NewPodTopologySpread,
-	}
-	matches := func(events []fwk.ClusterEventWithHint, ev fwk.ClusterEvent) bool {
-		return slices.ContainsFunc(events, func(e fwk.ClusterEventWithHint) bool { return framework.MatchClusterEvents(e.Event, ev) })
 	}
 	for name, newPlugin := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -70,6 +69,49 @@ func TestEventsToRegister(t *testing.T) {
 	}
 }
 
+// TestDynamicResourcesEventsToRegister: with GangPlacement in the scheduler, a claim updated (every
+// DRA bind writes one) does not make the queue look at the pods DynamicResources turned away,
+// GangPlacement's State does; a claim created (a pod held in PreEnqueue for it) and a
+// ResourceSlice added still do. Without GangPlacement the events are upstream's.
+func TestDynamicResourcesEventsToRegister(t *testing.T) {
+	claimUpdated := fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Update}
+	for name, withState := range map[string]bool{"with GangPlacement": true, "alone": false} {
+		t.Run(name, func(t *testing.T) {
+			h := handle(t)
+			if withState {
+				ctx, cancel := context.WithCancel(context.Background())
+				t.Cleanup(cancel)
+				if _, err := gangcore.Shared(ctx, h, gangcore.Options{GPUResource: "nvidia.com/gpu"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := NewDynamicResources(context.Background(), nil, h)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Name() != DynamicResourcesName || !gangcore.IsDynamicResources(p.Name()) {
+				t.Errorf("Name() = %q, want %q, which GangPlacement knows as DynamicResources", p.Name(), DynamicResourcesName)
+			}
+			events, err := p.(fwk.EnqueueExtensions).EventsToRegister(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := matches(events, claimUpdated); got == withState {
+				t.Errorf("a claim updated requeues the pods DynamicResources turned away: %t, want %t (%v)", got, !withState, events)
+			}
+			for _, ev := range []fwk.ClusterEvent{{Resource: fwk.ResourceClaim, ActionType: fwk.Add}, {Resource: fwk.ResourceSlice, ActionType: fwk.Add}} {
+				if !matches(events, ev) {
+					t.Errorf("%s does not requeue the pods DynamicResources turned away: %v", ev.Label(), events)
+				}
+			}
+		})
+	}
+}
+
+func matches(events []fwk.ClusterEventWithHint, ev fwk.ClusterEvent) bool {
+	return slices.ContainsFunc(events, func(e fwk.ClusterEventWithHint) bool { return framework.MatchClusterEvents(e.Event, ev) })
+}
+
 // TestArgsRefused: the plugins run upstream's default args and say so when given any.
 func TestArgsRefused(t *testing.T) {
 	if _, err := NewInterPodAffinity(context.Background(), &configv1.InterPodAffinityArgs{}, handle(t)); err == nil {
@@ -77,6 +119,9 @@ func TestArgsRefused(t *testing.T) {
 	}
 	if _, err := NewPodTopologySpread(context.Background(), &configv1.PodTopologySpreadArgs{}, handle(t)); err == nil {
 		t.Error("PodTopologySpread args were accepted and ignored")
+	}
+	if _, err := NewDynamicResources(context.Background(), &configv1.DynamicResourcesArgs{}, handle(t)); err == nil {
+		t.Error("DynamicResources args were accepted and ignored")
 	}
 }
 

@@ -42,8 +42,11 @@ const avoidTTL = 5 * time.Minute
 // the gang is tried again then.
 const draAvoidTTL = 15 * time.Second
 
-// pluginDynamicResources is the name of kube-scheduler's DRA plugin.
-const pluginDynamicResources = "DynamicResources"
+// IsDynamicResources reports whether the plugin is kube-scheduler's DRA plugin: upstream's, or
+// bindquiet's (the shipped profile's).
+func IsDynamicResources(plugin string) bool {
+	return plugin == "DynamicResources" || plugin == "BindQuietDynamicResources"
+}
 
 // avoidance is why a node is out of a gang's plans.
 type avoidance struct {
@@ -65,7 +68,7 @@ func (s *State) Rejected(ctx context.Context, pod *corev1.Pod, node, plugin, mes
 	}
 	defer retry()
 	ttl := avoidTTL
-	if plugin == pluginDynamicResources {
+	if IsDynamicResources(plugin) {
 		ttl = draAvoidTTL
 		// The node is back in the plans then: a verdict made without it no longer holds.
 		time.AfterFunc(ttl, func() { s.bump(); retry() })

@@ -57,7 +57,7 @@ func TestRejectedNodeIsLeftOut(t *testing.T) {
 
 	// A node DynamicResources rejected (the claims of a deleted gang not yet released) is back
 	// after draAvoidTTL, the others after avoidTTL.
-	h.state.Rejected(ctx, pod, "a", pluginDynamicResources, "cannot allocate all claims")
+	h.state.Rejected(ctx, pod, "a", "DynamicResources", "cannot allocate all claims")
 	now = now.Add(draAvoidTTL)
 	h.state.bump() // the verdict holds until the cluster changes
 	cs, status = h.state.PlanFor(ctx, pod, h.nodeInfos())

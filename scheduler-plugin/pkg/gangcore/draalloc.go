@@ -151,6 +151,7 @@ func (s *State) AllocateClaims(ctx context.Context, pod *corev1.Pod, sl Slot) *f
 			for _, done := range writes[:i] {
 				dm.ResourceClaims().AssumedClaimRestore(done.claim.Namespace, done.claim.Name)
 			}
+			s.ClaimsRestored()
 			return nil
 		}
 	}
@@ -216,6 +217,7 @@ func (s *State) WriteClaims(ctx context.Context, pod *corev1.Pod) *fwk.Status {
 			for _, rest := range writes[i:] {
 				dm.ResourceClaims().AssumedClaimRestore(rest.claim.Namespace, rest.claim.Name)
 			}
+			s.ClaimsRestored()
 			return fwk.AsStatus(fmt.Errorf("writing the allocation of claim %s: %w", klog.KObj(w.claim), err))
 		}
 		if err := dm.ResourceClaims().AssumeClaimAfterAPICall(c); err != nil {
@@ -311,4 +313,5 @@ func (s *State) RestoreClaims(pod *corev1.Pod) {
 	for _, w := range writes {
 		dm.ResourceClaims().AssumedClaimRestore(w.claim.Namespace, w.claim.Name)
 	}
+	s.ClaimsRestored()
 }

@@ -80,8 +80,10 @@ type State struct {
 	claimMu     sync.Mutex
 	claimWrites map[types.UID][]claimWrite
 	celCache    *cel.Cache
-	// waiters brings back the pods whose gang found no room, and retries dropped gangs (wake.go).
-	waiters *waiters
+	// waiters brings back the pods whose gang found no room, and retries dropped gangs (wake.go);
+	// claimWaiters the pods DynamicResources may have turned away (claimwait.go).
+	waiters      *waiters
+	claimWaiters *claimWaiters
 	// interPod filters nodes by the gang's inter-pod affinity, topology spread and host ports
 	// (interpod.go).
 	interPod *interPodPlugins
@@ -147,6 +149,7 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 		celCache:    cel.NewCache(10, cel.Features{}),
 	}
 	s.nodes = newNodeCache(&s.opts)
+	s.claimWaiters = newClaimWaiters(h.Activate, s.cachedClaimVersion)
 	res := h.SharedInformerFactory().Resource().V1()
 	s.dra = newDRAGPUs()
 	s.dra.templates = res.ResourceClaimTemplates().Lister()
@@ -170,6 +173,7 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 	}
 	s.interPod = ip
 	go s.waiters.loop(ctx)
+	go s.claimWaiters.loop(ctx)
 	pods := h.SharedInformerFactory().Core().V1().Pods()
 	s.pods = pods.Lister()
 	// A State made again on the same informers (a scheduler's profiles made anew) finds the index
@@ -210,8 +214,11 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 		return fail(err)
 	}
 	if err := add(res.ResourceClaims().Informer(), toolscache.ResourceEventHandlerFuncs{
-		AddFunc:    s.onClaim,
-		UpdateFunc: func(_, n any) { s.onClaim(n) },
+		AddFunc: s.onClaim,
+		UpdateFunc: func(o, n any) {
+			s.onClaim(n)
+			s.claimWaiters.updated(o, n)
+		},
 		DeleteFunc: s.onClaimDelete,
 	}); err != nil {
 		return fail(err)
@@ -337,6 +344,7 @@ func (s *State) onPodDelete(obj any) {
 	}
 	s.mu.Unlock()
 	s.waiters.found(pod.UID)
+	s.claimWaiters.forget(pod.UID)
 	s.bump()
 }
 

@@ -18,6 +18,7 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -28,6 +29,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -139,6 +141,56 @@ func TestDRAClaimWrittenByAnotherBeforePreBind(t *testing.T) {
 			owner[d] = name
 		}
 	}
+}
+
+// TestDRAPodTurnedAwayBindsWhenAClaimFreesItsDevice: a pod whose claim DynamicResources allocates
+// (a NIC, no GPU: GangPlacement leaves it alone) finds the node's one NIC taken and is turned
+// away. The pod that held it is deleted and its claim deallocated, as kube-controller-manager
+// does: the waiting pod binds at once, though the shipped profile's DynamicResources registers
+// no claim update with the scheduling queue, not at the queue's 5-minute flush.
+func TestDRAPodTurnedAwayBindsWhenAClaimFreesItsDevice(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	const driver = "nic.example.com"
+	e.nodes(t, []framework.NodeSpec{{Name: "nic-a"}})
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: driver}, Spec: resourcev1.DeviceClassSpec{
+		Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "` + driver + `"`}}}}}
+	slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "nic-a-nics"}, Spec: resourcev1.ResourceSliceSpec{
+		Driver: driver, NodeName: ptr.To("nic-a"), Pool: resourcev1.ResourcePool{Name: "nic-a", ResourceSliceCount: 1},
+		Devices: []resourcev1.Device{{Name: "nic-0"}}}}
+	for _, o := range []client.Object{class, slice} {
+		must(t, e.c.Client.Create(t.Context(), o))
+		t.Cleanup(func() { _ = e.c.Client.Delete(context.Background(), o) })
+	}
+	pods := map[string]*corev1.Pod{}
+	for _, name := range []string{"holder", "waiter"} {
+		claim := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-nic"},
+			Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{Requests: []resourcev1.DeviceRequest{{Name: "nic",
+				Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: driver}}}}}}
+		must(t, e.c.Client.Create(t.Context(), claim))
+		p := makePod(ns, name, 0)
+		delete(p.Spec.Containers[0].Resources.Requests, framework.ResourceGPU)
+		p.Spec.Containers[0].Resources.Limits = nil
+		p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "nic", ResourceClaimName: &claim.Name}}
+		p.Spec.Containers[0].Resources.Claims = []corev1.ResourceClaim{{Name: "nic"}}
+		pods[name] = p
+	}
+	must(t, e.c.Client.Create(t.Context(), pods["holder"]))
+	waitBound(t, e.c.Client, ns, []string{"holder"}, bindTimeout)
+	must(t, e.c.Client.Create(t.Context(), pods["waiter"]))
+	waitUnschedulable(t, e.c.Client, ns, []string{"waiter"}, "cannot allocate all claims")
+	must(t, e.c.Client.Delete(t.Context(), pods["holder"], client.GracePeriodSeconds(0)))
+	util.Eventually(t, 200*time.Millisecond, bindTimeout, "the holder's claim to be deallocated", func() (bool, string) {
+		claim := &resourcev1.ResourceClaim{}
+		must(t, e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "holder-nic"}, claim))
+		if claim.Status.Allocation == nil {
+			return true, ""
+		}
+		claim.Status = resourcev1.ResourceClaimStatus{}
+		err := e.c.Client.Status().Update(t.Context(), claim)
+		return err == nil, fmt.Sprint(err)
+	})
+	waitBound(t, e.c.Client, ns, []string{"waiter"}, 20*time.Second)
 }
 
 // gpuClaim is a ResourceClaim of 2 devices of DeviceClass gpu.nvidia.com.

@@ -17,6 +17,7 @@ limitations under the License.
 package queue
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -47,7 +48,7 @@ func (i *Integration) Status(ctx context.Context, job *convoy.TrainingJob) (cont
 	if err != nil || !managed {
 		return controller.QueueStatus{}, err
 	}
-	wl, err := i.workloadOf(ctx, job)
+	wl, grow, err := i.slicesOf(ctx, job)
 	if err != nil {
 		return controller.QueueStatus{}, err
 	}
@@ -73,6 +74,9 @@ func (i *Integration) Status(ctx context.Context, job *convoy.TrainingJob) (cont
 	}
 	qs := describe(wl, clusterQueue, preemptor)
 	qs.Managed, qs.Admitted = true, workload.IsAdmitted(wl)
+	if grow != nil && qs.Admitted {
+		qs.GrowWaiting = cmp.Or(describe(grow, clusterQueue, nil).WaitingMessage, fmt.Sprintf("waiting in ClusterQueue %q", clusterQueue))
+	}
 	return qs, nil
 }
 
@@ -81,9 +85,16 @@ func (i *Integration) Status(ctx context.Context, job *convoy.TrainingJob) (cont
 // admitted, also in the moment after Kueue finished it for its replacement and before it admitted
 // that.
 func (i *Integration) workloadOf(ctx context.Context, job *convoy.TrainingJob) (*kueue.Workload, error) {
+	wl, _, err := i.slicesOf(ctx, job)
+	return wl, err
+}
+
+// slicesOf returns workloadOf's Workload and, while it is admitted and a larger slice of an
+// elastic job that grows waits to be admitted in its place, that slice.
+func (i *Integration) slicesOf(ctx context.Context, job *convoy.TrainingJob) (wl, grow *kueue.Workload, err error) {
 	list := &kueue.WorkloadList{}
 	if err := i.client.List(ctx, list, client.InNamespace(job.Namespace), jobframework.OwnerReferenceIndexFieldMatcher(GVK, job.Name)); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rank := func(wl *kueue.Workload) int {
 		switch admitted, finished := workload.IsAdmitted(wl), workload.IsFinished(wl); {
@@ -102,7 +113,17 @@ func (i *Integration) workloadOf(ctx context.Context, job *convoy.TrainingJob) (
 			best = wl
 		}
 	}
-	return best, nil
+	// Kueue finishes the running slice as replaced once the grow's slice reserves quota, before
+	// that slice's admission checks pass.
+	if best == nil || rank(best) > 1 {
+		return best, nil, nil
+	}
+	for k := range list.Items {
+		if wl := &list.Items[k]; metav1.IsControlledBy(wl, job) && rank(wl) == 2 {
+			grow = wl
+		}
+	}
+	return best, grow, nil
 }
 
 var preemptorJobUID = regexp.MustCompile(`JobUID: ([^,;)\s]+)`)

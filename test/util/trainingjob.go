@@ -74,6 +74,26 @@ func WaitJob(t testing.TB, c client.Reader, interval, timeout time.Duration, key
 	return job
 }
 
+// WaitEvent reads the Events of the TrainingJob key every interval until one has the reason and a
+// message that contains want. After timeout it fails the test with the Events it saw.
+func WaitEvent(t testing.TB, c client.Reader, interval, timeout time.Duration, key client.ObjectKey, reason, want string) {
+	t.Helper()
+	Eventually(t, interval, timeout, fmt.Sprintf("a %s Event of TrainingJob %s saying %q", reason, key, want), func() (bool, string) {
+		events := &corev1.EventList{}
+		if err := c.List(t.Context(), events, client.InNamespace(key.Namespace)); err != nil {
+			return false, err.Error()
+		}
+		var seen []string
+		for _, ev := range events.Items {
+			if ev.InvolvedObject.Name == key.Name && ev.Reason == reason && strings.Contains(ev.Message, want) {
+				return true, ""
+			}
+			seen = append(seen, ev.Reason+": "+ev.Message)
+		}
+		return false, strings.Join(seen, "; ")
+	})
+}
+
 // WaitState waits until the TrainingJob key's state is want, and returns the job.
 func WaitState(t testing.TB, c client.Reader, interval, timeout time.Duration, key client.ObjectKey, want convoy.TrainingJobState) *convoy.TrainingJob {
 	t.Helper()

@@ -51,12 +51,15 @@ func TestElasticSize(t *testing.T) {
 		return out
 	}
 	cases := map[string]struct {
-		job        *convoy.TrainingJob
-		running    int32
-		gated      int32 // pods after the running ones, pending at Kueue's gate
-		want       convoy.ElasticStatus
-		wantCreate []mlframework.Replica
-		wantDelete []string
+		job     *convoy.TrainingJob
+		running int32
+		gated   int32 // pods after the running ones, pending at Kueue's gate
+		queue   QueueStatus
+		want    convoy.ElasticStatus
+		// wantRunning is the Running condition's message; not checked when empty.
+		wantRunning string
+		wantCreate  []mlframework.Replica
+		wantDelete  []string
 	}{
 		"steady": {
 			job: at("2", 2), running: 2,
@@ -75,6 +78,17 @@ func TestElasticSize(t *testing.T) {
 			}(), running: 2,
 			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 3},
 			wantCreate: []mlframework.Replica{{Role: mlframework.RoleWorker, Rank: 2}},
+		},
+		"a grow the queue has not admitted says why its workers wait": {
+			job: func() *convoy.TrainingJob {
+				j := at("3", 3)
+				j.Status.Elastic.CurrentWorkers = 2
+				return j
+			}(), running: 2, gated: 1,
+			queue: QueueStatus{Managed: true, Admitted: true, GrowWaiting: "waiting for admission checks (convoy-placement: no place)"},
+			want:  convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 3},
+			wantRunning: "2 of 3 pods are running; the 1 the gang grew by wait for the queue to admit the larger size: " +
+				"waiting for admission checks (convoy-placement: no place)",
 		},
 		"shrinks by deleting the highest ranks": {
 			job: func() *convoy.TrainingJob {
@@ -102,12 +116,14 @@ func TestElasticSize(t *testing.T) {
 			for i := range tc.gated {
 				all = append(all, makePod(tc.job, mlframework.RoleWorker, tc.running+i).obj())
 			}
-			plan := decide(observation{job: tc.job, plugin: p, pods: all, now: t0, backoff: DefaultBackoff})
+			plan := decide(observation{job: tc.job, plugin: p, pods: all, now: t0, backoff: DefaultBackoff, queue: tc.queue})
 			if plan.status.RestartCount != 0 {
 				t.Errorf("restartCount = %d, want 0: a resize does not restart the gang", plan.status.RestartCount)
 			}
 			if c := meta.FindStatusCondition(plan.status.Conditions, convoy.ConditionRunning); c == nil || c.Status != metav1.ConditionTrue {
 				t.Errorf("Running = %+v, want True: the gang runs on while the workers it grew by start", c)
+			} else if tc.wantRunning != "" && c.Message != tc.wantRunning {
+				t.Errorf("Running says %q, want %q", c.Message, tc.wantRunning)
 			}
 			if diff := cmp.Diff(&tc.want, plan.status.Elastic); diff != "" {
 				t.Errorf("status.elastic (-want,+got):\n%s", diff)

@@ -50,6 +50,9 @@ type QueueStatus struct {
 	// Preempted is the Preempted condition's message while the queue holds the job back after a
 	// preemption: by whom and why. Empty when the job was not preempted.
 	Preempted string
+	// GrowWaiting, while an admitted elastic job's grow waits for the queue to admit the larger
+	// size, says why it waits, as WaitingMessage does; empty when no grow waits.
+	GrowWaiting string
 }
 
 // ManagedQueue is a Queue that runs its own controllers in the operator's manager (Kueue's job

@@ -57,8 +57,11 @@ func (d *decision) startup() bool {
 	if up < total && d.job.IsElastic() && d.isTrue(convoy.ConditionRunning) {
 		// Lost pods restarted the gang in an earlier phase: those waiting are the workers an
 		// elastic gang grew by, which join the running ones once placed.
-		d.set(convoy.ConditionRunning, metav1.ConditionTrue, convoy.ReasonPodsRunning,
-			fmt.Sprintf("%d of %d pods are running; the %d the gang grew by join it once placed", up, total, total-up))
+		msg := fmt.Sprintf("%d of %d pods are running; the %d the gang grew by join it once placed", up, total, total-up)
+		if w := d.o.queue.GrowWaiting; w != "" {
+			msg = fmt.Sprintf("%d of %d pods are running; the %d the gang grew by wait for the queue to admit the larger size: %s", up, total, total-up, w)
+		}
+		d.set(convoy.ConditionRunning, metav1.ConditionTrue, convoy.ReasonPodsRunning, msg)
 		return true
 	}
 	if up == total {

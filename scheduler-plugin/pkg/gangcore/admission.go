@@ -39,11 +39,12 @@ import (
 // gang is planned: every other gang's plan, of any priority, and every preemption keep off its
 // GPUs. It is stored as a plan of the highest priority whose slots are never reserved.
 
-// Book plans the gang key, the pods of Workload workload (none bound yet), on the nodes as the
+// Book plans the gang key, the pods of Workload workload not created yet, on the nodes as the
 // scheduler's informers show them now, with the GPUs of every other gang's plan and booking and of
 // every pod assumed or bound counted as taken, and holds the placement as the gang's booking. A
 // booking the gang already has is kept while it still fits; one that no longer does is dropped and
-// the gang planned again. It returns where the gang is booked, or the planner's reason it does not
+// the gang planned again. A gang with pods bound (one that grows) is planned in their domain of
+// its required level. It returns where the gang is booked, or the planner's reason it does not
 // fit. The pods' node affinity, tolerations and requests count; their inter-pod affinity does
 // not (GangPlacement honours it when the pods come).
 func (s *State) Book(ctx context.Context, workload, key string, pods []*corev1.Pod) (string, error) {
@@ -73,7 +74,7 @@ func (s *State) Book(ctx context.Context, workload, key string, pods []*corev1.P
 	}
 	pl, err := cl.Place(g.plannerGang())
 	if err != nil {
-		return "", fmt.Errorf("%w%s%s", err, s.selectorMessage(ctx, g), s.leavingMessage(nodes))
+		return "", fmt.Errorf("%w%s%s%s", err, s.selectorMessage(ctx, g), s.anchorMessage(nodes, g), s.leavingMessage(nodes))
 	}
 	b := &plan{priority: math.MaxInt32, created: s.now(), slots: make(map[types.UID]*slot, len(g.pending))}
 	for i, pod := range g.pending {
@@ -179,6 +180,19 @@ func bookingMessage(b *plan) string {
 	return fmt.Sprintf("%s%d GPU(s) for the gang on node(s) %s", BookingMessagePrefix, gpus, strings.Join(nodes, ", "))
 }
 
+// anchorMessage says which domain the gang's bound pods keep the pods it adds in; "" when none.
+func (s *State) anchorMessage(nodes []fwk.NodeInfo, g *gang) string {
+	anchor := s.anchorNode(nodes, g.anchor)
+	if anchor == nil || !g.required || g.level >= planner.LevelCluster {
+		return ""
+	}
+	where := "node " + anchor.Name
+	if i := len(s.opts.Levels) - 1 - int(g.level-planner.LevelRack); g.level >= planner.LevelRack && i >= 0 {
+		where = s.opts.Levels[i].Name + " " + strings.Join(s.opts.domains(anchor)[:i+1], "/")
+	}
+	return fmt.Sprintf("; the gang's pods running on node %s keep the pods it adds in %s", anchor.Name, where)
+}
+
 // gangOfPods is the gang of pods not yet created: those asking GPUs, in rank order.
 func (s *State) gangOfPods(key string, pods []*corev1.Pod) *gang {
 	g := &gang{key: key, pendingUIDs: map[types.UID]bool{}}
@@ -199,6 +213,14 @@ func (s *State) gangOfPods(key string, pods []*corev1.Pod) *gang {
 		g.gpusPerPod = max(g.gpusPerPod, n)
 	}
 	slices.SortStableFunc(g.pending, func(a, b *corev1.Pod) int { return rank(a) - rank(b) })
+	// A gang that grows has pods bound already: the pods it adds are planned, as they will be when
+	// they come (gangOf), in the domain those hold.
+	for _, p := range s.gangs.members(g.namespace, g.podGroup) {
+		if node := s.gangs.nodeOf(p); node != "" && p.DeletionTimestamp == nil && s.PodGPUs(p) > 0 {
+			g.anchor = node
+			break
+		}
+	}
 	if mixed {
 		g.podGPUs = make([]int, len(g.pending))
 		for i, p := range g.pending {

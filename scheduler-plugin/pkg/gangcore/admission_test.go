@@ -30,11 +30,11 @@ import (
 )
 
 // bookingHarness is a harness whose nodes the informers show too, as Book reads them: two racks
-// of two 8-GPU nodes, with one node of rack r1 full.
-func bookingHarness(t *testing.T) *harness {
+// of two 8-GPU nodes, with one node of rack r1 full, and the pods given.
+func bookingHarness(t *testing.T, pods ...*corev1.Pod) *harness {
 	t.Helper()
 	nodes := []*corev1.Node{fakeNode("a0", "r0", 8), fakeNode("a1", "r0", 8), fakeNode("b0", "r1", 8), fakeNode("b1", "r1", 8)}
-	h := newHarness(t, nodes, []*corev1.Pod{lone("ns", "filler", 8).Node("b0").Obj()})
+	h := newHarness(t, nodes, append([]*corev1.Pod{lone("ns", "filler", 8).Node("b0").Obj()}, pods...))
 	ctx := context.Background()
 	for _, n := range nodes {
 		if _, err := h.cs.CoreV1().Nodes().Create(ctx, n, metav1CreateOptions); err != nil {
@@ -142,6 +142,22 @@ func TestBookingFollowsNodeChanges(t *testing.T) {
 	}
 	if _, ok := h.state.BookedAt("ns/a"); ok {
 		t.Error("a still holds a booking that no longer fits")
+	}
+}
+
+// TestBookingOfAGrowingGangStaysInItsRack: a gang that requires one rack runs rank 0 on b1, the
+// rest of rack r1 full; the rank it grows by is not booked in rack r0, free as it is, but only
+// once a node of r1 has room.
+func TestBookingOfAGrowingGangStaysInItsRack(t *testing.T) {
+	h := bookingHarness(t, member("ns", "g", 0, 8).Annotation(convoy.AnnotationTopologyLevel, "rack").Node("b1").Obj())
+	ctx := context.Background()
+	added := []*corev1.Pod{rackGang("g")[1]}
+	if where, err := h.state.Book(ctx, "ns/wl-g", "ns/g", added); err == nil || !strings.Contains(err.Error(), "running on node b1 keep the pods it adds in rack z/b/r1") {
+		t.Fatalf("Book(g's rank 1) = %q, %v; want it refused, naming the gang's rack r1, which is full", where, err)
+	}
+	h.deletePod(lone("ns", "filler", 8).Node("b0").Obj())
+	if where, err := h.state.Book(ctx, "ns/wl-g", "ns/g", added); err != nil || !strings.HasSuffix(where, "on node(s) b0") {
+		t.Errorf("Book(g's rank 1) with b0 free = %q, %v; want it booked on b0, in the gang's rack", where, err)
 	}
 }
 

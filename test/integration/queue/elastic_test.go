@@ -170,20 +170,7 @@ func TestElasticGrowKueueNeverAdmitsIsWithdrawn(t *testing.T) {
 // waitEvent waits for an event of the job with the reason whose message contains want.
 func (e *env) waitEvent(job, reason, want string) {
 	e.t.Helper()
-	e.eventually(fmt.Sprintf("a %s event of %s saying %q", reason, job, want), func() (bool, string) {
-		events := &corev1.EventList{}
-		if err := e.k.List(e.t.Context(), events, client.InNamespace(e.ns)); err != nil {
-			return false, err.Error()
-		}
-		var seen []string
-		for _, ev := range events.Items {
-			if ev.InvolvedObject.Name == job && ev.Reason == reason && strings.Contains(ev.Message, want) {
-				return true, ""
-			}
-			seen = append(seen, ev.Reason+": "+ev.Message)
-		}
-		return false, strings.Join(seen, "; ")
-	})
+	util.WaitEvent(e.t, e.k, 100*time.Millisecond, timeout, client.ObjectKey{Namespace: e.ns, Name: job}, reason, want)
 }
 
 // TestElasticJobShrinksForAHigherPriorityJob: an elastic job (2 × 8 GPUs, minWorkers 1) runs

@@ -18,7 +18,6 @@ package gangcore
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +26,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/klog/v2"
 )
 
@@ -138,14 +138,16 @@ func (w *claimWaiters) loop(ctx context.Context) {
 
 // catchUp waits, up to claimCatchUp, until the claim cache has the change.
 func (w *claimWaiters) catchUp(ctx context.Context, c claimChange) {
-	want, err := strconv.ParseInt(c.version, 10, 64)
-	if err != nil {
+	if c.version == "" {
 		return
 	}
 	deadline := time.Now().Add(claimCatchUp)
 	for {
 		v, ok := w.cached(c.key)
-		if have, err := strconv.ParseInt(v, 10, 64); !ok || err != nil || have >= want || time.Now().After(deadline) {
+		if !ok {
+			return
+		}
+		if order, err := resourceversion.CompareResourceVersion(v, c.version); err != nil || order >= 0 || time.Now().After(deadline) {
 			return
 		}
 		select {

@@ -7,6 +7,9 @@ ROOT=$PWD
 BIN=$ROOT/bin
 STATE=${STATE:-$ROOT/.convoy}
 export KUBECONFIG=$STATE/kubeconfig
+# kubectl caches discovery per host:port; each new cluster starts with an empty cache (up), so
+# it never reads another cluster's APIs from a reused port.
+export KUBECACHEDIR=$STATE/kubectl-cache
 export PATH=$BIN:$PATH
 # How long the simulated trainer takes per epoch.
 EPOCH=${DEMO_EPOCH:-2s}
@@ -64,7 +67,7 @@ up() {
 		exit 1
 	fi
 	mkdir -p "$STATE"
-	rm -f "$STATE/ready"
+	rm -rf "$STATE/ready" "$KUBECACHEDIR"
 	say "Starting the local cluster and Convoy (state and logs in $STATE)"
 	cat <<'MSG'
     fleet: 2 zones × 2 blocks × 2 racks × 4 nodes of 8× H100 (NVSwitch), and a rack of 4 nodes of 4× L40S (PCIe)
@@ -153,7 +156,7 @@ MSG
 	say "Summary"
 	kubectl get trainingjobs -A -o custom-columns='NAMESPACE:.metadata.namespace,JOB:.metadata.name,STATE:.status.state,EPOCH:.status.currentEpoch,ACCURACY:.status.metrics.accuracy,RESTARTS:.status.restartCount,PLACEMENT:.status.resources.placement,LAST CHECKPOINT:.status.checkpoint.latest,RAN:.status.duration'
 	echo
-	kubectl get workloads -A
+	kubectl get workloads.kueue.x-k8s.io -A
 
 	cat <<MSG
 

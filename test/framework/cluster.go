@@ -599,6 +599,15 @@ func (c *Cluster) Stop() error {
 
 // servesWorkloadAPI reports whether opts.WorkloadAPI is asked for and the control plane's
 // kube-apiserver (its --version) is 1.37 or later.
+// KubectlEnv is the environment for kubectl (and helm) run against c as its admin: the process's
+// own with KUBECONFIG set to KubeconfigPath and KUBECACHEDIR to <StateDir>/kubectl-cache. kubectl
+// caches discovery per host:port under ~/.kube/cache for hours; a later cluster on a reused port
+// would otherwise resolve names from another cluster's APIs, e.g. "workload" to a 1.37 cluster's
+// scheduling.k8s.io Workloads, which a 1.36 API server answers with NotFound.
+func (c *Cluster) KubectlEnv() []string {
+	return append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "KUBECACHEDIR="+filepath.Join(c.StateDir, "kubectl-cache"))
+}
+
 func (c *Cluster) servesWorkloadAPI(ctx context.Context, opts Options) (bool, error) {
 	if !opts.WorkloadAPI {
 		return false, nil

@@ -37,7 +37,7 @@ func Kubectl(ctx context.Context, c *framework.Cluster, args ...string) (string,
 // KubectlStdin is Kubectl with stdin on kubectl's standard input (none when empty).
 func KubectlStdin(ctx context.Context, c *framework.Cluster, stdin string, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, filepath.Join(c.BinDir, "kubectl"), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "PATH="+c.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = append(c.KubectlEnv(), "PATH="+c.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"))
 	if stdin != "" {
 		cmd.Stdin = strings.NewReader(stdin)
 	}

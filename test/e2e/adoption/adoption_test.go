@@ -296,9 +296,8 @@ func runBlock(t *testing.T, e *realstack.Env, dir string, b docBlock) {
 	helmState := t.TempDir()
 	cmd := exec.CommandContext(ctx, "bash", "-euxo", "pipefail", "-c", b.script)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(e.Cluster.KubectlEnv(),
 		"PATH="+e.Cluster.BinDir+string(os.PathListSeparator)+os.Getenv("PATH"),
-		"KUBECONFIG="+e.Cluster.KubeconfigPath,
 		"REGISTRY_INSECURE=1",
 		"CONVOY_BUILT=bin,images",
 		"HELM_CACHE_HOME="+filepath.Join(helmState, "cache"),

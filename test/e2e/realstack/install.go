@@ -120,7 +120,7 @@ func (e *Env) helmInstall(ctx context.Context) error {
 		"--set", "nodeAgent.extraArgs={--nvml=mock:"+Profile+"}",
 		"--set", "draDriver.enabled=true", "--set", "draDriver.extraArgs={--nvml=mock:"+Profile+"}")
 	state := filepath.Join(e.Cluster.StateDir, "helm")
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+e.Cluster.KubeconfigPath,
+	cmd.Env = append(e.Cluster.KubectlEnv(),
 		"HELM_CACHE_HOME="+filepath.Join(state, "cache"), "HELM_CONFIG_HOME="+filepath.Join(state, "config"), "HELM_DATA_HOME="+filepath.Join(state, "data"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("helm install of deploy/helm/convoy: %w\n%s", err, out)

@@ -54,7 +54,7 @@ const namespace = "convoy-system"
 func run(t *testing.T, c *framework.Cluster, tool string, args ...string) (string, error) {
 	t.Helper()
 	cmd := exec.CommandContext(t.Context(), filepath.Join(c.BinDir, tool), args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeconfigPath, "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	cmd.Env = append(c.KubectlEnv(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return string(out), fmt.Errorf("%s %s: %w\n%s", tool, strings.Join(args, " "), err, out)

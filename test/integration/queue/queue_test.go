@@ -428,7 +428,7 @@ func TestJobWithMinWorkersRunsWithTheWorkersTheQuotaAllows(t *testing.T) {
 		}
 	}
 
-	e.kubectl("patch", "workload", "-n", e.ns, wl.Name, "--type", "merge", "-p", `{"spec":{"active":false}}`)
+	e.kubectl("patch", "workloads.kueue.x-k8s.io", "-n", e.ns, wl.Name, "--type", "merge", "-p", `{"spec":{"active":false}}`)
 	e.waitJob(e.ns, "elastic", "suspended and asking for 4 workers again", func(j *convoy.TrainingJob) bool {
 		return j.IsSuspended() && j.Spec.NumWorkers == 4
 	})

@@ -272,6 +272,6 @@ func TestKueueAdmitsAndSuspendsWhileTheChildrenWebhookIsDown(t *testing.T) {
 	if len(wl) != 1 {
 		t.Fatalf("%d Workloads, want 1", len(wl))
 	}
-	e.kubectl("patch", "workload", "-n", e.ns, wl[0].Name, "--type=merge", "-p", `{"spec":{"active":false}}`)
+	e.kubectl("patch", "workloads.kueue.x-k8s.io", "-n", e.ns, wl[0].Name, "--type=merge", "-p", `{"spec":{"active":false}}`)
 	e.waitJob(e.ns, "big", "suspended by Kueue", func(j *convoy.TrainingJob) bool { return j.IsSuspended() })
 }

@@ -172,8 +172,10 @@ func (r *Resizer) resize(ctx context.Context, job *convoy.TrainingJob, rs elasti
 }
 
 // withdrawStaleGrow sets a job whose grow Kueue has not admitted within elastic.GrowAdmitTimeout
-// (or admitted with fewer workers, partial admission) back to the size of its admitted slice: Kueue's jobframework then fits the waiting slice to it,
-// and the operator deletes the added workers, which never left Kueue's gate.
+// (for want of quota, or held by an admission check such as convoy-scheduler's placement check)
+// back to the size of its admitted slice: Kueue's jobframework then fits the waiting slice to it
+// (a slice that reserved quota gives back what the added workers held), and the operator deletes
+// the added workers, which never left Kueue's gate.
 func (r *Resizer) withdrawStaleGrow(ctx context.Context, job *convoy.TrainingJob, own runningSlice, now time.Time) (ctrl.Result, error) {
 	if left := elastic.GrowAdmitTimeout - now.Sub(own.grow.CreationTimestamp.Time); left > 0 {
 		return ctrl.Result{RequeueAfter: left}, nil
@@ -193,13 +195,16 @@ func (r *Resizer) setWorkers(ctx context.Context, job *convoy.TrainingJob, n int
 	return r.Client.Patch(ctx, job, patch)
 }
 
-// admittedWorkers is the workers Kueue admitted a Workload with: its first PodSet's (the workers')
-// assigned count, which partial admission sets below the PodSet's count.
+// admittedWorkers is the workers Kueue admitted a Workload with and still counts: its first
+// PodSet's (the workers') assigned count, which partial admission sets below the PodSet's count,
+// or the PodSet's count when a shrink or a withdrawn grow lowered it since (Kueue then scales the
+// Workload's usage down to it).
 func admittedWorkers(wl *kueue.Workload) int32 {
+	n := wl.Spec.PodSets[0].Count
 	if psa := wl.Status.Admission.PodSetAssignments; len(psa) > 0 && psa[0].Count != nil {
-		return *psa[0].Count
+		n = min(n, *psa[0].Count)
 	}
-	return wl.Spec.PodSets[0].Count
+	return n
 }
 
 // waitingHead is the Workload that waits first (highest priority, then oldest) in ClusterQueue
@@ -317,25 +322,41 @@ type runningSlice struct {
 	wl, grow *kueue.Workload
 }
 
-// runningSlices are the admitted, unfinished Workloads of TrainingJobs by job.
+// runningSlices are the admitted, unfinished Workloads of TrainingJobs by job, each with the slice
+// that waits to replace it. Kueue finishes the running slice as replaced as soon as the grow's
+// slice reserves quota, before that slice's admission checks pass: the replaced slice then stands
+// for the workers that run.
 func runningSlices(wls []kueue.Workload) map[client.ObjectKey]runningSlice {
 	out := map[client.ObjectKey]runningSlice{}
 	pending := map[client.ObjectKey]*kueue.Workload{}
+	replaced := map[workload.Reference]*kueue.Workload{}
 	for i := range wls {
 		wl := &wls[i]
 		owner := metav1.GetControllerOf(wl)
-		if owner == nil || owner.Kind != GVK.Kind || owner.APIVersion != GVK.GroupVersion().String() || workload.IsFinished(wl) {
+		if owner == nil || owner.Kind != GVK.Kind || owner.APIVersion != GVK.GroupVersion().String() {
 			continue
 		}
 		key := client.ObjectKey{Namespace: wl.Namespace, Name: owner.Name}
-		if workload.IsAdmitted(wl) && wl.Status.Admission != nil {
+		switch {
+		case workloadslicing.IsReplaced(wl.Status):
+			if wl.Status.Admission != nil {
+				replaced[workload.Key(wl)] = wl
+			}
+		case workload.IsFinished(wl):
+		case workload.IsAdmitted(wl) && wl.Status.Admission != nil:
 			out[key] = runningSlice{wl: wl}
-		} else {
+		default:
 			pending[key] = wl
 		}
 	}
 	for key, wl := range pending {
-		if s, ok := out[key]; ok {
+		s, ok := out[key]
+		if !ok {
+			if ref := workloadslicing.ReplacementForKey(wl); ref != nil && replaced[*ref] != nil {
+				s, ok = runningSlice{wl: replaced[*ref]}, true
+			}
+		}
+		if ok {
 			s.grow = wl
 			out[key] = s
 		}

@@ -26,6 +26,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
@@ -36,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -46,6 +48,7 @@ import (
 	"sigs.k8s.io/kueue/pkg/features"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
+	"github.com/convoy-dev/convoy/operator/pkg/builder"
 	"github.com/convoy-dev/convoy/operator/pkg/controller"
 )
 
@@ -169,11 +172,17 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 		// The operator's own TrainingJob controller already has the kind's default name.
 		return b.Named(ControllerName).
 			WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: i.opts.MaxConcurrentReconciles}).
-			WithEventFilter(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-				oldJob, ok := e.ObjectOld.(*convoy.TrainingJob)
-				newJob, _ := e.ObjectNew.(*convoy.TrainingJob)
-				return !ok || newJob == nil || changedForKueue(oldJob, newJob)
-			}})
+			WithEventFilter(predicate.Funcs{
+				CreateFunc: func(e event.CreateEvent) bool { return !i.waitsForClaimTemplate(ctx, e.Object) },
+				UpdateFunc: func(e event.UpdateEvent) bool {
+					oldJob, ok := e.ObjectOld.(*convoy.TrainingJob)
+					newJob, _ := e.ObjectNew.(*convoy.TrainingJob)
+					return !ok || newJob == nil || changedForKueue(oldJob, newJob) && !i.waitsForClaimTemplate(ctx, newJob)
+				},
+			}).
+			// The job's ResourceClaimTemplate, once made, lets Kueue make the job's Workload.
+			Watches(&resourcev1.ResourceClaimTemplate{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(),
+				&convoy.TrainingJob{}, handler.OnlyControllerOwner()))
 	}
 	r, err := jobframework.NewGenericReconcilerFactory(func() jobframework.GenericJob { return &Job{} }, named)(
 		ctx, kc, mgr.GetFieldIndexer(), mgr.GetEventRecorderFor(ControllerName), opts...) //nolint:staticcheck // Kueue's jobframework takes a record.EventRecorder
@@ -195,6 +204,21 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 		}
 	}
 	return i.setupWebhook(mgr)
+}
+
+// waitsForClaimTemplate reports whether obj is a queued TrainingJob with spec.gpu whose
+// ResourceClaimTemplate the operator has not made yet. Kueue's job reconciler leaves it alone
+// until then: Kueue refuses a Workload whose template it cannot read with a Requeued condition
+// False that stays in the Workload's status, and its queue never takes back a Workload that
+// carries one, however much quota frees up.
+func (i *Integration) waitsForClaimTemplate(ctx context.Context, obj client.Object) bool {
+	job, ok := obj.(*convoy.TrainingJob)
+	if !ok || !(*Job)(job).IsSuspended() || !job.DeletionTimestamp.IsZero() || job.Status.IsFinished() || job.ManagedElsewhere() ||
+		builder.GPUClaimTemplate(job) == nil {
+		return false
+	}
+	err := i.client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: builder.GPUClaimTemplateName(job)}, &resourcev1.ResourceClaimTemplate{})
+	return apierrors.IsNotFound(err)
 }
 
 // RequireClientCertificate returns the TLS option that makes a server accept only clients whose

@@ -361,3 +361,55 @@ func TestDRAWorkersRestartWithFreshClaims(t *testing.T) {
 		}
 	}
 }
+
+// TestDRAElasticGangShrinkLetsGoOfItsClaims: an elastic DRA job (2 workers × 4 GPUs, minWorkers
+// 1) fills the DRA nodes in a ClusterQueue of 8 GPUs that does not preempt. A job of priority
+// high for 4 GPUs waits there; the operator shrinks the elastic job to 1 worker instead of Kueue
+// stopping it, and deletes the claim of the worker it let go: its devices go, with the pod, to
+// the high-priority job, which runs on them. Worker 0 and its claim stay. Kueue admits job high
+// into the quota the shrink frees because its Workload was made only once its
+// ResourceClaimTemplate existed: one Kueue first saw without it would stay out of Kueue's queue.
+func TestDRAElasticGangShrinkLetsGoOfItsClaims(t *testing.T) {
+	e := setup(t)
+	e.draQueue(8)
+	cq := &kueue.ClusterQueue{}
+	must(t, e.k.Get(t.Context(), client.ObjectKey{Name: e.ns}, cq))
+	patch := client.MergeFrom(cq.DeepCopy())
+	cq.Spec.Preemption.WithinClusterQueue = kueue.PreemptionPolicyNever
+	must(t, e.k.Patch(t.Context(), cq, patch))
+
+	llm := e.draJob("llm", 2, 4)
+	llm.Spec.Scheduling.PriorityClassName = "low"
+	llm.Spec.MinWorkers = ptr.To[int32](1)
+	llm.Spec.Elastic = &convoy.ElasticSpec{ResizeCooldownSeconds: ptr.To[int32](30)}
+	e.create(llm)
+	e.waitState("llm", convoy.StateRunning)
+	pods := e.requireWholeGang("llm", 2)
+	worker0, let := pods[0], pods[1]
+	kept, gone := claimNames(&worker0)[0], claimNames(&let)[0]
+
+	e.create(e.draJob("high", 1, 4))
+	e.waitJob("high", "job high running", func(j *convoy.TrainingJob) bool { return j.Status.State == convoy.StateRunning })
+	shrunk := e.waitJob("llm", "shrunk to 1 worker", func(j *convoy.TrainingJob) bool {
+		return j.Status.Elastic != nil && j.Status.Elastic.CurrentWorkers == 1
+	})
+	if shrunk.Status.RestartCount != 0 || shrunk.Status.State != convoy.StateRunning {
+		t.Errorf("llm has restartCount %d and state %s, want 0 and Running: the gang shrank without stopping", shrunk.Status.RestartCount, shrunk.Status.State)
+	}
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		err := e.k.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: gone}, &resourcev1.ResourceClaim{})
+		return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+	}); err != nil {
+		t.Errorf("claim %s of the worker the shrink let go is not deleted: %v", gone, err)
+	}
+	if devices := e.allocatedDevices(&worker0); len(devices) != 4 {
+		t.Errorf("worker 0's claim %s has devices %v, want its 4", kept, devices)
+	}
+	if now := e.pods("llm"); len(now) != 1 || now[0].UID != worker0.UID {
+		t.Errorf("llm has pods %v, want worker 0 (%s) alone, not restarted", podNames(now), worker0.Name)
+	}
+	high := e.pods("high")
+	if len(high) != 1 || high[0].Spec.NodeName != let.Spec.NodeName || len(e.allocatedDevices(&high[0])) != 4 {
+		t.Errorf("job high's pods %v, want one on %s, the node the shrink freed, with its 4 devices", podNames(high), let.Spec.NodeName)
+	}
+}

@@ -44,30 +44,8 @@ import (
 // pod that ran before.
 func TestElasticGrowWaitsForAPlaceInItsRack(t *testing.T) {
 	e := setup(t)
-	e.clusterQueue(8, flavor, withCheck)
-	racks := e.fillRacks(4, "rack-0-0-0", "rack-0-0-1", "rack-0-1-1")
+	racks, worker0 := e.growElasticJobInAFullRack()
 	rack := racks["rack-0-1-0"]
-	slices.Sort(rack)
-	for _, node := range rack[:3] {
-		e.create8GPUPod("filler-"+node, node)
-	}
-	job := e.job("llm", 2, 8, "")
-	job.Spec.MinWorkers = ptr.To[int32](1)
-	job.Spec.Elastic = &convoy.ElasticSpec{ResizeCooldownSeconds: ptr.To[int32](30)}
-	e.create(job)
-	e.waitJob("llm", "running with 1 worker", func(j *convoy.TrainingJob) bool {
-		return j.Status.State == convoy.StateRunning && j.Status.Elastic != nil && j.Status.Elastic.CurrentWorkers == 1
-	})
-	worker0 := e.workerPod("llm", "0")
-	if worker0 == nil || worker0.Spec.NodeName != rack[3] {
-		t.Fatalf("worker 0 is %v, want it on %s, the one free node", podNames(e.pods("llm")), rack[3])
-	}
-
-	if _, err := e.Kubectl(t.Context(), "patch", "clusterqueue", e.ns, "--type=json", "-p",
-		`[{"op": "replace", "path": "/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota", "value": 16}]`); err != nil {
-		t.Fatal(err)
-	}
-	e.deletePod("filler-" + racks["rack-0-1-1"][0])
 	// The check's words for a grow whose rack has no room.
 	inRack := "running on node " + rack[3] + " keep the pods it adds in rack "
 	e.waitJob("llm", "growing to 2 workers", func(j *convoy.TrainingJob) bool { return j.Status.Elastic.TargetWorkers == 2 })
@@ -112,6 +90,94 @@ func TestElasticGrowWaitsForAPlaceInItsRack(t *testing.T) {
 	if c := findCheck(e.waitWorkloadWhere("llm's admitted slice", admittedSlice("llm"), "read", func(*kueue.Workload) bool { return true })); c == nil || c.State != kueue.CheckStateReady {
 		t.Errorf("the placement check of llm's admitted slice is %+v, want Ready", c)
 	}
+}
+
+// TestElasticGrowWithNoPlaceInItsRackIsWithdrawn: the job of TestElasticGrowWaitsForAPlaceInItsRack
+// grows while its rack stays full. Kueue reserves the quota of 2 workers and finishes the running
+// slice as replaced; the placement check holds the grow, and a job of the same priority for 8 GPUs
+// waits for the quota it holds. 30 s after the grow (elastic.GrowAdmitTimeout) it is withdrawn:
+// worker 0 runs on alone, the added worker is deleted before it ran, a Resized event says so, and
+// the job's slice is admitted for 1 worker; the waiting job gets the quota and runs on the node
+// that freed up.
+func TestElasticGrowWithNoPlaceInItsRackIsWithdrawn(t *testing.T) {
+	e := setup(t)
+	racks, worker0 := e.growElasticJobInAFullRack()
+	freed := racks["rack-0-1-1"][0]
+	grow := e.waitWorkloadWhere("llm's grow", growSlice("llm"), "holding the quota of 2 workers, held by the placement check", func(wl *kueue.Workload) bool {
+		c := findCheck(wl)
+		return meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadQuotaReserved) && c != nil &&
+			c.State == kueue.CheckStatePending && strings.Contains(c.Message, noPlace)
+	})
+	if running := e.workloadWhere(admittedSlice("llm")); running != nil {
+		t.Errorf("llm's slice %s is admitted and not finished while its grow holds the quota; Kueue finishes it as replaced", running.Name)
+	}
+	e.create(e.job("other", 1, 8, ""))
+	e.waitState("other", convoy.StateQueued)
+	util.Consistently(t, 250*time.Millisecond, 3*time.Second, "job other waits for the quota the grow holds", func() (bool, string) {
+		j := e.get("other")
+		return j.Status.State == convoy.StateQueued, string(j.Status.State)
+	})
+
+	withdrawn := e.waitJob("llm", "its grow withdrawn", func(j *convoy.TrainingJob) bool {
+		return j.Status.Elastic.TargetWorkers == 1 && j.Status.Elastic.CurrentWorkers == 1 && e.workerPod("llm", "1") == nil
+	})
+	if waited := time.Since(grow.CreationTimestamp.Time); waited < 30*time.Second {
+		t.Errorf("the grow was withdrawn %s after its slice was made, want 30 s or more", waited)
+	}
+	if st := withdrawn.Status; st.State != convoy.StateRunning || st.RestartCount != 0 || st.Elastic.ResizeCount != 0 {
+		t.Errorf("state %s, restartCount %d, resizeCount %d; want Running, 0 and 0: a withdrawn grow is no resize", st.State, st.RestartCount, st.Elastic.ResizeCount)
+	}
+	if w0 := e.workerPod("llm", "0"); w0 == nil || w0.UID != worker0.UID {
+		t.Errorf("worker 0 is %v, want the pod that ran before the grow", podNames(e.pods("llm")))
+	}
+	e.waitEvent("llm", "Resized", "withdrew the grow from 1 to 2 workers: Kueue did not admit the larger size within 30s")
+	e.waitJob("other", "running on the node that freed up, on the quota the grow gave back", func(j *convoy.TrainingJob) bool {
+		return j.Status.State == convoy.StateRunning
+	})
+	if pods := e.pods("other"); len(pods) != 1 || pods[0].Spec.NodeName != freed {
+		t.Errorf("job other's pods %v, want one on %s", podNames(pods), freed)
+	}
+	wl := e.waitWorkloadWhere("llm's Workload slice", admittedSlice("llm"), "admitted for 1 worker", func(wl *kueue.Workload) bool {
+		return wl.Spec.PodSets[0].Count == 1
+	})
+	if left := e.workloadWhere(growSlice("llm")); left != nil {
+		t.Errorf("llm's slice %s still waits beside %s", left.Name, wl.Name)
+	}
+	if c := findCheck(wl); c == nil || c.State != kueue.CheckStateReady {
+		t.Errorf("the placement check of llm's slice is %+v, want Ready", c)
+	}
+}
+
+// growElasticJobInAFullRack runs the elastic job llm (2 × 8 GPUs, minWorkers 1, cooldown 30 s) in a
+// ClusterQueue of 8 GPUs with the placement check: with 1 worker, on the one free node, in
+// rack-0-1-0. Then the administrator raises the quota to 16 and the first node of rack-0-1-1
+// frees up. It returns the fleet's racks, each with its nodes in order, and worker 0.
+func (e *env) growElasticJobInAFullRack() (map[string][]string, *corev1.Pod) {
+	e.t.Helper()
+	e.clusterQueue(8, flavor, withCheck)
+	racks := e.fillRacks(4, "rack-0-0-0", "rack-0-0-1", "rack-0-1-1")
+	rack := racks["rack-0-1-0"]
+	slices.Sort(rack)
+	for _, node := range rack[:3] {
+		e.create8GPUPod("filler-"+node, node)
+	}
+	job := e.job("llm", 2, 8, "")
+	job.Spec.MinWorkers = ptr.To[int32](1)
+	job.Spec.Elastic = &convoy.ElasticSpec{ResizeCooldownSeconds: ptr.To[int32](30)}
+	e.create(job)
+	e.waitJob("llm", "running with 1 worker", func(j *convoy.TrainingJob) bool {
+		return j.Status.State == convoy.StateRunning && j.Status.Elastic != nil && j.Status.Elastic.CurrentWorkers == 1
+	})
+	worker0 := e.workerPod("llm", "0")
+	if worker0 == nil || worker0.Spec.NodeName != rack[3] {
+		e.t.Fatalf("worker 0 is %v, want it on %s, the one free node", podNames(e.pods("llm")), rack[3])
+	}
+	if _, err := e.Kubectl(e.t.Context(), "patch", "clusterqueue", e.ns, "--type=json", "-p",
+		`[{"op": "replace", "path": "/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota", "value": 16}]`); err != nil {
+		e.t.Fatal(err)
+	}
+	e.deletePod("filler-" + racks["rack-0-1-1"][0])
+	return racks, worker0
 }
 
 // workerPod is the job's worker of the rank, nil when it has none.

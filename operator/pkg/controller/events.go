@@ -60,7 +60,7 @@ func (r *Reconciler) emitEvents(job *convoy.TrainingJob, old *convoy.TrainingJob
 		count := fmt.Sprintf(" (resize %d)", e.ResizeCount)
 		switch {
 		case e.TargetWorkers < o.TargetWorkers && e.ResizeCount < o.ResizeCount:
-			action, what = "Withdraw", fmt.Sprintf("withdrew the grow from %d to %d workers: Kueue did not admit the larger size (within %s, or admitted fewer), its quota or place taken meanwhile; the added workers never started",
+			action, what = "Withdraw", fmt.Sprintf("withdrew the grow from %d to %d workers: Kueue did not admit the larger size within %s (no quota, or no place for the added workers beside the gang), or admitted fewer; the added workers never started",
 				e.TargetWorkers, o.TargetWorkers, elastic.GrowAdmitTimeout)
 			count = ""
 		case e.TargetWorkers < o.TargetWorkers:

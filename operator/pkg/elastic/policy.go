@@ -24,8 +24,9 @@ import "time"
 
 // GrowAdmitTimeout is how long a grow waits for Kueue to admit the larger Workload slice before
 // it is withdrawn: a grow asks only for free nominal quota, which Kueue admits within seconds, so
-// a slice still waiting after three of the resizer's rechecks (10 s) lost its quota or place to
-// another workload meanwhile, and its added workers would wait at Kueue's gate for ever.
+// a slice still waiting after three of the resizer's rechecks (10 s) lost its quota to another
+// workload meanwhile, or the placement check finds no place for its added workers beside the
+// running ones, and they would wait at Kueue's gate, holding the quota, for ever.
 const GrowAdmitTimeout = 30 * time.Second
 
 // Job is what the policy knows of one running elastic job.

@@ -180,6 +180,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		return reconcile.Result{}, err
 	}
+	if len(pods) == 0 {
+		// An elastic job's grow withdrawn to the size it runs at: every pod has its place.
+		return reconcile.Result{}, r.setChecks(ctx, wl, checks, kueue.CheckStateReady, RunningMessage)
+	}
 	where, err := r.state.Book(ctx, req.String(), key, pods)
 	if err != nil {
 		log := ctrl.LoggerFrom(ctx)
@@ -258,6 +262,10 @@ func (r *Reconciler) podsCame(key string) bool {
 	ns, name, _ := strings.Cut(key, "/")
 	return len(r.state.PodGroupPods(ns, name)) > 0
 }
+
+// RunningMessage is the message of a Ready check on a Workload slice that adds no pods to those of
+// the slice it replaces, which run.
+const RunningMessage = "the Workload slice adds no pods to the running gang's"
 
 // PlacedMessage is the message of a Ready check whose gang's pods have taken the place booked for
 // them.
@@ -407,7 +415,7 @@ func gangPods(ctx context.Context, c client.Client, wl *kueue.Workload) ([]*core
 				if a.Name != ps.Name {
 					continue
 				}
-				count = ptr.Deref(a.Count, count)
+				count = assigned(a, count)
 				var err error
 				if selector, tolerations, err = flavorsOf(ctx, c, a); err != nil {
 					return nil, fmt.Errorf("reading the flavors of pod set %s: %w", ps.Name, err)
@@ -456,11 +464,19 @@ func replacedCounts(ctx context.Context, c client.Client, wl *kueue.Workload) (m
 		counts[ps.Name] = ps.Count
 	}
 	if old.Status.Admission != nil {
-		for _, a := range old.Status.Admission.PodSetAssignments {
-			counts[a.Name] = ptr.Deref(a.Count, counts[a.Name])
+		for i := range old.Status.Admission.PodSetAssignments {
+			a := &old.Status.Admission.PodSetAssignments[i]
+			counts[a.Name] = assigned(a, counts[a.Name])
 		}
 	}
 	return counts, nil
+}
+
+// assigned is the pods of a pod set of count pods that its assignment admitted: the assignment's
+// count (partial admission sets it lower), or count when an elastic job's shrink, or a grow it
+// withdrew, lowered the pod set's count since (Kueue then counts that much of the usage too).
+func assigned(a *kueue.PodSetAssignment, count int32) int32 {
+	return min(ptr.Deref(a.Count, count), count)
 }
 
 // flavorsOf returns the node labels and tolerations of the flavors of a pod set's assignment.

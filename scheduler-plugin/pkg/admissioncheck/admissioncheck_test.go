@@ -31,7 +31,8 @@ import (
 )
 
 // TestGangPodsOfAGrowingSlice: the placement check plans a Workload's pods by rank; a slice that
-// replaces a running one (an elastic gang that grows) asks for places only for the ranks it adds.
+// replaces a running one (an elastic gang that grows) asks for places only for the ranks it adds,
+// counting both slices at their pod sets' counts where a shrink or a withdrawn grow lowered them.
 func TestGangPodsOfAGrowingSlice(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := kueue.AddToScheme(scheme); err != nil {
@@ -54,6 +55,7 @@ func TestGangPodsOfAGrowingSlice(t *testing.T) {
 		return wl
 	}
 	running := admitted(slice("llm-a", 1), 1)
+	shrunk := admitted(slice("llm-s", 1), 2)
 	flavor := &kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: "h100"},
 		Spec: kueue.ResourceFlavorSpec{NodeLabels: map[string]string{"gpu": "h100"}}}
 	cases := map[string]struct {
@@ -68,6 +70,13 @@ func TestGangPodsOfAGrowingSlice(t *testing.T) {
 			wl:   replacing(admitted(slice("llm-b", 3), 3), "ns/llm-a"),
 			want: []string{"llm-b-worker-1", "llm-b-worker-2"},
 		},
+		"a slice that replaces one shrunk since its admission: the ranks above the shrunk size": {
+			wl:   replacing(admitted(slice("llm-b", 2), 2), "ns/llm-s"),
+			want: []string{"llm-b-worker-1"},
+		},
+		"a grow withdrawn to the running size after it reserved quota: no rank": {
+			wl: replacing(admitted(slice("llm-b", 1), 2), "ns/llm-a"),
+		},
 		"a slice whose replaced one is gone: every rank": {
 			wl:   replacing(admitted(slice("llm-b", 2), 2), "ns/gone"),
 			want: []string{"llm-b-worker-0", "llm-b-worker-1"},
@@ -75,7 +84,7 @@ func TestGangPodsOfAGrowingSlice(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(running, flavor).Build()
+			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(running, shrunk, flavor).Build()
 			pods, err := gangPods(t.Context(), c, tc.wl)
 			if err != nil {
 				t.Fatal(err)

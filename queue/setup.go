@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
@@ -167,13 +168,21 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 	}
 	named := func(b *ctrlbuilder.Builder, _ client.Client) *ctrlbuilder.Builder {
 		// The operator's own TrainingJob controller already has the kind's default name.
-		return b.Named(ControllerName).
+		b = b.Named(ControllerName).
 			WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: i.opts.MaxConcurrentReconciles}).
 			WithEventFilter(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 				oldJob, ok := e.ObjectOld.(*convoy.TrainingJob)
 				newJob, _ := e.ObjectNew.(*convoy.TrainingJob)
 				return !ok || newJob == nil || changedForKueue(oldJob, newJob)
 			}})
+		if features.Enabled(features.ElasticJobsViaWorkloadSlices) {
+			// Kueue starts the pods of an elastic job's admitted Workload slice (removes their
+			// scheduling gate) when it looks at the job, from the cache: each gated pod that comes
+			// into it is worth a look, whatever the job's status says by then.
+			b = b.Watches(&corev1.Pod{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &convoy.TrainingJob{}, handler.OnlyControllerOwner()),
+				ctrlbuilder.WithPredicates(predicate.NewPredicateFuncs(elasticGated)))
+		}
+		return b
 	}
 	r, err := jobframework.NewGenericReconcilerFactory(func() jobframework.GenericJob { return &Job{} }, named)(
 		ctx, kc, mgr.GetFieldIndexer(), mgr.GetEventRecorderFor(ControllerName), opts...) //nolint:staticcheck // Kueue's jobframework takes a record.EventRecorder

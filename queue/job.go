@@ -35,6 +35,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/kueue/pkg/controller/jobframework"
 	"sigs.k8s.io/kueue/pkg/podset"
+	utilpod "sigs.k8s.io/kueue/pkg/util/pod"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
@@ -314,7 +315,8 @@ func (j *Job) scheduling() *convoy.SchedulingSpec {
 // changedForKueue reports whether an update of a TrainingJob changes anything Kueue's job
 // reconciler reads: the spec, the metadata, or the part of the status behind IsActive, PodsReady
 // and Finished. The operator rewrites the status for much else (progress, messages), and every
-// reconcile it saves is one less race to create the job's Workload twice.
+// reconcile it saves is one less race to create the job's Workload twice. The pods an elastic job
+// adds wake the reconciler themselves (elasticGated), not the status that counts them.
 func changedForKueue(oldJob, newJob *convoy.TrainingJob) bool {
 	if oldJob.Generation != newJob.Generation || !newJob.DeletionTimestamp.IsZero() ||
 		!maps.Equal(oldJob.Labels, newJob.Labels) || !maps.Equal(oldJob.Annotations, newJob.Annotations) ||
@@ -324,11 +326,13 @@ func changedForKueue(oldJob, newJob *convoy.TrainingJob) bool {
 	o, n := (*Job)(oldJob), (*Job)(newJob)
 	_, oldSuccess, oldFinished := o.Finished(context.Background())
 	_, newSuccess, newFinished := n.Finished(context.Background())
-	if jobframework.WorkloadSliceEnabled(n) && o.Status.Workers != n.Status.Workers {
-		// Kueue starts the pods of an elastic job's admitted Workload slice (removes their
-		// scheduling gate) when it looks at the job: every pod the operator adds is worth a look.
-		return true
-	}
 	return o.IsActive() != n.IsActive() || o.PodsReady(context.Background()) != n.PodsReady(context.Background()) ||
 		oldFinished != newFinished || oldSuccess != newSuccess
+}
+
+// elasticGated reports whether obj is a pod held at Kueue's scheduling gate for the Workload slice
+// of an elastic job, which Kueue's job reconciler removes once the slice is admitted.
+func elasticGated(obj client.Object) bool {
+	pod, ok := obj.(*corev1.Pod)
+	return ok && utilpod.HasGate(pod, kueue.ElasticJobSchedulingGate)
 }

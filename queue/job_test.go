@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/kueue/pkg/podset"
+	"sigs.k8s.io/kueue/pkg/workloadslicing"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	utiltesting "github.com/convoy-dev/convoy/operator/pkg/testing"
@@ -266,7 +267,11 @@ func TestChangedForKueue(t *testing.T) {
 	cond := func(condType string) metav1.Condition {
 		return metav1.Condition{Type: condType, Status: metav1.ConditionTrue, Reason: "R"}
 	}
+	elastic := utiltesting.MakeTrainingJob("a", "ns").Queue("q").Elastic(1, convoy.ElasticSpec{}).
+		Status(convoy.TrainingJobStatus{Workers: convoy.WorkerCounts{Active: 1}}).Obj()
+	elastic.Annotations = map[string]string{workloadslicing.EnabledAnnotationKey: workloadslicing.EnabledAnnotationValue}
 	cases := map[string]struct {
+		base   *convoy.TrainingJob
 		change func(j *convoy.TrainingJob)
 		want   bool
 	}{
@@ -280,9 +285,15 @@ func TestChangedForKueue(t *testing.T) {
 		"failed":                    {change: func(j *convoy.TrainingJob) { j.Status.Conditions = []metav1.Condition{cond(convoy.ConditionFailed)} }, want: true},
 		"being deleted":             {change: func(j *convoy.TrainingJob) { now := metav1.Now(); j.DeletionTimestamp = &now }, want: true},
 		"active count changes only": {change: func(j *convoy.TrainingJob) { j.Status.Workers.Succeeded = 1 }},
+		// Its gated pods wake Kueue themselves (elasticGated).
+		"an elastic job's added pod counted": {base: elastic, change: func(j *convoy.TrainingJob) { j.Status.Workers.Pending = 1 }},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
+			base := base
+			if tc.base != nil {
+				base = tc.base
+			}
 			changed := base.DeepCopy()
 			tc.change(changed)
 			if got := changedForKueue(base, changed); got != tc.want {

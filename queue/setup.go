@@ -170,7 +170,7 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 	}
 	named := func(b *ctrlbuilder.Builder, _ client.Client) *ctrlbuilder.Builder {
 		// The operator's own TrainingJob controller already has the kind's default name.
-		return b.Named(ControllerName).
+		b = b.Named(ControllerName).
 			WithOptions(ctrlcontroller.Options{MaxConcurrentReconciles: i.opts.MaxConcurrentReconciles}).
 			WithEventFilter(predicate.Funcs{
 				CreateFunc: func(e event.CreateEvent) bool { return !i.waitsForClaimTemplate(ctx, e.Object) },
@@ -183,6 +183,14 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 			// The job's ResourceClaimTemplate, once made, lets Kueue make the job's Workload.
 			Watches(&resourcev1.ResourceClaimTemplate{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(),
 				&convoy.TrainingJob{}, handler.OnlyControllerOwner()))
+		if features.Enabled(features.ElasticJobsViaWorkloadSlices) {
+			// Kueue starts the pods of an elastic job's admitted Workload slice (removes their
+			// scheduling gate) when it looks at the job, from the cache: each gated pod that comes
+			// into it is worth a look, whatever the job's status says by then.
+			b = b.Watches(&corev1.Pod{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &convoy.TrainingJob{}, handler.OnlyControllerOwner()),
+				ctrlbuilder.WithPredicates(predicate.NewPredicateFuncs(elasticGated)))
+		}
+		return b
 	}
 	r, err := jobframework.NewGenericReconcilerFactory(func() jobframework.GenericJob { return &Job{} }, named)(
 		ctx, kc, mgr.GetFieldIndexer(), mgr.GetEventRecorderFor(ControllerName), opts...) //nolint:staticcheck // Kueue's jobframework takes a record.EventRecorder

@@ -48,7 +48,7 @@ func TestActiveDeadline(t *testing.T) {
 		"activeDeadlineSeconds before the gang started: the clock has not started": {
 			job: job.Clone().Deadline(10).Obj(),
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
+				Workers: convoy.WorkerCounts{Pending: 2}, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
 		},
 		"activeDeadlineSeconds passed while the gang restarts: failed, the old pods stopped": {
 			job: job.Clone().Deadline(60).Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 1, FailureRestarts: 1, Conditions: []metav1.Condition{

@@ -33,7 +33,7 @@ func TestAdmission(t *testing.T) {
 		"a new job without a queue is admitted at once and its gang created": {
 			job: job.Clone().Obj(),
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
+				Workers: convoy.WorkerCounts{Pending: 2}, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
 			says: map[string]string{convoy.ConditionAdmitted: "no queue is named: the job runs at once", convoy.ConditionInitializing: `0 of 2 pods are running; the gang starts once scheduler "convoy-scheduler" has placed all of them`},
 		},
 		"resumed while the suspended gang still terminates: wait": {
@@ -48,11 +48,11 @@ func TestAdmission(t *testing.T) {
 				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
 				cond(convoy.ConditionSuspended, metav1.ConditionTrue, convoy.ReasonUserSuspended, t0)}}).Obj(),
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
+				Workers: convoy.WorkerCounts{Pending: 2}, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
 		},
 		"admitted by the queue: runs": {
 			job:  job.Clone().Queue("team-a").Suspend(false).Obj(),
-			want: outcome{State: convoy.StateInitializing, Reasons: map[string]string{convoy.ConditionAdmitted: convoy.ReasonAdmitted, convoy.ConditionInitializing: convoy.ReasonPodsCreated}, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
+			want: outcome{State: convoy.StateInitializing, Reasons: map[string]string{convoy.ConditionAdmitted: convoy.ReasonAdmitted, convoy.ConditionInitializing: convoy.ReasonPodsCreated}, Workers: convoy.WorkerCounts{Pending: 2}, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
 			says: map[string]string{convoy.ConditionAdmitted: `admitted to LocalQueue "team-a": spec.suspend is false`},
 		},
 		"spec.suspend set to false while Kueue has not admitted the Workload: no pod, Queued says why": {
@@ -69,7 +69,7 @@ func TestAdmission(t *testing.T) {
 		"a job without a queue runs once Kueue admits its Workload": {
 			job:   job.Clone().Obj(),
 			queue: QueueStatus{Managed: true, Admitted: true, Admission: &convoy.AdmissionStatus{ClusterQueue: "team-a"}},
-			want:  outcome{State: convoy.StateInitializing, Reasons: map[string]string{convoy.ConditionAdmitted: convoy.ReasonAdmitted, convoy.ConditionInitializing: convoy.ReasonPodsCreated}, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
+			want:  outcome{State: convoy.StateInitializing, Reasons: map[string]string{convoy.ConditionAdmitted: convoy.ReasonAdmitted, convoy.ConditionInitializing: convoy.ReasonPodsCreated}, Workers: convoy.WorkerCounts{Pending: 2}, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
 		},
 
 		"resumed from the queue once the pods are gone: Queued turns false and the gang starts": {
@@ -77,7 +77,7 @@ func TestAdmission(t *testing.T) {
 				cond(convoy.ConditionAdmitted, metav1.ConditionFalse, convoy.ReasonWaitingForAdmission, t0),
 				cond(convoy.ConditionQueued, metav1.ConditionTrue, convoy.ReasonWaitingForAdmission, t0)}}).Obj(),
 			want: outcome{State: convoy.StateInitializing, Reasons: map[string]string{convoy.ConditionAdmitted: convoy.ReasonAdmitted, convoy.ConditionInitializing: convoy.ReasonPodsCreated},
-				RestartCount: 1, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
+				RestartCount: 1, Workers: convoy.WorkerCounts{Pending: 2}, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
 			says: map[string]string{convoy.ConditionQueued: "admitted"},
 		},
 		"resumed from the queue while the evicted gang still runs: its pods are deleted first": {

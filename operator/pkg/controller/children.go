@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -41,80 +42,95 @@ import (
 	"github.com/convoy-dev/convoy/operator/pkg/mlframework"
 )
 
-// ensureChildren creates the job's ConfigMap, Services and PodGroups when the cache does not hold
-// them, and updates them when they drifted from what the builders return. A reconcile that finds
-// them in place makes no API call. The SSH Secret is only created, when pods are about to be.
+// ensureChildren creates the job's ConfigMap, Services, NetworkPolicy, PodDisruptionBudget and
+// PodGroups when the cache does not hold them, and updates them when they drifted from what the
+// builders return. A reconcile that finds them in place makes no API call. None of them needs
+// another, so they are written at once: a new job's reconcile waits one round trip for them, not
+// one each. The SSH Secret is only created, when pods are about to be.
 func (r *Reconciler) ensureChildren(ctx context.Context, job *convoy.TrainingJob, plugin mlframework.Plugin, creatingPods bool) error {
-	if err := ensure(ctx, r, job, builder.ConfigMap(job, plugin, r.Options), &corev1.ConfigMap{},
-		func(want, have *corev1.ConfigMap) bool {
+	var children []func() error
+	cm := builder.ConfigMap(job, plugin, r.Options)
+	children = append(children, func() error {
+		return ensure(ctx, r, job, cm, &corev1.ConfigMap{}, func(want, have *corev1.ConfigMap) bool {
 			if maps.Equal(want.Data, have.Data) {
 				return false
 			}
 			have.Data = want.Data
 			return true
-		}); err != nil {
-		return err
-	}
+		})
+	})
 	services := []*corev1.Service{builder.HeadlessService(job)}
 	if s := builder.MetricsService(job); s != nil {
 		services = append(services, s)
 	}
 	for _, svc := range services {
-		if err := ensure(ctx, r, job, svc, &corev1.Service{}, func(want, have *corev1.Service) bool {
-			if equality.Semantic.DeepEqual(want.Spec.Selector, have.Spec.Selector) &&
-				equality.Semantic.DeepEqual(want.Spec.Ports, have.Spec.Ports) &&
-				want.Spec.PublishNotReadyAddresses == have.Spec.PublishNotReadyAddresses {
-				return false
-			}
-			have.Spec.Selector, have.Spec.Ports = want.Spec.Selector, want.Spec.Ports
-			have.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
-			return true
-		}); err != nil {
-			return err
-		}
+		children = append(children, func() error {
+			return ensure(ctx, r, job, svc, &corev1.Service{}, func(want, have *corev1.Service) bool {
+				if equality.Semantic.DeepEqual(want.Spec.Selector, have.Spec.Selector) &&
+					equality.Semantic.DeepEqual(want.Spec.Ports, have.Spec.Ports) &&
+					want.Spec.PublishNotReadyAddresses == have.Spec.PublishNotReadyAddresses {
+					return false
+				}
+				have.Spec.Selector, have.Spec.Ports = want.Spec.Selector, want.Spec.Ports
+				have.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
+				return true
+			})
+		})
 	}
 	if np := builder.NetworkPolicy(job, r.Options); np != nil {
-		if err := ensure(ctx, r, job, np, &networkingv1.NetworkPolicy{}, func(want, have *networkingv1.NetworkPolicy) bool {
-			if equality.Semantic.DeepEqual(want.Spec, have.Spec) {
-				return false
-			}
-			have.Spec = want.Spec
-			return true
-		}); err != nil {
-			return err
-		}
-	}
-	if err := r.ensureDisruptionBudget(ctx, job, plugin); err != nil {
-		return err
-	}
-	pg := builder.PodGroup(job, builder.Pods(job, plugin, r.Options), r.Options)
-	if err := ensure(ctx, r, job, pg, &schedv1alpha1.PodGroup{}, func(want, have *schedv1alpha1.PodGroup) bool {
-		changed := false
-		if !equality.Semantic.DeepEqual(want.Spec, have.Spec) {
-			have.Spec = want.Spec
-			changed = true
-		}
-		for k, v := range want.Annotations {
-			if have.Annotations[k] != v {
-				if have.Annotations == nil {
-					have.Annotations = map[string]string{}
+		children = append(children, func() error {
+			return ensure(ctx, r, job, np, &networkingv1.NetworkPolicy{}, func(want, have *networkingv1.NetworkPolicy) bool {
+				if equality.Semantic.DeepEqual(want.Spec, have.Spec) {
+					return false
 				}
-				have.Annotations[k] = v
+				have.Spec = want.Spec
+				return true
+			})
+		})
+	}
+	pdb := builder.DisruptionBudget(job, plugin, r.Options)
+	children = append(children, func() error { return r.ensureDisruptionBudget(ctx, job, pdb) })
+	pg := builder.PodGroup(job, builder.Pods(job, plugin, r.Options), r.Options)
+	children = append(children, func() error {
+		return ensure(ctx, r, job, pg, &schedv1alpha1.PodGroup{}, func(want, have *schedv1alpha1.PodGroup) bool {
+			changed := false
+			if !equality.Semantic.DeepEqual(want.Spec, have.Spec) {
+				have.Spec = want.Spec
 				changed = true
 			}
-		}
-		return changed
-	}); err != nil {
-		return err
-	}
+			for k, v := range want.Annotations {
+				if have.Annotations[k] != v {
+					if have.Annotations == nil {
+						have.Annotations = map[string]string{}
+					}
+					have.Annotations[k] = v
+					changed = true
+				}
+			}
+			return changed
+		})
+	})
 	if r.Options.WorkloadAPI {
 		// Their specs are immutable: they are created, never updated.
 		for _, want := range []*unstructured.Unstructured{builder.Workload(job, pg.Spec.MinMember), builder.UpstreamPodGroup(job, pg.Spec.MinMember)} {
-			have := &unstructured.Unstructured{}
-			have.SetGroupVersionKind(want.GroupVersionKind())
-			if err := ensure(ctx, r, job, want, have, func(_, _ *unstructured.Unstructured) bool { return false }); err != nil {
-				return err
-			}
+			children = append(children, func() error {
+				have := &unstructured.Unstructured{}
+				have.SetGroupVersionKind(want.GroupVersionKind())
+				return ensure(ctx, r, job, want, have, func(_, _ *unstructured.Unstructured) bool { return false })
+			})
+		}
+	}
+	// The first error in the order above, whichever came first: a job with two children taken
+	// names the same one each time.
+	errs := make([]error, len(children))
+	var wg sync.WaitGroup
+	for i, child := range children {
+		wg.Go(func() { errs[i] = child() })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
 	}
 	if creatingPods && plugin.NeedsSSHKeys() {
@@ -157,10 +173,9 @@ func (r *Reconciler) ensureSSHSecret(ctx context.Context, job *convoy.TrainingJo
 	return nil
 }
 
-// ensureDisruptionBudget keeps the job's PodDisruptionBudget as builder.DisruptionBudget has it,
-// and deletes the one the job owns when the operator gives jobs none.
-func (r *Reconciler) ensureDisruptionBudget(ctx context.Context, job *convoy.TrainingJob, plugin mlframework.Plugin) error {
-	pdb := builder.DisruptionBudget(job, plugin, r.Options)
+// ensureDisruptionBudget keeps the job's PodDisruptionBudget as builder.DisruptionBudget has it
+// (pdb), and deletes the one the job owns when the operator gives jobs none (pdb nil).
+func (r *Reconciler) ensureDisruptionBudget(ctx context.Context, job *convoy.TrainingJob, pdb *policyv1.PodDisruptionBudget) error {
 	if pdb != nil {
 		return ensure(ctx, r, job, pdb, &policyv1.PodDisruptionBudget{}, func(want, have *policyv1.PodDisruptionBudget) bool {
 			if equality.Semantic.DeepEqual(want.Spec, have.Spec) {

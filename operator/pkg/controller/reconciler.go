@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -99,6 +100,10 @@ type Reconciler struct {
 	// superseded maps a job to the resourceVersion its last status write replaced, until the
 	// cache has moved past it: a reconcile must not act on a view older than its own write.
 	superseded sync.Map
+	// uncounted holds the jobs whose last reconcile did not create pods its status counted
+	// (plan.counted): their next status counts only the pods there are, so that a job whose
+	// creations keep failing is not written twice a retry.
+	uncounted sync.Map
 }
 
 // CacheOptions limit the manager's cache to what the operator needs: of pods, Services,
@@ -261,6 +266,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		if apierrors.IsNotFound(err) {
 			r.Metrics.Forget(req.NamespacedName)
 			r.superseded.Delete(req.NamespacedName)
+			r.uncounted.Delete(req.NamespacedName)
 			r.expect.forgetDeleted(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
@@ -324,7 +330,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	p := decide(observation{
 		job: job, plugin: plugin, pods: pods, nodes: nodes, goneNodes: gone, notReadyNodes: notReady, reclaimNotices: notices, unreadyNodes: unready, queue: qs,
 		podSecurity: builder.MeetsPodSecurity(job, plugin, podOpts), preemptAttempt: preemptAttempt(job, pg), now: now, backoff: r.Backoff,
-		prices: prices, spotNodeLabels: r.Options.SpotNodeLabels,
+		prices: prices, spotNodeLabels: r.Options.SpotNodeLabels, uncounted: r.isUncounted(req.NamespacedName),
 	})
 
 	if p.shrinkTo > 0 {
@@ -345,43 +351,65 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 		return ctrl.Result{}, err
 	}
 	// job now carries the new status: restart attempt and latest checkpoint for the pods.
+	res, uncreated, err := r.act(ctx, job, plugin, p, pods, gone)
+	if uncreated > 0 {
+		// The retry's status counts only the pods there are (a plain error's within milliseconds).
+		r.uncounted.Store(req.NamespacedName, true)
+	} else {
+		r.uncounted.Delete(req.NamespacedName)
+	}
+	if err != nil {
+		return r.childError(ctx, job, err, uncreated)
+	}
+	return res, nil
+}
+
+// act makes the children and the pods match the plan p, whose status is written. uncreated are
+// the pods p.counted in the status that it did not create.
+func (r *Reconciler) act(ctx context.Context, job *convoy.TrainingJob, plugin mlframework.Plugin, p plan, pods []*corev1.Pod, gone map[string]bool) (res ctrl.Result, uncreated int32, err error) {
 	if err := r.ensureCheckpointClaim(ctx, job, p.ensureChildren); err != nil {
-		return r.childError(ctx, job, err)
+		return ctrl.Result{}, p.counted, err
 	}
 	if err := r.ensureGPUClaimTemplate(ctx, job); err != nil {
-		return r.childError(ctx, job, err)
+		return ctrl.Result{}, p.counted, err
 	}
 	if err := r.syncGPUClaims(ctx, job, plugin, pods); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, p.counted, err
 	}
 	if p.ensureChildren {
 		if err := r.ensureChildren(ctx, job, plugin, len(p.create) > 0); err != nil {
-			return r.childError(ctx, job, err)
+			return ctrl.Result{}, p.counted, err
 		}
 	}
 	if err := r.deletePods(ctx, p.delete); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, p.counted, err
 	}
 	if err := r.forceDeletePods(ctx, job, p.forceDelete, gone); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, p.counted, err
 	}
-	if err := r.createPods(ctx, job, plugin, r.expect.pending(job, p.create, pods, r.Clock.Now())); err != nil {
-		return r.childError(ctx, job, err)
+	failed, err := r.createPods(ctx, job, plugin, r.expect.pending(job, p.create, pods, r.Clock.Now()))
+	if err != nil {
+		return ctrl.Result{}, min(failed, p.counted), err
 	}
 	if p.ensureChildren || len(p.create) > 0 {
 		if err := r.childrenFree(ctx, job); err != nil {
-			return ctrl.Result{}, err
+			return ctrl.Result{}, 0, err
 		}
 	}
 	if err := r.publishModel(ctx, job); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, 0, err
 	}
 	if p.deleteJob {
-		log.V(2).Info("Deleting finished TrainingJob after its TTL")
+		ctrl.LoggerFrom(ctx).V(2).Info("Deleting finished TrainingJob after its TTL")
 		err := r.Client.Delete(ctx, job, client.Preconditions{UID: &job.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, 0, client.IgnoreNotFound(err)
 	}
-	return ctrl.Result{RequeueAfter: p.requeueAfter}, nil
+	return ctrl.Result{RequeueAfter: p.requeueAfter}, 0, nil
+}
+
+func (r *Reconciler) isUncounted(key types.NamespacedName) bool {
+	_, ok := r.uncounted.Load(key)
+	return ok
 }
 
 // setElasticWorkers sets the elastic job's size (convoy.AnnotationElasticWorkers) to n and removes
@@ -413,14 +441,15 @@ const childConflictRetry = 10 * time.Second
 
 // childError reports a child's name taken by an object the job does not control in
 // ConditionChildConflict (and a Warning event) and looks again later; a pod the API server refused
-// in the Initializing condition (reason PodCreationFailed, a Warning event); other errors are
-// returned.
-func (r *Reconciler) childError(ctx context.Context, job *convoy.TrainingJob, err error) (ctrl.Result, error) {
+// in the Initializing condition (reason PodCreationFailed, a Warning event); either status no
+// longer counts the uncreated pods. Other errors are returned.
+func (r *Reconciler) childError(ctx context.Context, job *convoy.TrainingJob, err error, uncreated int32) (ctrl.Result, error) {
 	var conflict *childConflict
 	var refused *podRefused
+	st := *job.Status.DeepCopy()
+	st.Workers.Pending -= uncreated
 	if errors.As(err, &refused) {
 		// The API server's words go into the status; controller-runtime's backoff spaces the retries.
-		st := *job.Status.DeepCopy()
 		setCondition(&st, job, convoy.ConditionInitializing, convoy.ReasonPodCreationFailed, refused.Error(), r.Clock.Now())
 		if st.PodsRefusedSince == nil {
 			since := metav1.NewTime(r.Clock.Now())
@@ -434,7 +463,6 @@ func (r *Reconciler) childError(ctx context.Context, job *convoy.TrainingJob, er
 	if !errors.As(err, &conflict) {
 		return ctrl.Result{}, err
 	}
-	st := *job.Status.DeepCopy()
 	setCondition(&st, job, convoy.ConditionChildConflict, convoy.ReasonNameTaken, conflict.Error(), r.Clock.Now())
 	if err := r.writeStatus(ctx, job, st); err != nil && !apierrors.IsConflict(err) {
 		return ctrl.Result{}, err
@@ -560,9 +588,10 @@ func (r *Reconciler) nodes(ctx context.Context, pods []*corev1.Pod) (nodes map[s
 	return nodes, gone, notices, notReady, nil
 }
 
-func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, plugin mlframework.Plugin, replicas []mlframework.Replica) error {
+// createPods creates the pods of replicas and returns how many it could not create.
+func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, plugin mlframework.Plugin, replicas []mlframework.Replica) (int32, error) {
 	if len(replicas) == 0 {
-		return nil
+		return 0, nil
 	}
 	ctrl.LoggerFrom(ctx).V(2).Info("Creating pods", "count", len(replicas), "restartAttempt", job.Status.RestartCount)
 	names := make([]string, len(replicas))
@@ -571,10 +600,11 @@ func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, pl
 	}
 	opts, err := r.podOptions(ctx, job)
 	if err != nil {
-		return err
+		return int32(len(replicas)), err
 	}
 	r.expect.created(job, names, r.Clock.Now())
-	return parallel(len(replicas), func(i int) error {
+	var failed atomic.Int32
+	err = parallel(len(replicas), func(i int) error {
 		pod := builder.Pod(job, replicas[i], plugin, opts)
 		err := r.createGPUClaim(ctx, job, builder.GPUClaim(job, pod))
 		if err == nil {
@@ -586,6 +616,7 @@ func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, pl
 		}
 		if err != nil {
 			r.expect.failed(job, pod.Name)
+			failed.Add(1)
 			var conflict *childConflict
 			if errors.As(err, &conflict) {
 				return err
@@ -594,6 +625,7 @@ func (r *Reconciler) createPods(ctx context.Context, job *convoy.TrainingJob, pl
 		}
 		return nil
 	})
+	return failed.Load(), err
 }
 
 func (r *Reconciler) deletePods(ctx context.Context, pods []*corev1.Pod) error {

@@ -51,7 +51,7 @@ func TestRestartBackoff(t *testing.T) {
 				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
 				cond(convoy.ConditionRestarting, metav1.ConditionTrue, convoy.ReasonPodFailed, now.Add(-11*time.Second))}}).Obj(),
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				RestartCount: 1, FailureRestarts: 1, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
+				RestartCount: 1, FailureRestarts: 1, Workers: convoy.WorkerCounts{Pending: 2}, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
 			says: map[string]string{convoy.ConditionRestarting: "the gang was recreated (restart 1)"},
 		},
 		"a second restart for lost pods waits the backoff": {
@@ -66,7 +66,7 @@ func TestRestartBackoff(t *testing.T) {
 				cond(convoy.ConditionAdmitted, metav1.ConditionTrue, convoy.ReasonNoQueue, t0),
 				cond(convoy.ConditionRestarting, metav1.ConditionTrue, convoy.ReasonNodeLost, now)}}).Obj(),
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				RestartCount: 1, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
+				RestartCount: 1, Workers: convoy.WorkerCounts{Pending: 2}, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
 		},
 
 		"a restart after the scheduler preempted the gang does not wait the backoff": {
@@ -75,7 +75,7 @@ func TestRestartBackoff(t *testing.T) {
 				cond(convoy.ConditionPreempted, metav1.ConditionTrue, convoy.ReasonPreempted, now),
 				cond(convoy.ConditionRestarting, metav1.ConditionTrue, convoy.ReasonNodeLost, now)}}).Obj(),
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated, convoy.ConditionPreempted, convoy.ReasonPreempted),
-				RestartCount: 3, DisruptionRestarts: 2, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
+				RestartCount: 3, DisruptionRestarts: 2, Workers: convoy.WorkerCounts{Pending: 2}, Create: []mlframework.Replica{w0, w1}, Children: true, Started: true},
 		},
 		"the backoff doubles with each failure restart": {
 			job: job.Clone().Status(convoy.TrainingJobStatus{StartTime: start, RestartCount: 3, FailureRestarts: 3, Conditions: []metav1.Condition{

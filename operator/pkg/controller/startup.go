@@ -49,6 +49,13 @@ func (d *decision) startup() bool {
 	if d.refusedTooLong() {
 		return true
 	}
+	if d.st.PodsRefusedSince == nil && !d.o.uncounted {
+		// The pods this reconcile creates are pending already, as the Job controller counts the pods
+		// it creates: their arrival in the cache then needs no second status write. The next
+		// reconcile takes back those not created (observation.uncounted).
+		d.p.counted = int32(len(d.p.create))
+		d.st.Workers.Pending += d.p.counted
+	}
 	if d.st.StartTime == nil {
 		now := metav1.NewTime(d.o.now)
 		d.st.StartTime = &now

@@ -47,6 +47,19 @@ func TestStartup(t *testing.T) {
 				Workers: convoy.WorkerCounts{Pending: 2}, Children: true, Started: true},
 			says: map[string]string{convoy.ConditionInitializing: `0 of 2 pods are running; scheduler "convoy-scheduler" cannot place the gang: ns/llm needs 2 pod(s) × 1 GPU(s)`},
 		},
+		"a pod still to create counts as pending: its arrival changes no status": {
+			job:  job.Clone().Obj(),
+			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).obj()},
+			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
+				Workers: convoy.WorkerCounts{Pending: 2}, Create: []mlframework.Replica{w1}, Children: true, Started: true},
+		},
+		"the last reconcile did not create a pod it counted: only the pods there are count": {
+			job:       job.Clone().Obj(),
+			pods:      []*corev1.Pod{makePod(job.Obj(), "worker", 0).obj()},
+			uncounted: true,
+			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
+				Workers: convoy.WorkerCounts{Pending: 1}, Create: []mlframework.Replica{w1}, Children: true, Started: true},
+		},
 		"every pod running: running": {
 			job:  job.Clone().Obj(),
 			pods: gang(job.Obj(), corev1.PodRunning),

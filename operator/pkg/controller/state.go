@@ -67,6 +67,8 @@ type observation struct {
 	// spotNodeLabels are the node labels that mark spot capacity (convoy.DefaultSpotNodeLabel
 	// when empty).
 	spotNodeLabels []convoy.SpotNodeLabel
+	// uncounted: the last reconcile did not create pods it counted; count none before they exist.
+	uncounted bool
 }
 
 // plan is what a reconcile does: the new status and the writes to children.
@@ -74,6 +76,8 @@ type plan struct {
 	status convoy.TrainingJobStatus
 	// create are the replicas whose pods are missing from the current attempt.
 	create []mlframework.Replica
+	// counted are the pods of create that status.workers counts as pending.
+	counted int32
 	// delete are pods to delete.
 	delete []*corev1.Pod
 	// forceDelete are terminating pods whose grace period has passed on a node that is not Ready,

@@ -229,7 +229,9 @@ type decideCase struct {
 	// notReady are nodes the node lifecycle controller tainted NoExecute as not Ready or unreachable.
 	notReady map[string]*corev1.Taint
 	queue    QueueStatus
-	want     outcome
+	// uncounted: the last reconcile did not create pods it counted.
+	uncounted bool
+	want      outcome
 	// says maps condition types to a part of their message.
 	says map[string]string
 }
@@ -244,7 +246,7 @@ func testDecide(t *testing.T, cases map[string]decideCase) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			plan := decide(observation{job: tc.job, plugin: p, pods: tc.pods, goneNodes: tc.goneNodes, notReadyNodes: tc.notReady, queue: tc.queue, now: now, backoff: DefaultBackoff})
+			plan := decide(observation{job: tc.job, plugin: p, pods: tc.pods, goneNodes: tc.goneNodes, notReadyNodes: tc.notReady, queue: tc.queue, uncounted: tc.uncounted, now: now, backoff: DefaultBackoff})
 			if diff := cmp.Diff(tc.want, summarize(plan), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("decide (-want,+got):\n%s", diff)
 			}

@@ -42,7 +42,7 @@ func TestTally(t *testing.T) {
 				makePod(job.Obj(), "worker", 1).attempt(0).exit(1).obj(),
 			},
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				RestartCount: 1, Workers: convoy.WorkerCounts{Active: 1}, Create: []mlframework.Replica{{Role: mlframework.RoleWorker, Rank: 1}},
+				RestartCount: 1, Workers: convoy.WorkerCounts{Active: 1, Pending: 1}, Create: []mlframework.Replica{{Role: mlframework.RoleWorker, Rank: 1}},
 				Delete: []string{"llm-worker-1"}, Children: true, Started: true},
 		},
 		"a pod of the current attempt is the gang's by its labels, whatever its name (an earlier operator version named every attempt alike)": {
@@ -67,7 +67,7 @@ func TestTally(t *testing.T) {
 			pods: []*corev1.Pod{makePod(job.Obj(), "worker", 0).phase(corev1.PodRunning).obj(), makePod(job.Obj(), "worker", 1).exit(0).obj(),
 				makePod(job.Obj(), "worker", 2).obj()},
 			want: outcome{State: convoy.StateInitializing, Reasons: with(admitted, convoy.ConditionInitializing, convoy.ReasonPodsCreated),
-				Workers: convoy.WorkerCounts{Active: 1, Succeeded: 1, Pending: 1}, Create: []mlframework.Replica{{Role: mlframework.RoleWorker, Rank: 3}},
+				Workers: convoy.WorkerCounts{Active: 1, Succeeded: 1, Pending: 2}, Create: []mlframework.Replica{{Role: mlframework.RoleWorker, Rank: 3}},
 				Children: true, Started: true},
 			says: map[string]string{convoy.ConditionInitializing: "2 of 4 pods are running"},
 		},

@@ -62,9 +62,11 @@ const (
 	trainingOperatorCertSecret = "training-operator-webhook-cert"
 )
 
-// trainingOperatorCertDir is controller-runtime's certificate directory under the $TMPDIR that
-// training-operator inherits from this process.
-var trainingOperatorCertDir = filepath.Join(os.TempDir(), "k8s-webhook-server", "serving-certs")
+// trainingOperatorCertDir is where training-operator's certificate rotator waits for its
+// certificate before it starts its controllers, fixed in its pkg/cert whatever $TMPDIR is; its
+// webhook server reads controller-runtime's directory under $TMPDIR, which it is run with
+// TMPDIR=/tmp so that both are this one.
+const trainingOperatorCertDir = "/tmp/k8s-webhook-server/serving-certs"
 
 // run measures one contender on a fresh control plane.
 func run(ctx context.Context, o options, sys System) (*Result, error) {
@@ -287,7 +289,7 @@ func startTrainingOperator(ctx context.Context, c *framework.Cluster, o options,
 	if threads > 0 {
 		args = append(args, fmt.Sprintf("--controller-threads=%d", threads))
 	}
-	if err := c.StartProcess(trainingOperatorBinary, o.trainingOperator, args, []string{"MY_POD_NAMESPACE=" + trainingOperatorNamespace}); err != nil {
+	if err := c.StartProcess(trainingOperatorBinary, o.trainingOperator, args, []string{"MY_POD_NAMESPACE=" + trainingOperatorNamespace, "TMPDIR=/tmp"}); err != nil {
 		return 0, err
 	}
 	if err := mountWebhookCert(ctx, c); err != nil {

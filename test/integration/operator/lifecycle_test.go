@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -650,6 +652,7 @@ func TestRefusedPodsShowInStatus(t *testing.T) {
 	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: "one-pod"},
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("1")}}}
 	e.create(quota)
+	written := e.statusWrites()
 	e.create(utiltesting.MakeTrainingJob("quota", e.ns).Workers(2).Obj())
 	e.eventually("Initializing with PodCreationFailed", func() (bool, string) {
 		c := meta.FindStatusCondition(e.job("quota").Status.Conditions, convoy.ConditionInitializing)
@@ -662,6 +665,11 @@ func TestRefusedPodsShowInStatus(t *testing.T) {
 		t.Errorf("status.reason = %q, want %s for kubectl get's REASON column", job.Status.Reason, convoy.ReasonPodCreationFailed)
 	}
 	e.waitEvents("quota", convoy.ReasonPodCreationFailed)
+	for _, st := range written() {
+		if c := meta.FindStatusCondition(st.Conditions, convoy.ConditionInitializing); c != nil && c.Reason == convoy.ReasonPodCreationFailed && st.Workers.Pending > 1 {
+			t.Errorf("a status saying %s counts %d pending pods, one of two created", c.Reason, st.Workers.Pending)
+		}
+	}
 
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := e.k.Get(t.Context(), client.ObjectKeyFromObject(quota), quota); err != nil {
@@ -673,6 +681,56 @@ func TestRefusedPodsShowInStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.startGang("quota", 2, 0)
+}
+
+// TestNewGangWritesItsStatusOnce: a new job's status is written once, counting the pods being
+// created as pending: their arrival writes nothing more (each write is an API request, and an
+// event to every watcher of the job).
+func TestNewGangWritesItsStatusOnce(t *testing.T) {
+	e := newEnv(t)
+	e.startOperator()
+	written := e.statusWrites()
+	e.create(utiltesting.MakeTrainingJob("once", e.ns).Workers(4).Obj())
+	e.waitPods("once", 4, 0)
+	writes := func() (bool, string) {
+		pending := []int32{}
+		for _, st := range written() {
+			pending = append(pending, st.Workers.Pending)
+		}
+		return len(pending) == 1 && pending[0] == 4, fmt.Sprintf("writes with pending %v, want one with 4", pending)
+	}
+	e.eventually("the job's status", writes)
+	util.Consistently(t, 100*time.Millisecond, 2*time.Second, "the job's status after its pods arrived", writes)
+}
+
+// statusWrites watches the namespace's TrainingJobs and returns what the statuses written since say.
+func (e *env) statusWrites() func() []convoy.TrainingJobStatus {
+	e.t.Helper()
+	wc, err := client.NewWithWatch(e.c.RESTConfig, client.Options{Scheme: e.c.Scheme})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	w, err := wc.Watch(e.t.Context(), &convoy.TrainingJobList{}, client.InNamespace(e.ns))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	var written []convoy.TrainingJobStatus
+	go func() {
+		for ev := range w.ResultChan() {
+			if job, ok := ev.Object.(*convoy.TrainingJob); ok && ev.Type == watch.Modified {
+				mu.Lock()
+				written = append(written, job.Status)
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []convoy.TrainingJobStatus {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(written)
+	}
 }
 
 // TestProgressTokensReviewedOnce: a worker reporting again and again with its token costs one

@@ -216,8 +216,8 @@ func (f *Forecaster) queue(ctx context.Context, cq *kueue.ClusterQueue, now time
 // jobOf returns the TrainingJob of jobs (by namespace/name) that controls wl, nil for another
 // kind's Workload or a job gone.
 func jobOf(jobs map[string]*convoy.TrainingJob, wl *kueue.Workload) *convoy.TrainingJob {
-	owner := metav1.GetControllerOf(wl)
-	if owner == nil || owner.Kind != GVK.Kind || owner.APIVersion != GVK.GroupVersion().String() {
+	owner := jobOwner(wl)
+	if owner == nil {
 		return nil
 	}
 	return jobs[wl.Namespace+"/"+owner.Name]

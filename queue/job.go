@@ -46,6 +46,15 @@ import (
 // GVK is the TrainingJob's kind, the owner kind of its Workload.
 var GVK = convoy.GroupVersion.WithKind("TrainingJob")
 
+// jobOwner is the controller reference of a Workload a TrainingJob controls; nil for another
+// kind's.
+func jobOwner(wl *kueue.Workload) *metav1.OwnerReference {
+	if owner := metav1.GetControllerOf(wl); owner != nil && owner.Kind == GVK.Kind && owner.APIVersion == GVK.GroupVersion().String() {
+		return owner
+	}
+	return nil
+}
+
 // ExternalFramework is how Kueue's configuration names TrainingJob in
 // integrations.externalFrameworks: Kind.version.group.
 const ExternalFramework = "TrainingJob.v1alpha1.convoy.dev"

@@ -247,8 +247,8 @@ func (r *Resizer) gpusOf(ctx context.Context, wl *kueue.Workload) (int32, error)
 	for _, ps := range workload.NewInfo(wl).TotalRequests {
 		n += ps.Requests[convoy.ResourceGPU]
 	}
-	owner := metav1.GetControllerOf(wl)
-	if n > 0 || owner == nil || owner.Kind != "TrainingJob" || owner.APIVersion != convoy.GroupVersion.String() {
+	owner := jobOwner(wl)
+	if n > 0 || owner == nil {
 		return int32(n), nil
 	}
 	job := &convoy.TrainingJob{}
@@ -332,8 +332,8 @@ func runningSlices(wls []kueue.Workload) map[client.ObjectKey]runningSlice {
 	replaced := map[workload.Reference]*kueue.Workload{}
 	for i := range wls {
 		wl := &wls[i]
-		owner := metav1.GetControllerOf(wl)
-		if owner == nil || owner.Kind != GVK.Kind || owner.APIVersion != GVK.GroupVersion().String() {
+		owner := jobOwner(wl)
+		if owner == nil {
 			continue
 		}
 		key := client.ObjectKey{Namespace: wl.Namespace, Name: owner.Name}

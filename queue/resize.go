@@ -142,7 +142,7 @@ func (r *Resizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 	}
 	after := resizeRecheck
 	if j := policyJob(job, own.wl); j.CoolingDown(now) && job.WorkerCount() < job.Spec.NumWorkers {
-		after = max(after, j.LastResize.Add(j.Cooldown).Sub(now))
+		after = max(after, j.LastResize.Add(j.GrowBackoff()).Sub(now))
 	}
 	return ctrl.Result{RequeueAfter: after}, nil
 }
@@ -379,6 +379,7 @@ func policyJob(job *convoy.TrainingJob, wl *kueue.Workload) elastic.Job {
 		if e.LastResizeTime != nil {
 			j.LastResize = e.LastResizeTime.Time
 		}
+		j.Withdrawn = e.WithdrawnGrows
 		j.Throughput = map[int32]float64{}
 		for _, t := range e.Throughput {
 			j.Throughput[t.Workers] = t.SamplesPerSecond

@@ -1094,6 +1094,12 @@ type ElasticStatus struct {
 	// +optional
 	LastResizeTime *metav1.Time `json:"lastResizeTime,omitempty"`
 
+	// withdrawnGrows is the number of grows withdrawn in a row since the gang last grew: each
+	// doubles spec.elastic.resizeCooldownSeconds before the next grow, up to 16 times.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	WithdrawnGrows int32 `json:"withdrawnGrows,omitempty"`
+
 	// throughput is the training code's reported samples per second at each size the gang ran
 	// at (progress reports with samplesPerSecond), by number of workers.
 	// +optional

@@ -124,8 +124,9 @@ func TestElasticGrowWithNoPlaceInItsRackIsWithdrawn(t *testing.T) {
 	if waited := time.Since(grow.CreationTimestamp.Time); waited < 30*time.Second {
 		t.Errorf("the grow was withdrawn %s after its slice was made, want 30 s or more", waited)
 	}
-	if st := withdrawn.Status; st.State != convoy.StateRunning || st.RestartCount != 0 || st.Elastic.ResizeCount != 0 {
-		t.Errorf("state %s, restartCount %d, resizeCount %d; want Running, 0 and 0: a withdrawn grow is no resize", st.State, st.RestartCount, st.Elastic.ResizeCount)
+	if st := withdrawn.Status; st.State != convoy.StateRunning || st.RestartCount != 0 || st.Elastic.ResizeCount != 0 || st.Elastic.WithdrawnGrows != 1 {
+		t.Errorf("state %s, restartCount %d, resizeCount %d, withdrawnGrows %d; want Running, 0, 0 and 1: a withdrawn grow is no resize, and doubles the cooldown",
+			st.State, st.RestartCount, st.Elastic.ResizeCount, st.Elastic.WithdrawnGrows)
 	}
 	if w0 := e.workerPod("llm", "0"); w0 == nil || w0.UID != worker0.UID {
 		t.Errorf("worker 0 is %v, want the pod that ran before the grow", podNames(e.pods("llm")))

@@ -105,8 +105,33 @@ func TestElasticSize(t *testing.T) {
 				j.Status.Elastic.CurrentWorkers, j.Status.Elastic.ResizeCount = 2, 1
 				return j
 			}(), running: 2, gated: 1,
-			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 2, LastResizeTime: start.DeepCopy()},
+			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 2, LastResizeTime: start.DeepCopy(), WithdrawnGrows: 1},
 			wantDelete: []string{"llm-worker-2"},
+		},
+		"a second grow withdrawn in a row counts on": {
+			job: func() *convoy.TrainingJob {
+				j := at("2", 3)
+				j.Status.Elastic.CurrentWorkers, j.Status.Elastic.ResizeCount, j.Status.Elastic.WithdrawnGrows = 2, 1, 1
+				return j
+			}(), running: 2, gated: 1,
+			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 2, LastResizeTime: start.DeepCopy(), WithdrawnGrows: 2},
+			wantDelete: []string{"llm-worker-2"},
+		},
+		"a grown worker that starts ends the run of withdrawn grows": {
+			job: func() *convoy.TrainingJob {
+				j := at("3", 3)
+				j.Status.Elastic.CurrentWorkers, j.Status.Elastic.ResizeCount, j.Status.Elastic.WithdrawnGrows = 2, 1, 3
+				return j
+			}(), running: 3,
+			want: convoy.ElasticStatus{CurrentWorkers: 3, TargetWorkers: 3, ResizeCount: 1},
+		},
+		"a grow still waiting keeps the count": {
+			job: func() *convoy.TrainingJob {
+				j := at("3", 3)
+				j.Status.Elastic.CurrentWorkers, j.Status.Elastic.ResizeCount, j.Status.Elastic.WithdrawnGrows = 2, 1, 3
+				return j
+			}(), running: 2, gated: 1,
+			want: convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 3, ResizeCount: 1, WithdrawnGrows: 3},
 		},
 	}
 	for name, tc := range cases {

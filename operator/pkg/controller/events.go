@@ -60,8 +60,9 @@ func (r *Reconciler) emitEvents(job *convoy.TrainingJob, old *convoy.TrainingJob
 		count := fmt.Sprintf(" (resize %d)", e.ResizeCount)
 		switch {
 		case e.TargetWorkers < o.TargetWorkers && e.ResizeCount < o.ResizeCount:
-			action, what = "Withdraw", fmt.Sprintf("withdrew the grow from %d to %d workers: Kueue did not admit the larger size within %s (no quota, or no place for the added workers beside the gang), or admitted fewer; the added workers never started",
-				e.TargetWorkers, o.TargetWorkers, elastic.GrowAdmitTimeout)
+			backoff := (&elastic.Job{Cooldown: job.ResizeCooldown(), Withdrawn: e.WithdrawnGrows}).GrowBackoff()
+			action, what = "Withdraw", fmt.Sprintf("withdrew the grow from %d to %d workers: Kueue did not admit the larger size within %s (no quota, or no place for the added workers beside the gang), or admitted fewer; the added workers never started; the next grow waits %s (spec.elastic.resizeCooldownSeconds doubled for each of the %d grows withdrawn in a row)",
+				e.TargetWorkers, o.TargetWorkers, elastic.GrowAdmitTimeout, backoff, e.WithdrawnGrows)
 			count = ""
 		case e.TargetWorkers < o.TargetWorkers:
 			action, what = "Shrink", fmt.Sprintf("shrank from %d to %d workers%s: Kueue now accounts for %d", o.TargetWorkers, e.TargetWorkers, shrunkAt(job, old), e.TargetWorkers)

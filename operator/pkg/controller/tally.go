@@ -124,7 +124,8 @@ func (d *decision) tally() bool {
 // Kueue accounts for (job.WorkerCount). A change of that size after the gang first started is a
 // resize: it is counted and timed, and emitEvents announces it. A size lowered other than by
 // elasticShrink is a grow the resizer withdrew, Kueue not having admitted it: its count is taken
-// back, and the cooldown counts from the withdrawal.
+// back, the cooldown counts from the withdrawal, and withdrawnGrows counts it until a worker the
+// gang grew by starts.
 func (d *decision) elasticSize() {
 	if !d.job.IsElastic() {
 		return
@@ -134,15 +135,20 @@ func (d *decision) elasticSize() {
 		e = &convoy.ElasticStatus{}
 		d.st.Elastic = e
 	}
-	target := d.job.WorkerCount()
+	target, running := d.job.WorkerCount(), int32(d.t.running)
 	switch {
 	case e.TargetWorkers == 0 || e.TargetWorkers == target:
 	case target < e.TargetWorkers && d.p.shrinkTo != target:
 		e.ResizeCount = max(e.ResizeCount-1, 0)
 		e.LastResizeTime = &metav1.Time{Time: d.o.now}
+		e.WithdrawnGrows++
 	default:
 		e.ResizeCount++
 		e.LastResizeTime = &metav1.Time{Time: d.o.now}
 	}
-	e.TargetWorkers, e.CurrentWorkers = target, int32(d.t.running)
+	if e.CurrentWorkers > 0 && running > e.CurrentWorkers {
+		// A worker the gang grew by started: Kueue admitted the grow.
+		e.WithdrawnGrows = 0
+	}
+	e.TargetWorkers, e.CurrentWorkers = target, running
 }

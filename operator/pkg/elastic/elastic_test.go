@@ -66,6 +66,21 @@ func TestGrow(t *testing.T) {
 			jobs: []Job{with(job("a", 2, 4, 2), func(j *Job) { j.LastResize = now.Add(-time.Minute) })}, free: 32,
 			want: map[string][2]int32{},
 		},
+		"past its cooldown, a grow withdrawn in a row doubles it": {
+			jobs: []Job{with(job("a", 2, 4, 2), func(j *Job) { j.LastResize = now.Add(-9 * time.Minute); j.Withdrawn = 1 })}, free: 32,
+			want: map[string][2]int32{},
+		},
+		"two grows withdrawn in a row wait four cooldowns": {
+			jobs: []Job{
+				with(job("a", 2, 4, 2), func(j *Job) { j.LastResize = now.Add(-19 * time.Minute); j.Withdrawn = 2 }),
+				with(job("b", 2, 4, 2), func(j *Job) { j.LastResize = now.Add(-21 * time.Minute); j.Withdrawn = 2 }),
+			}, free: 64,
+			want: map[string][2]int32{"b": {2, 4}},
+		},
+		"the doubling stops at 16 cooldowns": {
+			jobs: []Job{with(job("a", 2, 4, 2), func(j *Job) { j.LastResize = now.Add(-81 * time.Minute); j.Withdrawn = 30 })}, free: 32,
+			want: map[string][2]int32{"a": {2, 4}},
+		},
 		"measured efficiency below the threshold stops growth": {
 			jobs: []Job{with(job("a", 2, 8, 4), func(j *Job) { j.Throughput = poor })}, free: 64,
 			want: map[string][2]int32{},

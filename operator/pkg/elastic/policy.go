@@ -46,6 +46,9 @@ type Job struct {
 	LastResize time.Time
 	// Cooldown is spec.elastic.resizeCooldownSeconds.
 	Cooldown time.Duration
+	// Withdrawn is the grows withdrawn in a row since the job last grew (status.elastic.withdrawnGrows):
+	// each doubles the cooldown before the next grow (GrowBackoff).
+	Withdrawn int32
 	// MinEfficiency is the share (0 to 1) of the per-GPU throughput at the smallest measured
 	// size that a larger size must keep for the job to grow (spec.elastic.minScalingEfficiency
 	// or the platform default).
@@ -62,7 +65,17 @@ type Resize struct {
 	Reason string
 }
 
-// CoolingDown reports whether the job resized less than its cooldown ago.
+// maxGrowBackoff caps the doublings of the cooldown after withdrawn grows: 16 times the cooldown.
+const maxGrowBackoff = 4
+
+// GrowBackoff is how long after its last resize the job may grow again: its cooldown, doubled for
+// each grow withdrawn in a row (at most 16 times), so that a job whose grows find no quota or no
+// place beside its gang does not hold the quota of a grow every cooldown while nothing changes.
+func (j *Job) GrowBackoff() time.Duration {
+	return j.Cooldown << min(max(j.Withdrawn, 0), maxGrowBackoff)
+}
+
+// CoolingDown reports whether the job resized less than GrowBackoff ago.
 func (j *Job) CoolingDown(now time.Time) bool {
-	return !j.LastResize.IsZero() && now.Sub(j.LastResize) < j.Cooldown
+	return !j.LastResize.IsZero() && now.Sub(j.LastResize) < j.GrowBackoff()
 }

@@ -115,7 +115,8 @@ func TestElasticJobGrowsIntoFreedQuota(t *testing.T) {
 // of another ClusterQueue of its cohort. The operator grows it to 2; the cohort has no GPU left and
 // nothing reclaims, so Kueue admits the larger slice with 1 worker (partial admission). The grow
 // is withdrawn: the job is back to 1 worker for Kueue and in status.elastic, the added worker is
-// deleted before it ran, worker 0 runs on, no Workload of it waits, and a Resized event says why.
+// deleted before it ran, worker 0 runs on, no Workload of it waits, and a Resized event says why
+// and that the next grow waits twice the cooldown, which it does.
 func TestElasticGrowKueueNeverAdmitsIsWithdrawn(t *testing.T) {
 	t.Parallel() // each waits out a cooldown in its own namespace and ClusterQueue
 	e := newEnv(t)
@@ -165,6 +166,19 @@ func TestElasticGrowKueueNeverAdmitsIsWithdrawn(t *testing.T) {
 		return len(admitted) == 1 && len(waiting) == 0, fmt.Sprintf("admitted %v, other %v", admitted, waiting)
 	})
 	e.waitEvent("llm", controller.ReasonResized, "withdrew the grow from 1 to 2 workers: Kueue did not admit the larger size")
+	e.waitEvent("llm", controller.ReasonResized, fmt.Sprintf("the next grow waits %s", 2*cooldown*time.Second))
+	if n := withdrawn.Status.Elastic.WithdrawnGrows; n != 1 {
+		t.Errorf("status.elastic.withdrawnGrows = %d, want 1", n)
+	}
+	// The cooldown alone would grow it again within a recheck of its end: the withdrawn grow doubled it.
+	regrow := withdrawn.Status.Elastic.LastResizeTime.Add(cooldown*time.Second + 6*time.Second)
+	util.Consistently(t, 500*time.Millisecond, time.Until(regrow), "no grow before twice the cooldown after the withdrawal", func() (bool, string) {
+		j := &convoy.TrainingJob{}
+		if err := e.k.Get(t.Context(), client.ObjectKeyFromObject(withdrawn), j); err != nil {
+			return false, err.Error()
+		}
+		return j.Annotations[convoy.AnnotationElasticWorkers] == "1", "convoy.dev/elastic-workers " + j.Annotations[convoy.AnnotationElasticWorkers]
+	})
 }
 
 // waitEvent waits for an event of the job with the reason whose message contains want.

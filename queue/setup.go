@@ -192,6 +192,10 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 		}
 		return b
 	}
+	if GatesPreemption() {
+		// Kueue preempts for a TrainingJob only once the PreemptionGate controller lets it.
+		kc = gatingClient{kc}
+	}
 	r, err := jobframework.NewGenericReconcilerFactory(func() jobframework.GenericJob { return &Job{} }, named)(
 		ctx, kc, mgr.GetFieldIndexer(), mgr.GetEventRecorderFor(ControllerName), opts...) //nolint:staticcheck // Kueue's jobframework takes a record.EventRecorder
 	if err != nil {
@@ -207,8 +211,15 @@ func (i *Integration) SetupWithManager(ctx context.Context, mgr ctrl.Manager) er
 		return err
 	}
 	if features.Enabled(features.ElasticJobsViaWorkloadSlices) {
-		if err := (&Resizer{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		resizer := &Resizer{Client: mgr.GetClient()}
+		if err := resizer.SetupWithManager(mgr); err != nil {
 			return err
+		}
+		if GatesPreemption() {
+			gate := &PreemptionGate{Resizer: resizer, Recorder: mgr.GetEventRecorder("trainingjob-preemption-gate")}
+			if err := gate.SetupWithManager(mgr); err != nil {
+				return err
+			}
 		}
 	}
 	return i.setupWebhook(mgr)

@@ -37,6 +37,7 @@ import (
 	"github.com/convoy-dev/convoy/operator/pkg/controller"
 	"github.com/convoy-dev/convoy/operator/pkg/elastic"
 	"github.com/convoy-dev/convoy/operator/pkg/progress"
+	"github.com/convoy-dev/convoy/queue"
 	"github.com/convoy-dev/convoy/test/util"
 )
 
@@ -227,6 +228,53 @@ func TestElasticJobShrinksForAHigherPriorityJob(t *testing.T) {
 		return j.Status.Admission != nil && !j.IsSuspended()
 	})
 	e.waitEvent("llm", controller.ReasonResized, "shrank from 2 to 1 workers")
+}
+
+// TestElasticJobShrinksInsteadOfBeingPreempted: an elastic job of priority low (2 × 8 GPUs,
+// minWorkers 1) runs whole in a ClusterQueue of 16 GPUs that preempts lower priorities. A job of
+// priority high for 8 GPUs comes: its Workload's preemption gate holds Kueue back, the elastic job
+// shrinks to 1 worker without a restart or an eviction, the high job is admitted into the quota it
+// freed, and an event on it says so. A second high job for 8 GPUs finds nothing left to shrink:
+// its gate opens at once and Kueue preempts the elastic job whole, as without the gate.
+func TestElasticJobShrinksInsteadOfBeingPreempted(t *testing.T) {
+	t.Parallel() // each waits out a cooldown in its own namespace and ClusterQueue
+	e := newEnv(t)
+	e.create(clusterQueue(e.ns, "", 16, nil, nil, kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyLowerPriority}))
+	e.localQueue(e.ns)
+	e.create(resizable(trainingJob(e.ns, "llm", "q", "low", 2, 8)))
+	worker0 := e.startElasticGang("llm", 2)[0]
+
+	e.create(trainingJob(e.ns, "high", "q", "high", 1, 8))
+	e.waitJob(e.ns, "high", "admitted into the quota the shrink freed", func(j *convoy.TrainingJob) bool {
+		return j.Status.Admission != nil && !j.IsSuspended()
+	})
+	shrunk := e.job(e.ns, "llm")
+	if st := shrunk.Status; st.RestartCount != 0 || st.Elastic == nil || st.Elastic.TargetWorkers != 1 || st.Elastic.ResizeCount != 1 ||
+		!meta.IsStatusConditionTrue(st.Conditions, convoy.ConditionRunning) {
+		t.Errorf("llm's status %+v; want restartCount 0, target 1 worker, resizeCount 1 and Running: shrunk, not preempted", st)
+	}
+	for _, wl := range e.workloads(shrunk) {
+		if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted); c != nil && c.Status == metav1.ConditionTrue {
+			t.Errorf("llm's Workload %s was evicted (%s: %s); want it shrunk", wl.Name, c.Reason, c.Message)
+		}
+	}
+	if p := e.pods(e.ns, "llm"); len(p) == 0 || p[0].UID != worker0.UID {
+		t.Errorf("llm's pods %v; want worker 0 running on", podNames(p))
+	}
+	e.waitEvent("high", queue.ReasonShrinkFirst, "elastic jobs shrink instead ("+e.ns+"/llm from 2 to 1 workers)")
+
+	e.create(trainingJob(e.ns, "high2", "q", "high", 1, 8))
+	e.waitJob(e.ns, "high2", "admitted once Kueue preempted llm", func(j *convoy.TrainingJob) bool {
+		return j.Status.Admission != nil && !j.IsSuspended()
+	})
+	evicted := false
+	for _, wl := range e.workloads(shrunk) {
+		c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted)
+		evicted = evicted || c != nil && c.Status == metav1.ConditionTrue && c.Reason == kueue.WorkloadEvictedByPreemption
+	}
+	if !evicted {
+		t.Errorf("no Workload of llm evicted by preemption; want Kueue to preempt it whole once it could shrink no further")
+	}
 }
 
 // TestElasticJobShrinksAtACheckpoint: an elastic job that checkpoints (2 × 8 GPUs, minWorkers 1)

@@ -117,6 +117,14 @@ func TestElasticSize(t *testing.T) {
 			want:       convoy.ElasticStatus{CurrentWorkers: 2, TargetWorkers: 2, LastResizeTime: start.DeepCopy(), WithdrawnGrows: 2},
 			wantDelete: []string{"llm-worker-2"},
 		},
+		"a job admitted again smaller after a preemption withdrew no grow": {
+			job: func() *convoy.TrainingJob {
+				j := at("1", 2)
+				j.Status.Elastic.CurrentWorkers = 0
+				return j
+			}(), running: 1,
+			want: convoy.ElasticStatus{CurrentWorkers: 1, TargetWorkers: 1, LastResizeTime: start.DeepCopy()},
+		},
 		"a grown worker that starts ends the run of withdrawn grows": {
 			job: func() *convoy.TrainingJob {
 				j := at("3", 3)

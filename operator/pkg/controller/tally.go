@@ -141,7 +141,11 @@ func (d *decision) elasticSize() {
 	case target < e.TargetWorkers && d.p.shrinkTo != target:
 		e.ResizeCount = max(e.ResizeCount-1, 0)
 		e.LastResizeTime = &metav1.Time{Time: d.o.now}
-		e.WithdrawnGrows++
+		if e.CurrentWorkers > 0 {
+			// A withdrawal leaves the gang running; a job admitted again after a
+			// preemption, smaller, had none.
+			e.WithdrawnGrows++
+		}
 	default:
 		e.ResizeCount++
 		e.LastResizeTime = &metav1.Time{Time: d.o.now}

@@ -43,7 +43,8 @@ import (
 // An elastic PyTorch job (spec.elastic, minWorkers 1, numWorkers 2, a whole node's GPUs a worker)
 // is applied while a filler job holds the second node: it starts on 1 worker. The filler ends and
 // the job grows to 2 (torchrun's c10d rendezvous takes the new worker in); a higher-priority job
-// arrives and the job shrinks back to 1, the newcomer running on the freed node; the job completes.
+// arrives in the ClusterQueue, which preempts lower priorities, and the job shrinks back to 1
+// instead of being preempted, the newcomer running on the freed node; the job completes.
 // Its status and events say each change, and its rank 0's log shows every epoch trained once, in
 // order, the world resuming from the latest checkpoint at each rendezvous. Each job's rank 0 waits
 // after each epoch while a hold file is on the checkpoint volume (CONVOY_EXAMPLE_HOLD_FILE,
@@ -59,6 +60,12 @@ func TestElasticPyTorchJobGrowsAndShrinks(t *testing.T) {
 	}
 	if err := e.StoryQueue(ctx, ns); err != nil {
 		t.Fatal(err)
+	}
+	// The queue administrator lets higher priorities preempt, as deploy/queue's ClusterQueues do:
+	// the urgent job still gets its GPUs by a shrink (convoy.dev/shrink-first), not a preemption.
+	if out, err := e.Kubectl(ctx, "patch", "clusterqueue", "real-"+ns, "--type=merge", "-p",
+		`{"spec":{"preemption":{"withinClusterQueue":"LowerPriority"}}}`); err != nil {
+		t.Fatalf("%v: %s", err, out)
 	}
 	if err := realstack.CheckpointVolume(ctx, e.Cluster, ns, "checkpoints"); err != nil {
 		t.Fatal(err)
@@ -158,6 +165,10 @@ func TestElasticPyTorchJobGrowsAndShrinks(t *testing.T) {
 	waitJob("urgent", "the higher-priority job runs", func(j *convoy.TrainingJob) bool {
 		return j.Status.State == convoy.StateRunning || j.Status.State == convoy.StateCompleted
 	})
+	if out, err := e.Kubectl(ctx, "get", "events", "-n", ns, "--field-selector", "involvedObject.kind=TrainingJob,involvedObject.name=urgent",
+		"-o", `jsonpath={range .items[*]}{.reason}: {.message}{"\n"}{end}`); err != nil || !strings.Contains(out, "ShrinkFirst: Kueue would preempt") {
+		t.Errorf("no ShrinkFirst event of the urgent job (%v):\n%s", err, out)
+	}
 
 	release(elasticHold)
 	job = waitJob(elastic, "the elastic job ends", ended)

@@ -34,6 +34,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	structuraldefaulting "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	schemaobjectmeta "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
 	structuralpruning "k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
 	"k8s.io/apiextensions-apiserver/pkg/registry/customresource"
@@ -172,9 +173,20 @@ func (c *CRD) decode(obj apiruntime.Object) (*unstructured.Unstructured, error) 
 		return nil, err
 	}
 	u.SetGroupVersionKind(c.gvk)
+	// As the API server's unstructuredSchemaCoercer: metadata is read as an ObjectMeta (its unknown
+	// and malformed fields dropped) and written back clean after the schema's pruning.
+	meta, found, err := schemaobjectmeta.GetObjectMeta(u.Object, true)
+	if err != nil {
+		return nil, err
+	}
 	structuralpruning.Prune(u.Object, c.structural, true)
 	structuraldefaulting.PruneNonNullableNullsWithoutDefaults(u.Object, c.structural)
 	structuraldefaulting.Default(u.Object, c.structural)
+	if found {
+		if err := schemaobjectmeta.SetObjectMeta(u.Object, meta); err != nil {
+			return nil, err
+		}
+	}
 	return u, nil
 }
 

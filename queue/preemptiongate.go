@@ -77,13 +77,27 @@ func GatesPreemption() bool {
 }
 
 // gatingClient creates Workloads with PreemptionGateName, for Kueue's job reconciler of TrainingJobs.
+// A job MultiKueue dispatches (spec.managedBy) gets none: MultiKueue copies the Workload's spec to
+// the worker clusters and takes a gate of the manager's for a spec out of sync, deleting the
+// copies again and again.
 type gatingClient struct{ client.Client }
 
 func (c gatingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	if wl, ok := obj.(*kueue.Workload); ok && !slices.ContainsFunc(wl.Spec.PreemptionGates, isShrinkFirst) {
+	if wl, ok := obj.(*kueue.Workload); ok && !slices.ContainsFunc(wl.Spec.PreemptionGates, isShrinkFirst) && !c.dispatched(ctx, wl) {
 		wl.Spec.PreemptionGates = append(wl.Spec.PreemptionGates, kueue.PreemptionGate{Name: PreemptionGateName})
 	}
 	return c.Client.Create(ctx, obj, opts...)
+}
+
+// dispatched reports whether the Workload's TrainingJob is managed by another controller
+// (MultiKueue); a job that cannot be read counts as not.
+func (c gatingClient) dispatched(ctx context.Context, wl *kueue.Workload) bool {
+	owner := jobOwner(wl)
+	if owner == nil {
+		return false
+	}
+	job := &convoy.TrainingJob{}
+	return c.Client.Get(ctx, client.ObjectKey{Namespace: wl.Namespace, Name: owner.Name}, job) == nil && job.UID == owner.UID && job.ManagedElsewhere()
 }
 
 func isShrinkFirst(g kueue.PreemptionGate) bool { return g.Name == PreemptionGateName }

@@ -179,9 +179,8 @@ func (g *PreemptionGate) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	var shrunk []string
 	for _, rs := range decided {
-		job := &convoy.TrainingJob{}
-		ns, name, _ := strings.Cut(rs.Key, "/")
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job); err != nil {
+		job, err := r.policyJobObject(ctx, rs.Key)
+		if err != nil {
 			return ctrl.Result{}, err
 		}
 		if err := r.resize(ctx, job, rs); err != nil {
@@ -220,13 +219,18 @@ func (g *PreemptionGate) open(ctx context.Context, wl *kueue.Workload, why strin
 func (r *Resizer) shrinkGrace(ctx context.Context, peers []elastic.Job) time.Duration {
 	var grace time.Duration
 	for _, p := range peers {
-		ns, name, _ := strings.Cut(p.Key, "/")
-		job := &convoy.TrainingJob{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job); err == nil {
+		if job, err := r.policyJobObject(ctx, p.Key); err == nil {
 			grace = max(grace, job.PreemptionGrace())
 		}
 	}
 	return grace
+}
+
+// policyJobObject is the TrainingJob of a policy job's key (namespace/name, as policyJob writes it).
+func (r *Resizer) policyJobObject(ctx context.Context, key string) (*convoy.TrainingJob, error) {
+	ns, name, _ := strings.Cut(key, "/")
+	job := &convoy.TrainingJob{}
+	return job, r.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, job)
 }
 
 // clusterQueueOf is the ClusterQueue of the Workload's LocalQueue; "" when it has none.

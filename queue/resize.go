@@ -221,11 +221,11 @@ func (r *Resizer) waitingHead(ctx context.Context, wls []kueue.Workload, cq stri
 		}
 		key := client.ObjectKey{Namespace: wl.Namespace, Name: string(wl.Spec.QueueName)}
 		if _, ok := queues[key]; !ok {
-			lq := &kueue.LocalQueue{}
-			if err := r.Client.Get(ctx, key, lq); client.IgnoreNotFound(err) != nil {
+			name, err := r.clusterQueueOf(ctx, wl)
+			if err != nil {
 				return nil, err
 			}
-			queues[key] = string(lq.Spec.ClusterQueue)
+			queues[key] = name
 		}
 		if queues[key] != cq {
 			continue

@@ -26,12 +26,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	ctrlbuilder "sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/kueue/pkg/features"
 	"sigs.k8s.io/kueue/pkg/util/priority"
@@ -42,9 +44,10 @@ import (
 	"github.com/convoy-dev/convoy/operator/pkg/elastic"
 )
 
-// PreemptionGateName is the preemption gate every TrainingJob's Workload is created with while
-// Kueue's MultiKueueOrchestratedPreemption and ElasticJobsViaWorkloadSlices gates are on: Kueue
-// admits the Workload into free quota as usual, but does not preempt for it until the gate opens
+// PreemptionGateName is the preemption gate every Workload is created with while Kueue's
+// MultiKueueOrchestratedPreemption and ElasticJobsViaWorkloadSlices gates are on (a TrainingJob's
+// by gatingClient, any other kind's by GateWebhook), unless MultiKueue dispatches it: Kueue admits
+// the Workload into free quota as usual, but does not preempt for it until the gate opens
 // (PreemptionGate).
 const PreemptionGateName = "convoy.dev/shrink-first"
 
@@ -56,22 +59,23 @@ const ShrinkFirstSlack = time.Minute
 // of Kueue preempting for it.
 const ReasonShrinkFirst = "ShrinkFirst"
 
-// PreemptionGate opens PreemptionGateName on a TrainingJob's Workload that Kueue would preempt
-// for, unless elastic TrainingJobs of its ClusterQueue can free the GPUs it lacks by shrinking
+// PreemptionGate opens PreemptionGateName on a Workload (a TrainingJob's, a batch/Job's, a
+// Kubeflow job's...) that Kueue would preempt for, unless elastic TrainingJobs of its ClusterQueue can free the GPUs it lacks by shrinking
 // (elastic.Shrink: lower-priority ones toward spec.minWorkers, same-priority ones to the size they
 // started at). Then it asks them to shrink, as the Resizer does for a job a ClusterQueue that
 // does not preempt leaves waiting, and keeps the gate closed until the longest checkpoint grace of
 // the jobs it shrank and ShrinkFirstSlack have passed: Kueue admits the Workload into the quota
 // the shrinks free, and no job is stopped. A Workload that waits for GPU quota lent in its cohort,
 // for other resources, or for more than shrinking frees, has its gate opened at once, and Kueue
-// preempts as it would without the gate. A grow's Workload slice never has its gate opened: a grow
-// asks for free quota only, and the Resizer withdraws it.
+// preempts as it would without the gate. A grow's Workload slice of a TrainingJob never has its
+// gate opened: a grow asks for free quota only, and the Resizer withdraws it. The gate waits on
+// the operator: while none runs, gated Workloads are admitted into free quota but not preempted for.
 type PreemptionGate struct {
 	Resizer  *Resizer
 	Recorder events.EventRecorder
 }
 
-// GatesPreemption reports whether TrainingJobs' Workloads are created with PreemptionGateName.
+// GatesPreemption reports whether Workloads are created with PreemptionGateName.
 func GatesPreemption() bool {
 	return features.Enabled(features.MultiKueueOrchestratedPreemption) && features.Enabled(features.ElasticJobsViaWorkloadSlices)
 }
@@ -102,12 +106,43 @@ func (c gatingClient) dispatched(ctx context.Context, wl *kueue.Workload) bool {
 
 func isShrinkFirst(g kueue.PreemptionGate) bool { return g.Name == PreemptionGateName }
 
-// SetupWithManager watches the Workloads of TrainingJobs whose gate is closed.
+// GatePath is the path of GateWebhook, as deploy/kueue/webhook.yaml names it.
+const GatePath = "/mutate-kueue-x-k8s-io-v1beta2-workload-shrink-first"
+
+// GateWebhook creates the Workloads Kueue makes for kinds other than TrainingJob (batch/Job,
+// JobSet, Kubeflow's jobs...) with PreemptionGateName, so that elastic TrainingJobs shrink for
+// them as for a TrainingJob. It leaves a TrainingJob's Workload to gatingClient, and a Workload
+// whose LocalQueue feeds a ClusterQueue with a MultiKueue admission check without a gate, for the
+// reason gatingClient gives. deploy/kueue/webhook.yaml calls it for new Workloads only, with
+// failurePolicy Ignore: while the operator is down, Workloads are created without the gate, and
+// Kueue preempts for them as it would without Convoy.
+type GateWebhook struct {
+	// Client reads LocalQueues, ClusterQueues and AdmissionChecks.
+	Client client.Reader
+}
+
+var _ admission.Defaulter[*kueue.Workload] = GateWebhook{}
+
+// Default closes the gate of a new Workload.
+func (w GateWebhook) Default(ctx context.Context, wl *kueue.Workload) error {
+	if !GatesPreemption() || jobOwner(wl) != nil || slices.ContainsFunc(wl.Spec.PreemptionGates, isShrinkFirst) {
+		return nil
+	}
+	if wl.Spec.QueueName != "" {
+		if multi, err := dispatchingQueue(ctx, w.Client, wl.Namespace, string(wl.Spec.QueueName)); err != nil || multi {
+			return err
+		}
+	}
+	wl.Spec.PreemptionGates = append(wl.Spec.PreemptionGates, kueue.PreemptionGate{Name: PreemptionGateName})
+	return nil
+}
+
+// SetupWithManager watches the Workloads whose gate is closed.
 func (g *PreemptionGate) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).Named("trainingjob-preemption-gate").
 		For(&kueue.Workload{}, ctrlbuilder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			wl, ok := o.(*kueue.Workload)
-			return ok && jobOwner(wl) != nil && gateClosed(wl)
+			return ok && gateClosed(wl)
 		}))).
 		Complete(g)
 }
@@ -134,7 +169,7 @@ func (g *PreemptionGate) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	blocked := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadBlockedOnPreemptionGates)
 	if !gateClosed(wl) || blocked == nil || blocked.Status != metav1.ConditionTrue || workload.HasQuotaReservation(wl) ||
-		workload.IsFinished(wl) || workloadslicing.ReplacementForKey(wl) != nil {
+		workload.IsFinished(wl) || jobOwner(wl) != nil && workloadslicing.ReplacementForKey(wl) != nil {
 		return ctrl.Result{}, nil
 	}
 	now := r.now()
@@ -188,15 +223,25 @@ func (g *PreemptionGate) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		}
 		shrunk = append(shrunk, fmt.Sprintf("%s from %d to %d workers", rs.Key, rs.From, rs.To))
 	}
-	if owner := jobOwner(wl); owner != nil && g.Recorder != nil {
-		job := &convoy.TrainingJob{}
-		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: wl.Namespace, Name: owner.Name}, job); err == nil && job.UID == owner.UID {
-			g.Recorder.Eventf(job, nil, corev1.EventTypeNormal, ReasonShrinkFirst, "Shrink",
-				"Kueue would preempt for the %d GPUs the job lacks; elastic jobs shrink instead (%s), and it is admitted into the quota they free",
-				need, strings.Join(shrunk, ", "))
-		}
+	if g.Recorder != nil {
+		g.Recorder.Eventf(ownerOf(wl), nil, corev1.EventTypeNormal, ReasonShrinkFirst, "Shrink",
+			"Kueue would preempt for the %d GPUs the job lacks; elastic jobs shrink instead (%s), and it is admitted into the quota they free",
+			need, strings.Join(shrunk, ", "))
 	}
 	return ctrl.Result{RequeueAfter: resizeRecheck}, nil
+}
+
+// ownerOf is the job that owns the Workload (a TrainingJob, a batch/Job...) as an event names it,
+// or the Workload when nothing owns it.
+func ownerOf(wl *kueue.Workload) runtime.Object {
+	owner := metav1.GetControllerOf(wl)
+	if owner == nil {
+		return wl
+	}
+	return &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: owner.APIVersion, Kind: owner.Kind},
+		ObjectMeta: metav1.ObjectMeta{Namespace: wl.Namespace, Name: owner.Name, UID: owner.UID},
+	}
 }
 
 // waitOrOpen opens the gate at deadline, and otherwise looks again a recheck later.

@@ -17,9 +17,17 @@ limitations under the License.
 package queue
 
 import (
+	"slices"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	"sigs.k8s.io/kueue/pkg/features"
+	utiltestingapi "sigs.k8s.io/kueue/pkg/util/testing/v1beta2"
+
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 )
 
 // TestGateClosed: a Workload's shrink-first gate is closed until Kueue's status says it is open;
@@ -45,6 +53,58 @@ func TestGateClosed(t *testing.T) {
 			wl := &kueue.Workload{Spec: kueue.WorkloadSpec{PreemptionGates: tc.spec}, Status: kueue.WorkloadStatus{PreemptionGates: tc.status}}
 			if got := gateClosed(wl); got != tc.want {
 				t.Errorf("gateClosed = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestGateWebhook: a new Workload of another kind than TrainingJob gets the shrink-first gate while
+// both Kueue feature gates are on; a TrainingJob's (gatingClient's), one already gated, and one
+// whose LocalQueue feeds a ClusterQueue with a MultiKueue admission check do not, nor any with a
+// feature gate off.
+func TestGateWebhook(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := kueue.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		utiltestingapi.MakeLocalQueue("q", "team").ClusterQueue("gpus").Obj(),
+		utiltestingapi.MakeLocalQueue("remote", "team").ClusterQueue("dispatch").Obj(),
+		utiltestingapi.MakeClusterQueue("gpus").Obj(),
+		utiltestingapi.MakeClusterQueue("dispatch").AdmissionChecks("multikueue").Obj(),
+		utiltestingapi.MakeAdmissionCheck("multikueue").ControllerName(kueue.MultiKueueControllerName).Obj(),
+	).Build()
+	job := metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: "1", Controller: new(bool)}
+	*job.Controller = true
+	trainingJob := metav1.OwnerReference{APIVersion: convoy.GroupVersion.String(), Kind: "TrainingJob", Name: "t", UID: "2", Controller: job.Controller}
+	cases := map[string]struct {
+		queue    string
+		owner    metav1.OwnerReference
+		gated    bool
+		gatesOff bool
+		want     int
+	}{
+		"a batch/Job's":                   {queue: "q", owner: job, want: 1},
+		"one of no queue":                 {owner: job, want: 1},
+		"a TrainingJob's":                 {queue: "q", owner: trainingJob, want: 0},
+		"one already gated":               {queue: "q", owner: job, gated: true, want: 1},
+		"one MultiKueue dispatches":       {queue: "remote", owner: job, want: 0},
+		"one while a feature gate is off": {queue: "q", owner: job, gatesOff: true, want: 0},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			features.SetFeatureGateDuringTest(t, features.ElasticJobsViaWorkloadSlices, true)
+			features.SetFeatureGateDuringTest(t, features.MultiKueueOrchestratedPreemption, !tc.gatesOff)
+			wl := utiltestingapi.MakeWorkload("wl", "team").Queue(kueue.LocalQueueName(tc.queue)).Obj()
+			wl.OwnerReferences = []metav1.OwnerReference{tc.owner}
+			if tc.gated {
+				wl.Spec.PreemptionGates = []kueue.PreemptionGate{{Name: PreemptionGateName}}
+			}
+			if err := (GateWebhook{Client: c}).Default(t.Context(), wl); err != nil {
+				t.Fatal(err)
+			}
+			if got := len(slices.DeleteFunc(slices.Clone(wl.Spec.PreemptionGates), func(g kueue.PreemptionGate) bool { return !isShrinkFirst(g) })); got != tc.want {
+				t.Errorf("%d shrink-first gates %v, want %d", got, wl.Spec.PreemptionGates, tc.want)
 			}
 		})
 	}

@@ -287,6 +287,7 @@ func (i *Integration) setupWebhook(mgr ctrl.Manager) error {
 	srv.Register(ValidatePath, admission.WithValidator[*convoy.TrainingJob](mgr.GetScheme(), wh))
 	srv.Register(PlacementPath, admission.WithValidator[*convoy.TrainingJob](mgr.GetScheme(), PlacementWebhook{}))
 	srv.Register(ChildrenPath, admission.WithValidator[*convoy.TrainingJob](mgr.GetScheme(), ChildrenWebhook{Client: mgr.GetClient()}))
+	srv.Register(GatePath, admission.WithDefaulter[*kueue.Workload](mgr.GetScheme(), GateWebhook{Client: mgr.GetClient()}))
 	started := srv.StartedChecker()
 	if i.opts.CertSecret == "" {
 		files := newCertFiles(i.opts.WebhookCertDir)

@@ -137,24 +137,33 @@ func (w *Webhook) defaultManagedBy(ctx context.Context, job *convoy.TrainingJob)
 	if name == "" || !fromObject(job).CanDefaultManagedBy() {
 		return nil
 	}
+	multi, err := dispatchingQueue(ctx, w.Client, job.Namespace, name)
+	if multi {
+		fromObject(job).SetManagedBy(ptr.To(kueue.MultiKueueControllerName))
+	}
+	return err
+}
+
+// dispatchingQueue reports whether LocalQueue namespace/name feeds a ClusterQueue with a
+// MultiKueue admission check. A queue, ClusterQueue or check that does not exist yet counts as not.
+func dispatchingQueue(ctx context.Context, c client.Reader, namespace, name string) (bool, error) {
 	lq := &kueue.LocalQueue{}
-	if err := w.Client.Get(ctx, client.ObjectKey{Namespace: job.Namespace, Name: name}, lq); err != nil {
-		return client.IgnoreNotFound(err)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, lq); err != nil {
+		return false, client.IgnoreNotFound(err)
 	}
 	cq := &kueue.ClusterQueue{}
-	if err := w.Client.Get(ctx, client.ObjectKey{Name: string(lq.Spec.ClusterQueue)}, cq); err != nil {
-		return client.IgnoreNotFound(err)
+	if err := c.Get(ctx, client.ObjectKey{Name: string(lq.Spec.ClusterQueue)}, cq); err != nil {
+		return false, client.IgnoreNotFound(err)
 	}
 	for check := range admissioncheck.NewAdmissionChecks(cq) {
 		ac := &kueue.AdmissionCheck{}
-		if err := w.Client.Get(ctx, client.ObjectKey{Name: string(check)}, ac); client.IgnoreNotFound(err) != nil {
-			return err
+		if err := c.Get(ctx, client.ObjectKey{Name: string(check)}, ac); client.IgnoreNotFound(err) != nil {
+			return false, err
 		} else if err == nil && ac.Spec.ControllerName == kueue.MultiKueueControllerName {
-			fromObject(job).SetManagedBy(ptr.To(kueue.MultiKueueControllerName))
-			return nil
+			return true, nil
 		}
 	}
-	return nil
+	return false, nil
 }
 
 // defaultLocalQueueExists reports whether namespace has Kueue's default LocalQueue ("default").

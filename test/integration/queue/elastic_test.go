@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +31,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	utiltestingapi "sigs.k8s.io/kueue/pkg/util/testing/v1beta2"
+	testingjob "sigs.k8s.io/kueue/pkg/util/testingjobs/job"
 	"sigs.k8s.io/kueue/pkg/workload"
 	"sigs.k8s.io/kueue/pkg/workloadslicing"
 
@@ -196,10 +198,7 @@ func (e *env) waitEvent(job, reason, want string) {
 func TestElasticJobShrinksForAHigherPriorityJob(t *testing.T) {
 	t.Parallel() // each waits out a cooldown in its own namespace and ClusterQueue
 	e := newEnv(t)
-	e.create(clusterQueue(e.ns, "", 16, nil, nil, kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyNever}))
-	e.localQueue(e.ns)
-	e.create(resizable(trainingJob(e.ns, "llm", "q", "low", 2, 8)))
-	worker0 := e.startElasticGang("llm", 2)[0]
+	worker0 := e.runningElasticJob(kueue.PreemptionPolicyNever)
 
 	e.create(trainingJob(e.ns, "high", "q", "high", 1, 8))
 	shrunk := e.waitJob(e.ns, "llm", "shrunk to 1 worker", func(j *convoy.TrainingJob) bool {
@@ -239,28 +238,13 @@ func TestElasticJobShrinksForAHigherPriorityJob(t *testing.T) {
 func TestElasticJobShrinksInsteadOfBeingPreempted(t *testing.T) {
 	t.Parallel() // each waits out a cooldown in its own namespace and ClusterQueue
 	e := newEnv(t)
-	e.create(clusterQueue(e.ns, "", 16, nil, nil, kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyLowerPriority}))
-	e.localQueue(e.ns)
-	e.create(resizable(trainingJob(e.ns, "llm", "q", "low", 2, 8)))
-	worker0 := e.startElasticGang("llm", 2)[0]
+	worker0 := e.runningElasticJob(kueue.PreemptionPolicyLowerPriority)
 
 	e.create(trainingJob(e.ns, "high", "q", "high", 1, 8))
 	e.waitJob(e.ns, "high", "admitted into the quota the shrink freed", func(j *convoy.TrainingJob) bool {
 		return j.Status.Admission != nil && !j.IsSuspended()
 	})
-	shrunk := e.job(e.ns, "llm")
-	if st := shrunk.Status; st.RestartCount != 0 || st.Elastic == nil || st.Elastic.TargetWorkers != 1 || st.Elastic.ResizeCount != 1 ||
-		!meta.IsStatusConditionTrue(st.Conditions, convoy.ConditionRunning) {
-		t.Errorf("llm's status %+v; want restartCount 0, target 1 worker, resizeCount 1 and Running: shrunk, not preempted", st)
-	}
-	for _, wl := range e.workloads(shrunk) {
-		if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted); c != nil && c.Status == metav1.ConditionTrue {
-			t.Errorf("llm's Workload %s was evicted (%s: %s); want it shrunk", wl.Name, c.Reason, c.Message)
-		}
-	}
-	if p := e.pods(e.ns, "llm"); len(p) == 0 || p[0].UID != worker0.UID {
-		t.Errorf("llm's pods %v; want worker 0 running on", podNames(p))
-	}
+	shrunk := e.wantShrunkNotPreempted("llm", worker0)
 	e.waitEvent("high", queue.ReasonShrinkFirst, "elastic jobs shrink instead ("+e.ns+"/llm from 2 to 1 workers)")
 
 	e.create(trainingJob(e.ns, "high2", "q", "high", 1, 8))
@@ -275,6 +259,61 @@ func TestElasticJobShrinksInsteadOfBeingPreempted(t *testing.T) {
 	if !evicted {
 		t.Errorf("no Workload of llm evicted by preemption; want Kueue to preempt it whole once it could shrink no further")
 	}
+}
+
+// TestElasticJobShrinksForAKueueBatchJob: the same for a job of another kind. An elastic job (2 × 8
+// GPUs, minWorkers 1, priority low) runs whole in a ClusterQueue of 16 GPUs that preempts lower
+// priorities, when a batch/Job of priority high for 8 GPUs comes through Kueue's own batch/Job
+// integration. Its Workload is created with the gate convoy.dev/shrink-first (deploy/kueue's
+// webhook), so the elastic job shrinks to 1 worker, worker 0 running on and nothing evicted, and
+// the Job is admitted into the quota that frees, with a ShrinkFirst event saying so.
+func TestElasticJobShrinksForAKueueBatchJob(t *testing.T) {
+	t.Parallel() // each waits out a cooldown in its own namespace and ClusterQueue
+	e := newEnv(t)
+	worker0 := e.runningElasticJob(kueue.PreemptionPolicyLowerPriority)
+
+	e.create(testingjob.MakeJob("urgent", e.ns).Queue("q").PriorityClass("high").RequestAndLimit(convoy.ResourceGPU, "8").Obj())
+	e.eventually("the batch/Job admitted by Kueue", func() (bool, string) {
+		job := &batchv1.Job{}
+		if err := e.k.Get(e.t.Context(), client.ObjectKey{Namespace: e.ns, Name: "urgent"}, job); err != nil {
+			return false, err.Error()
+		}
+		return !ptr.Deref(job.Spec.Suspend, true), "suspended"
+	})
+	e.wantShrunkNotPreempted("llm", worker0)
+	e.waitEvent("urgent", queue.ReasonShrinkFirst, "elastic jobs shrink instead ("+e.ns+"/llm from 2 to 1 workers)")
+}
+
+// runningElasticJob makes a ClusterQueue of 16 GPUs that preempts within itself by policy, and
+// LocalQueue "q" to it, and runs elastic job "llm" there (2 × 8 GPUs, minWorkers 1, priority
+// low) whole; it returns worker 0.
+func (e *env) runningElasticJob(policy kueue.PreemptionPolicy) corev1.Pod {
+	e.t.Helper()
+	e.create(clusterQueue(e.ns, "", 16, nil, nil, kueue.ClusterQueuePreemption{WithinClusterQueue: policy}))
+	e.localQueue(e.ns)
+	e.create(resizable(trainingJob(e.ns, "llm", "q", "low", 2, 8)))
+	return e.startElasticGang("llm", 2)[0]
+}
+
+// wantShrunkNotPreempted checks that elastic job name (2 workers, minWorkers 1) shrank once to 1
+// worker, still Running, with no restart, no Workload evicted and worker0 running on; it returns
+// the job.
+func (e *env) wantShrunkNotPreempted(name string, worker0 corev1.Pod) *convoy.TrainingJob {
+	e.t.Helper()
+	shrunk := e.job(e.ns, name)
+	if st := shrunk.Status; st.RestartCount != 0 || st.Elastic == nil || st.Elastic.TargetWorkers != 1 || st.Elastic.ResizeCount != 1 ||
+		!meta.IsStatusConditionTrue(st.Conditions, convoy.ConditionRunning) {
+		e.t.Errorf("%s's status %+v; want restartCount 0, target 1 worker, resizeCount 1 and Running: shrunk, not preempted", name, st)
+	}
+	for _, wl := range e.workloads(shrunk) {
+		if c := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted); c != nil && c.Status == metav1.ConditionTrue {
+			e.t.Errorf("%s's Workload %s was evicted (%s: %s); want it shrunk", name, wl.Name, c.Reason, c.Message)
+		}
+	}
+	if p := e.pods(e.ns, name); len(p) == 0 || p[0].UID != worker0.UID {
+		e.t.Errorf("%s's pods %v; want worker 0 running on", name, podNames(p))
+	}
+	return shrunk
 }
 
 // TestElasticJobShrinksAtACheckpoint: an elastic job that checkpoints (2 × 8 GPUs, minWorkers 1)

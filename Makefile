@@ -42,9 +42,11 @@ K8S_137_LDFLAGS = -w $(foreach p,component-base/version client-go/pkg/version,-X
 # The fleet size of `make bench-scheduler-dra`.
 DRA_NODES    ?= 5000
 # The tiers `make test` runs, in order, each timed (hack/tiers.sh): the budget is docs/testing.md#time-budget.
+# The 1.37 control plane builds in the background from the start at the lowest CPU priority, in the
+# CPU the tiers before test-e2e leave idle (a cold build takes over 10 minutes of both cores).
 # test-e2e and test-real run at once: the real-node tier mostly waits on kubelets, containers and
 # Lease timeouts, and uses about half a core.
-TIERS        ?= verify test-unit test-fuzz test-monitoring bin images test-integration test-e2e+test-real
+TIERS        ?= $(if $(filter 1.37,$(K8S)),~bin-k8s137) verify test-unit test-fuzz test-monitoring bin images test-integration test-e2e+test-real
 
 .PHONY: all
 all: build
@@ -60,8 +62,9 @@ ifeq ($(filter bin,$(subst $(COMMA), ,$(CONVOY_BUILT))),)
 endif
 
 .PHONY: bin-k8s137
-bin-k8s137: ## kube-apiserver and kube-controller-manager v1.37.2 into bin/k8s-1.37/, from hack/k8s137's own go.mod: the control plane of `make test-e2e`.
-	cd hack/k8s137 && $(GO) build -o $(BIN)/k8s-1.37/ -ldflags "$(K8S_137_LDFLAGS)" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+bin-k8s137: ## kube-apiserver and kube-controller-manager v1.37.2 into bin/k8s-1.37/, from hack/k8s137's own go.mod: the control plane of `make test-e2e`. Holds bin/.k8s137.lock while it builds: `make test` starts it in the background.
+	@mkdir -p $(BIN)
+	cd hack/k8s137 && flock $(BIN)/.k8s137.lock $(GO) build -o $(BIN)/k8s-1.37/ -ldflags "$(K8S_137_LDFLAGS)" k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
 
 .PHONY: build
 build: bin ## Compile every package; Convoy's binaries (convoy-operator, convoy-scheduler, convoy-node-agent) go to bin/.

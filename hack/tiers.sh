@@ -3,13 +3,17 @@
 # one's wall time against the test-time budget (docs/testing.md#time-budget). It stops at the first
 # target that fails, and prints the table then too, with that target marked FAILED. Targets joined
 # by "+" run at once, each line of their output prefixed with the target's name, and take one row
-# (with each one's own time after it).
+# (with each one's own time after it). A target written ~TARGET starts there in the background at
+# the lowest CPU priority (nice 19), so that it takes only the CPU the tiers leave idle; its row
+# comes when it ends, and the run waits for it at the end. A later target that needs its output
+# must wait for it itself (the Makefile's bin-k8s137 holds a lock while it builds).
 #
-#   hack/tiers.sh TARGET[+TARGET...]...
+#   hack/tiers.sh [~TARGET] TARGET[+TARGET...]...
 set -uo pipefail
 
 make_cmd=${MAKE:-make}
 names=() secs=() results=()
+bg_pids=() bg_names=()
 total_start=$(date +%s)
 
 table() {
@@ -45,7 +49,44 @@ together() {
 	return "$rc"
 }
 
+# background T: runs make T at nice 19 in a process group of its own, its lines prefixed with [T];
+# it writes its wall time and status to $bg_dir/T.
+bg_dir=$(mktemp -d)
+trap 'rm -rf "$bg_dir"' EXIT
+background() {
+	local t=$1
+	setsid bash -c '
+		s=$(date +%s)
+		nice -n 19 "$1" --no-print-directory "$2" 2>&1 | sed -u "s/^/[$2] /"
+		r=${PIPESTATUS[0]}
+		echo "== make $2 (in the background): $(( $(date +%s) - s )) s, exit $r"
+		echo "$(( $(date +%s) - s )) $r" >"$3/$2"
+		exit "$r"' _ "$make_cmd" "$t" "$bg_dir" &
+	bg_pids+=($!)
+	bg_names+=("$t")
+}
+
+# finish_background [kill]: waits for the background targets (or ends them) and adds their rows.
+finish_background() {
+	local i t w r
+	for i in "${!bg_pids[@]}"; do
+		if [ "${1:-}" = kill ]; then kill -- "-${bg_pids[$i]}" 2>/dev/null; fi
+		wait "${bg_pids[$i]}" 2>/dev/null
+		t=${bg_names[$i]}
+		read -r w r 2>/dev/null <"$bg_dir/$t" || { w=$(( $(date +%s) - total_start )); r=stopped; }
+		names+=("~$t")
+		secs+=("$w")
+		case $r in 0) results+=(ok) ;; stopped) results+=(stopped) ;; *) results+=(FAILED) ;; esac
+	done
+	bg_pids=()
+}
+
 for target in "$@"; do
+	if [[ $target == "~"* ]]; then
+		echo "== make ${target#"~"} in the background ($(date -u +%T))"
+		background "${target#"~"}"
+		continue
+	fi
 	start=$(date +%s)
 	echo "== make $target ($(date -u +%T))"
 	if [[ $target == *+* ]]; then
@@ -59,6 +100,7 @@ for target in "$@"; do
 	secs+=($(( $(date +%s) - start )))
 	if [ "$rc" -ne 0 ]; then
 		results+=(FAILED)
+		finish_background kill
 		table
 		exit "$rc"
 	fi
@@ -68,4 +110,8 @@ for target in "$@"; do
 	bin | images) export CONVOY_BUILT="${CONVOY_BUILT:+$CONVOY_BUILT,}$target" ;;
 	esac
 done
+finish_background
 table
+for r in "${results[@]}"; do
+	if [ "$r" != ok ]; then exit 1; fi
+done

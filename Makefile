@@ -44,9 +44,9 @@ DRA_NODES    ?= 5000
 # The tiers `make test` runs, in order, each timed (hack/tiers.sh): the budget is docs/testing.md#time-budget.
 # The 1.37 control plane builds in the background from the start at the lowest CPU priority, in the
 # CPU the tiers before test-e2e leave idle (a cold build takes over 10 minutes of both cores).
-# test-e2e and test-real run at once: the real-node tier mostly waits on kubelets, containers and
-# Lease timeouts, and uses about half a core.
-TIERS        ?= $(if $(filter 1.37,$(K8S)),~bin-k8s137) verify test-unit test-fuzz test-monitoring bin images test-integration test-e2e+test-real
+# The real-node tier runs in the background beside test-integration and test-e2e, once its images
+# are built: it mostly waits on kubelets, containers and Lease timeouts, and uses about half a core.
+TIERS        ?= $(if $(filter 1.37,$(K8S)),idle:bin-k8s137) verify test-unit test-fuzz test-monitoring bin images bg:test-real test-integration test-e2e
 
 .PHONY: all
 all: build

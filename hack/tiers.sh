@@ -3,17 +3,19 @@
 # one's wall time against the test-time budget (docs/testing.md#time-budget). It stops at the first
 # target that fails, and prints the table then too, with that target marked FAILED. Targets joined
 # by "+" run at once, each line of their output prefixed with the target's name, and take one row
-# (with each one's own time after it). A target written ~TARGET starts there in the background at
-# the lowest CPU priority (nice 19), so that it takes only the CPU the tiers leave idle; its row
-# comes when it ends, and the run waits for it at the end. A later target that needs its output
-# must wait for it itself (the Makefile's bin-k8s137 holds a lock while it builds).
+# (with each one's own time after it). A target written bg:TARGET starts there in the background
+# and idle:TARGET likewise at the lowest CPU priority, so that it takes only the CPU the other tiers
+# leave idle (a build); each one's row comes when it ends, and the run waits for them at the end.
+# A later target that needs a background one's output must wait for it itself (the Makefile's
+# bin-k8s137 holds a lock while it builds). When a tier fails, idle: targets are stopped and bg:
+# targets (tests, which clean up after themselves) run to their end.
 #
-#   hack/tiers.sh [~TARGET] TARGET[+TARGET...]...
+#   hack/tiers.sh [bg:|idle:]TARGET[+TARGET...]...
 set -uo pipefail
 
 make_cmd=${MAKE:-make}
 names=() secs=() results=()
-bg_pids=() bg_names=()
+bg_pids=() bg_names=() bg_modes=()
 total_start=$(date +%s)
 
 table() {
@@ -49,32 +51,38 @@ together() {
 	return "$rc"
 }
 
-# background T: runs make T at nice 19 in a process group of its own, its lines prefixed with [T];
-# it writes its wall time and status to $bg_dir/T.
+# background MODE T: runs make T in a session of its own, its lines prefixed with [T]; with MODE
+# idle, at nice 19, for the session too where the kernel groups processes by session (autogroup:
+# nice alone would rank T only among its own processes). It writes its wall time and status to
+# $bg_dir/T.
 bg_dir=$(mktemp -d)
 trap 'rm -rf "$bg_dir"' EXIT
 background() {
-	local t=$1
+	local mode=$1 t=$2 nice=0
+	if [ "$mode" = idle ]; then nice=19; fi
 	setsid bash -c '
+		if [ "$4" != 0 ] && [ -w /proc/self/autogroup ]; then echo "$4" >/proc/self/autogroup 2>/dev/null; fi
 		s=$(date +%s)
-		nice -n 19 "$1" --no-print-directory "$2" 2>&1 | sed -u "s/^/[$2] /"
+		nice -n "$4" "$1" --no-print-directory "$2" 2>&1 | sed -u "s/^/[$2] /"
 		r=${PIPESTATUS[0]}
 		echo "== make $2 (in the background): $(( $(date +%s) - s )) s, exit $r"
 		echo "$(( $(date +%s) - s )) $r" >"$3/$2"
-		exit "$r"' _ "$make_cmd" "$t" "$bg_dir" &
+		exit "$r"' _ "$make_cmd" "$t" "$bg_dir" "$nice" &
 	bg_pids+=($!)
 	bg_names+=("$t")
+	bg_modes+=("$mode")
 }
 
-# finish_background [kill]: waits for the background targets (or ends them) and adds their rows.
+# finish_background [fail]: waits for the background targets (on fail, stops the idle: ones) and
+# adds their rows.
 finish_background() {
 	local i t w r
 	for i in "${!bg_pids[@]}"; do
-		if [ "${1:-}" = kill ]; then kill -- "-${bg_pids[$i]}" 2>/dev/null; fi
+		if [ "${1:-}" = fail ] && [ "${bg_modes[$i]}" = idle ]; then kill -- "-${bg_pids[$i]}" 2>/dev/null; fi
 		wait "${bg_pids[$i]}" 2>/dev/null
 		t=${bg_names[$i]}
 		read -r w r 2>/dev/null <"$bg_dir/$t" || { w=$(( $(date +%s) - total_start )); r=stopped; }
-		names+=("~$t")
+		names+=("${bg_modes[$i]}:$t")
 		secs+=("$w")
 		case $r in 0) results+=(ok) ;; stopped) results+=(stopped) ;; *) results+=(FAILED) ;; esac
 	done
@@ -82,9 +90,9 @@ finish_background() {
 }
 
 for target in "$@"; do
-	if [[ $target == "~"* ]]; then
-		echo "== make ${target#"~"} in the background ($(date -u +%T))"
-		background "${target#"~"}"
+	if [[ $target == bg:* || $target == idle:* ]]; then
+		echo "== make ${target#*:} in the background (${target%%:*}, $(date -u +%T))"
+		background "${target%%:*}" "${target#*:}"
 		continue
 	fi
 	start=$(date +%s)
@@ -100,7 +108,7 @@ for target in "$@"; do
 	secs+=($(( $(date +%s) - start )))
 	if [ "$rc" -ne 0 ]; then
 		results+=(FAILED)
-		finish_background kill
+		finish_background fail
 		table
 		exit "$rc"
 	fi

@@ -36,7 +36,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/kueue/pkg/features"
-	"sigs.k8s.io/kueue/pkg/util/priority"
 	"sigs.k8s.io/kueue/pkg/workload"
 	"sigs.k8s.io/kueue/pkg/workloadslicing"
 
@@ -60,9 +59,10 @@ const ShrinkFirstSlack = time.Minute
 const ReasonShrinkFirst = "ShrinkFirst"
 
 // PreemptionGate opens PreemptionGateName on a Workload (a TrainingJob's, a batch/Job's, a
-// Kubeflow job's...) that Kueue would preempt for, unless elastic TrainingJobs of its ClusterQueue can free the GPUs it lacks by shrinking
-// (elastic.Shrink: lower-priority ones toward spec.minWorkers, same-priority ones to the size they
-// started at). Then it asks them to shrink, as the Resizer does for a job a ClusterQueue that
+// Kubeflow job's...) that Kueue would preempt for, unless elastic TrainingJobs of its ClusterQueue
+// can free the GPUs it lacks by shrinking (elastic.Shrink: lower-priority ones toward
+// spec.minWorkers, same-priority ones to the size they started at), in a GPU flavor its pods can
+// use (shrinksFor: only jobs admitted to that flavor shrink). Then it asks them to shrink, as the Resizer does for a job a ClusterQueue that
 // does not preempt leaves waiting, and keeps the gate closed until the longest checkpoint grace of
 // the jobs it shrank and ShrinkFirstSlack have passed: Kueue admits the Workload into the quota
 // the shrinks free, and no job is stopped. A Workload that waits for GPU quota lent in its cohort,
@@ -194,16 +194,15 @@ func (g *PreemptionGate) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	need := asks - freeGPUs(cq, allFlavors(cq))
 	if shrinking > 0 || settling(peers, now) {
 		// Shrinks asked before (by this or the Resizer) free GPUs the ClusterQueue does not show
 		// yet: wait for them until the deadline.
 		return g.waitOrOpen(ctx, wl, blocked.LastTransitionTime.Time.Add(r.shrinkGrace(ctx, peers)+ShrinkFirstSlack), now,
 			"the elastic jobs asked to shrink did not free its GPUs in time")
 	}
-	var decided []elastic.Resize
-	if need > 0 {
-		decided = elastic.Shrink(peers, need, priority.Priority(wl))
+	decided, need, err := r.shrinksFor(ctx, cq, wl, asks, 0, peers, slices)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
 	if len(decided) == 0 {
 		why := "no elastic job of its ClusterQueue can shrink to free the GPUs it lacks"
@@ -285,15 +284,4 @@ func (r *Resizer) clusterQueueOf(ctx context.Context, wl *kueue.Workload) (strin
 		return "", client.IgnoreNotFound(err)
 	}
 	return string(lq.Spec.ClusterQueue), nil
-}
-
-// allFlavors are the flavors of the ClusterQueue's resource groups.
-func allFlavors(cq *kueue.ClusterQueue) map[kueue.ResourceFlavorReference]bool {
-	out := map[kueue.ResourceFlavorReference]bool{}
-	for _, rg := range cq.Spec.ResourceGroups {
-		for _, fq := range rg.Flavors {
-			out[fq.Name] = true
-		}
-	}
-	return out
 }

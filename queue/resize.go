@@ -128,13 +128,15 @@ func (r *Resizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		return ctrl.Result{}, err
 	} else if asks, err := r.gpusOf(ctx, head); err != nil {
 		return ctrl.Result{}, err
-	} else if need := asks - free; head != nil && need > 0 {
+	} else if head != nil {
 		peers, shrinking, err := r.peers(ctx, slices, cq.Name, resizable)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		if need -= shrinking; need > 0 && !settling(peers, now) {
-			decided = elastic.Shrink(peers, need, priority.Priority(head))
+		if !settling(peers, now) {
+			if decided, _, err = r.shrinksFor(ctx, cq, head, asks, shrinking, peers, slices); err != nil {
+				return ctrl.Result{}, err
+			}
 		}
 	}
 	for _, rs := range decided {

@@ -316,6 +316,43 @@ func (e *env) wantShrunkNotPreempted(name string, worker0 corev1.Pod) *convoy.Tr
 	return shrunk
 }
 
+// TestElasticJobShrinksOnlyForAFlavorTheWaitingJobCanUse: a ClusterQueue that preempts lower
+// priorities has two GPU flavors, H100 (8 GPUs) then A100 (16). An elastic job pinned to A100 (2 × 8
+// GPUs, minWorkers 1, priority low) and a job pinned to H100 (1 × 8, low) run there. A job of
+// priority high pinned to H100 comes to wait for 8 GPUs: shrinking the elastic job would free A100
+// GPUs it cannot use, so the elastic job keeps both workers, the gate opens at once, Kueue preempts
+// the H100 job, and the high-priority job is admitted.
+func TestElasticJobShrinksOnlyForAFlavorTheWaitingJobCanUse(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	quota := func(flavor, gpus string) kueue.FlavorQuotas {
+		return *utiltestingapi.MakeFlavorQuotas(flavor).Resource(convoy.ResourceGPU, gpus).
+			Resource(corev1.ResourceCPU, "1000").Resource(corev1.ResourceMemory, "10Ti").Obj()
+	}
+	e.create(utiltestingapi.MakeClusterQueue(e.ns).ResourceGroup(quota("h100-on-demand", "8"), quota("a100-on-demand", "16")).
+		Preemption(kueue.ClusterQueuePreemption{WithinClusterQueue: kueue.PreemptionPolicyLowerPriority}).Obj())
+	e.localQueue(e.ns)
+	pinned := func(job *convoy.TrainingJob, product string) *convoy.TrainingJob {
+		job.Spec.Scheduling.NodeSelector = map[string]string{convoy.LabelGPUProduct: product}
+		return job
+	}
+	e.create(pinned(resizable(trainingJob(e.ns, "llm", "q", "low", 2, 8)), "NVIDIA-A100-SXM4-80GB"))
+	e.startElasticGang("llm", 2)
+	e.create(pinned(trainingJob(e.ns, "h100", "q", "low", 1, 8), "NVIDIA-H100-80GB-HBM3"))
+	e.startGang(e.ns, "h100", 1)
+
+	e.create(pinned(trainingJob(e.ns, "high", "q", "high", 1, 8), "NVIDIA-H100-80GB-HBM3"))
+	e.waitJob(e.ns, "high", "admitted once Kueue preempted the H100 job", func(j *convoy.TrainingJob) bool {
+		return j.Status.Admission != nil && !j.IsSuspended()
+	})
+	if llm := e.job(e.ns, "llm"); llm.WorkerCount() != 2 || llm.Status.Elastic != nil && llm.Status.Elastic.ResizeCount != 0 {
+		t.Errorf("llm has %d workers, status.elastic %+v; want 2 and no resize: its A100 GPUs are of no use to the H100 job", llm.WorkerCount(), llm.Status.Elastic)
+	}
+	if _, asked := e.job(e.ns, "llm").ElasticShrinkTo(); asked {
+		t.Errorf("llm was asked to shrink; its A100 GPUs are of no use to the H100 job")
+	}
+}
+
 // TestElasticJobShrinksAtACheckpoint: an elastic job that checkpoints (2 × 8 GPUs, minWorkers 1)
 // runs whole in a ClusterQueue of 16 GPUs that does not preempt, when a job of priority high for
 // 8 GPUs comes to wait there. Before its highest worker goes, the gang is asked for a checkpoint

@@ -104,8 +104,29 @@ func setupNodeBridge(ctx context.Context) error {
 			return err
 		}
 	}
+	// Kubelets, containerd and the control planes beside them each hold inotify instances: the
+	// kernel's 128 per user run out with two real-node clusters and `make test`'s integration tier
+	// at once (a process then fails with "too many open files"). Raised as kind's known issues
+	// advise for several kubelets on one host.
+	for key, least := range map[string]int{"fs/inotify/max_user_instances": 512, "fs/inotify/max_user_watches": 524288} {
+		if err := raiseSysctl(key, least); err != nil {
+			return err
+		}
+	}
 	// The host routes between the nodes' pod ranges.
 	return writeSysctl("", "net/ipv4/ip_forward", "1")
+}
+
+// raiseSysctl sets the host's /proc/sys/<key> to least when it is lower.
+func raiseSysctl(key string, least int) error {
+	b, err := os.ReadFile("/proc/sys/" + key)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && n >= least {
+		return nil
+	}
+	return writeSysctl("", key, strconv.Itoa(least))
 }
 
 // setupNodeNetns creates the network namespace of real node index, its veth pair on the bridge,

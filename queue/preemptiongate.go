@@ -62,8 +62,9 @@ const ReasonShrinkFirst = "ShrinkFirst"
 // Kubeflow job's...) that Kueue would preempt for, unless elastic TrainingJobs of its ClusterQueue
 // can free the GPUs it lacks by shrinking (elastic.Shrink: lower-priority ones toward
 // spec.minWorkers, same-priority ones to the size they started at), in a GPU flavor its pods can
-// use (shrinksFor: only jobs admitted to that flavor shrink). Then it asks them to shrink, as the Resizer does for a job a ClusterQueue that
-// does not preempt leaves waiting, and keeps the gate closed until the longest checkpoint grace of
+// use (shrinksFor: only jobs admitted to that flavor shrink). Then it asks them to shrink, as the
+// Resizer does for a job a ClusterQueue that does not preempt leaves waiting, and keeps the gate
+// closed until the longest checkpoint grace of
 // the jobs it shrank and ShrinkFirstSlack have passed: Kueue admits the Workload into the quota
 // the shrinks free, and no job is stopped. A Workload that waits for GPU quota lent in its cohort,
 // for other resources, or for more than shrinking frees, has its gate opened at once, and Kueue

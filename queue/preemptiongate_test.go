@@ -22,6 +22,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/kueue/pkg/features"
@@ -74,9 +75,8 @@ func TestGateWebhook(t *testing.T) {
 		utiltestingapi.MakeClusterQueue("dispatch").AdmissionChecks("multikueue").Obj(),
 		utiltestingapi.MakeAdmissionCheck("multikueue").ControllerName(kueue.MultiKueueControllerName).Obj(),
 	).Build()
-	job := metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: "1", Controller: new(bool)}
-	*job.Controller = true
-	trainingJob := metav1.OwnerReference{APIVersion: convoy.GroupVersion.String(), Kind: "TrainingJob", Name: "t", UID: "2", Controller: job.Controller}
+	job := metav1.OwnerReference{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: "1", Controller: ptr.To(true)}
+	trainingJob := metav1.OwnerReference{APIVersion: convoy.GroupVersion.String(), Kind: "TrainingJob", Name: "t", UID: "2", Controller: ptr.To(true)}
 	cases := map[string]struct {
 		queue    string
 		owner    metav1.OwnerReference

@@ -20,6 +20,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -62,11 +63,10 @@ func (r *Resizer) shrinksFor(ctx context.Context, cq *kueue.ClusterQueue, waitin
 // admittedTo keeps the peers whose running Workload slice holds GPUs of flavor f.
 func admittedTo(peers []elastic.Job, running map[client.ObjectKey]runningSlice, f kueue.ResourceFlavorReference) []elastic.Job {
 	var out []elastic.Job
-	for key, s := range running {
-		if gpuFlavors(s.wl)[f] {
-			if i := slices.IndexFunc(peers, func(j elastic.Job) bool { return j.Key == key.String() }); i >= 0 {
-				out = append(out, peers[i])
-			}
+	for _, j := range peers {
+		ns, name, _ := strings.Cut(j.Key, "/")
+		if s, ok := running[client.ObjectKey{Namespace: ns, Name: name}]; ok && gpuFlavors(s.wl)[f] {
+			out = append(out, j)
 		}
 	}
 	return out

@@ -583,6 +583,50 @@ func TestPreemptForNothingToPreempt(t *testing.T) {
 	}
 }
 
+// TestPreemptForSeesPodsOfLowerPriorityThatCameLater: preemption learns that no pod has a lower
+// priority than the preemptor's without walking the nodes, from a count of the informer's pods
+// by priority. A low-priority pod bound later is a victim, and once it is deleted there is none.
+func TestPreemptForSeesPodsOfLowerPriorityThatCameLater(t *testing.T) {
+	nodes := []*corev1.Node{fakeNode("a", "r1", 8), fakeNode("b", "r1", 8)}
+	peerA := member("ns", "peer-a", 0, 8).Priority(10).Node("a").Obj()
+	peerB := member("ns", "peer-b", 0, 8).Priority(10).Node("b").Obj()
+	first := member("ns", "first", 0, 8).Priority(10).Obj()
+	second := member("ns", "second", 0, 8).Priority(10).Obj()
+	h := newHarness(t, nodes, []*corev1.Pod{peerA, peerB, first, second}, inventory("a", 8), inventory("b", 8))
+	ctx := context.Background()
+	opts := PreemptOptions{LonePods: true, Wait: time.Minute}
+	const cannot = "no pod of lower priority holds GPUs or stands in the way: preemption cannot help"
+	if _, status := h.state.PreemptFor(ctx, first, h.nodeInfos(), opts); status.Message() != cannot {
+		t.Fatalf("PreemptFor() with peers only = %q, want %q", status.Message(), cannot)
+	}
+
+	h.deletePod(peerB)
+	low := member("ns", "low", 0, 8).Priority(1).Node("b").Annotation(AnnotationGPUIndices, "0,1,2,3,4,5,6,7").Obj()
+	if _, err := h.cs.CoreV1().Pods(low.Namespace).Create(ctx, low, metav1CreateOptions); err != nil {
+		t.Fatal(err)
+	}
+	h.setPods(peerA, low)
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return h.state.priorities.below(10), nil
+	}); err != nil {
+		t.Fatal("the count of pods by priority never had the low pod")
+	}
+	v, status := h.state.PreemptFor(ctx, second, h.nodeInfos(), opts)
+	if !status.IsSuccess() {
+		t.Fatalf("PreemptFor() with a low pod bound = %v", status)
+	}
+	if diff := cmp.Diff([]string{"ns/low"}, v.Gangs); diff != "" {
+		t.Errorf("victim gangs (-want,+got):\n%s", diff)
+	}
+
+	h.deletePod(low)
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return !h.state.priorities.below(10), nil
+	}); err != nil {
+		t.Error("the count of pods by priority still has the deleted low pod")
+	}
+}
+
 func TestNodeView(t *testing.T) {
 	node := fakeNode("a", "r1", 8)
 	cases := map[string]struct {

@@ -296,6 +296,9 @@ func (s *State) victimPods(m victimMeta) []*corev1.Pod {
 // way of pod without holding any (by its terms, or by the CPU and memory it holds), or whether a
 // pod of lower priority that terminates already holds GPUs: a cheap test before the full search.
 func (s *State) anyVictim(nodes []fwk.NodeInfo, pod *corev1.Pod, g *gang, lonePods bool) bool {
+	if !s.priorities.below(g.priority) {
+		return false
+	}
 	// A pod without GPUs can only stand in the way: of a pod whose anti-affinity, topology spread
 	// or host ports other pods can break, or by its own anti-affinity.
 	apart := hasRequiredAntiAffinity(pod) || len(schedutil.GetHostPorts(pod)) > 0 ||

@@ -84,6 +84,8 @@ type State struct {
 	// claimWaiters the pods DynamicResources may have turned away (claimwait.go).
 	waiters      *waiters
 	claimWaiters *claimWaiters
+	// priorities counts the pods by priority (priorities.go).
+	priorities *priorities
 	// interPod filters nodes by the gang's inter-pod affinity, topology spread and host ports
 	// (interpod.go).
 	interPod *interPodPlugins
@@ -149,6 +151,7 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 		celCache:    cel.NewCache(10, cel.Features{}),
 	}
 	s.nodes = newNodeCache(&s.opts)
+	s.priorities = newPriorities()
 	s.claimWaiters = newClaimWaiters(h.Activate, s.cachedClaimVersion)
 	res := h.SharedInformerFactory().Resource().V1()
 	s.dra = newDRAGPUs()
@@ -184,17 +187,26 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 		}
 	}
 	s.gangs = newGangRegistry(pods.Informer().GetIndexer())
-	add := func(inf toolscache.SharedIndexInformer, h toolscache.ResourceEventHandler) error {
+	addReg := func(inf toolscache.SharedIndexInformer, h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
 		reg, err := inf.AddEventHandler(h)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		handlers = append(handlers, func() { _ = inf.RemoveEventHandler(reg) })
-		return nil
+		return reg, nil
+	}
+	add := func(inf toolscache.SharedIndexInformer, h toolscache.ResourceEventHandler) error {
+		_, err := addReg(inf, h)
+		return err
 	}
 	if err := add(pods.Informer(), toolscache.ResourceEventHandlerFuncs{DeleteFunc: s.onPodDelete}); err != nil {
 		return fail(err)
 	}
+	reg, err := addReg(pods.Informer(), s.priorities.handler())
+	if err != nil {
+		return fail(err)
+	}
+	s.priorities.synced = reg.HasSynced
 	if err := add(h.SharedInformerFactory().Core().V1().Nodes().Informer(), toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { s.bump() },
 		UpdateFunc: func(o, n any) {

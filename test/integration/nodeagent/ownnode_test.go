@@ -184,6 +184,17 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 	labels := func(node string, l map[string]string) error {
 		return agentClient.Apply(ctx, corev1ac.Node(node).WithLabels(l), client.FieldOwner(nodeagent.FieldManager))
 	}
+	// On a GB200 tray it also labels its node's multi-node NVLink clique, as GPU Feature Discovery
+	// does (a dry run: the node keeps what its agent wrote).
+	withClique := map[string]string{convoy.LabelGPUClique: "5e3c4a2b-1f0d-4c6e-9a8b-7d6e5f4a3b2c.1"}
+	for _, k := range []string{convoy.LabelGPUProduct, convoy.LabelGPUMemory, convoy.LabelGPUCount} {
+		if v, ok := getNode(t, c, ownX).Labels[k]; ok {
+			withClique[k] = v
+		}
+	}
+	if err := agentClient.Apply(ctx, corev1ac.Node(ownX).WithLabels(withClique), client.FieldOwner(nodeagent.FieldManager), client.DryRunAll); err != nil {
+		t.Errorf("the agent labelling its own node's %s: %v", convoy.LabelGPUClique, err)
+	}
 	refused := map[string]struct {
 		write func() error
 		want  string
@@ -207,7 +218,7 @@ func TestAgentWritesOnlyItsOwnNode(t *testing.T) {
 			write: func() error {
 				return labels(ownX, map[string]string{convoy.LabelGPUCount: "8", convoy.LabelGPUMemory: "81559", convoy.LabelTopologyRack: "rack-9"})
 			},
-			want: "may change only the labels nvidia.com/gpu.product, nvidia.com/gpu.memory and nvidia.com/gpu.count",
+			want: "may change only the labels nvidia.com/gpu.product, nvidia.com/gpu.memory, nvidia.com/gpu.count and nvidia.com/gpu.clique",
 		},
 		"its own node's taints": {
 			write: func() error {

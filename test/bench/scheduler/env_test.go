@@ -17,6 +17,9 @@ limitations under the License.
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -99,5 +102,22 @@ func TestShippedSchedulerEnv(t *testing.T) {
 		if !strings.Contains(strings.Join(env, " "), name) {
 			t.Errorf("deploy/scheduler's convoy-scheduler sets %v, want %s among them", env, name)
 		}
+	}
+	// The log verbosity every contender runs at by default is the one the Deployment's command
+	// line gives.
+	v, err := shippedVerbosity()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "deploy", "scheduler", "deployment.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`"--v=%d"`, v); !strings.Contains(string(data), want) {
+		t.Errorf("shippedVerbosity() = %d, but deploy/scheduler/deployment.yaml has no %s", v, want)
 	}
 }

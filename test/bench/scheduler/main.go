@@ -136,7 +136,7 @@ func main() {
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results to this file")
 	arrival := flag.String("arrival", "burst", "burst: every gang exists before the contender starts (throughput, time to drain a backlog); stream: gangs are created while it runs (latency from each gang's last pod created)")
 	flag.StringVar(&o.stateDir, "state-dir", "", "keep each run's control plane state and logs under this directory")
-	flag.IntVar(&o.verbosity, "v", 1, "the scheduler's log verbosity")
+	flag.IntVar(&o.verbosity, "v", -1, "every scheduler's log verbosity; -1: the --v deploy/scheduler's Deployment gives convoy-scheduler, as shipped")
 	flag.IntVar(&o.namespaces, "namespaces", 1, "spread the gangs over this many namespaces, round robin (bench-0, bench-1...); 1 puts them all in bench")
 	flag.IntVar(&o.repeat, "repeat", 1, "runs per contender, in rounds over the contenders; the table shows each contender's run of median pods/s, with every run's pods/s and gang p99 beside it")
 	extra := flag.String("scheduler-args", "", "space-separated extra flags for the schedulers, e.g. for profiling")
@@ -144,6 +144,13 @@ func main() {
 	apiExtra := flag.String("apiserver-args", "", "space-separated extra flags for kube-apiserver, e.g. --profiling=true")
 	flag.Parse()
 	o.qps = float32(*qps)
+	if o.verbosity < 0 {
+		v, err := shippedVerbosity()
+		if err != nil {
+			fail(err)
+		}
+		o.verbosity = v
+	}
 	if o.repeat < 1 {
 		fail(fmt.Errorf("-repeat: %d is not a number of runs", o.repeat))
 	}
@@ -269,6 +276,24 @@ func shippedClientConnection() (float32, int, error) {
 		return 0, 0, fmt.Errorf("%s: no clientConnection.qps and burst (%v); give -qps and -burst", path, err)
 	}
 	return cfg.ClientConnection.QPS, cfg.ClientConnection.Burst, nil
+}
+
+// shippedVerbosity reads the --v deploy/scheduler's Deployment gives convoy-scheduler.
+func shippedVerbosity() (int, error) {
+	const file = "deploy/scheduler/deployment.yaml"
+	flags, err := framework.ShippedFlags(file, "convoy-scheduler", "--v")
+	if err != nil {
+		return 0, err
+	}
+	if len(flags) != 1 {
+		return 0, fmt.Errorf("%s: convoy-scheduler's --v is set %d times; give -v", file, len(flags))
+	}
+	_, value, _ := strings.Cut(flags[0], "=")
+	v, err := strconv.Atoi(value)
+	if err != nil || v < 0 {
+		return 0, fmt.Errorf("%s: convoy-scheduler's %s is not a verbosity; give -v", file, flags[0])
+	}
+	return v, nil
 }
 
 func fail(err error) {

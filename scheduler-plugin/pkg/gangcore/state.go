@@ -187,7 +187,7 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 		}
 	}
 	s.gangs = newGangRegistry(pods.Informer().GetIndexer())
-	addReg := func(inf toolscache.SharedIndexInformer, h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	add := func(inf toolscache.SharedIndexInformer, h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
 		reg, err := inf.AddEventHandler(h)
 		if err != nil {
 			return nil, err
@@ -195,19 +195,15 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 		handlers = append(handlers, func() { _ = inf.RemoveEventHandler(reg) })
 		return reg, nil
 	}
-	add := func(inf toolscache.SharedIndexInformer, h toolscache.ResourceEventHandler) error {
-		_, err := addReg(inf, h)
-		return err
-	}
-	if err := add(pods.Informer(), toolscache.ResourceEventHandlerFuncs{DeleteFunc: s.onPodDelete}); err != nil {
+	if _, err := add(pods.Informer(), toolscache.ResourceEventHandlerFuncs{DeleteFunc: s.onPodDelete}); err != nil {
 		return fail(err)
 	}
-	reg, err := addReg(pods.Informer(), s.priorities.handler())
+	reg, err := add(pods.Informer(), s.priorities.handler())
 	if err != nil {
 		return fail(err)
 	}
 	s.priorities.synced = reg.HasSynced
-	if err := add(h.SharedInformerFactory().Core().V1().Nodes().Informer(), toolscache.ResourceEventHandlerFuncs{
+	if _, err := add(h.SharedInformerFactory().Core().V1().Nodes().Informer(), toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { s.bump() },
 		UpdateFunc: func(o, n any) {
 			if nodeChanged(o, n) {
@@ -218,14 +214,14 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 	}); err != nil {
 		return fail(err)
 	}
-	if err := add(res.ResourceSlices().Informer(), toolscache.ResourceEventHandlerFuncs{
+	if _, err := add(res.ResourceSlices().Informer(), toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    s.onSlice,
 		UpdateFunc: func(_, n any) { s.onSlice(n) },
 		DeleteFunc: s.onSliceDelete,
 	}); err != nil {
 		return fail(err)
 	}
-	if err := add(res.ResourceClaims().Informer(), toolscache.ResourceEventHandlerFuncs{
+	if _, err := add(res.ResourceClaims().Informer(), toolscache.ResourceEventHandlerFuncs{
 		AddFunc: s.onClaim,
 		UpdateFunc: func(o, n any) {
 			s.onClaim(n)

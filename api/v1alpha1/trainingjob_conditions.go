@@ -79,7 +79,11 @@ const (
 	// ReasonNodeReclaimed: a node of the gang carries a reclaim notice (a spot interruption, a
 	// provisioner's disruption taint, a cordon before a drain); the gang checkpoints and moves before
 	// the node goes, without spending backoffLimit or disruptionLimit.
-	ReasonNodeReclaimed        = "NodeReclaimed"
+	ReasonNodeReclaimed = "NodeReclaimed"
+	// ReasonElasticMove: an elastic gang grows where its running workers leave no room for the
+	// workers it adds, and moves whole to the place convoy-scheduler booked for it (ElasticMoveMessage)
+	// after a checkpoint, without spending backoffLimit or disruptionLimit.
+	ReasonElasticMove          = "ElasticMove"
 	ReasonBackoff              = "Backoff"
 	ReasonBackoffLimitExceeded = "BackoffLimitExceeded"
 	// ReasonDisruptionLimitExceeded: pods were lost more often than failurePolicy.disruptionLimit.

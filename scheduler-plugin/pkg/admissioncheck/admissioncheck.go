@@ -20,6 +20,7 @@ limitations under the License.
 package admissioncheck
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -176,7 +177,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.releaseFor(req.String())
 		return reconcile.Result{}, nil
 	}
-	pods, err := gangPods(ctx, r.client, wl)
+	pods, err := gangPods(ctx, r.client, wl, false)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -188,9 +189,33 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		log := ctrl.LoggerFrom(ctx)
 		log.V(2).Info("The gang does not fit", "workload", klog.KObj(wl), "reason", err.Error())
+		if moved, ok, merr := r.bookMove(ctx, wl, key, err.Error()); merr != nil || ok {
+			return reconcile.Result{RequeueAfter: r.opts.Recheck}, cmp.Or(merr, r.setChecks(ctx, wl, checks, kueue.CheckStateReady, moved))
+		}
 		return reconcile.Result{RequeueAfter: r.opts.Recheck}, r.setChecks(ctx, wl, checks, kueue.CheckStatePending, NoPlaceMessage+err.Error())
 	}
 	return reconcile.Result{RequeueAfter: r.opts.Recheck}, r.setChecks(ctx, wl, checks, kueue.CheckStateReady, where)
+}
+
+// bookMove books the gang of wl, the Workload slice of an elastic job that grows, whose added
+// workers have no room beside its running ones (why), to move whole (gangcore.State.BookMove), and
+// returns the check's message, which tells the operator to restart the gang there
+// (convoy.ElasticMoveMessage). ok is false when wl replaces no slice, or the whole gang fits
+// nowhere either.
+func (r *Reconciler) bookMove(ctx context.Context, wl *kueue.Workload, key, why string) (message string, ok bool, err error) {
+	if wl.Annotations[replacementFor] == "" {
+		return "", false, nil
+	}
+	pods, err := gangPods(ctx, r.client, wl, true)
+	if err != nil {
+		return "", false, err
+	}
+	where, attempt, err := r.state.BookMove(ctx, client.ObjectKeyFromObject(wl).String(), key, pods)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).V(2).Info("The grown gang does not fit elsewhere either", "workload", klog.KObj(wl), "reason", err.Error())
+		return "", false, nil
+	}
+	return where + convoy.ElasticMoveMessage(attempt, why), true, nil
 }
 
 // mirror holds, in a replica that does not lead, the booking the leader's check says it holds for
@@ -203,7 +228,7 @@ func (r *Reconciler) mirror(ctx context.Context, wl *kueue.Workload, check *kueu
 		r.releaseFor(workload)
 		return nil
 	}
-	pods, err := gangPods(ctx, r.client, wl)
+	pods, err := gangPods(ctx, r.client, wl, false)
 	if err != nil {
 		return err
 	}
@@ -242,15 +267,27 @@ func (r *Reconciler) keepBooking(ctx context.Context, wl *kueue.Workload, check 
 		return reconcile.Result{}, r.setChecks(ctx, wl, checks, kueue.CheckStateRetry,
 			fmt.Sprintf("the gang's pods did not reach convoy-scheduler within %s of its admission: the place held for it is released, and Kueue queues it again", r.opts.BookingTimeout))
 	}
-	pods, err := gangPods(ctx, r.client, wl)
+	_, move := convoy.ElasticMoveAttempt(check.Message)
+	pods, err := gangPods(ctx, r.client, wl, move)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if _, err := r.state.Book(ctx, client.ObjectKeyFromObject(wl).String(), key, pods); err != nil {
+	workload := client.ObjectKeyFromObject(wl).String()
+	if move {
+		_, _, err = r.state.BookMove(ctx, workload, key, pods)
+	} else {
+		_, err = r.state.Book(ctx, workload, key, pods)
+	}
+	if err != nil {
 		return reconcile.Result{}, r.setChecks(ctx, wl, checks, kueue.CheckStateRetry,
 			"the nodes held for the gang changed and it no longer fits: "+err.Error()+"; Kueue queues it again")
 	}
-	if !ok {
+	switch {
+	case move && r.podsCame(key):
+		// The gang that moves runs on, checkpoints and stops before its pods come again: the
+		// booking's timeout counts from when none is left.
+		r.state.DateBooking(key, r.clock.Now())
+	case !ok:
 		r.state.DateBooking(key, at)
 	}
 	return reconcile.Result{RequeueAfter: min(r.opts.Recheck, r.opts.BookingTimeout-r.clock.Since(at))}, nil
@@ -398,10 +435,13 @@ func gangKey(wl *kueue.Workload) string {
 // (what the job's pods get on admission) and the Workload's priority; each with its rank in its
 // pod set. A Workload slice that replaces a running one (an elastic job that grows) needs places
 // only for the pods it adds: those of the replaced slice run already.
-func gangPods(ctx context.Context, c client.Client, wl *kueue.Workload) ([]*corev1.Pod, error) {
-	running, err := replacedCounts(ctx, c, wl)
-	if err != nil {
-		return nil, err
+func gangPods(ctx context.Context, c client.Client, wl *kueue.Workload, whole bool) ([]*corev1.Pod, error) {
+	var running map[kueue.PodSetReference]int32
+	if !whole {
+		var err error
+		if running, err = replacedCounts(ctx, c, wl); err != nil {
+			return nil, err
+		}
 	}
 	var pods []*corev1.Pod
 	for i := range wl.Spec.PodSets {

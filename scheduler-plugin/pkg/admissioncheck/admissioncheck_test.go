@@ -59,8 +59,9 @@ func TestGangPodsOfAGrowingSlice(t *testing.T) {
 	flavor := &kueue.ResourceFlavor{ObjectMeta: metav1.ObjectMeta{Name: "h100"},
 		Spec: kueue.ResourceFlavorSpec{NodeLabels: map[string]string{"gpu": "h100"}}}
 	cases := map[string]struct {
-		wl   *kueue.Workload
-		want []string
+		wl    *kueue.Workload
+		whole bool
+		want  []string
 	}{
 		"a first slice: every rank": {
 			wl:   admitted(slice("llm-a", 2), 2),
@@ -77,6 +78,11 @@ func TestGangPodsOfAGrowingSlice(t *testing.T) {
 		"a grow withdrawn to the running size after it reserved quota: no rank": {
 			wl: replacing(admitted(slice("llm-b", 1), 2), "ns/llm-a"),
 		},
+		"a slice that replaces a running one, for a gang that moves whole: every rank": {
+			wl:    replacing(admitted(slice("llm-b", 3), 3), "ns/llm-a"),
+			whole: true,
+			want:  []string{"llm-b-worker-0", "llm-b-worker-1", "llm-b-worker-2"},
+		},
 		"a slice whose replaced one is gone: every rank": {
 			wl:   replacing(admitted(slice("llm-b", 2), 2), "ns/gone"),
 			want: []string{"llm-b-worker-0", "llm-b-worker-1"},
@@ -85,7 +91,7 @@ func TestGangPodsOfAGrowingSlice(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(running, shrunk, flavor).Build()
-			pods, err := gangPods(t.Context(), c, tc.wl)
+			pods, err := gangPods(t.Context(), c, tc.wl, tc.whole)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 )
 
@@ -48,40 +50,101 @@ import (
 // fit. The pods' node affinity, tolerations and requests count; their inter-pod affinity does
 // not (GangPlacement honours it when the pods come).
 func (s *State) Book(ctx context.Context, workload, key string, pods []*corev1.Pod) (string, error) {
+	where, _, err := s.bookGang(ctx, workload, key, pods, false)
+	return where, err
+}
+
+// BookMove books, as Book does, the elastic gang key that grows, pods being all its pods at the
+// grown size, to move whole: its running pods' GPUs count as free, and no domain of theirs holds
+// it. It returns where, and the restart attempt of the running pods (convoy.LabelRestartAttempt),
+// whose pods wait at Gate while the booking stands: the operator restarts the whole gang there
+// (see convoy.ElasticMoveMessage). A gang without running pods of an attempt has nothing to move.
+func (s *State) BookMove(ctx context.Context, workload, key string, pods []*corev1.Pod) (where string, attempt int32, err error) {
+	return s.bookGang(ctx, workload, key, pods, true)
+}
+
+func (s *State) bookGang(ctx context.Context, workload, key string, pods []*corev1.Pod, move bool) (string, int32, error) {
 	nodes, err := s.nodesNow()
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	g := s.gangOfPods(key, pods)
 	if len(g.pending) == 0 {
-		return "the gang asks for no GPUs", nil
+		return "the gang asks for no GPUs", 0, nil
+	}
+	attempt := int32(-1)
+	if move {
+		attempt = s.moveWhole(g)
+		if a, ok := s.moving.Load(key); ok && attempt < 0 {
+			// The running pods are gone: the operator restarts the gang on the booking.
+			attempt = a.(int32)
+		}
+		if attempt < 0 {
+			return "", 0, fmt.Errorf("gang %s has no running pods of a TrainingJob's attempt to move", key)
+		}
 	}
 	elig := s.nodeNeeds(g.pending[0], g)
 	cl, _ := s.view(ctx, nodes, viewOptions{gang: g, elig: elig})
 	if b := s.book.bookings[key]; b != nil {
-		if bookingFits(cl, b) {
+		if a, moving := s.moving.Load(key); moving == move && (!move || a == attempt) && bookingFits(cl, b) {
 			s.book.bookedFor[key] = workload
-			return bookingMessage(b), nil
+			return bookingMessage(b), attempt, nil
 		}
 		s.dropBookingLocked(key)
 		// The booking's GPUs are free for the gang again.
 		cl, _ = s.view(ctx, nodes, viewOptions{gang: g, elig: elig})
 	}
 	if g.levelErr != nil {
-		return "", g.levelErr
+		return "", 0, g.levelErr
 	}
 	pl, err := cl.Place(g.plannerGang())
 	if err != nil {
-		return "", fmt.Errorf("%w%s%s%s", err, s.selectorMessage(ctx, g), s.anchorMessage(nodes, g), s.leavingMessage(nodes))
+		return "", 0, fmt.Errorf("%w%s%s%s", err, s.selectorMessage(ctx, g), s.anchorMessage(nodes, g), s.leavingMessage(nodes))
 	}
 	b := &plan{priority: math.MaxInt32, created: s.now(), slots: make(map[types.UID]*slot, len(g.pending))}
 	for i, pod := range g.pending {
 		b.slots[pod.UID] = assignedSlot(pl.Assignments[i], g.gpusOf(i))
 	}
 	s.book.book(key, workload, b)
-	return bookingMessage(b), nil
+	if move {
+		s.moving.Store(key, attempt)
+	}
+	return bookingMessage(b), attempt, nil
+}
+
+// moveWhole makes g, a gang at its grown size, one that may move whole: the GPUs of its running
+// pods count as free for it (pendingUIDs, moveFrom), and no domain of theirs holds it. It returns
+// the restart attempt of those pods, -1 when none runs that carries one.
+func (s *State) moveWhole(g *gang) int32 {
+	attempt := int32(-1)
+	for _, p := range s.gangs.members(g.namespace, g.podGroup) {
+		node := s.gangs.nodeOf(p)
+		if node == "" || s.PodGPUs(p) == 0 {
+			continue
+		}
+		g.pendingUIDs[p.UID] = true
+		if g.moveFrom == nil {
+			g.moveFrom = map[string]bool{}
+		}
+		g.moveFrom[node] = true
+		if a, err := strconv.ParseInt(p.Labels[convoy.LabelRestartAttempt], 10, 32); err == nil && p.DeletionTimestamp == nil {
+			attempt = max(attempt, int32(a))
+		}
+	}
+	g.anchor = ""
+	return attempt
+}
+
+// Moving reports the attempt of gang key that its booking moves whole (BookMove); ok is false
+// when none.
+func (s *State) Moving(key string) (attempt int32, ok bool) {
+	a, ok := s.moving.Load(key)
+	if !ok {
+		return 0, false
+	}
+	return a.(int32), true
 }
 
 // BookedAt returns when the gang's booking was made; ok is false when it has none.
@@ -135,6 +198,7 @@ func (s *State) dropBookingLocked(key string) bool {
 	if !s.book.unbook(key) {
 		return false
 	}
+	s.moving.Delete(key)
 	s.bump()
 	return true
 }

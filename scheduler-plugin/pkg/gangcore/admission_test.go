@@ -180,3 +180,37 @@ func (h *harness) cordon(name string) {
 		h.t.Fatalf("the informer does not show %s cordoned", name)
 	}
 }
+
+// TestBookingOfAGrowingGangMovesWhole: the gang of TestBookingOfAGrowingGangStaysInItsRack, its
+// rank 0 of attempt 3 on b1 and rack r1 full, has no room to grow in r1; booked to move, the whole
+// gang at its grown size is held in rack r0, naming attempt 3, whose pods wait at the gate while
+// the booking stands. A gang with no running pod has nothing to move.
+func TestBookingOfAGrowingGangMovesWhole(t *testing.T) {
+	running := member("ns", "g", 0, 8).Annotation(convoy.AnnotationTopologyLevel, "rack").Label(convoy.LabelRestartAttempt, "3").Node("b1").Obj()
+	h := bookingHarness(t, running)
+	ctx := context.Background()
+	if _, err := h.state.Book(ctx, "ns/wl-g", "ns/g", rackGang("g")[1:]); err == nil {
+		t.Fatal("Book(g's rank 1) fits in rack r1, which is full")
+	}
+	where, attempt, err := h.state.BookMove(ctx, "ns/wl-g", "ns/g", rackGang("g"))
+	if err != nil || attempt != 3 || !strings.HasSuffix(where, "16 GPU(s) for the gang on node(s) a0, a1") {
+		t.Fatalf("BookMove(g) = %q, %d, %v; want both ranks held on a0 and a1 in rack r0, for attempt 3", where, attempt, err)
+	}
+	added := member("ns", "g", 1, 8).Annotation(convoy.AnnotationTopologyLevel, "rack").Label(convoy.LabelRestartAttempt, "3").Obj()
+	if ok, why := h.state.Gate(added); ok || !strings.Contains(why, "moves whole") {
+		t.Errorf("Gate(g's added rank of attempt 3) = %t, %q; want it held while the gang moves", ok, why)
+	}
+	if where2, attempt2, err := h.state.BookMove(ctx, "ns/wl-g", "ns/g", rackGang("g")); err != nil || where2 != where || attempt2 != 3 {
+		t.Errorf("BookMove(g) again = %q, %d, %v; want the booking kept", where2, attempt2, err)
+	}
+	h.state.ReleaseBooking("ns/g")
+	if a, ok := h.state.Moving("ns/g"); ok {
+		t.Errorf("Moving(g) = %d after its booking was released, want none", a)
+	}
+	if ok, why := h.state.Gate(added); !ok && strings.Contains(why, "moves whole") {
+		t.Errorf("Gate(g's added rank) still says %q once the booking is gone", why)
+	}
+	if where, _, err := h.state.BookMove(ctx, "ns/wl-n", "ns/n", rackGang("n")); err == nil || !strings.Contains(err.Error(), "no running pods") {
+		t.Errorf("BookMove(n), a gang with no pod running, = %q, %v; want it refused", where, err)
+	}
+}

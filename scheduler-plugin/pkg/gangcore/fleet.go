@@ -296,7 +296,7 @@ func (f *fleetView) leaving() (gpus, nodes int) {
 // heldNodes are the nodes where g's own pending pods hold GPUs (reserved, not yet bound): they
 // count as free for the new plan.
 func (s *State) heldNodes(g *gang) map[string]bool {
-	var held map[string]bool
+	held := maps.Clone(g.moveFrom)
 	for uid := range g.pendingUIDs {
 		if r, ok := s.book.reserved[uid]; ok {
 			if held == nil {

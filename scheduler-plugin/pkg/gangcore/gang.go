@@ -40,6 +40,9 @@ type gang struct {
 	held []*corev1.Pod
 	// anchor is a node of a bound pod of the gang: a required level keeps the rest with it.
 	anchor string
+	// moveFrom, for a gang booked to move whole (State.BookMove), are the nodes of its running
+	// pods, whose GPUs count as free for it.
+	moveFrom map[string]bool
 	// gpusPerPod is the largest GPU count of the pending pods; podGPUs, when their counts differ,
 	// each one's, in the order of pending.
 	gpusPerPod int

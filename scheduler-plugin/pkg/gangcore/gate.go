@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -31,6 +32,7 @@ import (
 	apipod "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/kubernetes/pkg/scheduler/util"
 
+	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
 )
 
@@ -40,11 +42,17 @@ import (
 // rank, is scheduled first and plans the whole gang. If the gang fits, its siblings are let
 // through; if not, they wait without a scheduling cycle each, and are told why (tellUnplaceable).
 // Pods that ask no GPU take no part in a plan; they are held for one only when their gang
-// requires a topology level, for they must run in the domain of the plan (see AnchorFor).
+// requires a topology level, for they must run in the domain of the plan (see AnchorFor). The
+// pods of an attempt whose gang is booked to move whole (BookMove) wait until the booking goes.
 func (s *State) Gate(pod *corev1.Pod) (bool, string) {
 	pg := PodGroupName(pod)
 	if pg == "" {
 		return true, ""
+	}
+	if a, ok := s.Moving(GangKey(pod)); ok && pod.Labels[convoy.LabelRestartAttempt] == strconv.Itoa(int(a)) {
+		// Kueue let the workers the gang grows by through: they would wait for room beside the
+		// running ones, and preempt for it, where the operator restarts the gang elsewhere.
+		return false, fmt.Sprintf("gang %s moves whole to the place convoy-scheduler holds for it: its pods of attempt %d wait for the operator to restart it there", GangKey(pod), a)
 	}
 	if why := s.Incomplete(pod); why != "" {
 		s.leaders.Delete(GangKey(pod))

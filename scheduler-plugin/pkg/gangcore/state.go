@@ -97,6 +97,9 @@ type State struct {
 	// gang, the leader last found (see leader).
 	kicked  sync.Map
 	leaders sync.Map
+	// moving holds, by gang, the restart attempt (int32) its booking moves whole (BookMove): that
+	// attempt's pods wait at Gate while it stands. Written with the booking, under mu.
+	moving sync.Map
 	// tellLimiter paces the status updates that tell waiting pods why their gang does not fit;
 	// lastReserve (Unix nanoseconds) is when a pod was last reserved: tells wait for a quiet
 	// moment (see tell).

@@ -77,6 +77,13 @@ func (i *Integration) Status(ctx context.Context, job *convoy.TrainingJob) (cont
 	if grow != nil && qs.Admitted {
 		qs.GrowWaiting = cmp.Or(describe(grow, clusterQueue, nil).WaitingMessage, fmt.Sprintf("waiting in ClusterQueue %q", clusterQueue))
 	}
+	if qs.Admitted {
+		for _, c := range wl.Status.AdmissionChecks {
+			if _, move := convoy.ElasticMoveAttempt(c.Message); move && c.State == kueue.CheckStateReady {
+				qs.Move = c.Message
+			}
+		}
+	}
 	return qs, nil
 }
 

@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+	"sigs.k8s.io/kueue/pkg/workloadslicing"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/test/util"
@@ -146,6 +147,49 @@ func TestElasticGrowWithNoPlaceInItsRackIsWithdrawn(t *testing.T) {
 	}
 	if c := findCheck(wl); c == nil || c.State != kueue.CheckStateReady {
 		t.Errorf("the placement check of llm's slice is %+v, want Ready", c)
+	}
+}
+
+// TestElasticGrowMovesTheGangWholeToARackWithRoom: the job of TestElasticGrowWaitsForAPlaceInItsRack
+// grows while its rack stays full, but two nodes of rack-0-1-1 are free: the placement check
+// books both workers there and admits the grow, saying that attempt 0 of the gang moves whole.
+// The added worker never runs beside worker 0; the operator restarts the gang (Restarting,
+// ElasticMove, spending neither failure budget), and convoy-scheduler binds both workers of
+// attempt 1 in rack-0-1-1.
+func TestElasticGrowMovesTheGangWholeToARackWithRoom(t *testing.T) {
+	e := setup(t)
+	racks, worker0 := e.growElasticJobInAFullRack()
+	roomy := racks["rack-0-1-1"]
+	e.deletePod("filler-" + roomy[1])
+	wl := e.waitWorkloadWhere("llm's grow", func(wl *kueue.Workload) bool {
+		return ownedBy(wl, "llm") && workloadslicing.ReplacementForKey(wl) != nil
+	},
+		"admitted by the placement check, moving attempt 0 whole", func(wl *kueue.Workload) bool {
+			c := findCheck(wl)
+			a, move := convoy.ElasticMoveAttempt(ptr.Deref(c, kueue.AdmissionCheckState{}).Message)
+			return c != nil && c.State == kueue.CheckStateReady && move && a == 0
+		})
+	msg := findCheck(wl).Message
+	t.Logf("the grow's check: %s", msg)
+	if want := "16 GPU(s) for the gang on node(s) " + strings.Join(roomy[:2], ", "); !strings.Contains(msg, want) || !strings.Contains(msg, "/rack-0-1-0") {
+		t.Errorf("the check says %q, want it to hold %q and name the full rack-0-1-0", msg, want)
+	}
+	moved := e.waitJob("llm", "running again with 2 workers", func(j *convoy.TrainingJob) bool {
+		c := meta.FindStatusCondition(j.Status.Conditions, convoy.ConditionRunning)
+		return j.Status.RestartCount == 1 && j.Status.Elastic.CurrentWorkers == 2 && c != nil && c.Status == metav1.ConditionTrue && c.Message == "all 2 pods are running"
+	})
+	if st := moved.Status; st.FailureRestarts != 0 || st.DisruptionRestarts != 0 {
+		t.Errorf("failureRestarts %d, disruptionRestarts %d; want 0: a move spends neither budget", st.FailureRestarts, st.DisruptionRestarts)
+	}
+	e.waitEvent("llm", convoy.ReasonElasticMove, "the gang grows to 2 workers, and convoy-scheduler holds a place for all of them elsewhere")
+	pods := e.requireWholeGang("llm", 2)
+	if w0 := e.workerPod("llm", "0"); w0 == nil || w0.UID == worker0.UID {
+		t.Errorf("worker 0 is the pod of attempt 0, want the gang restarted whole")
+	}
+	for _, p := range pods {
+		if p.Labels[convoy.LabelRestartAttempt] != "1" || !slices.Contains(roomy[:2], p.Spec.NodeName) {
+			t.Errorf("pod %s of attempt %s on %s, want attempt 1 on %v", p.Name, p.Labels[convoy.LabelRestartAttempt], p.Spec.NodeName, roomy[:2])
+		}
 	}
 }
 

@@ -57,3 +57,23 @@ func (d *decision) elasticShrink() bool {
 	d.p.shrinkTo = to
 	return false
 }
+
+// elasticMove is the phase of a running elastic gang whose grow Kueue admitted by moving it whole
+// (convoy-scheduler's placement check booked the grown gang elsewhere, for the workers it adds had
+// no room beside the running ones: QueueStatus.Move names the attempt that moves). The attempt
+// checkpoints first (checkpointFirst), then the whole gang restarts at its grown size, which the
+// scheduler places on the booking, spending neither backoffLimit nor disruptionLimit: PyTorch's
+// elastic agents restart every worker from the latest checkpoint on any change of size, so a move
+// loses no more work than a grow in place, only the pods' start.
+func (d *decision) elasticMove() bool {
+	attempt, ok := convoy.ElasticMoveAttempt(d.o.queue.Move)
+	if !ok || attempt != d.st.RestartCount || !d.job.IsElastic() || !d.isTrue(convoy.ConditionRunning) {
+		return false
+	}
+	why := fmt.Sprintf("the gang grows to %d workers, and convoy-scheduler holds a place for all of them elsewhere (%s)", d.job.WorkerCount(), d.o.queue.Move)
+	if d.waitForCheckpoint(why) {
+		return true
+	}
+	d.restart(convoy.ReasonElasticMove, why+"; restarting the whole gang there from the latest checkpoint without spending backoffLimit or disruptionLimit", false)
+	return true
+}

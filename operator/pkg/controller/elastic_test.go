@@ -243,3 +243,87 @@ func TestElasticShrinkCheckpointsFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestElasticMoveCheckpointsThenRestartsTheGangWhole: an elastic gang whose grow Kueue admitted by
+// moving it (the placement check's message names the running attempt) keeps running while it is
+// asked for a checkpoint, then restarts whole, every pod deleted and neither failure budget spent;
+// a message naming an earlier attempt, one that moves none, or a gang that is not running changes
+// nothing.
+func TestElasticMoveCheckpointsThenRestartsTheGangWhole(t *testing.T) {
+	ckpt := convoy.CheckpointSpec{Enabled: true, PreemptionGraceSeconds: ptr.To[int32](30)}
+	move := func(attempt int32) QueueStatus {
+		return QueueStatus{Managed: true, Admitted: true,
+			Move: "convoy-scheduler holds 16 GPU(s) for the gang on node(s) b-0, b-1" + convoy.ElasticMoveMessage(attempt, "rack a is full")}
+	}
+	job := func(spec *convoy.CheckpointSpec, conds []metav1.Condition, restarts int32, cp *convoy.CheckpointStatus) *convoy.TrainingJob {
+		w := utiltesting.MakeTrainingJob("llm", "ns").Workers(2).Elastic(1, convoy.ElasticSpec{})
+		if spec != nil {
+			w = w.Checkpoint(*spec)
+		}
+		j := w.Status(convoy.TrainingJobStatus{Conditions: conds, StartTime: start, RestartCount: restarts, Checkpoint: cp,
+			Elastic: &convoy.ElasticStatus{CurrentWorkers: 1, TargetWorkers: 2}}).Obj()
+		j.Annotations = map[string]string{convoy.AnnotationElasticWorkers: "2"}
+		return j
+	}
+	asked := append(running(t0), cond(convoy.ConditionCheckpointRequested, metav1.ConditionTrue, convoy.ReasonStopRequested, t0.Add(-10*time.Second)))
+	saved := &convoy.CheckpointStatus{Latest: "s3://b/epoch-7", Epoch: 7, Attempt: 1, Time: ptr.To(metav1.NewTime(t0.Add(-5 * time.Second)))}
+	type want struct {
+		restarts   int32
+		restarting string // the Restarting condition's reason while true, else ""
+		requested  metav1.ConditionStatus
+		deleted    int
+	}
+	cases := map[string]struct {
+		job   *convoy.TrainingJob
+		queue QueueStatus
+		want  want
+	}{
+		"asked for a checkpoint, the gang kept": {
+			job: job(&ckpt, running(t0), 1, nil), queue: move(1),
+			want: want{restarts: 1, requested: metav1.ConditionTrue},
+		},
+		"a checkpoint since the request: restarts whole": {
+			job: job(&ckpt, asked, 1, saved), queue: move(1),
+			want: want{restarts: 2, restarting: convoy.ReasonElasticMove, requested: metav1.ConditionFalse, deleted: 2},
+		},
+		"no checkpointing: restarts whole at once": {
+			job: job(nil, running(t0), 1, nil), queue: move(1),
+			want: want{restarts: 2, restarting: convoy.ReasonElasticMove, deleted: 2},
+		},
+		"the attempt that moved is gone: nothing more": {
+			job: job(nil, running(t0), 2, nil), queue: move(1),
+			want: want{restarts: 2},
+		},
+		"a grow admitted in place: nothing": {
+			job: job(nil, running(t0), 1, nil), queue: QueueStatus{Managed: true, Admitted: true},
+			want: want{restarts: 1},
+		},
+		"not running: nothing": {
+			job: job(nil, nil, 1, nil), queue: move(1),
+			want: want{restarts: 1},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p, _ := mlframework.For(tc.job.Spec.Framework)
+			pods := []*corev1.Pod{
+				makePod(tc.job, mlframework.RoleWorker, 0).phase(corev1.PodRunning).obj(),
+				makePod(tc.job, mlframework.RoleWorker, 1).obj(),
+			}
+			got := decide(observation{job: tc.job, plugin: p, pods: pods, now: t0, backoff: DefaultBackoff, queue: tc.queue})
+			g := want{restarts: got.status.RestartCount, deleted: len(got.delete)}
+			if c := meta.FindStatusCondition(got.status.Conditions, convoy.ConditionRestarting); c != nil && c.Status == metav1.ConditionTrue {
+				g.restarting = c.Reason
+			}
+			if c := meta.FindStatusCondition(got.status.Conditions, convoy.ConditionCheckpointRequested); c != nil {
+				g.requested = c.Status
+			}
+			if g != tc.want {
+				t.Errorf("decide = %+v, want %+v", g, tc.want)
+			}
+			if got.status.FailureRestarts != 0 || got.status.DisruptionRestarts != 0 {
+				t.Errorf("failureRestarts %d, disruptionRestarts %d; want 0: a move spends neither budget", got.status.FailureRestarts, got.status.DisruptionRestarts)
+			}
+		})
+	}
+}

@@ -53,6 +53,10 @@ type QueueStatus struct {
 	// GrowWaiting, while an admitted elastic job's grow waits for the queue to admit the larger
 	// size, says why it waits, as WaitingMessage does; empty when no grow waits.
 	GrowWaiting string
+	// Move, while the queue admitted an elastic job's grow by moving the whole gang (the message of
+	// convoy-scheduler's placement check: convoy.ElasticMoveMessage), is that message; empty
+	// otherwise.
+	Move string
 }
 
 // ManagedQueue is a Queue that runs its own controllers in the operator's manager (Kueue's job

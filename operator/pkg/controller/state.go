@@ -126,6 +126,7 @@ var phases = []func(*decision) bool{
 	(*decision).budget,              // cost.go: spec.budget reached stops the gang after a checkpoint
 	(*decision).reclaimNotice,       // reclaim.go: a reclaim notice on a node moves the gang after a checkpoint
 	(*decision).schedulerPreemption, // disruption.go: convoy-scheduler preempted the attempt
+	(*decision).elasticMove,         // elastic.go: an elastic grow admitted by moving the gang restarts it there after a checkpoint
 	(*decision).vanishedPods,        // disruption.go: a pod gone from a Running gang without being seen going
 	(*decision).startup,             // startup.go: creates the missing pods and follows the gang to Running (always decides)
 }

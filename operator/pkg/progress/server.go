@@ -371,7 +371,7 @@ func (s *Server) withinSpec(job *convoy.TrainingJob, u *update) error {
 	}
 	if c := u.checkpoint; c != nil && s.CheckpointURI != nil {
 		if loc := s.CheckpointURI(job); loc != "" && !Under(c.Path, loc) {
-			return fmt.Errorf("checkpoint path %q is not under the job's checkpoint location %s ($CONVOY_CHECKPOINT_URI)", c.Path, loc)
+			return fmt.Errorf("checkpoint path %q is not under the job's checkpoint location %s ($CONVOY_CHECKPOINT_ROOT)", c.Path, loc)
 		}
 	}
 	return nil

@@ -20,7 +20,6 @@ limitations under the License.
 package admissioncheck
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -189,8 +188,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err != nil {
 		log := ctrl.LoggerFrom(ctx)
 		log.V(2).Info("The gang does not fit", "workload", klog.KObj(wl), "reason", err.Error())
-		if moved, ok, merr := r.bookMove(ctx, wl, key, err.Error()); merr != nil || ok {
-			return reconcile.Result{RequeueAfter: r.opts.Recheck}, cmp.Or(merr, r.setChecks(ctx, wl, checks, kueue.CheckStateReady, moved))
+		moved, ok, merr := r.bookMove(ctx, wl, key, err.Error())
+		if merr != nil {
+			return reconcile.Result{}, merr
+		}
+		if ok {
+			return reconcile.Result{RequeueAfter: r.opts.Recheck}, r.setChecks(ctx, wl, checks, kueue.CheckStateReady, moved)
 		}
 		return reconcile.Result{RequeueAfter: r.opts.Recheck}, r.setChecks(ctx, wl, checks, kueue.CheckStatePending, NoPlaceMessage+err.Error())
 	}

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -90,7 +91,8 @@ func probeJob() *v1alpha1.TrainingJob {
 }
 
 // ServiceAccountClient creates ServiceAccount ns/name, binds the ClusterRole role to it in ns and
-// returns a client that acts as it, with a token from the TokenRequest API.
+// returns a client that acts as it, with a token from the TokenRequest API, once the API server's
+// authorizer grants it every rule of role (its RBAC cache sees a new binding a moment later).
 func ServiceAccountClient(t *testing.T, c *framework.Cluster, ns, name, role string) client.Client {
 	t.Helper()
 	ctx := context.Background()
@@ -105,6 +107,25 @@ func ServiceAccountClient(t *testing.T, c *framework.Cluster, ns, name, role str
 		if err := c.Client.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
+	}
+	cr := &rbacv1.ClusterRole{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Name: role}, cr); err != nil {
+		t.Fatal(err)
+	}
+	user := "system:serviceaccount:" + ns + ":" + name
+	for _, rule := range cr.Rules {
+		if len(rule.Verbs) == 0 || len(rule.Resources) == 0 || len(rule.APIGroups) == 0 {
+			continue
+		}
+		resource, subresource, _ := strings.Cut(rule.Resources[0], "/")
+		ra := &authorizationv1.ResourceAttributes{Namespace: ns, Verb: rule.Verbs[0], Group: rule.APIGroups[0], Resource: resource, Subresource: subresource}
+		EventuallyErr(t, 20*time.Millisecond, 30*time.Second, user+" granted "+ra.Verb+" "+ra.Resource+" by "+role, func() (bool, error) {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}, ResourceAttributes: ra,
+			}}
+			err := c.Client.Create(ctx, sar)
+			return err == nil && sar.Status.Allowed, err
+		})
 	}
 	cfg, err := c.ServiceAccountConfig(ctx, ns, name)
 	if err != nil {

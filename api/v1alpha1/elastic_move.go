@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 )
 
 // An elastic gang's grow whose added workers have no room in the topology domain its running
@@ -33,10 +34,23 @@ import (
 // pods' LabelRestartAttempt) of the gang moves whole to the place booked, and why (the reason the
 // added workers do not fit beside the running ones).
 func ElasticMoveMessage(attempt int32, why string) string {
-	return fmt.Sprintf("; attempt %d of the gang moves there whole, for the workers it adds have no room beside its running ones: %s", attempt, why)
+	return fmt.Sprintf("; attempt %d of the gang moves there whole, %s%s", attempt, elasticMoveWhy, why)
 }
 
+const elasticMoveWhy = "for the workers it adds have no room beside its running ones: "
+
 var elasticMoveAttempt = regexp.MustCompile(`; attempt (\d+) of the gang moves there whole, `)
+
+// ElasticMoveReason returns the why of the move a placement check's message (ElasticMoveMessage)
+// names, empty when it names none.
+func ElasticMoveReason(message string) string {
+	loc := elasticMoveAttempt.FindStringIndex(message)
+	if loc == nil {
+		return ""
+	}
+	_, why, _ := strings.Cut(message[loc[1]:], elasticMoveWhy)
+	return why
+}
 
 // ElasticMoveAttempt returns the attempt a placement check's message (ElasticMoveMessage) moves;
 // ok is false when the message moves none.

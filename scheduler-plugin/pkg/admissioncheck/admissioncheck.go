@@ -184,6 +184,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// An elastic job's grow withdrawn to the size it runs at: every pod has its place.
 		return reconcile.Result{}, r.setChecks(ctx, wl, checks, kueue.CheckStateReady, RunningMessage)
 	}
+	if _, move := convoy.ElasticMoveAttempt(check.Message); move && check.State == kueue.CheckStateReady {
+		// A move once offered stays offered while it fits: booking the grow in place first would
+		// drop the move's booking at every recheck.
+		moved, ok, err := r.bookMove(ctx, wl, key, convoy.ElasticMoveReason(check.Message))
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if ok {
+			return reconcile.Result{RequeueAfter: r.opts.Recheck}, r.setChecks(ctx, wl, checks, kueue.CheckStateReady, moved)
+		}
+	}
 	where, err := r.state.Book(ctx, req.String(), key, pods)
 	if err != nil {
 		log := ctrl.LoggerFrom(ctx)

@@ -182,6 +182,15 @@ func TestElasticGrowMovesTheGangWholeToARackWithRoom(t *testing.T) {
 		t.Errorf("failureRestarts %d, disruptionRestarts %d; want 0: a move spends neither budget", st.FailureRestarts, st.DisruptionRestarts)
 	}
 	e.waitEvent("llm", convoy.ReasonElasticMove, "the gang grows to 2 workers, and convoy-scheduler holds a place for all of them elsewhere")
+	events := &corev1.EventList{}
+	if err := e.k.List(t.Context(), events, client.InNamespace(e.ns), client.MatchingFields{"reason": convoy.ReasonElasticMove}); err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events.Items {
+		if ev.Type != corev1.EventTypeNormal {
+			t.Errorf("the %s event is of type %s, want Normal: the move is no fault", ev.Reason, ev.Type)
+		}
+	}
 	pods := e.requireWholeGang("llm", 2)
 	if w0 := e.workerPod("llm", "0"); w0 == nil || w0.UID == worker0.UID {
 		t.Errorf("worker 0 is the pod of attempt 0, want the gang restarted whole")

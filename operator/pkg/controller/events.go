@@ -47,6 +47,12 @@ var warningReasons = map[string]bool{
 	convoy.ReasonContainersNotStarting: true,
 }
 
+// normalReasons are the reasons whose arrival is a Normal event although their condition's is a
+// Warning: a restart the operator chose for the job's good, not a fault.
+var normalReasons = map[string]bool{
+	convoy.ReasonElasticMove: true,
+}
+
 // ReasonResized is the event of an elastic job whose size changed while it ran.
 const ReasonResized = "Resized"
 
@@ -74,7 +80,7 @@ func (r *Reconciler) emitEvents(job *convoy.TrainingJob, old *convoy.TrainingJob
 		switch {
 		case c.Status == metav1.ConditionTrue && (prev == nil || prev.Status != c.Status || prev.Reason != c.Reason):
 			eventType := corev1.EventTypeNormal
-			if warningConditions[c.Type] || warningReasons[c.Reason] {
+			if (warningConditions[c.Type] || warningReasons[c.Reason]) && !normalReasons[c.Reason] {
 				eventType = corev1.EventTypeWarning
 			}
 			r.Recorder.Eventf(job, nil, eventType, c.Reason, actionReconcile, "%s", c.Message)

@@ -38,6 +38,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -227,7 +228,7 @@ func (e *env) startOperator(configure ...func(*operator.Options)) *runningOperat
 		once.Do(func() {
 			cancel()
 			if err := <-done; err != nil {
-				e.t.Errorf("operator stopped with: %v", err)
+				e.t.Errorf("operator stopped with: %v%s", err, operatorGoroutines())
 			}
 		})
 	}
@@ -236,6 +237,22 @@ func (e *env) startOperator(configure ...func(*operator.Options)) *runningOperat
 }
 
 var setLoggerOnce sync.Once
+
+// operatorGoroutines is the stacks of the goroutines in the operator's code, for the error of a
+// manager whose runnables outlived its shutdown grace.
+func operatorGoroutines() string {
+	var buf bytes.Buffer
+	if err := pprof.Lookup("goroutine").WriteTo(&buf, 2); err != nil {
+		return ""
+	}
+	var out []string
+	for _, g := range strings.Split(buf.String(), "\n\n") {
+		if strings.Contains(g, "convoy/operator/") {
+			out = append(out, g)
+		}
+	}
+	return "; the operator's goroutines:\n" + strings.Join(out, "\n\n")
+}
 
 // operatorLogger writes the operator's logs to the cluster's log directory, kept when a test fails.
 func operatorLogger(e *env) logr.Logger {

@@ -18,6 +18,7 @@ package util
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,6 +31,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
+	"k8s.io/apiserver/pkg/authentication/user"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/convoy-dev/convoy/api/v1alpha1"
@@ -112,20 +116,13 @@ func ServiceAccountClient(t *testing.T, c *framework.Cluster, ns, name, role str
 	if err := c.Client.Get(ctx, client.ObjectKey{Name: role}, cr); err != nil {
 		t.Fatal(err)
 	}
-	user := "system:serviceaccount:" + ns + ":" + name
 	for _, rule := range cr.Rules {
 		if len(rule.Verbs) == 0 || len(rule.Resources) == 0 || len(rule.APIGroups) == 0 {
 			continue
 		}
 		resource, subresource, _ := strings.Cut(rule.Resources[0], "/")
-		ra := &authorizationv1.ResourceAttributes{Namespace: ns, Verb: rule.Verbs[0], Group: rule.APIGroups[0], Resource: resource, Subresource: subresource}
-		EventuallyErr(t, 20*time.Millisecond, 30*time.Second, user+" granted "+ra.Verb+" "+ra.Resource+" by "+role, func() (bool, error) {
-			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-				User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}, ResourceAttributes: ra,
-			}}
-			err := c.Client.Create(ctx, sar)
-			return err == nil && sar.Status.Allowed, err
-		})
+		WaitGranted(t, c, ns, name, authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: ns, Verb: rule.Verbs[0], Group: rule.APIGroups[0], Resource: resource, Subresource: subresource}})
 	}
 	cfg, err := c.ServiceAccountConfig(ctx, ns, name)
 	if err != nil {
@@ -136,6 +133,22 @@ func ServiceAccountClient(t *testing.T, c *framework.Cluster, ns, name, role str
 		t.Fatal(err)
 	}
 	return cl
+}
+
+// WaitGranted waits until the API server's authorizer grants ServiceAccount ns/name the access
+// spec asks (its user and groups are filled in): RBAC's cache sees a new binding a moment after it
+// is created, and a component that asks the API server (a delegated authorizer) may cache the
+// refusal.
+func WaitGranted(t testing.TB, c *framework.Cluster, ns, name string, spec authorizationv1.SubjectAccessReviewSpec) {
+	t.Helper()
+	spec.User = serviceaccount.MakeUsername(ns, name)
+	spec.Groups = append(serviceaccount.MakeGroupNames(ns), user.AllAuthenticated)
+	EventuallyErr(t, 20*time.Millisecond, 30*time.Second, fmt.Sprintf("%s granted %+v%+v", spec.User, ptr.Deref(spec.ResourceAttributes, authorizationv1.ResourceAttributes{}),
+		ptr.Deref(spec.NonResourceAttributes, authorizationv1.NonResourceAttributes{})), func() (bool, error) {
+		sar := &authorizationv1.SubjectAccessReview{Spec: spec}
+		err := c.Client.Create(t.Context(), sar)
+		return err == nil && sar.Status.Allowed, err
+	})
 }
 
 // WantPriorityRefused fails the test unless err is a refusal whose message names the class, the

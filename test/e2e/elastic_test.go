@@ -186,6 +186,9 @@ func TestElasticGrowMovesTheGangWholeToARackWithRoom(t *testing.T) {
 	if err := e.k.List(t.Context(), events, client.InNamespace(e.ns), client.MatchingFields{"reason": convoy.ReasonElasticMove}); err != nil {
 		t.Fatal(err)
 	}
+	if len(events.Items) == 0 {
+		t.Errorf("no %s event listed by its reason", convoy.ReasonElasticMove)
+	}
 	for _, ev := range events.Items {
 		if ev.Type != corev1.EventTypeNormal {
 			t.Errorf("the %s event is of type %s, want Normal: the move is no fault", ev.Reason, ev.Type)

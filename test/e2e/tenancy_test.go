@@ -100,6 +100,9 @@ func TestHostileTenant(t *testing.T) {
 			t.Parallel()
 			job := a.job("stretch", 3, 8, "normal")
 			job.Spec.MinWorkers, job.Spec.Elastic, job.Spec.Suspend = ptr.To[int32](1), &convoy.ElasticSpec{}, ptr.To(true)
+			// A queue that does not exist keeps it from taking the hogs' quota (and preempting one)
+			// while tenantQuota watches them; the size is refused at admission to the API all the same.
+			job.Spec.Scheduling.Queue = "parked"
 			job.Annotations = map[string]string{convoy.AnnotationElasticWorkers: "3"}
 			wantSizeRefused(t, "an elastic job created with its size set", convoy.AnnotationElasticWorkers, mallory.Create(ctx, job.DeepCopy(), client.DryRunAll))
 			job.Annotations = map[string]string{convoy.AnnotationElasticAdmitted: "3"}

@@ -184,52 +184,48 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		// An elastic job's grow withdrawn to the size it runs at: every pod has its place.
 		return reconcile.Result{}, r.setChecks(ctx, wl, checks, kueue.CheckStateReady, RunningMessage)
 	}
+	moveTried := false
 	if _, move := convoy.ElasticMoveAttempt(check.Message); move && check.State == kueue.CheckStateReady {
 		// A move once offered stays offered while it fits: booking the grow in place first would
 		// drop the move's booking at every recheck.
-		moved, ok, err := r.bookMove(ctx, wl, key, convoy.ElasticMoveReason(check.Message))
-		if err != nil {
-			return reconcile.Result{}, err
+		if res, done, err := r.offerMove(ctx, wl, checks, key, convoy.ElasticMoveReason(check.Message)); done {
+			return res, err
 		}
-		if ok {
-			return reconcile.Result{RequeueAfter: r.opts.Recheck}, r.setChecks(ctx, wl, checks, kueue.CheckStateReady, moved)
-		}
+		moveTried = true
 	}
 	where, err := r.state.Book(ctx, req.String(), key, pods)
 	if err != nil {
 		log := ctrl.LoggerFrom(ctx)
 		log.V(2).Info("The gang does not fit", "workload", klog.KObj(wl), "reason", err.Error())
-		moved, ok, merr := r.bookMove(ctx, wl, key, err.Error())
-		if merr != nil {
-			return reconcile.Result{}, merr
-		}
-		if ok {
-			return reconcile.Result{RequeueAfter: r.opts.Recheck}, r.setChecks(ctx, wl, checks, kueue.CheckStateReady, moved)
+		if !moveTried { // the move tried above fits no better now
+			if res, done, merr := r.offerMove(ctx, wl, checks, key, err.Error()); done {
+				return res, merr
+			}
 		}
 		return reconcile.Result{RequeueAfter: r.opts.Recheck}, r.setChecks(ctx, wl, checks, kueue.CheckStatePending, NoPlaceMessage+err.Error())
 	}
 	return reconcile.Result{RequeueAfter: r.opts.Recheck}, r.setChecks(ctx, wl, checks, kueue.CheckStateReady, where)
 }
 
-// bookMove books the gang of wl, the Workload slice of an elastic job that grows, whose added
+// offerMove books the gang of wl, the Workload slice of an elastic job that grows, whose added
 // workers have no room beside its running ones (why), to move whole (gangcore.State.BookMove), and
-// returns the check's message, which tells the operator to restart the gang there
-// (convoy.ElasticMoveMessage). ok is false when wl replaces no slice, or the whole gang fits
-// nowhere either.
-func (r *Reconciler) bookMove(ctx context.Context, wl *kueue.Workload, key, why string) (message string, ok bool, err error) {
+// sets the checks Ready with a message that tells the operator to restart the gang there
+// (convoy.ElasticMoveMessage). done is false, and nothing is set, when wl replaces no slice or the
+// whole gang fits nowhere either.
+func (r *Reconciler) offerMove(ctx context.Context, wl *kueue.Workload, checks []kueue.AdmissionCheckReference, key, why string) (res reconcile.Result, done bool, err error) {
 	if wl.Annotations[replacementFor] == "" {
-		return "", false, nil
+		return reconcile.Result{}, false, nil
 	}
 	pods, err := gangPods(ctx, r.client, wl, true)
 	if err != nil {
-		return "", false, err
+		return reconcile.Result{}, true, err
 	}
 	where, attempt, err := r.state.BookMove(ctx, client.ObjectKeyFromObject(wl).String(), key, pods)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).V(2).Info("The grown gang does not fit elsewhere either", "workload", klog.KObj(wl), "reason", err.Error())
-		return "", false, nil
+		return reconcile.Result{}, false, nil
 	}
-	return where + convoy.ElasticMoveMessage(attempt, why), true, nil
+	return reconcile.Result{RequeueAfter: r.opts.Recheck}, true, r.setChecks(ctx, wl, checks, kueue.CheckStateReady, where+convoy.ElasticMoveMessage(attempt, why))
 }
 
 // mirror holds, in a replica that does not lead, the booking the leader's check says it holds for

@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -338,16 +339,27 @@ func (p *proc) stop(grace time.Duration) {
 }
 
 // logTailLines is how much of a component's log start errors quote.
-const logTailLines = 40
+const logTailLines = 20
 
-// LogTail returns the last n lines of the file at path, or a note saying why it cannot.
+// logLineBytes clips each quoted line: a structured log's stack traces run to kilobytes, and CI
+// shows only part of a failing test's output.
+const logLineBytes = 400
+
+// errorLine matches a log line at error level or worse: zap's JSON ("level":"error"), klog's
+// header (E1130 21:50:29...), a Go panic or fatal error.
+var errorLine = regexp.MustCompile(`"level":"(?:error|dpanic|panic|fatal)"|^[EF]\d{4} \d\d:|^panic: |^fatal error: `)
+
+// LogTail returns what explains a process's end from the file at path: its first and last lines at
+// error level, then its last n lines, each clipped; or a note saying why it cannot. The error
+// lines come first because the cause (a port taken, a request refused) usually precedes a long
+// shutdown, and a test's output is cut from the end.
 func LogTail(path string, n int) string {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Sprintf("(no log: %v)", err)
 	}
 	defer f.Close()
-	const maxRead = 64 << 10
+	const maxRead = 1 << 20
 	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Sprintf("(no log: %v)", err)
@@ -357,11 +369,37 @@ func LogTail(path string, n int) string {
 	if _, err := f.ReadAt(buf, off); err != nil {
 		return fmt.Sprintf("(reading log: %v)", err)
 	}
-	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+	clip := func(line string) string {
+		if len(line) > logLineBytes {
+			return line[:logLineBytes] + " [...]"
+		}
+		return line
 	}
-	return strings.Join(lines, "\n")
+	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
+	var out []string
+	first, last := -1, -1
+	for i, line := range lines {
+		if errorLine.MatchString(line) {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	tail := max(len(lines)-n, 0)
+	if first >= 0 && first < tail {
+		out = append(out, "first error: "+clip(lines[first]))
+	}
+	if last > first && last < tail {
+		out = append(out, "last error: "+clip(lines[last]))
+	}
+	if len(out) > 0 {
+		out = append(out, fmt.Sprintf("last %d lines:", len(lines)-tail))
+	}
+	for _, line := range lines[tail:] {
+		out = append(out, clip(line))
+	}
+	return strings.Join(out, "\n")
 }
 
 // WaitHealthy polls url until it answers 200 OK, failing early with the end of the log when the
@@ -420,23 +458,6 @@ func (c *Cluster) poll(ctx context.Context, name string, cond func() (bool, erro
 }
 
 const pollInterval = 100 * time.Millisecond
-
-// FreePorts reserves n distinct TCP ports free on every address: a port free on loopback alone
-// may be held on a real-node network's gateway, where the API server also listens. They are
-// released before they are used, so another process may take one in between; that rare race shows
-// up as a bind error in a log.
-func FreePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", ":0")
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
 
 func hostPort(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
 

@@ -161,6 +161,20 @@ func gateClosed(wl *kueue.Workload) bool {
 	return true
 }
 
+// gateDecides reports whether the shrinks for a waiting Workload are PreemptionGate's to decide,
+// not the Resizer's: its gate is closed and Kueue found it blocked on it (Kueue would preempt for
+// it), or has not tried to admit it yet (it may find so). Only one of the two asks elastic jobs to
+// shrink for a Workload, and PreemptionGate's ShrinkFirst event then tells its job why it waits.
+func gateDecides(wl *kueue.Workload) bool {
+	if !gateClosed(wl) {
+		return false
+	}
+	if blocked := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadBlockedOnPreemptionGates); blocked != nil && blocked.Status == metav1.ConditionTrue {
+		return true
+	}
+	return meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved) == nil
+}
+
 // Reconcile opens the gate of a Workload Kueue would preempt for, or shrinks elastic jobs for it.
 func (g *PreemptionGate) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r := g.Resizer

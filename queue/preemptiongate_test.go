@@ -109,3 +109,37 @@ func TestGateWebhook(t *testing.T) {
 		})
 	}
 }
+
+// TestGateDecides: the shrinks for a Workload whose gate is closed are PreemptionGate's while
+// Kueue would preempt for it or has not tried to admit it yet; the Resizer's once Kueue left it
+// waiting without preempting, or its gate is open or absent.
+func TestGateDecides(t *testing.T) {
+	pending := metav1.Condition{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionFalse, Reason: "Pending"}
+	blocked := metav1.Condition{Type: kueue.WorkloadBlockedOnPreemptionGates, Status: metav1.ConditionTrue, Reason: kueue.PreemptionGated}
+	unblocked := blocked
+	unblocked.Status = metav1.ConditionFalse
+	gate := []kueue.PreemptionGate{{Name: PreemptionGateName}}
+	open := []kueue.PreemptionGateState{{Name: PreemptionGateName, Position: kueue.PreemptionGatePositionOpen}}
+	cases := map[string]struct {
+		spec       []kueue.PreemptionGate
+		status     []kueue.PreemptionGateState
+		conditions []metav1.Condition
+		want       bool
+	}{
+		"not tried yet":                       {spec: gate, want: true},
+		"Kueue would preempt, gate closed":    {spec: gate, conditions: []metav1.Condition{pending, blocked}, want: true},
+		"left waiting, no preemption":         {spec: gate, conditions: []metav1.Condition{pending}, want: false},
+		"left waiting, no longer blocked":     {spec: gate, conditions: []metav1.Condition{pending, unblocked}, want: false},
+		"gate opened":                         {spec: gate, status: open, conditions: []metav1.Condition{pending, blocked}, want: false},
+		"no gate (Kueue's feature gates off)": {want: false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			wl := &kueue.Workload{Spec: kueue.WorkloadSpec{PreemptionGates: tc.spec},
+				Status: kueue.WorkloadStatus{PreemptionGates: tc.status, Conditions: tc.conditions}}
+			if got := gateDecides(wl); got != tc.want {
+				t.Errorf("gateDecides = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

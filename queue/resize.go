@@ -55,7 +55,7 @@ const resizeRecheck = 10 * time.Second
 // the added workers start once Kueue admits the slice (Kueue then finishes the one it replaces).
 // It grows nothing while a Workload waits in the ClusterQueue: free quota goes to waiting jobs
 // first. When the Workload that waits first there is left waiting by Kueue (the ClusterQueue does
-// not preempt for it), the elastic jobs of lower priority shrink toward spec.minWorkers, and those
+// not preempt for it; one it would preempt for is PreemptionGate's, gateDecides), the elastic jobs of lower priority shrink toward spec.minWorkers, and those
 // of its priority give back the workers they grew beyond the size Kueue started them at
 // (convoy.AnnotationElasticAdmitted), the lowest priority and the one that loses least first, as
 // far as it needs, among the jobs admitted to a GPU flavor the waiting Workload can use
@@ -129,7 +129,7 @@ func (r *Resizer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result,
 		return ctrl.Result{}, err
 	} else if asks, err := r.gpusOf(ctx, head); err != nil {
 		return ctrl.Result{}, err
-	} else if head != nil {
+	} else if head != nil && !gateDecides(head) {
 		peers, shrinking, err := r.peers(ctx, slices, cq.Name, resizable)
 		if err != nil {
 			return ctrl.Result{}, err

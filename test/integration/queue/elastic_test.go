@@ -461,7 +461,9 @@ func TestElasticJobGivesGrownWorkersBackToAJobOfItsPriority(t *testing.T) {
 
 // startElasticGang waits for the n pods of an elastic job, each started by Kueue (its scheduling
 // gate gone) only once the Workload slice that counts it is admitted, places those not yet placed
-// and waits for them to run. It returns the pods in worker order.
+// and waits for them to run and for the job to show Running with n workers: only a running job
+// shrinks for another, and one still starting is preempted whole. It returns the pods in worker
+// order.
 func (e *env) startElasticGang(job string, n int) []corev1.Pod {
 	e.t.Helper()
 	e.eventually(fmt.Sprintf("%d pods of %s started by Kueue", n, job), func() (bool, string) {
@@ -490,6 +492,10 @@ func (e *env) startElasticGang(job string, n int) []corev1.Pod {
 			}
 		}
 		return up == n, fmt.Sprintf("%d running", up)
+	})
+	e.waitJob(e.ns, job, fmt.Sprintf("Running with %d workers", n), func(j *convoy.TrainingJob) bool {
+		return j.Status.Elastic != nil && j.Status.Elastic.CurrentWorkers == int32(n) &&
+			meta.IsStatusConditionTrue(j.Status.Conditions, convoy.ConditionRunning)
 	})
 	pods := e.pods(e.ns, job)
 	slices.SortFunc(pods, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })

@@ -69,7 +69,7 @@ func ReadCycleState(cs fwk.CycleState) (*CycleState, error) {
 // PlanFor finds the pod's slot: from its gang's plan when the plan still holds on the snapshot,
 // else from a new plan for all the gang's unbound pods. An unplaceable gang returns Unschedulable
 // with the planner's message, and its other pods fail fast until the cluster changes. A pod turned
-// away is remembered, to be activated when a GPUNode reports more GPUs (see wake.go).
+// away is remembered, to be activated when GPUs may have freed up (see wake.go).
 func (s *State) PlanFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.NodeInfo) (*CycleState, *fwk.Status) {
 	st, status := s.planFor(ctx, pod, nodes)
 	if status.IsSuccess() {

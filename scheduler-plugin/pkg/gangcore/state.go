@@ -357,6 +357,13 @@ func (s *State) onPodDelete(obj any) {
 	s.waiters.found(pod.UID)
 	s.claimWaiters.forget(pod.UID)
 	s.bump()
+	// The scheduling queue requeues the gangs this pod's GPUs may fit (GangPlacement's
+	// EventsToRegister) from its own handler of the same informer, in no set order with this one:
+	// a gang tried before this handler ran finds its verdict still holding and waits again. Waking
+	// the waiters after the bump tries them once more, against the new generation.
+	if pod.Spec.NodeName != "" && (GPURequest(pod, s.opts.GPUResource) > 0 || len(pod.Spec.ResourceClaims) > 0) {
+		s.waiters.moreRoom()
+	}
 }
 
 // forgetGangLocked forgets what the State holds of a gang whose last pod is gone: its plan, that

@@ -35,7 +35,8 @@ const wakeDelay = time.Second
 // queue: a plugin that registers a cluster event makes the queue walk every pending pod on every
 // such event, the thousands PreEnqueue holds included, and node agents update their GPUNodes as
 // pods come and go. Instead the State remembers the pods whose gang found no room (await) and
-// activates just those when a GPUNode appears or reports more healthy or free GPUs.
+// activates just those when a GPUNode appears or reports more healthy or free GPUs, and when the
+// State sees a pod that held GPUs go (State.onPodDelete says why).
 
 // A gang whose plan was dropped after some of its pods were reserved (Permit timed out, a bind
 // failed, Coscheduling's Permit found no PodGroup in its own cache, which can lag the scheduler's)

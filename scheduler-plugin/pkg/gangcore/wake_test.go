@@ -100,3 +100,35 @@ func TestWaitersRetryArmsOnceAndBacksOff(t *testing.T) {
 		t.Errorf("delay after reset = %v, want 0", d)
 	}
 }
+
+// TestGangTriedBeforeTheStateSawAGPUPodGoIsTriedAgain: the scheduling queue requeues a gang when a
+// pod holding GPUs is deleted, from its own handler: the gang may be tried before the State's
+// handler has seen the pod go, and find its verdict still holding. Once the State sees it, the
+// gang is activated and then plans into the GPUs the pod held.
+func TestGangTriedBeforeTheStateSawAGPUPodGoIsTriedAgain(t *testing.T) {
+	ctx := context.Background()
+	old := lone("ns", "old", 8).Node("a").Obj()
+	next := member("ns", "next", 0, 8).Obj()
+	h := newHarness(t, []*corev1.Node{fakeNode("a", "r1", 8)}, []*corev1.Pod{old, next}, inventory("a", 8))
+	setMinMember(h, "next", 1)
+	// The GPUNode's arrival woke the waiters: let that wake pass with no pod waiting.
+	waitFor(t, "the GPUNode's wake taken", func() bool { return len(h.state.waiters.wake) == 0 })
+	time.Sleep(2 * wakeDelay)
+
+	if _, status := h.state.PlanFor(ctx, next, h.nodeInfos()); status.IsSuccess() {
+		t.Fatal("next planned while old holds the node's GPUs")
+	}
+	// The scheduler's cache has lost the pod; the State has not seen it go yet.
+	h.setPods()
+	if _, status := h.state.PlanFor(ctx, next, h.nodeInfos()); status.IsSuccess() {
+		t.Fatal("next planned on a verdict the State could not yet know to be stale; the test no longer shows the race")
+	}
+	before := len(h.activated.list())
+	h.deletePod(old)
+	waitFor(t, "next activated once the State saw old go", func() bool {
+		return slices.Contains(h.activated.list()[before:], "ns/next-0")
+	})
+	if _, status := h.state.PlanFor(ctx, next, h.nodeInfos()); !status.IsSuccess() {
+		t.Errorf("PlanFor(next) once activated = %v %q, want a plan", status.Code(), status.Message())
+	}
+}

@@ -121,19 +121,37 @@ func TestMetricsShowGangsPlacedAndTurnedAway(t *testing.T) {
 	e := setup(t)
 	ns := e.namespace(t)
 	e.fleet(t, framework.Fleet{Zones: 1, BlocksPerZone: 1, RacksPerBlock: 1, NodesPerRack: 2, GPUsPerNode: 8})
-	before := e.metrics(t)
+	// The gauges are the scheduler's, not the test's: wait until it has seen the pods of earlier
+	// tests go, so that what this test reads is its own.
+	var before scrape
+	util.Eventually(t, 200*time.Millisecond, 30*time.Second, "the scheduler to hold no gang planned or waiting for room", func() (bool, string) {
+		before = e.metrics(t)
+		planned, waiting := before.value("convoy_scheduler_gangs_planned", nil), before.value("convoy_scheduler_gangs_waiting_for_room", nil)
+		return planned == 0 && waiting == 0, fmt.Sprintf("%v planned, %v waiting for room", planned, waiting)
+	})
 	start := time.Now()
 
 	gang := makeGang(ns, "fits", 2, 8).create(t, e.c.Client)
 	waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)
 	tooBig := makeGang(ns, "too-big", 3, 8).Topology(convoy.TopologyRack, convoy.TopologyRequired).create(t, e.c.Client)
 	waitUnschedulable(t, e.c.Client, ns, tooBig.names(), ns+"/too-big needs 3 pod(s) × 8 GPU(s) in one rack")
-	elapsed := time.Since(start).Seconds()
-	after := e.metrics(t)
-
+	var after scrape
 	delta := func(name string, labels map[string]string) float64 {
 		return after.value(name, labels) - before.value(name, labels)
 	}
+	// The scheduler records a gang bound once its informer sees the last binding, a moment after
+	// the test may: read until every series the two gangs move has moved, then check by how much.
+	util.Eventually(t, 200*time.Millisecond, 30*time.Second, "the metrics to count both gangs", func() (bool, string) {
+		after = e.metrics(t)
+		moved := map[string]float64{
+			series("convoy_scheduler_gang_plans_total", map[string]string{"result": "planned"}):       delta("convoy_scheduler_gang_plans_total", map[string]string{"result": "planned"}),
+			series("convoy_scheduler_gang_plans_total", map[string]string{"result": "unschedulable"}): delta("convoy_scheduler_gang_plans_total", map[string]string{"result": "unschedulable"}),
+			"convoy_scheduler_gang_time_to_bound_seconds_count":                                       delta("convoy_scheduler_gang_time_to_bound_seconds", nil),
+			"convoy_scheduler_gangs_waiting_for_room":                                                 delta("convoy_scheduler_gangs_waiting_for_room", nil),
+		}
+		return !slices.Contains(slices.Collect(maps.Values(moved)), 0), fmt.Sprint(moved)
+	})
+	elapsed := time.Since(start).Seconds()
 	if got := delta("convoy_scheduler_gang_plans_total", map[string]string{"result": "planned"}); got != 1 {
 		t.Errorf("convoy_scheduler_gang_plans_total{result=planned} rose by %v, want 1: one plan for the gang that fits", got)
 	}

@@ -30,7 +30,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -143,8 +142,6 @@ type Runner struct {
 	rng *rand.Rand
 	w   *watcher
 	log func(format string, args ...any)
-	// procMu keeps the scenarios' kills and supervise's restarts apart.
-	procMu sync.Mutex
 }
 
 const (
@@ -182,41 +179,11 @@ func Setup(ctx context.Context, c *framework.Cluster, cfg Config) (*Runner, erro
 	}
 	r.w = newWatcher(cfg.Grace)
 	r.w.run(ctx, c.Clientset)
-	go r.supervise(ctx)
 	return r, nil
 }
 
-// supervise starts again, within a second, an operator or scheduler replica that exited on its
-// own, as its Deployment's kubelet would: under CPU starvation a replica that misses its renew
-// deadline loses its Lease and exits, as kube-scheduler does.
-func (r *Runner) supervise(ctx context.Context) {
-	names := append(r.s.Replicas(stack.Operator), r.s.Replicas(stack.Scheduler)...)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Second):
-		}
-		for _, name := range names {
-			r.procMu.Lock()
-			restarted, err := r.c.RestartIfExited(name)
-			r.procMu.Unlock()
-			switch {
-			case err != nil:
-				r.log("restarting %s, which exited on its own: %v", name, err)
-			case restarted:
-				r.log("%s exited on its own (see its log); started again, as a kubelet would", name)
-			}
-		}
-	}
-}
-
-// kill SIGKILLs the process called name, apart from supervise's restarts.
-func (r *Runner) kill(name string) error {
-	r.procMu.Lock()
-	defer r.procMu.Unlock()
-	return r.c.KillProcess(name)
-}
+// kill SIGKILLs the process called name; the stack does not start it again.
+func (r *Runner) kill(name string) error { return r.c.KillProcess(name) }
 
 // Run runs every scenario in turn.
 func (r *Runner) Run(ctx context.Context) ([]Result, error) {

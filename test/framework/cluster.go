@@ -553,6 +553,13 @@ func (c *Cluster) KeepStateDir() {
 	c.removeStateDir = false
 }
 
+// Stopped reports whether Stop has been called.
+func (c *Cluster) Stopped() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopped
+}
+
 // Stop ends every process the cluster started, last started first: SIGTERM to its process group,
 // SIGKILL after a grace period, then it waits for the process to be reaped. It removes a temporary
 // state directory. The error lists the processes that had exited before Stop, with the end of

@@ -19,9 +19,11 @@ package framework_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -388,4 +390,65 @@ func linkOrCopy(src, dst string) error {
 		return err
 	}
 	return os.WriteFile(dst, data, 0o755)
+}
+
+// TestRestartIfExitedRestartsOnlyWhatExitedOnItsOwn: a component that exits on its own is started
+// again, as a kubelet restarts a container; one a test stops is not, however often a supervisor
+// asks while it goes.
+func TestRestartIfExitedRestartsOnlyWhatExitedOnItsOwn(t *testing.T) {
+	c := framework.Shared(t)
+	running := func(name string) bool {
+		return slices.ContainsFunc(c.Processes(), func(p framework.Process) bool { return p.Name == name && p.Running() })
+	}
+
+	if err := c.StartProcess("crasher", "sh", []string{"-c", "test -e restarted && sleep 600; touch restarted; exit 1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.StopProcess("crasher") })
+	deadline := time.Now().Add(10 * time.Second)
+	for restarted := false; !restarted; {
+		if time.Now().After(deadline) {
+			t.Fatal("crasher, which exited on its own, was not started again")
+		}
+		var err error
+		if restarted, err = c.RestartIfExited("crasher"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if !running("crasher") {
+		t.Error("crasher does not run after its restart")
+	}
+
+	if err := c.StartProcess("stopped", "sleep", []string{"600"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	supervised := make(chan error)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				close(supervised)
+				return
+			default:
+			}
+			if restarted, err := c.RestartIfExited("stopped"); err != nil || restarted {
+				supervised <- fmt.Errorf("RestartIfExited(stopped) = %v, %v while StopProcess ended it", restarted, err)
+			}
+		}
+	}()
+	err := c.StopProcess("stopped")
+	close(stop)
+	for e := range supervised {
+		t.Error(e)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if running("stopped") {
+		_ = c.StopProcess("stopped")
+		t.Error("a process StopProcess ended runs again")
+	}
 }

@@ -54,6 +54,9 @@ type proc struct {
 	args, env []string      // the command line and environment StartProcess was given
 	done      chan struct{} // closed once the process has exited and been reaped
 	err       error         // the exit status; read only after done is closed
+	// ending is set, under Cluster.mu, once StopProcess, KillProcess or RestartIfExited has taken
+	// the process to end or replace it: RestartIfExited leaves it alone.
+	ending bool
 }
 
 // stopGrace is how long Stop lets a process shut down after SIGTERM before it kills the group.
@@ -117,9 +120,7 @@ func (c *Cluster) StartProcess(name, binary string, args []string, env []string)
 // StopProcess stops the process called name as Stop would and forgets it, so that a test can start
 // it again under the same name (the log file is appended to).
 func (c *Cluster) StopProcess(name string) error {
-	c.mu.Lock()
-	p := c.procs[name]
-	c.mu.Unlock()
+	p := c.takeToEnd(name)
 	if p == nil {
 		return fmt.Errorf("no process named %q", name)
 	}
@@ -127,14 +128,24 @@ func (c *Cluster) StopProcess(name string) error {
 	return c.forget(p)
 }
 
+// takeToEnd returns the process called name, marked as being ended (or nil when there is none),
+// so that RestartIfExited does not start it again as it goes.
+func (c *Cluster) takeToEnd(name string) *proc {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.procs[name]
+	if p != nil {
+		p.ending = true
+	}
+	return p
+}
+
 // KillProcess ends the process called name as a crash or the OOM killer would: SIGKILL to its
 // process group, with no SIGTERM and no grace period, so it cannot release a leader-election Lease
 // or finish a request. It waits until the process is reaped and forgets it, like StopProcess;
 // RestartProcess starts it again.
 func (c *Cluster) KillProcess(name string) error {
-	c.mu.Lock()
-	p := c.procs[name]
-	c.mu.Unlock()
+	p := c.takeToEnd(name)
 	if p == nil {
 		return fmt.Errorf("no process named %q", name)
 	}
@@ -157,20 +168,23 @@ func (c *Cluster) RestartProcess(name string) error {
 
 // RestartIfExited starts the process called name again when it has exited on its own (a crash,
 // or a leader election lost under CPU starvation), as a kubelet restarts a container, and reports
-// whether it did. A process ended by StopProcess or KillProcess runs under its name no more and is
-// left alone; a caller that kills processes too must not call both at once.
+// whether it did. A process that StopProcess or KillProcess ends, even while it goes, is left
+// alone.
 func (c *Cluster) RestartIfExited(name string) (bool, error) {
 	c.mu.Lock()
-	p, stopped := c.procs[name], c.stopped
-	c.mu.Unlock()
-	if p == nil || stopped {
+	p := c.procs[name]
+	if p == nil || c.stopped || p.ending {
+		c.mu.Unlock()
 		return false, nil
 	}
 	select {
 	case <-p.done:
+		p.ending = true
 	default:
+		c.mu.Unlock()
 		return false, nil
 	}
+	c.mu.Unlock()
 	if err := c.forget(p); err != nil {
 		return true, err
 	}

@@ -228,7 +228,26 @@ func Start(ctx context.Context, c *framework.Cluster, opts Options) (*Stack, err
 			return nil, err
 		}
 	}
+	go s.supervise()
 	return s, nil
+}
+
+// supervise starts again, within a second, an operator or scheduler replica that exited on its
+// own, as its Deployment's kubelet would, until the cluster stops: a replica whose Lease renewal
+// misses its renew deadline (the API server stalled on a loaded machine) exits, as kube-scheduler
+// does. A replica a test stops or kills is left alone (framework.Cluster.RestartIfExited).
+func (s *Stack) supervise() {
+	for !s.Cluster.Stopped() {
+		time.Sleep(time.Second)
+		for name := range s.replicas {
+			switch restarted, err := s.Cluster.RestartIfExited(name); {
+			case err != nil:
+				s.log("restarting %s, which exited on its own: %v", name, err)
+			case restarted:
+				s.log("%s exited on its own (see its log); started again, as a kubelet would", name)
+			}
+		}
+	}
 }
 
 // setupOperator writes the operator's ServiceAccount kubeconfig and webhook certificate, and its

@@ -111,7 +111,7 @@ func setup(t *testing.T) *env {
 	if setupErr != nil {
 		t.Fatal(setupErr)
 	}
-	return &env{Stack: shared, t: t, k: c.Client, ns: framework.TestNamespace(t), podSecurity: "restricted"}
+	return &env{Stack: shared, t: t, k: util.WebhookRetrying(c.Client), ns: framework.TestNamespace(t), podSecurity: "restricted"}
 }
 
 // queue creates the test's namespace, whose Pod Security admission enforces e.podSecurity

@@ -169,10 +169,8 @@ func gateDecides(wl *kueue.Workload) bool {
 	if !gateClosed(wl) {
 		return false
 	}
-	if blocked := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadBlockedOnPreemptionGates); blocked != nil && blocked.Status == metav1.ConditionTrue {
-		return true
-	}
-	return meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved) == nil
+	return meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadBlockedOnPreemptionGates) ||
+		meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved) == nil
 }
 
 // Reconcile opens the gate of a Workload Kueue would preempt for, or shrinks elastic jobs for it.

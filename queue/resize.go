@@ -55,13 +55,14 @@ const resizeRecheck = 10 * time.Second
 // the added workers start once Kueue admits the slice (Kueue then finishes the one it replaces).
 // It grows nothing while a Workload waits in the ClusterQueue: free quota goes to waiting jobs
 // first. When the Workload that waits first there is left waiting by Kueue (the ClusterQueue does
-// not preempt for it; one it would preempt for is PreemptionGate's, gateDecides), the elastic jobs of lower priority shrink toward spec.minWorkers, and those
-// of its priority give back the workers they grew beyond the size Kueue started them at
-// (convoy.AnnotationElasticAdmitted), the lowest priority and the one that loses least first, as
-// far as it needs, among the jobs admitted to a GPU flavor the waiting Workload can use
-// (shrinksFor): the scale-down lowers the running slice's count, and Kueue admits the waiting
-// Workload into the quota it frees. A ClusterQueue that preempts does so only where no shrink frees
-// the GPUs a Workload lacks (PreemptionGate), and evicts the elastic job whole, as any other.
+// not preempt for it; one it would preempt for is PreemptionGate's, gateDecides), the elastic jobs
+// of lower priority shrink toward spec.minWorkers, and those of its priority give back the workers
+// they grew beyond the size Kueue started them at (convoy.AnnotationElasticAdmitted), the lowest
+// priority and the one that loses least first, as far as it needs, among the jobs admitted to a
+// GPU flavor the waiting Workload can use (shrinksFor): the scale-down lowers the running slice's
+// count, and Kueue admits the waiting Workload into the quota it frees. A ClusterQueue that
+// preempts does so only where no shrink frees the GPUs a Workload lacks (PreemptionGate), and
+// evicts the elastic job whole, as any other.
 // A grow Kueue has not admitted within elastic.GrowAdmitTimeout, or admitted with fewer workers, is
 // withdrawn to the workers admitted, and each grow withdrawn in a row doubles the job's cooldown
 // before the next (status.elastic.withdrawnGrows, elastic.Job.GrowBackoff).

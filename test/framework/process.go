@@ -173,18 +173,14 @@ func (c *Cluster) RestartProcess(name string) error {
 func (c *Cluster) RestartIfExited(name string) (bool, error) {
 	c.mu.Lock()
 	p := c.procs[name]
-	if p == nil || c.stopped || p.ending {
-		c.mu.Unlock()
-		return false, nil
-	}
-	select {
-	case <-p.done:
+	exited := p != nil && !c.stopped && !p.ending && p.exited()
+	if exited {
 		p.ending = true
-	default:
-		c.mu.Unlock()
-		return false, nil
 	}
 	c.mu.Unlock()
+	if !exited {
+		return false, nil
+	}
 	if err := c.forget(p); err != nil {
 		return true, err
 	}
@@ -327,11 +323,19 @@ func (c *Cluster) exited(name string) error {
 	if p == nil {
 		return fmt.Errorf("no process named %q", name)
 	}
+	if !p.exited() {
+		return nil
+	}
+	return fmt.Errorf("%s exited (%v); end of %s:\n%s", name, p.err, p.LogFile, LogTail(p.LogFile, logTailLines))
+}
+
+// exited reports whether the process has exited and been reaped.
+func (p *proc) exited() bool {
 	select {
 	case <-p.done:
-		return fmt.Errorf("%s exited (%v); end of %s:\n%s", name, p.err, p.LogFile, LogTail(p.LogFile, logTailLines))
+		return true
 	default:
-		return nil
+		return false
 	}
 }
 

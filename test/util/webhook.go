@@ -23,12 +23,13 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// webhookRetry is how long WebhookRetrying retries a write whose webhook could not be reached: a
-// replica that its supervisor starts again (test/e2e/stack) serves within seconds.
-const webhookRetry = 30 * time.Second
+// webhookRetry retries a write whose webhook could not be reached every 200 ms for 30 s: a replica
+// that its supervisor starts again (test/e2e/stack) serves within seconds.
+var webhookRetry = wait.Backoff{Duration: 200 * time.Millisecond, Factor: 1, Steps: 150}
 
 // WebhookRetrying is c with its writes tried again, for up to webhookRetry, while the API server
 // cannot reach a webhook they call (refused, timed out): the operator serves Convoy's webhooks, and
@@ -40,26 +41,21 @@ func WebhookRetrying(c client.Client) client.Client { return webhookRetrying{c} 
 type webhookRetrying struct{ client.Client }
 
 func (c webhookRetrying) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
-	return retryUnreachableWebhook(ctx, func() error { return c.Client.Create(ctx, obj, opts...) })
+	return retryUnreachableWebhook(func() error { return c.Client.Create(ctx, obj, opts...) })
 }
 
 func (c webhookRetrying) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
-	return retryUnreachableWebhook(ctx, func() error { return c.Client.Update(ctx, obj, opts...) })
+	return retryUnreachableWebhook(func() error { return c.Client.Update(ctx, obj, opts...) })
 }
 
 func (c webhookRetrying) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-	return retryUnreachableWebhook(ctx, func() error { return c.Client.Patch(ctx, obj, patch, opts...) })
+	return retryUnreachableWebhook(func() error { return c.Client.Patch(ctx, obj, patch, opts...) })
 }
 
 // retryUnreachableWebhook calls write until it returns anything but an unreachable webhook's
-// error, or webhookRetry has passed.
-func retryUnreachableWebhook(ctx context.Context, write func() error) error {
-	var err error
-	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, webhookRetry, true, func(context.Context) (bool, error) {
-		err = write()
-		return !WebhookUnreachable(err), nil
-	})
-	return err
+// error, or webhookRetry has run out.
+func retryUnreachableWebhook(write func() error) error {
+	return retry.OnError(webhookRetry, WebhookUnreachable, write)
 }
 
 // WebhookUnreachable reports whether err is the API server's refusal of a write because a webhook

@@ -17,7 +17,6 @@ limitations under the License.
 package util
 
 import (
-	"context"
 	"errors"
 	"testing"
 
@@ -34,7 +33,7 @@ func TestWriteRetriedOnlyWhileItsWebhookIsUnreachable(t *testing.T) {
 		errors.New(`admission webhook "vtrainingjob.queue.convoy.dev" denied the request: spec.numWorkers: must be at least 1`))
 
 	calls := 0
-	err := retryUnreachableWebhook(context.Background(), func() error {
+	err := retryUnreachableWebhook(func() error {
 		if calls++; calls < 3 {
 			return refused
 		}
@@ -45,7 +44,7 @@ func TestWriteRetriedOnlyWhileItsWebhookIsUnreachable(t *testing.T) {
 	}
 
 	calls = 0
-	err = retryUnreachableWebhook(context.Background(), func() error { calls++; return denied })
+	err = retryUnreachableWebhook(func() error { calls++; return denied })
 	if !apierrors.IsForbidden(err) || calls != 1 {
 		t.Errorf("a write a webhook denied: err %v after %d calls, want the denial after 1", err, calls)
 	}

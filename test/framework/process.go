@@ -368,7 +368,7 @@ const logLineBytes = 400
 var errorLine = regexp.MustCompile(`"level":"(?:error|dpanic|panic|fatal)"|^[EF]\d{4} \d\d:|^panic: |^fatal error: `)
 
 // LogTail returns what explains a process's end from the file at path: its first and last lines at
-// error level, then its last n lines, each clipped; or a note saying why it cannot. The error
+// error level, then its last n lines, each clipped (error lines less); or a note saying why it cannot. The error
 // lines come first because the cause (a port taken, a request refused) usually precedes a long
 // shutdown, and a test's output is cut from the end.
 func LogTail(path string, n int) string {
@@ -387,9 +387,15 @@ func LogTail(path string, n int) string {
 	if _, err := f.ReadAt(buf, off); err != nil {
 		return fmt.Sprintf("(reading log: %v)", err)
 	}
-	clip := func(line string) string {
-		if len(line) > logLineBytes {
-			return line[:logLineBytes] + " [...]"
+	clip := func(line string, limit int) string {
+		// A zap line's errorCauses repeat its error and its stacktrace runs to kilobytes.
+		for _, field := range []string{`,"errorCauses":`, `,"stacktrace":`} {
+			if i := strings.Index(line, field); i > 0 {
+				line = line[:i] + " [...]"
+			}
+		}
+		if len(line) > limit {
+			return line[:limit] + " [...]"
 		}
 		return line
 	}
@@ -406,16 +412,20 @@ func LogTail(path string, n int) string {
 	}
 	tail := max(len(lines)-n, 0)
 	if first >= 0 && first < tail {
-		out = append(out, "first error: "+clip(lines[first]))
+		out = append(out, "first error: "+clip(lines[first], 3*logLineBytes))
 	}
 	if last > first && last < tail {
-		out = append(out, "last error: "+clip(lines[last]))
+		out = append(out, "last error: "+clip(lines[last], 3*logLineBytes))
 	}
 	if len(out) > 0 {
 		out = append(out, fmt.Sprintf("last %d lines:", len(lines)-tail))
 	}
 	for _, line := range lines[tail:] {
-		out = append(out, clip(line))
+		limit := logLineBytes
+		if errorLine.MatchString(line) {
+			limit = 3 * logLineBytes
+		}
+		out = append(out, clip(line, limit))
 	}
 	return strings.Join(out, "\n")
 }

@@ -27,13 +27,15 @@ import (
 	"testing"
 )
 
-// TestLogTailQuotesTheCauseFirst: a manager that failed to bind its webhook port logs the error,
-// then a long shutdown; the excerpt names the error before the shutdown's tail, with every line
-// clipped.
+// TestLogTailQuotesTheCauseFirst: a manager refused its configuration in a long error line, then
+// shut down at length; the excerpt gives the whole error, without its stack trace, before the
+// shutdown's tail, with every line clipped.
 func TestLogTailQuotesTheCauseFirst(t *testing.T) {
 	var log strings.Builder
 	log.WriteString(`{"level":"info","msg":"Starting manager"}` + "\n")
-	log.WriteString(`{"level":"error","msg":"failed to start webhook server","error":"listen tcp 127.0.0.1:41443: bind: address already in use"}` + "\n")
+	cause := `featureGates: Invalid value: {` + strings.Repeat(`\"Gate\":true,`, 40) + `}: cannot set feature gate Gate to true, feature is locked to false`
+	fmt.Fprintf(&log, `{"level":"error","msg":"conflicting feature gates detected","error":"%s","errorCauses":[{"error":"%s"}],"stacktrace":"%s"}`+"\n",
+		cause, cause, strings.Repeat("main.main\\n\\t", 100))
 	for i := range 30 {
 		fmt.Fprintf(&log, `{"level":"info","msg":"Stopping %d","stacktrace":"%s"}`+"\n", i, strings.Repeat("x", 1000))
 	}
@@ -44,8 +46,9 @@ func TestLogTailQuotesTheCauseFirst(t *testing.T) {
 	}
 
 	got := strings.Split(LogTail(path, 5), "\n")
-	if want := "first error: "; len(got) == 0 || !strings.HasPrefix(got[0], want) || !strings.Contains(got[0], "address already in use") {
-		t.Errorf("first line %q, want the bind error after %q", got[0], want)
+	if want := "first error: "; len(got) == 0 || !strings.HasPrefix(got[0], want) || !strings.Contains(got[0], "locked to false") ||
+		strings.Contains(got[0], "main.main") {
+		t.Errorf("first line %q, want the whole error after %q, without the stack trace", got[0], want)
 	}
 	if n := len(got); n != 1+1+5 {
 		t.Errorf("%d lines, want the first error, a heading and the last 5:\n%s", n, strings.Join(got, "\n"))
@@ -54,9 +57,14 @@ func TestLogTailQuotesTheCauseFirst(t *testing.T) {
 		t.Errorf("last line %q, want the log's last line", last)
 	}
 	for _, line := range got {
-		if len(line) > logLineBytes+len(" [...]") {
+		if len(line) > len("first error: ")+3*logLineBytes+len(" [...]") {
 			t.Errorf("line of %d bytes, want at most %d: %.80s...", len(line), logLineBytes, line)
 		}
+	}
+
+	// A manager that exits at once: its error is among the last lines, and still whole.
+	if got := LogTail(path, 40); !strings.Contains(got, "locked to false") {
+		t.Errorf("LogTail of the last 40 lines cuts the error:\n%s", got)
 	}
 
 	// A log without errors is quoted as its tail alone.

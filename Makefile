@@ -250,6 +250,10 @@ test-upgrade: bin ## The e2e in-place upgrade test from an older release (not pa
 test-gpu: bin ## On a machine with an NVIDIA GPU and driver (not part of `test`): the node agent over the real NVML, checked against nvidia-smi, and its read cost.
 	CONVOY_TEST_REAL_NVML=1 $(GO) test $(TEST_FLAGS) -v -bench . -benchmem ./test/integration/realgpu
 
+.PHONY: test-stress
+test-stress: ## One test target (STRESS_TARGET, default test-integration) beside a bursty CPU load at higher priority (hack/stress.sh): a loaded CI machine's timing, to find races before CI does.
+	hack/stress.sh $(or $(STRESS_TARGET),test-integration)
+
 ##@ Benchmarks (commands that print figures; see each test/bench/*/README.md)
 
 .PHONY: bench-operator

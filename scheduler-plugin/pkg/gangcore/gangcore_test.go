@@ -1352,7 +1352,11 @@ func TestPreemptionWaitsForPodsAlreadyLeaving(t *testing.T) {
 	if len(v.Pods) != 0 || v.Node != "a" {
 		t.Errorf("PreemptFor() evicts %v and nominates %q, want nothing evicted and node a", v.Gangs, v.Node)
 	}
-	if _, status := h.state.PlanFor(ctx, urgent, h.nodeInfos()); status.Message() != "ns/urgent waits for 1 terminating pod(s) of lower priority to leave the nodes planned for it" {
+	const waits = "ns/urgent waits for 1 terminating pod(s) of lower priority to leave the nodes planned for it"
+	if v.Message != waits {
+		t.Errorf("PreemptFor() tells the pods %q, want %q", v.Message, waits)
+	}
+	if _, status := h.state.PlanFor(ctx, urgent, h.nodeInfos()); status.Message() != waits {
 		t.Errorf("PlanFor() while the pod leaves = %v %q, want it to wait", status.Code(), status.Message())
 	}
 	h.deletePod(leaving)
@@ -1397,6 +1401,9 @@ func TestPreemptionEvictsOneOfTwoJobsSharingANode(t *testing.T) {
 	}
 	if len(v.Gangs) != 1 || v.Node != "a" {
 		t.Errorf("PreemptFor() evicts %v and nominates %q, want one of the two low gangs and node a", v.Gangs, v.Node)
+	}
+	if want := "ns/urgent waits for the pods it preempted to terminate"; v.Message != want {
+		t.Errorf("PreemptFor() tells the pods %q, want %q", v.Message, want)
 	}
 }
 

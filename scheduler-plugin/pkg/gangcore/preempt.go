@@ -132,6 +132,9 @@ type Victims struct {
 	Checkpointing []CheckpointingVictim
 	// Node is the preemptor's node in the plan it gets once the victims are gone.
 	Node string
+	// Message tells the preemptor's pods what they wait for: the pods it preempted, or pods of
+	// lower priority already terminating on its planned nodes.
+	Message string
 }
 
 // CheckpointingVictim is a victim gang asked to checkpoint before it stops: its PodGroup and the
@@ -271,6 +274,7 @@ func (s *State) PreemptFor(ctx context.Context, pod *corev1.Pod, nodes []fwk.Nod
 	p.leaveOut(whole, g)
 	if len(pr.victims) > 0 {
 		s.preemptions.inProgress[key] = pr
+		out.Message = pr.waitMessage(key)
 	}
 	s.verdicts.clear(key)
 	out.Node = p.slots[pod.UID].Node

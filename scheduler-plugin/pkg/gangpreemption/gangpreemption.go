@@ -213,7 +213,9 @@ func (pl *GangPreemption) PostFilter(ctx context.Context, cs fwk.CycleState, pod
 		logger.V(2).Info("Preempted whole gangs", "pod", klog.KObj(pod), "gang", st.Gang,
 			"victims", strings.Join(v.Gangs, ","), "pods", len(v.Pods), "checkpointing", len(v.Checkpointing), "nominatedNode", v.Node)
 	}
-	return framework.NewPostFilterResultWithNominatedNode(v.Node), fwk.NewStatus(fwk.Success)
+	// The message joins the pods' PodScheduled condition at once: the next attempt, which says it
+	// too, may come only when a victim is gone.
+	return framework.NewPostFilterResultWithNominatedNode(v.Node), fwk.NewStatus(fwk.Success, v.Message)
 }
 
 // preemptsNever says why the pod may not preempt, or "" when it may. The API server's Priority

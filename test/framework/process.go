@@ -368,9 +368,9 @@ const logLineBytes = 400
 var errorLine = regexp.MustCompile(`"level":"(?:error|dpanic|panic|fatal)"|^[EF]\d{4} \d\d:|^panic: |^fatal error: `)
 
 // LogTail returns what explains a process's end from the file at path: its first and last lines at
-// error level, then its last n lines, each clipped (error lines less); or a note saying why it cannot. The error
-// lines come first because the cause (a port taken, a request refused) usually precedes a long
-// shutdown, and a test's output is cut from the end.
+// error level, then its last n lines, each clipped (error lines less); or a note saying why it
+// cannot. The error lines come first because the cause (a port taken, a request refused) usually
+// precedes a long shutdown, and a test's output is cut from the end.
 func LogTail(path string, n int) string {
 	f, err := os.Open(path)
 	if err != nil {
@@ -387,45 +387,50 @@ func LogTail(path string, n int) string {
 	if _, err := f.ReadAt(buf, off); err != nil {
 		return fmt.Sprintf("(reading log: %v)", err)
 	}
-	clip := func(line string, limit int) string {
-		// A zap line's errorCauses repeat its error and its stacktrace runs to kilobytes.
-		for _, field := range []string{`,"errorCauses":`, `,"stacktrace":`} {
-			if i := strings.Index(line, field); i > 0 {
-				line = line[:i] + " [...]"
-			}
-		}
-		if len(line) > limit {
-			return line[:limit] + " [...]"
-		}
-		return line
-	}
 	lines := strings.Split(strings.TrimRight(string(buf), "\n"), "\n")
-	var out []string
+	isError := make([]bool, len(lines))
 	first, last := -1, -1
 	for i, line := range lines {
-		if errorLine.MatchString(line) {
+		if isError[i] = errorLine.MatchString(line); isError[i] {
 			if first < 0 {
 				first = i
 			}
 			last = i
 		}
 	}
+	// clip shortens line i: a zap line loses its errorCauses, which repeat its error, and its
+	// stacktrace, which runs to kilobytes; then an error line keeps 3*logLineBytes, others
+	// logLineBytes.
+	clip := func(i int) string {
+		line, limit := lines[i], logLineBytes
+		if isError[i] {
+			limit = 3 * logLineBytes
+		}
+		cut := len(line)
+		for _, field := range []string{`,"errorCauses":`, `,"stacktrace":`} {
+			if j := strings.Index(line, field); j > 0 {
+				cut = min(cut, j)
+			}
+		}
+		cut = min(cut, limit)
+		if cut < len(line) {
+			return line[:cut] + " [...]"
+		}
+		return line
+	}
+	var out []string
 	tail := max(len(lines)-n, 0)
 	if first >= 0 && first < tail {
-		out = append(out, "first error: "+clip(lines[first], 3*logLineBytes))
+		out = append(out, "first error: "+clip(first))
 	}
 	if last > first && last < tail {
-		out = append(out, "last error: "+clip(lines[last], 3*logLineBytes))
+		out = append(out, "last error: "+clip(last))
 	}
 	if len(out) > 0 {
 		out = append(out, fmt.Sprintf("last %d lines:", len(lines)-tail))
 	}
-	for _, line := range lines[tail:] {
-		limit := logLineBytes
-		if errorLine.MatchString(line) {
-			limit = 3 * logLineBytes
-		}
-		out = append(out, clip(line, limit))
+	for i := tail; i < len(lines); i++ {
+		out = append(out, clip(i))
 	}
 	return strings.Join(out, "\n")
 }

@@ -38,11 +38,12 @@ limitations under the License.
 //     node's remaining free GPUs well connected;
 //  5. best fit: among equal choices the plan that strands the fewest GPUs on partly used nodes
 //     (of racks that hold the gang, the one whose plan fills the most partly used nodes and opens
-//     the fewest free ones), then the fullest domain, so that large free blocks survive; a gang
-//     that fits on one node goes to the node of fewest free GPUs, then, of those, to the smallest
-//     in CPU and memory (Node.CPU, Node.Memory), so that the largest stay for the pods that need
-//     them, then to the one of least room for its pods, in the fullest rack, and last to the one
-//     whose CPU and memory it fills most (Node.Fill).
+//     the fewest free ones; of those, for a gang that is not whole nodes, the rack left with the
+//     fewest free GPUs past whole nodes), then the fullest domain, so that large free blocks
+//     survive; a gang that fits on one node goes to the node of fewest free GPUs, then, of those,
+//     to the smallest in CPU and memory (Node.CPU, Node.Memory), so that the largest stay for the
+//     pods that need them, then to the one of least room for its pods, in the fullest rack, and
+//     last to the one whose CPU and memory it fills most (Node.Fill).
 //
 // A gang's pods may ask different GPU counts (Gang.PodGPUs: a launcher beside its workers), or
 // different CPU and memory (Gang.PodNeeds: a master beside its workers). The domain is then
@@ -53,8 +54,9 @@ limitations under the License.
 //
 // In the code, Place checks the gang and hands it to placeIn (one GPU count, place.go) or
 // placeMixed (mixed.go), which calls placeIn for each shape's pods inside the domain it chose.
-// placeIn makes a placement per call, in the cluster's buffers: init counts every domain's room and free GPUs, place walks
-// the levels up from the node (rule 3), distribute splits the pods among a domain's children, and
-// better, betterNode, strands and leastStrands are the orders of rule 5; each step is tested on
-// its own (placement_test.go), and the whole against every choice (place_oracle_test.go).
+// placeIn makes a placement per call, in the cluster's buffers: init counts every domain's room
+// and free GPUs, place walks the levels up from the node (rule 3), distribute splits the pods
+// among a domain's children, and better, betterRack, betterNode, strands and leastStrands are the
+// orders of rule 5; each step is tested on its own (placement_test.go), and the whole against
+// every choice (place_oracle_test.go).
 package planner

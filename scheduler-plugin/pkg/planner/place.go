@@ -510,6 +510,8 @@ type placement struct {
 	// caps[l][d] is how many of the gang's pods domain d of level l admits; frees[l][d] its free
 	// GPUs (of nodes not excluded).
 	caps, frees [numLevels][]int32
+	// rackSize[r] is the GPUs of rack r's largest node.
+	rackSize []int32
 	// kidsOf[l] is distribute's list of children at level l, kept between calls: a call at level l
 	// only calls the level below.
 	kidsOf [numLevels][]int32
@@ -523,6 +525,7 @@ func (p *placement) init(c *Cluster, g Gang, free []GPUSet, room func(i int, mas
 	for l := LevelNode; l <= LevelCluster; l++ {
 		n += 2 * ix.count[l]
 	}
+	n += ix.count[LevelRack]
 	// One placement at a time is made on a cluster (see Cluster.counts).
 	if cap(c.counts) < n {
 		c.counts = make([]int32, n)
@@ -533,6 +536,7 @@ func (p *placement) init(c *Cluster, g Gang, free []GPUSet, room func(i int, mas
 		k := ix.count[l]
 		p.caps[l], p.frees[l], counts = counts[:k:k], counts[k:2*k:2*k], counts[2*k:]
 	}
+	p.rackSize = counts
 	for i := range c.Nodes {
 		if room != nil {
 			p.caps[LevelNode][i] = int32(room(i, free[i]))
@@ -542,6 +546,8 @@ func (p *placement) init(c *Cluster, g Gang, free []GPUSet, room func(i int, mas
 		if !c.Nodes[i].Excluded {
 			p.frees[LevelNode][i] = int32(free[i].Len())
 		}
+		r := ix.of[LevelRack][i]
+		p.rackSize[r] = max(p.rackSize[r], int32(c.Nodes[i].GPUs))
 	}
 	for l := LevelRack; l <= LevelCluster; l++ {
 		for d := range ix.count[l-1] {
@@ -575,7 +581,7 @@ func (p *placement) place() (*Plan, error) {
 				continue
 			}
 			if l == LevelRack && bestD >= 0 {
-				if least := p.leastStrands(d); least > bestStrands || least == bestStrands && !p.better(l, d, bestD) {
+				if least := p.leastStrands(d); least > bestStrands || least == bestStrands && !p.betterRack(d, bestD) {
 					continue // no plan in d beats the best
 				}
 			}
@@ -584,7 +590,7 @@ func (p *placement) place() (*Plan, error) {
 			if l > LevelRack {
 				r = p.racksOf(takes)
 			}
-			if bestD < 0 || r < bestRacks || r == bestRacks && (st < bestStrands || st == bestStrands && p.better(l, d, bestD)) {
+			if bestD < 0 || r < bestRacks || r == bestRacks && (st < bestStrands || st == bestStrands && p.betterAt(l, d, bestD)) {
 				best, bestD, bestRacks, bestStrands = takes, d, r, st
 			}
 		}
@@ -617,6 +623,39 @@ func (p *placement) better(l Level, a, b int32) bool {
 		}
 	}
 	return ix.names[l][a] < ix.names[l][b]
+}
+
+// betterAt is betterRack for racks, better for the levels above.
+func (p *placement) betterAt(l Level, a, b int32) bool {
+	if l == LevelRack {
+		return p.betterRack(a, b)
+	}
+	return p.better(l, a, b)
+}
+
+// betterRack orders racks whose plans strand alike. A gang of whole nodes leaves each rack as many
+// free GPUs past whole nodes as it had, and best fit decides. For any other gang, the rack left
+// with the fewest free GPUs past whole nodes comes first, then best fit: those GPUs are the ones no
+// later placement in the rack keeps off partly used nodes, so a gang whose last node is partly
+// used goes where it fills a rack's odd GPUs rather than where it adds to them. Measured against
+// best fit alone: docs/design/placement-objective.md.
+func (p *placement) betterRack(a, b int32) bool {
+	pa, whole := p.leftover(a)
+	pb, wholeB := p.leftover(b)
+	if (!whole || !wholeB) && pa != pb {
+		return pa < pb
+	}
+	return p.better(LevelRack, a, b)
+}
+
+// leftover is what rack r keeps free once it holds the gang: the free GPUs past whole nodes of its
+// largest size, and whether the gang's GPUs are whole nodes of that size.
+func (p *placement) leftover(r int32) (past int32, whole bool) {
+	size, gpus := p.rackSize[r], p.need*int32(p.g.GPUsPerPod)
+	if size == 0 {
+		return 0, true
+	}
+	return max(p.frees[LevelRack][r]-gpus, 0) % size, gpus%size == 0
 }
 
 // betterNode orders the nodes that hold a whole gang: the fewest free GPUs (best fit in GPUs),

@@ -62,6 +62,19 @@ func TestPlace(t *testing.T) {
 			wantDomain: "z1/b1/r2",
 			wantRacks:  1,
 		},
+		"odd GPUs evened out: a gang whose last node is partly used goes to the rack it leaves on whole nodes, not to the fullest": {
+			// Either rack's plan strands the 4 GPUs its last node leaves. r1 (the best fit) would
+			// then keep 12 free GPUs, 4 past whole nodes; r2 keeps 24 with its two 2-GPU holes, on
+			// whole nodes: 4-GPU pods cannot fill those holes, but 4 + 2 + 2 make a node's worth
+			// that later 1- and 2-GPU pods can.
+			cluster: makeCluster().Rack("z1", "b1", "r1", 3, 8).Rack("z1", "b1", "r2", 6, 8).
+				Used("r2-4", 0, 1, 2, 3, 4, 5).Used("r2-5", 0, 1, 2, 3, 4, 5).Obj(),
+			gang:       Gang{Key: "ns/job", Pods: 3, GPUsPerPod: 4},
+			want:       []string{"r2-0:[0 1 2 3]", "r2-0:[4 5 6 7]", "r2-1:[0 1 2 3]"},
+			wantLevel:  LevelRack,
+			wantDomain: "z1/b1/r2",
+			wantRacks:  1,
+		},
 		"fewest nodes: a 4×4 gang takes two free nodes, though two half-used nodes would hold two of its pods": {
 			cluster: makeCluster().Rack("z1", "b1", "r1", 4, 8).Used("r1-0", 0, 1, 2, 3).Used("r1-1", 0, 1, 2, 3).Obj(),
 			gang:    Gang{Key: "ns/job", Pods: 4, GPUsPerPod: 4},

@@ -127,6 +127,46 @@ func TestPlacementBetter(t *testing.T) {
 	}
 }
 
+// TestPlacementBetterRack: of two racks whose plans strand alike, a gang that is not whole nodes
+// takes the one left with the fewest free GPUs past whole nodes; a gang of whole nodes goes by best
+// fit.
+func TestPlacementBetterRack(t *testing.T) {
+	// r1: 3 free nodes (24 GPUs); r2: 4 free nodes and two with 2 free GPUs (36).
+	c := makeCluster().Rack("z", "b", "r1", 3, 8).Rack("z", "b", "r2", 6, 8).
+		Used("r2-4", 0, 1, 2, 3, 4, 5).Used("r2-5", 0, 1, 2, 3, 4, 5).Obj()
+	cases := map[string]struct {
+		gang         Gang
+		past1, past2 int32
+		better       string
+	}{
+		"3 × 4 GPUs: r2 is left on whole nodes (24), r1 with 4 past them (12)": {
+			gang: Gang{Key: "ns/job", Pods: 3, GPUsPerPod: 4}, past1: 4, past2: 0, better: "z/b/r2",
+		},
+		"2 × 8 GPUs, whole nodes: the fuller r1, though r2 keeps its 4 past whole nodes": {
+			gang: Gang{Key: "ns/job", Pods: 2, GPUsPerPod: 8}, past1: 0, past2: 4, better: "z/b/r1",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			p := newPlacement(c, tc.gang, nil)
+			r1, r2 := p.domain(t, LevelRack, "z/b/r1"), p.domain(t, LevelRack, "z/b/r2")
+			if got, _ := p.leftover(r1); got != tc.past1 {
+				t.Errorf("leftover(r1) = %d GPUs past whole nodes, want %d", got, tc.past1)
+			}
+			if got, _ := p.leftover(r2); got != tc.past2 {
+				t.Errorf("leftover(r2) = %d GPUs past whole nodes, want %d", got, tc.past2)
+			}
+			got := "z/b/r2"
+			if p.betterRack(r1, r2) {
+				got = "z/b/r1"
+			}
+			if got != tc.better || p.betterRack(r1, r2) == p.betterRack(r2, r1) {
+				t.Errorf("betterRack picks %s (r1 before r2 %v, r2 before r1 %v), want %s", got, p.betterRack(r1, r2), p.betterRack(r2, r1), tc.better)
+			}
+		})
+	}
+}
+
 // TestPlacementBetterNode: of two nodes that hold the gang the better has the fewest free GPUs,
 // then is the smallest in CPU and memory, then has the least room, is in the fuller rack, would
 // be the fuller in CPU and memory (Fill), then comes first by name.

@@ -176,6 +176,93 @@ func BenchmarkPlaceMix(b *testing.B) {
 	}
 }
 
+// BenchmarkPlaceSeeds places the fits and mixed mixes as BenchmarkPlaceMix does, on 20 draws
+// (seeds 1–20) instead of one, beside first fit on the same gangs (each pod on the first node with
+// room, a gang over any racks, whole or not at all): GPUs stranded on partly used nodes at the end
+// and on average after each gang placed, racks per gang and gangs placed, each the mean over the
+// draws. One draw's end is one moment of a count that moves with each gang; the draws show the
+// trend a rule change makes.
+func BenchmarkPlaceSeeds(b *testing.B) {
+	const draws = 20
+	for _, nodes := range []int{1000, 5000} {
+		for _, mix := range []synth.Mix{synth.FittingWorkers, synth.MixedWorkers} {
+			b.Run(fmt.Sprintf("nodes=%d/mix=%s", nodes, mix.Name), func(b *testing.B) {
+				var end, mean, racks, placed, ffEnd, ffMean float64
+				for b.Loop() {
+					end, mean, racks, placed, ffEnd, ffMean = 0, 0, 0, 0, 0, 0
+					for seed := uint64(1); seed <= draws; seed++ {
+						gangs := synth.Gangs(seed, 1000, mix)
+						f := mix.FleetOf(nodes)
+						c := f.Cluster()
+						list := make([]planner.Gang, len(gangs))
+						for i, g := range gangs {
+							list[i] = planner.Gang{Key: g.Name, Pods: g.Workers, GPUsPerPod: g.GPUsPerWorker}
+						}
+						sum, n := 0, 0
+						unplaced, r := placeInTurn(c, list, func(int, *planner.Plan) {
+							sum += c.Stranded()
+							n++
+						})
+						end += float64(c.Stranded())
+						mean += float64(sum) / float64(max(n, 1))
+						racks += float64(r) / float64(max(n, 1))
+						placed += float64(len(list) - unplaced)
+						e, m := firstFit(nodes, f.GPUsPerNode, gangs)
+						ffEnd += float64(e)
+						ffMean += m
+					}
+				}
+				b.ReportMetric(end/draws, "stranded-GPUs")
+				b.ReportMetric(mean/draws, "mean-stranded-GPUs")
+				b.ReportMetric(racks/draws, "racks/gang")
+				b.ReportMetric(placed/draws, "placed")
+				b.ReportMetric(ffEnd/draws, "first-fit-stranded-GPUs")
+				b.ReportMetric(ffMean/draws, "first-fit-mean-stranded-GPUs")
+			})
+		}
+	}
+}
+
+// firstFit places gangs on nodes of gpus GPUs each, each pod on the first node with room, a gang
+// whole or not at all, and returns the GPUs stranded on partly used nodes at the end and on
+// average after each gang placed.
+func firstFit(nodes, gpus int, gangs []synth.Gang) (end int, mean float64) {
+	free := make([]int, nodes)
+	for i := range free {
+		free[i] = gpus
+	}
+	stranded := func() int {
+		n := 0
+		for _, f := range free {
+			if f != 0 && f != gpus {
+				n += f
+			}
+		}
+		return n
+	}
+	saved := make([]int, nodes)
+	sum, placed := 0, 0
+	for _, g := range gangs {
+		copy(saved, free)
+		ok := true
+		for range g.Workers {
+			i := slices.IndexFunc(free, func(f int) bool { return f >= g.GPUsPerWorker })
+			if i < 0 {
+				ok = false
+				break
+			}
+			free[i] -= g.GPUsPerWorker
+		}
+		if !ok {
+			copy(free, saved)
+			continue
+		}
+		sum += stranded()
+		placed++
+	}
+	return stranded(), float64(sum) / float64(max(placed, 1))
+}
+
 // placeInTurn places gangs one after another on c, as the scheduler would, and counts the gangs
 // left unplaced and the racks of the placed ones; placed, when set, is called with the index and
 // plan of each gang placed.

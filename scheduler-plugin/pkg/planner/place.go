@@ -510,7 +510,10 @@ type placement struct {
 	// caps[l][d] is how many of the gang's pods domain d of level l admits; frees[l][d] its free
 	// GPUs (of nodes not excluded).
 	caps, frees [numLevels][]int32
-	// rackSize[r] is the GPUs of rack r's largest node.
+	// odd is whether the gang's GPUs are not whole nodes of some node's size.
+	odd bool
+	// rackSize[r] is one more than the GPUs of rack r's largest node, once leftover has needed
+	// it; 0 before.
 	rackSize []int32
 	// kidsOf[l] is distribute's list of children at level l, kept between calls: a call at level l
 	// only calls the level below.
@@ -537,7 +540,12 @@ func (p *placement) init(c *Cluster, g Gang, free []GPUSet, room func(i int, mas
 		p.caps[l], p.frees[l], counts = counts[:k:k], counts[k:2*k:2*k], counts[2*k:]
 	}
 	p.rackSize = counts
+	gpus, size := g.Pods*g.GPUsPerPod, 0
 	for i := range c.Nodes {
+		if n := c.Nodes[i].GPUs; n != size {
+			size = n
+			p.odd = p.odd || n > 0 && gpus%n != 0
+		}
 		if room != nil {
 			p.caps[LevelNode][i] = int32(room(i, free[i]))
 		} else {
@@ -546,8 +554,6 @@ func (p *placement) init(c *Cluster, g Gang, free []GPUSet, room func(i int, mas
 		if !c.Nodes[i].Excluded {
 			p.frees[LevelNode][i] = int32(free[i].Len())
 		}
-		r := ix.of[LevelRack][i]
-		p.rackSize[r] = max(p.rackSize[r], int32(c.Nodes[i].GPUs))
 	}
 	for l := LevelRack; l <= LevelCluster; l++ {
 		for d := range ix.count[l-1] {
@@ -640,22 +646,29 @@ func (p *placement) betterAt(l Level, a, b int32) bool {
 // used goes where it fills a rack's odd GPUs rather than where it adds to them. Measured against
 // best fit alone: docs/design/placement-objective.md.
 func (p *placement) betterRack(a, b int32) bool {
-	pa, whole := p.leftover(a)
-	pb, wholeB := p.leftover(b)
-	if (!whole || !wholeB) && pa != pb {
-		return pa < pb
+	if p.odd {
+		if pa, pb := p.leftover(a), p.leftover(b); pa != pb {
+			return pa < pb
+		}
 	}
 	return p.better(LevelRack, a, b)
 }
 
-// leftover is what rack r keeps free once it holds the gang: the free GPUs past whole nodes of its
-// largest size, and whether the gang's GPUs are whole nodes of that size.
-func (p *placement) leftover(r int32) (past int32, whole bool) {
-	size, gpus := p.rackSize[r], p.need*int32(p.g.GPUsPerPod)
-	if size == 0 {
-		return 0, true
+// leftover is how many free GPUs rack r keeps past whole nodes of its largest size once it holds
+// the gang.
+func (p *placement) leftover(r int32) int32 {
+	if p.rackSize[r] == 0 {
+		size := int32(0)
+		for _, i := range p.ix.children[LevelRack][r] {
+			size = max(size, int32(p.c.Nodes[i].GPUs))
+		}
+		p.rackSize[r] = size + 1
 	}
-	return max(p.frees[LevelRack][r]-gpus, 0) % size, gpus%size == 0
+	size := p.rackSize[r] - 1
+	if size == 0 {
+		return 0
+	}
+	return max(p.frees[LevelRack][r]-p.need*int32(p.g.GPUsPerPod), 0) % size
 }
 
 // betterNode orders the nodes that hold a whole gang: the fewest free GPUs (best fit in GPUs),

@@ -150,10 +150,10 @@ func TestPlacementBetterRack(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := newPlacement(c, tc.gang, nil)
 			r1, r2 := p.domain(t, LevelRack, "z/b/r1"), p.domain(t, LevelRack, "z/b/r2")
-			if got, _ := p.leftover(r1); got != tc.past1 {
+			if got := p.leftover(r1); got != tc.past1 {
 				t.Errorf("leftover(r1) = %d GPUs past whole nodes, want %d", got, tc.past1)
 			}
-			if got, _ := p.leftover(r2); got != tc.past2 {
+			if got := p.leftover(r2); got != tc.past2 {
 				t.Errorf("leftover(r2) = %d GPUs past whole nodes, want %d", got, tc.past2)
 			}
 			got := "z/b/r2"

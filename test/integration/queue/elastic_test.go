@@ -98,18 +98,18 @@ func TestElasticJobGrowsIntoFreedQuota(t *testing.T) {
 		t.Errorf("worker 0 is a new pod after the grow, want the one that ran before")
 	}
 
-	var admitted, replaced []string
-	for _, wl := range e.workloads(running) {
-		switch {
-		case workload.IsAdmitted(&wl) && !workload.IsFinished(&wl) && wl.Spec.PodSets[0].Count == 2:
-			admitted = append(admitted, wl.Name)
-		case workloadslicing.IsReplaced(wl.Status):
-			replaced = append(replaced, wl.Name)
+	e.eventually("the grow went through Kueue: one Workload admitted for 2 workers, the old slice replaced", func() (bool, string) {
+		var admitted, replaced []string
+		for _, wl := range e.workloads(running) {
+			switch {
+			case workload.IsAdmitted(&wl) && !workload.IsFinished(&wl) && wl.Spec.PodSets[0].Count == 2:
+				admitted = append(admitted, wl.Name)
+			case workloadslicing.IsReplaced(wl.Status):
+				replaced = append(replaced, wl.Name)
+			}
 		}
-	}
-	if len(admitted) != 1 || len(replaced) != 1 {
-		t.Errorf("Workloads: admitted for 2 workers %v, replaced %v; want one each: the grow went through Kueue", admitted, replaced)
-	}
+		return len(admitted) == 1 && len(replaced) == 1, fmt.Sprintf("admitted for 2 workers %v, replaced %v", admitted, replaced)
+	})
 	e.waitEvent("llm", controller.ReasonResized, "grew from 1 to 2 workers")
 }
 
@@ -307,8 +307,11 @@ func (e *env) runningElasticJob(policy kueue.PreemptionPolicy) corev1.Pod {
 // the job.
 func (e *env) wantShrunkNotPreempted(name string, worker0 corev1.Pod) *convoy.TrainingJob {
 	e.t.Helper()
-	shrunk := e.job(e.ns, name)
-	if st := shrunk.Status; st.RestartCount != 0 || st.Elastic == nil || st.Elastic.TargetWorkers != 1 || st.Elastic.ResizeCount != 1 ||
+	// The operator writes the job's status apart from the Workload that let the other job in.
+	shrunk := e.waitJob(e.ns, name, "shrunk to 1 worker", func(j *convoy.TrainingJob) bool {
+		return j.Status.Elastic != nil && j.Status.Elastic.TargetWorkers == 1 && j.Status.Elastic.ResizeCount > 0
+	})
+	if st := shrunk.Status; st.RestartCount != 0 || st.Elastic.ResizeCount != 1 ||
 		!meta.IsStatusConditionTrue(st.Conditions, convoy.ConditionRunning) {
 		e.t.Errorf("%s's status %+v; want restartCount 0, target 1 worker, resizeCount 1 and Running: shrunk, not preempted", name, st)
 	}

@@ -76,7 +76,13 @@ const (
 	// memory and GPUs (weights 1, 1, 3): the bin packing the Kubernetes documentation gives for
 	// extended resources, the upstream gang setup closest to Convoy's best fit.
 	CoschedulingBinpack Scheduler = "coscheduling+binpack"
-	Binder              Scheduler = "binder"
+	// KubeSchedulerMinimal is upstream kube-scheduler 1.36's framework with the fewest plugins that
+	// bind a GPU pod where it fits: PrioritySort, NodeResourcesFit's PreFilter and Filter, and
+	// DefaultBinder. With no Score plugin it takes the first node that fits. No gang, topology or
+	// scoring: what any scheduler built on kube-scheduler pays for its queue, cycle, cache, binding,
+	// events and watch, with no placement logic of its own.
+	KubeSchedulerMinimal Scheduler = "kube-scheduler-minimal"
+	Binder               Scheduler = "binder"
 	// BinderEvents is the binder that also records a Scheduled event per pod, as kube-scheduler
 	// does.
 	BinderEvents Scheduler = "binder+events"
@@ -125,7 +131,7 @@ func main() {
 	var sizes, mixes, schedulers string
 	flag.StringVar(&sizes, "nodes", "5000", "comma-separated fleet sizes")
 	flag.StringVar(&mixes, "mixes", "mixed,whole-node,fits", "comma-separated gang mixes: mixed (1, 2, 4 or 8 GPUs per worker), whole-node (8), fits (1, 2, 4 or 8, each half as common as the one below: the gangs fit the fleet), clique (1 to 36 4-GPU workers on GB200 NVL72 cliques of 18 nodes, not run by default)")
-	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,coscheduling+binpack,binder,binder+events+watch", "comma-separated contenders: convoy, convoy+dra (on ResourceSlices and ResourceClaimTemplates instead of nvidia.com/gpu), kube-scheduler-1.37+dra (upstream 1.37 with DRA and gang scheduling), convoy+async-api (with kube-scheduler's SchedulerAsyncAPICalls feature gate on), convoy+partly-used-first (GangPlacement's nodePacking: PartlyUsedFirst), coscheduling, coscheduling+binpack (Coscheduling with MostAllocated scoring), binder, binder+events (the binder recording kube-scheduler's Scheduled event per pod), binder+events+watch (that binder with a pod watch of its own, as kube-scheduler has)")
+	flag.StringVar(&schedulers, "schedulers", "convoy,coscheduling,coscheduling+binpack,binder,binder+events+watch", "comma-separated contenders: convoy, convoy+dra (on ResourceSlices and ResourceClaimTemplates instead of nvidia.com/gpu), kube-scheduler-1.37+dra (upstream 1.37 with DRA and gang scheduling), convoy+async-api (with kube-scheduler's SchedulerAsyncAPICalls feature gate on), convoy+partly-used-first (GangPlacement's nodePacking: PartlyUsedFirst), coscheduling, coscheduling+binpack (Coscheduling with MostAllocated scoring), kube-scheduler-minimal (kube-scheduler with PrioritySort, NodeResourcesFit's filter and DefaultBinder only: the framework's own cost), binder, binder+events (the binder recording kube-scheduler's Scheduled event per pod), binder+events+watch (that binder with a pod watch of its own, as kube-scheduler has)")
 	flag.IntVar(&o.gangs, "gangs", 0, "gangs per run; 0 for one per 5 nodes (1,000 at 5,000 nodes)")
 	flag.Uint64Var(&o.seed, "seed", 42, "seed of the gang mix")
 	qps := flag.Float64("qps", 0, "client QPS of every scheduler and binder; 0: clientConnection.qps of deploy/scheduler/config.yaml, as shipped")
@@ -179,7 +185,7 @@ func main() {
 	}
 	for _, s := range strings.Split(schedulers, ",") {
 		switch sc := Scheduler(strings.TrimSpace(s)); sc {
-		case Convoy, ConvoyAsyncAPI, ConvoyPartlyUsedFirst, ConvoyDRA, Coscheduling, CoschedulingBinpack, KubeScheduler137DRA, Binder, BinderEvents, BinderEventsWatch:
+		case Convoy, ConvoyAsyncAPI, ConvoyPartlyUsedFirst, ConvoyDRA, Coscheduling, CoschedulingBinpack, KubeSchedulerMinimal, KubeScheduler137DRA, Binder, BinderEvents, BinderEventsWatch:
 			o.schedulers = append(o.schedulers, sc)
 			o.dra = o.dra || sc.dra()
 		default:

@@ -201,7 +201,7 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	start := time.Now()
 	var port int
 	switch sc {
-	case Convoy, ConvoyAsyncAPI, ConvoyPartlyUsedFirst, ConvoyDRA, Coscheduling, CoschedulingBinpack, KubeScheduler137DRA:
+	case Convoy, ConvoyAsyncAPI, ConvoyPartlyUsedFirst, ConvoyDRA, Coscheduling, CoschedulingBinpack, KubeSchedulerMinimal, KubeScheduler137DRA:
 		if port, err = startScheduler(ctx, c, root, sc, o); err != nil {
 			return nil, err
 		}
@@ -440,6 +440,27 @@ func createGangs(ctx context.Context, cl client.Client, spec runSpec, sc Schedul
 	})
 }
 
+// minimalConfig is kube-scheduler-minimal's KubeSchedulerConfiguration: every default plugin off,
+// then PrioritySort, NodeResourcesFit at PreFilter and Filter only (its Score would make the
+// scheduler look for more feasible nodes than the first) and DefaultBinder.
+func minimalConfig() map[string]any {
+	with := func(name string) map[string]any {
+		return map[string]any{"enabled": []any{map[string]any{"name": name}}}
+	}
+	return map[string]any{
+		"apiVersion": "kubescheduler.config.k8s.io/v1",
+		"kind":       "KubeSchedulerConfiguration",
+		"profiles": []any{map[string]any{
+			"schedulerName": schedulerName,
+			"plugins": map[string]any{
+				"multiPoint": map[string]any{"disabled": []any{map[string]any{"name": "*"}}},
+				"queueSort":  with("PrioritySort"), "preFilter": with("NodeResourcesFit"),
+				"filter": with("NodeResourcesFit"), "bind": with("DefaultBinder"),
+			},
+		}},
+	}
+}
+
 // coschedulingPodGroup is gang g's PodGroup of scheduler-plugins, minMember all its workers.
 func coschedulingPodGroup(g synth.Gang, ns string) *schedv1alpha1.PodGroup {
 	return &schedv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: g.Name},
@@ -470,14 +491,16 @@ func gangPod(g synth.Gang, r int, ns string) *corev1.Pod {
 
 // startScheduler runs bin/convoy-scheduler with Convoy's profile (deploy/scheduler/config.yaml;
 // for convoy+async-api with the SchedulerAsyncAPICalls feature gate on, for convoy+partly-used-first
-// with GangPlacement's nodePacking set to PartlyUsedFirst) or with Coscheduling only
-// (and, for coscheduling+binpack, MostAllocated scoring), at the benchmark's QPS and burst, and
-// waits until it is ready.
+// with GangPlacement's nodePacking set to PartlyUsedFirst), with Coscheduling only (and, for
+// coscheduling+binpack, MostAllocated scoring) or with kube-scheduler-minimal's plugins, at the
+// benchmark's QPS and burst, and waits until it is ready.
 func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc Scheduler, o options) (int, error) {
 	var cfg map[string]any
 	switch {
 	case sc == KubeScheduler137DRA:
 		cfg = kubeScheduler137Config()
+	case sc == KubeSchedulerMinimal:
+		cfg = minimalConfig()
 	case sc.convoy():
 		data, err := os.ReadFile(filepath.Join(root, "deploy", "scheduler", "config.yaml"))
 		if err != nil {
@@ -545,7 +568,7 @@ func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc S
 	switch sc {
 	case ConvoyAsyncAPI:
 		args = append(args, "--feature-gates=SchedulerAsyncAPICalls=true")
-	case Coscheduling, CoschedulingBinpack:
+	case Coscheduling, CoschedulingBinpack, KubeSchedulerMinimal:
 		// Upstream's defaults: convoy-scheduler turns this gate off for Convoy's gangs.
 		args = append(args, "--feature-gates=NominatedNodeNameForExpectation=true")
 	}

@@ -429,7 +429,7 @@ const (
 
 // targets states, for one fleet size and mix, each of Convoy's targets with its figure and whether
 // it was met: pods/s, gang p99 and CPU per pod against binder+events+watch; on fits, stranded GPUs
-// against first fit (the binder) and coscheduling+binpack and racks per gang against the fewest;
+// against first fit (the binder, else binder+events or binder+events+watch) and coscheduling+binpack and racks per gang against the fewest;
 // streaming, gang p99 itself; with convoy+dra, its pods/s and gang p99 against Convoy's and its
 // racks per gang against the fewest.
 func targets(results []*Result, nodes int, mix string) string {
@@ -468,7 +468,15 @@ func targets(results []*Result, nodes int, mix string) string {
 		row(fmt.Sprintf("gang p99 ≤ %.0f s, streaming", targetStreamP99Sec), fmt.Sprintf("%.2f s", c.GangP99), c.GangP99 <= targetStreamP99Sec)
 	}
 	if mix == "fits" {
-		for _, peer := range []Scheduler{Binder, CoschedulingBinpack} {
+		// First fit is the binder's, with or without events and watch: the first of them that ran.
+		var peers []Scheduler
+		for _, b := range []Scheduler{Binder, BinderEvents, BinderEventsWatch} {
+			if of(b) != nil {
+				peers = append(peers, b)
+				break
+			}
+		}
+		for _, peer := range append(peers, CoschedulingBinpack) {
 			if p := of(peer); p != nil {
 				row(fmt.Sprintf("stranded GPUs ≤ %s's", peer), fmt.Sprintf("%d against %d", c.Stranded, p.Stranded), c.Stranded <= p.Stranded)
 			}

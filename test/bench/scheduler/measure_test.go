@@ -17,6 +17,7 @@ limitations under the License.
 package main
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +96,11 @@ func TestTargets(t *testing.T) {
 	}
 	if got := targets(results, 1000, "mixed"); !strings.Contains(got, "0.50× (100 of 200) | **missed** |") || strings.Contains(got, "stranded") {
 		t.Errorf("targets(mixed) = %q, want pods/s missed and no stranded GPUs", got)
+	}
+	// Without the plain binder, first fit is binder+events+watch's.
+	results[1].Stranded = 5
+	if got := targets(slices.Delete(results, 2, 3), 1000, "fits"); !strings.Contains(got, "| stranded GPUs ≤ binder+events+watch's | 14 against 5 | **missed** |") {
+		t.Errorf("targets(fits) without the binder = %q, want stranded GPUs against binder+events+watch's", got)
 	}
 }
 

@@ -429,9 +429,9 @@ const (
 
 // targets states, for one fleet size and mix, each of Convoy's targets with its figure and whether
 // it was met: pods/s, gang p99 and CPU per pod against binder+events+watch; on fits, stranded GPUs
-// against first fit (the binder, else binder+events or binder+events+watch) and coscheduling+binpack and racks per gang against the fewest;
-// streaming, gang p99 itself; with convoy+dra, its pods/s and gang p99 against Convoy's and its
-// racks per gang against the fewest.
+// against first fit (the binder, else binder+events or binder+events+watch) and
+// coscheduling+binpack, and racks per gang against the fewest; streaming, gang p99 itself; with
+// convoy+dra, its pods/s and gang p99 against Convoy's and its racks per gang against the fewest.
 func targets(results []*Result, nodes int, mix string) string {
 	of := func(sc Scheduler) *Result {
 		for _, r := range results {

@@ -444,9 +444,6 @@ func createGangs(ctx context.Context, cl client.Client, spec runSpec, sc Schedul
 // then PrioritySort, NodeResourcesFit at PreFilter and Filter only (its Score would make the
 // scheduler look for more feasible nodes than the first) and DefaultBinder.
 func minimalConfig() map[string]any {
-	with := func(name string) map[string]any {
-		return map[string]any{"enabled": []any{map[string]any{"name": name}}}
-	}
 	return map[string]any{
 		"apiVersion": "kubescheduler.config.k8s.io/v1",
 		"kind":       "KubeSchedulerConfiguration",
@@ -454,11 +451,20 @@ func minimalConfig() map[string]any {
 			"schedulerName": schedulerName,
 			"plugins": map[string]any{
 				"multiPoint": map[string]any{"disabled": []any{map[string]any{"name": "*"}}},
-				"queueSort":  with("PrioritySort"), "preFilter": with("NodeResourcesFit"),
-				"filter": with("NodeResourcesFit"), "bind": with("DefaultBinder"),
+				"queueSort":  enabled("PrioritySort"), "preFilter": enabled("NodeResourcesFit"),
+				"filter": enabled("NodeResourcesFit"), "bind": enabled("DefaultBinder"),
 			},
 		}},
 	}
+}
+
+// enabled is a KubeSchedulerConfiguration plugin set with the named plugins enabled.
+func enabled(names ...string) map[string]any {
+	var list []any
+	for _, n := range names {
+		list = append(list, map[string]any{"name": n})
+	}
+	return map[string]any{"enabled": list}
 }
 
 // coschedulingPodGroup is gang g's PodGroup of scheduler-plugins, minMember all its workers.
@@ -519,22 +525,15 @@ func startScheduler(ctx context.Context, c *framework.Cluster, root string, sc S
 	default:
 		// Upstream kube-scheduler with Coscheduling as scheduler-plugins documents it; its default
 		// plugins (DefaultPreemption included) stay.
-		with := func(names ...string) map[string]any {
-			var list []any
-			for _, n := range names {
-				list = append(list, map[string]any{"name": n})
-			}
-			return map[string]any{"enabled": list}
-		}
-		queueSort := with("Coscheduling")
+		queueSort := enabled("Coscheduling")
 		queueSort["disabled"] = []any{map[string]any{"name": "*"}}
 		cfg = map[string]any{
 			"apiVersion": "kubescheduler.config.k8s.io/v1",
 			"kind":       "KubeSchedulerConfiguration",
 			"profiles": []any{map[string]any{
 				"schedulerName": schedulerName,
-				"plugins": map[string]any{"queueSort": queueSort, "preFilter": with("Coscheduling"),
-					"postFilter": with("Coscheduling"), "reserve": with("Coscheduling"), "permit": with("Coscheduling")},
+				"plugins": map[string]any{"queueSort": queueSort, "preFilter": enabled("Coscheduling"),
+					"postFilter": enabled("Coscheduling"), "reserve": enabled("Coscheduling"), "permit": enabled("Coscheduling")},
 				"pluginConfig": []any{map[string]any{"name": "Coscheduling", "args": map[string]any{"permitWaitingTimeSeconds": 60}}},
 			}},
 		}

@@ -38,9 +38,10 @@ func DisruptionBudget(job *convoy.TrainingJob, p mlframework.Plugin, opts Option
 		return nil
 	}
 	gang := intstr.FromInt32(int32(len(p.Replicas(job))))
-	// The gang's pods of every attempt (the PodGroup's label), not the publish pod.
-	selector := JobLabels(job)
-	selector[schedv1alpha1.PodGroupLabel] = job.Name
+	// The gang's pods of every attempt, not the publish pod: the PodGroup's label alone. Its one
+	// key is what kube-controller-manager's disruption controller matches every pod event of the
+	// namespace against, for each budget there.
+	selector := map[string]string{schedv1alpha1.PodGroupLabel: job.Name}
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: objectMeta(job, job.Name, JobLabels(job)),
 		Spec: policyv1.PodDisruptionBudgetSpec{

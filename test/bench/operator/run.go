@@ -125,17 +125,21 @@ func run(ctx context.Context, o options, sys System) (*Result, error) {
 	}
 	defer w.stop()
 
-	apiserverPid := 0
+	// The control plane's processes, whose CPU during the batch is measured beside the operator's.
+	plane := map[string]int{}
 	for _, p := range c.Processes() {
-		if p.Name == framework.APIServer {
-			apiserverPid = p.Pid
+		if p.Name == framework.APIServer || p.Name == framework.ControllerManager || p.Name == framework.Etcd {
+			plane[p.Name] = p.Pid
 		}
 	}
 	r := &Result{System: string(sys), Jobs: o.jobs, Pods: o.jobs * o.podsPerJob, HasOperator: sys != APICeiling, LoadAverage: framework.LoadAverage()}
 	writes0, _ := writeCounts(ctx, c)
 	events0, times0, _ := jobEvents(ctx, c)
 	cpu0, _ := cpuSeconds(pid)
-	apiCPU0, _ := cpuSeconds(apiserverPid)
+	planeCPU0 := map[string]float64{}
+	for name, pid := range plane {
+		planeCPU0[name], _ = cpuSeconds(pid)
+	}
 	began := time.Now()
 	created, err := submit(ctx, k, sys, o)
 	if err != nil {
@@ -158,7 +162,11 @@ func run(ctx context.Context, o options, sys System) (*Result, error) {
 		}
 	}
 	r.P50, r.P99 = percentile(durations, 50), percentile(durations, 99)
-	apiCPU1, _ := cpuSeconds(apiserverPid)
+	r.PlaneCPUSeconds = map[string]float64{}
+	for name, pid := range plane {
+		cpu1, _ := cpuSeconds(pid)
+		r.PlaneCPUSeconds[name] = cpu1 - planeCPU0[name]
+	}
 	if writes1, err := settledWrites(ctx, c); err == nil {
 		r.Writes = writesLine(writes0, writes1)
 		r.EventWrites = eventWrites(writes1) - eventWrites(writes0)
@@ -166,7 +174,6 @@ func run(ctx context.Context, o options, sys System) (*Result, error) {
 	if events1, times1, err := jobEvents(ctx, c); err == nil {
 		r.JobEvents, r.JobEventCount = events1-events0, times1-times0
 	}
-	r.APIServerCPUSeconds = apiCPU1 - apiCPU0
 	if pid != 0 {
 		cpu1, err := cpuSeconds(pid)
 		if err != nil {

@@ -311,8 +311,9 @@ func poolOf(key string) string {
 	return pool
 }
 
-// podClaims names the pod's ResourceClaims ("namespace/name"): those it names, and those made
-// for it from templates as its status records them.
+// podClaims names the pod's ResourceClaims ("namespace/name"): those it names, those made for it
+// from templates as its status records them, and the one DynamicResources made for its extended
+// resources backed by a DeviceClass (extendedResourceClaimStatus).
 func podClaims(pod *corev1.Pod) []string {
 	var out []string
 	for _, pc := range pod.Spec.ResourceClaims {
@@ -324,6 +325,9 @@ func podClaims(pod *corev1.Pod) []string {
 		if st.ResourceClaimName != nil {
 			out = append(out, pod.Namespace+"/"+*st.ResourceClaimName)
 		}
+	}
+	if st := pod.Status.ExtendedResourceClaimStatus; st != nil && st.ResourceClaimName != "" {
+		out = append(out, pod.Namespace+"/"+st.ResourceClaimName)
 	}
 	return out
 }
@@ -366,6 +370,23 @@ func (s *State) onClaimDelete(obj any) {
 	}
 }
 
+// onDeviceClass is the DeviceClass informer's handler: a class that backs the GPU extended
+// resource with DRA devices (spec.extendedResourceName), made, changed or gone, changes which
+// nodes are room for the gangs of that resource (extendedClass), so their verdicts no longer hold
+// and the pods that found no room are woken. It reports whether the class backs the resource.
+func (s *State) onDeviceClass(obj any) bool {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	c, ok := obj.(*resourcev1.DeviceClass)
+	if !ok || c.Spec.ExtendedResourceName == nil || corev1.ResourceName(*c.Spec.ExtendedResourceName) != s.opts.GPUResource {
+		return false
+	}
+	s.bump()
+	s.waiters.moreRoom()
+	return true
+}
+
 func (s *State) draNodesChanged(nodes []string, moreRoom bool) {
 	if len(nodes) == 0 {
 		return
@@ -381,6 +402,10 @@ func (s *State) draNodesChanged(nodes []string, moreRoom bool) {
 		s.waiters.moreRoom()
 	}
 }
+
+// DRANode reports whether the node's GPUs are DRA devices: its pods' devices are what their claims
+// are allocated, whatever GPUs a plan counted.
+func (s *State) DRANode(node string) bool { return s != nil && s.dra.nodeGPUs(node) > 0 }
 
 // PodGPUs is how many GPUs the pod asks for: its GPU extended resource, else the GPUs its DRA
 // claims ask of a GPU DeviceClass.

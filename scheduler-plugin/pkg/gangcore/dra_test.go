@@ -420,6 +420,57 @@ func TestDRAPlannerWeighsTheClaimSelectors(t *testing.T) {
 	}
 }
 
+// TestExtendedResourceGangTakesTheDevicesItsDeviceClassBacks: nodes whose GPUs are only DRA
+// devices are no room for a pod that asks nvidia.com/gpu until a DeviceClass backs that resource
+// (spec.extendedResourceName); then the pod is planned on the devices of the class DynamicResources
+// would pick, the newest of those that name it: here the H200s, not the H100s an older class takes.
+func TestExtendedResourceGangTakesTheDevicesItsDeviceClassBacks(t *testing.T) {
+	pod := member("ns", "ext", 0, 4).Obj()
+	h := newHarness(t, []*corev1.Node{fakeNode("a-h100", "r1", 0), fakeNode("b-h200", "r1", 0)}, []*corev1.Pod{pod})
+	ctx := context.Background()
+	for node, product := range map[string]string{"a-h100": "NVIDIA-H100", "b-h200": "NVIDIA-H200"} {
+		slice := &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: node + "-gpus"},
+			Spec: resourcev1.ResourceSliceSpec{Driver: convoy.DriverGPU, NodeName: ptr.To(node), Pool: resourcev1.ResourcePool{Name: node}}}
+		for k := range 4 {
+			slice.Spec.Devices = append(slice.Spec.Devices, resourcev1.Device{Name: "gpu-" + itoa(k),
+				Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{"productName": {StringValue: ptr.To(product)}}})
+		}
+		if _, err := h.cs.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		return h.state.dra.nodeGPUs("a-h100") == 4 && h.state.dra.nodeGPUs("b-h200") == 4, nil
+	}); err != nil {
+		t.Fatal("the State never saw the slices")
+	}
+	if _, status := h.state.PlanFor(ctx, pod, h.nodeInfos()); status.IsSuccess() {
+		t.Fatalf("a pod of nvidia.com/gpu was planned on DRA devices no DeviceClass backs it with: %v", status)
+	}
+
+	backs := func(name, product string, created time.Time) *resourcev1.DeviceClass {
+		return &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(created)},
+			Spec: resourcev1.DeviceClassSpec{ExtendedResourceName: ptr.To(string(convoy.ResourceGPU)), Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+				Expression: `device.driver == "gpu.nvidia.com" && device.attributes["gpu.nvidia.com"].productName == "` + product + `"`}}}}}
+	}
+	now := time.Now()
+	for _, c := range []*resourcev1.DeviceClass{backs("h100s", "NVIDIA-H100", now.Add(-time.Hour)), backs("h200s", "NVIDIA-H200", now)} {
+		if _, err := h.cs.ResourceV1().DeviceClasses().Create(ctx, c, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		c := h.state.extendedClass()
+		return c != nil && c.Name == "h200s", nil
+	}); err != nil {
+		t.Fatalf("extendedClass() = %v, want h200s, the newest class that backs nvidia.com/gpu", h.state.extendedClass())
+	}
+	cs, status := h.state.PlanFor(ctx, pod, h.nodeInfos())
+	if got := slotOf(t, cs, status); got != "b-h200:0,1,2,3" {
+		t.Errorf("the pod's slot = %s, want b-h200:0,1,2,3, the devices of the class that backs nvidia.com/gpu", got)
+	}
+}
+
 func TestWriteClaim(t *testing.T) {
 	pod := st.MakePod().Namespace("ns").Name("w-0").UID("p").Obj()
 	allocation := &resourcev1.AllocationResult{Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{

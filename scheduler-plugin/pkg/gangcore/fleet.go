@@ -150,6 +150,8 @@ type viewClass struct {
 	template *corev1.Pod
 	limits   Limits
 	dra      bool
+	// extended says that a DeviceClass backs the gang's extended resource (gang.extended).
+	extended bool
 	// devices is the gang's deviceFilter key.
 	devices  string
 	priority int32
@@ -157,7 +159,7 @@ type viewClass struct {
 }
 
 func (c viewClass) same(o viewClass) bool {
-	return c.template != nil && o.template != nil && c.dra == o.dra && c.devices == o.devices && c.priority == o.priority &&
+	return c.template != nil && o.template != nil && c.dra == o.dra && c.extended == o.extended && c.devices == o.devices && c.priority == o.priority &&
 		c.podNeeds == o.podNeeds && slices.Equal(c.limits, o.limits) && sameNodeNeeds(c.template, o.template)
 }
 
@@ -190,7 +192,7 @@ func (s *State) keptView(ctx context.Context, nodes []fwk.NodeInfo, o viewOption
 	g := o.gang
 	held := s.heldNodes(g)
 	anchor := s.anchorNode(nodes, g.anchor)
-	class := viewClass{template: o.elig.template, limits: o.elig.limits, dra: g.dra, priority: g.priority, podNeeds: g.podNeeds != nil}
+	class := viewClass{template: o.elig.template, limits: o.elig.limits, dra: g.dra, extended: g.extended != nil, priority: g.priority, podNeeds: g.podNeeds != nil}
 	if g.devices != nil {
 		class.devices = g.devices.key
 	}

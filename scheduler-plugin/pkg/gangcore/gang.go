@@ -20,6 +20,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
@@ -52,10 +53,17 @@ type gang struct {
 	// eligibilityFor.
 	podNeeds [][]int64
 	// dra says that its pods claim their GPUs through DRA: the nodes whose GPUs the device plugin
-	// hands out are not for it, nor are the nodes whose GPUs DRA hands out for other gangs.
+	// hands out are not for it, nor are the nodes whose GPUs DRA hands out for other gangs (but
+	// those of extended).
 	dra bool
-	// devices, for a DRA gang whose claims select devices, is what they ask of each device.
-	devices  *deviceFilter
+	// devices, for a DRA gang whose claims select devices, is what they ask of each device; for a
+	// gang of the extended resource that a DeviceClass backs (extended), what the class selects.
+	devices *deviceFilter
+	// extended, for a gang whose pods ask the GPU extended resource, is the DeviceClass that backs
+	// it with DRA devices (spec.extendedResourceName), if any: DynamicResources then allocates the
+	// pods devices of that class on nodes without the resource's allocatable, so those nodes'
+	// DRA GPUs are for the gang as well.
+	extended *resourcev1.DeviceClass
 	level    planner.Level
 	required bool
 	// levelErr says that the level the gang asks is none of the scheduler's.
@@ -173,11 +181,18 @@ func (s *State) gangOf(pod *corev1.Pod) *gang {
 	return g
 }
 
-// setDRA sets g.dra, and g.devices for a DRA gang.
+// setDRA sets g.dra, and g.devices for a DRA gang; for a gang of the extended resource, g.extended
+// and the devices its DeviceClass selects.
 func (s *State) setDRA(g *gang) {
 	g.dra = len(g.pending) > 0 && GPURequest(g.pending[0], s.opts.GPUResource) == 0
-	if g.dra && s.dra != nil {
+	switch {
+	case s.dra == nil:
+	case g.dra:
 		g.devices = s.filterFor(g.pending)
+	case len(g.pending) > 0:
+		if g.extended = s.extendedClass(); g.extended != nil {
+			g.devices = s.classFilter(g.extended)
+		}
 	}
 }
 

@@ -234,6 +234,17 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 	}); err != nil {
 		return fail(err)
 	}
+	if _, err := add(res.DeviceClasses().Informer(), toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { s.onDeviceClass(obj) },
+		UpdateFunc: func(o, n any) {
+			if !s.onDeviceClass(n) {
+				s.onDeviceClass(o)
+			}
+		},
+		DeleteFunc: func(obj any) { s.onDeviceClass(obj) },
+	}); err != nil {
+		return fail(err)
+	}
 	if cfg := h.KubeConfig(); cfg != nil {
 		if err := s.watch(ctx, cfg); err != nil {
 			return fail(err)

@@ -108,7 +108,10 @@ func (s *State) nodeFor(ctx context.Context, pn *planner.Node, ni fwk.NodeInfo, 
 		}
 	}
 	_, avoided := o.elig.avoid[node.Name]
-	pn.Excluded = avoided || b.dra != o.gang.dra && b.pn.GPUs > 0 || o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang)
+	// A gang's GPUs are of one kind: DRA claims or the extended resource, which a DeviceClass may
+	// back with a DRA node's devices.
+	otherKind := b.dra != o.gang.dra && b.pn.GPUs > 0 && (!b.dra || o.gang.extended == nil)
+	pn.Excluded = avoided || otherKind || o.elig.excluded(node) || !s.sameDomain(anchor, node, o.gang)
 	if !pn.Excluded && o.elig.interPod.excludes(ctx, ni) {
 		pn.Excluded = vt == nil || !s.evictionAdmits(ctx, pn, ni, o, vt)
 	}

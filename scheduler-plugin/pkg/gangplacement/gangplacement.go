@@ -240,7 +240,8 @@ func (pl *GangPlacement) turn(ctx context.Context) (func(), *fwk.Status) {
 	}
 }
 
-// Bind binds the pod with its GPU indices in the convoy.dev/gpu-indices annotation and its node's
+// Bind binds the pod with its GPU indices in the convoy.dev/gpu-indices annotation (not on a node
+// whose GPUs are DRA devices: its claims' allocations say which are the pod's) and its node's
 // topology domains in convoy.dev/topology-domains, in the one Binding call (the API server copies a
 // Binding's annotations onto the pod). With neither (a node known by GPU count only, with none of
 // the levels' labels) it leaves binding to DefaultBinder. At most MaxConcurrentBindings are in
@@ -252,7 +253,7 @@ func (pl *GangPlacement) Bind(ctx context.Context, cs fwk.CycleState, pod *corev
 		return fwk.NewStatus(fwk.Skip)
 	}
 	annotations := map[string]string{}
-	if st.Slot.Indexed && (len(pod.Spec.ResourceClaims) == 0 || gangcore.GPURequest(pod, pl.gpu) > 0) {
+	if st.Slot.Indexed && (len(pod.Spec.ResourceClaims) == 0 || gangcore.GPURequest(pod, pl.gpu) > 0) && !pl.state.DRANode(nodeName) {
 		annotations[gangcore.AnnotationGPUIndices] = gangcore.FormatGPUIndices(st.Slot.GPUs)
 	}
 	if d := pl.domains(nodeName); d != "" {

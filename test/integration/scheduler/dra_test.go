@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	resourcev1 "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -191,6 +192,104 @@ func TestDRAPodTurnedAwayBindsWhenAClaimFreesItsDevice(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 	waitBound(t, e.c.Client, ns, []string{"waiter"}, 20*time.Second)
+}
+
+// TestDRAExtendedResourceGangGetsTheDevicesItsDeviceClassBacks: a gang that asks nvidia.com/gpu
+// waits on nodes whose GPUs are only DRA devices until a DeviceClass backs nvidia.com/gpu with
+// them (spec.extendedResourceName); then, at once, it is planned there: each worker gets 4 devices of
+// its own node in the claim DynamicResources makes for it (status.extendedResourceClaimStatus), no
+// device twice, and no convoy.dev/gpu-indices, which would name GPUs its claim does not hold. The
+// devices are then taken: a gang of one GPU more waits, and binds once a worker is gone and its
+// claim with it.
+func TestDRAExtendedResourceGangGetsTheDevicesItsDeviceClassBacks(t *testing.T) {
+	e := setup(t)
+	ns := e.namespace(t)
+	pool := map[string]string{"convoy.dev/test-pool": "extended"}
+	e.nodes(t, []framework.NodeSpec{
+		{Name: "extended-a", DRAGPUs: 4, GPUProduct: "NVIDIA-H100-80GB-HBM3", Rack: "r1", Labels: pool},
+		{Name: "extended-b", DRAGPUs: 4, GPUProduct: "NVIDIA-H100-80GB-HBM3", Rack: "r1", Labels: pool},
+	})
+	t.Cleanup(func() {
+		for _, n := range []string{"extended-a", "extended-b"} {
+			_ = e.c.Client.Delete(context.Background(), &resourcev1.ResourceSlice{ObjectMeta: metav1.ObjectMeta{
+				Name: n + "-" + strings.ReplaceAll(convoy.DriverGPU, ".", "-")}})
+		}
+	})
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "convoy-test-extended-gpu"}, Spec: resourcev1.DeviceClassSpec{
+		Selectors:            []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{Expression: `device.driver == "` + convoy.DriverGPU + `"`}}},
+		ExtendedResourceName: ptr.To(string(framework.ResourceGPU))}}
+	onPool := func(g *gangWrapper) *gangWrapper {
+		for _, p := range g.pods {
+			p.Spec.NodeSelector = pool
+		}
+		return g
+	}
+
+	gang := onPool(makeGang(ns, "extended", 2, 4)).create(t, e.c.Client)
+	waitUnschedulable(t, e.c.Client, ns, gang.names(), ns+"/extended needs 2 pod(s) × 4 GPU(s)")
+	must(t, e.c.Client.Create(t.Context(), class))
+	t.Cleanup(func() { _ = e.c.Client.Delete(context.Background(), class) })
+	pods := waitBound(t, e.c.Client, ns, gang.names(), bindTimeout)
+	owner := map[string]string{}
+	claims := map[string]string{}
+	for _, p := range pods {
+		if v, ok := p.Annotations[convoy.AnnotationGPUIndices]; ok {
+			t.Errorf("pod %s has %s %q on a node of DRA GPUs", p.Name, convoy.AnnotationGPUIndices, v)
+		}
+		st := p.Status.ExtendedResourceClaimStatus
+		if st == nil || st.ResourceClaimName == "" {
+			t.Errorf("pod %s has no extendedResourceClaimStatus: %+v", p.Name, p.Status)
+			continue
+		}
+		claims[p.Name] = st.ResourceClaimName
+		claim := &resourcev1.ResourceClaim{}
+		must(t, e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: st.ResourceClaimName}, claim))
+		a := claim.Status.Allocation
+		if a == nil || len(a.Devices.Results) != 4 || len(claim.Status.ReservedFor) != 1 || claim.Status.ReservedFor[0].UID != p.UID {
+			t.Errorf("pod %s: claim %s is %+v, want 4 devices, reserved for the pod", p.Name, claim.Name, claim.Status)
+			continue
+		}
+		for _, r := range a.Devices.Results {
+			d := r.Pool + "/" + r.Device
+			if r.Driver != convoy.DriverGPU || r.Pool != p.Spec.NodeName {
+				t.Errorf("pod %s on %s has device %s of driver %s", p.Name, p.Spec.NodeName, d, r.Driver)
+			}
+			if other, ok := owner[d]; ok {
+				t.Errorf("device %s is allocated to pods %s and %s", d, other, p.Name)
+			}
+			owner[d] = p.Name
+		}
+	}
+	if t.Failed() {
+		return
+	}
+
+	late := onPool(makeGang(ns, "late", 1, 1)).create(t, e.c.Client)
+	waitUnschedulable(t, e.c.Client, ns, late.names(), ns+"/late needs 1 pod(s) × 1 GPU(s)")
+	gone := pods[0]
+	must(t, e.c.Client.Delete(t.Context(), gone, client.GracePeriodSeconds(0)))
+	// The claim of the pod that is gone is deallocated and deleted, as kube-controller-manager's
+	// resourceclaim controller does.
+	util.Eventually(t, 200*time.Millisecond, bindTimeout, "the gone worker's claim to be deleted", func() (bool, string) {
+		claim := &resourcev1.ResourceClaim{}
+		err := e.c.Client.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: claims[gone.Name]}, claim)
+		switch {
+		case apierrors.IsNotFound(err):
+			return true, ""
+		case err != nil:
+			return false, err.Error()
+		case claim.Status.Allocation != nil || len(claim.Status.ReservedFor) > 0:
+			claim.Status = resourcev1.ResourceClaimStatus{}
+			return false, fmt.Sprint("deallocating: ", e.c.Client.Status().Update(t.Context(), claim))
+		case len(claim.Finalizers) > 0:
+			claim.Finalizers = nil
+			return false, fmt.Sprint("removing the finalizers: ", e.c.Client.Update(t.Context(), claim))
+		}
+		return false, fmt.Sprint("deleting: ", e.c.Client.Delete(t.Context(), claim))
+	})
+	if got := waitBound(t, e.c.Client, ns, late.names(), bindTimeout)[0].Spec.NodeName; got != gone.Spec.NodeName {
+		t.Errorf("pod %s is on %s, want %s, where the gone worker's devices are free", late.pods[0].Name, got, gone.Spec.NodeName)
+	}
 }
 
 // gpuClaim is a ResourceClaim of 2 devices of DeviceClass gpu.nvidia.com.

@@ -23,10 +23,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/dynamic-resource-allocation/cel"
-	"k8s.io/kubernetes/pkg/features"
 
 	convoy "github.com/convoy-dev/convoy/api/v1alpha1"
 	"github.com/convoy-dev/convoy/scheduler-plugin/pkg/planner"
@@ -100,32 +97,14 @@ func (s *State) filterFor(pods []*corev1.Pod) *deviceFilter {
 }
 
 // extendedClass is the DeviceClass that backs the GPU extended resource with DRA GPUs
-// (spec.extendedResourceName), chosen as DynamicResources chooses among classes that name it: the
-// newest, then the first by name. Nil when none does, when it hands out no GPUs (IsGPUClass), or
-// without the DRAExtendedResource feature. From the informer's lister, which a DeviceClass event
-// finds up to date, not DynamicResources' cache, which that event may not have reached yet.
+// (spec.extendedResourceName), as DynamicResources resolves it; nil when none does, when it hands
+// out no GPUs (IsGPUClass), or without the DRAExtendedResource feature.
 func (s *State) extendedClass() *resourcev1.DeviceClass {
-	if !utilfeature.DefaultFeatureGate.Enabled(features.DRAExtendedResource) {
+	c := s.extendedGPUs.GetDeviceClass(s.opts.GPUResource)
+	if c == nil || !IsGPUClass(c) {
 		return nil
 	}
-	classes, err := s.dra.classes.List(labels.Everything())
-	if err != nil {
-		return nil
-	}
-	var out *resourcev1.DeviceClass
-	for _, c := range classes {
-		if r := c.Spec.ExtendedResourceName; r == nil || corev1.ResourceName(*r) != s.opts.GPUResource {
-			continue
-		}
-		if out == nil || c.CreationTimestamp.After(out.CreationTimestamp.Time) ||
-			c.CreationTimestamp.Equal(&out.CreationTimestamp) && c.Name < out.Name {
-			out = c
-		}
-	}
-	if out == nil || !IsGPUClass(out) {
-		return nil
-	}
-	return out
+	return c
 }
 
 // classFilter is the device filter of the pods whose extended resource the DeviceClass c backs:

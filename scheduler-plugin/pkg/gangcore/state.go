@@ -30,13 +30,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/dynamic-resource-allocation/deviceclass/extendedresourcecache"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	schedv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -75,6 +78,9 @@ type State struct {
 	inventory *gpuInventory
 	// dra counts the GPUs pods claim and nodes publish through DRA (dra.go).
 	dra *draGPUs
+	// extendedGPUs resolves the DeviceClass that backs the GPU extended resource, as
+	// DynamicResources does (extendedClass); nil without the DRAExtendedResource feature.
+	extendedGPUs *extendedresourcecache.ExtendedResourceCache
 	// claimWrites holds, by pod, the claims AllocateClaims allocated and PreBind writes
 	// (draalloc.go), under claimMu; celCache the allocator's compiled selectors.
 	claimMu     sync.Mutex
@@ -234,16 +240,20 @@ func New(ctx context.Context, h fwk.Handle, opts Options) (*State, error) {
 	}); err != nil {
 		return fail(err)
 	}
-	if _, err := add(res.DeviceClasses().Informer(), toolscache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { s.onDeviceClass(obj) },
-		UpdateFunc: func(o, n any) {
-			if !s.onDeviceClass(n) {
-				s.onDeviceClass(o)
-			}
-		},
-		DeleteFunc: func(obj any) { s.onDeviceClass(obj) },
-	}); err != nil {
-		return fail(err)
+	if utilfeature.DefaultFeatureGate.Enabled(features.DRAExtendedResource) {
+		// onDeviceClass runs after the cache took the event in.
+		s.extendedGPUs = extendedresourcecache.NewExtendedResourceCache(klog.FromContext(ctx), toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) { s.onDeviceClass(obj) },
+			UpdateFunc: func(o, n any) {
+				if !s.onDeviceClass(n) {
+					s.onDeviceClass(o)
+				}
+			},
+			DeleteFunc: func(obj any) { s.onDeviceClass(obj) },
+		})
+		if _, err := add(res.DeviceClasses().Informer(), s.extendedGPUs); err != nil {
+			return fail(err)
+		}
 	}
 	if cfg := h.KubeConfig(); cfg != nil {
 		if err := s.watch(ctx, cfg); err != nil {

@@ -178,18 +178,18 @@ func BenchmarkPlaceMix(b *testing.B) {
 
 // BenchmarkPlaceSeeds places the fits and mixed mixes as BenchmarkPlaceMix does, on 20 draws
 // (seeds 1–20) instead of one, beside first fit on the same gangs (each pod on the first node with
-// room, a gang over any racks, whole or not at all): GPUs stranded on partly used nodes at the end
-// and on average after each gang placed, racks per gang and gangs placed, each the mean over the
-// draws. One draw's end is one moment of a count that moves with each gang; the draws show the
-// trend a rule change makes.
+// room, a gang over any racks, whole or not at all) and beside rackBound: GPUs stranded on partly
+// used nodes at the end and on average after each gang placed, racks per gang and gangs placed,
+// each the mean over the draws. One draw's end is one moment of a count that moves with each gang;
+// the draws show the trend a rule change makes.
 func BenchmarkPlaceSeeds(b *testing.B) {
 	const draws = 20
 	for _, nodes := range []int{1000, 5000} {
 		for _, mix := range []synth.Mix{synth.FittingWorkers, synth.MixedWorkers} {
 			b.Run(fmt.Sprintf("nodes=%d/mix=%s", nodes, mix.Name), func(b *testing.B) {
-				var end, mean, racks, placed, ffEnd, ffMean float64
+				var end, mean, racks, placed, ffEnd, ffMean, rbEnd, rbMean float64
 				for b.Loop() {
-					end, mean, racks, placed, ffEnd, ffMean = 0, 0, 0, 0, 0, 0
+					end, mean, racks, placed, ffEnd, ffMean, rbEnd, rbMean = 0, 0, 0, 0, 0, 0, 0, 0
 					for seed := uint64(1); seed <= draws; seed++ {
 						gangs := synth.Gangs(seed, 1000, mix)
 						f := mix.FleetOf(nodes)
@@ -210,6 +210,9 @@ func BenchmarkPlaceSeeds(b *testing.B) {
 						e, m := firstFit(nodes, f.GPUsPerNode, gangs)
 						ffEnd += float64(e)
 						ffMean += m
+						e, m = rackBound(f, gangs)
+						rbEnd += float64(e)
+						rbMean += m
 					}
 				}
 				b.ReportMetric(end/draws, "stranded-GPUs")
@@ -218,6 +221,8 @@ func BenchmarkPlaceSeeds(b *testing.B) {
 				b.ReportMetric(placed/draws, "placed")
 				b.ReportMetric(ffEnd/draws, "first-fit-stranded-GPUs")
 				b.ReportMetric(ffMean/draws, "first-fit-mean-stranded-GPUs")
+				b.ReportMetric(rbEnd/draws, "rack-bound-stranded-GPUs")
+				b.ReportMetric(rbMean/draws, "rack-bound-mean-stranded-GPUs")
 			})
 		}
 	}
@@ -261,6 +266,94 @@ func firstFit(nodes, gpus int, gangs []synth.Gang) (end int, mean float64) {
 		placed++
 	}
 	return stranded(), float64(sum) / float64(max(placed, 1))
+}
+
+// rackBound places gangs as the planner would without its node locality, to show what keeping each
+// gang in the fewest racks alone costs in stranded GPUs. A gang takes the fewest racks (several: those of
+// most room for its pods, whole or not at all); inside a rack each pod goes to the node of least
+// room that holds it, whatever node its gang's other pods are on; a gang one rack holds goes to the
+// rack it leaves with the fewest GPUs stranded on partly used nodes, then to the fullest. It returns
+// the GPUs stranded at the end and on average after each gang placed.
+func rackBound(f synth.Fleet, gangs []synth.Gang) (end int, mean float64) {
+	free := make([]int, f.Nodes)
+	for i := range free {
+		free[i] = f.GPUsPerNode
+	}
+	rack := func(r int) []int { return free[r*f.NodesPerRack : min((r+1)*f.NodesPerRack, f.Nodes)] }
+	stranded := func(nodes []int) (n, total int) {
+		for _, x := range nodes {
+			if x != 0 && x != f.GPUsPerNode {
+				n += x
+			}
+			total += x
+		}
+		return n, total
+	}
+	// put places pods of gpus GPUs on nodes, each on the node of least room, and returns the pods
+	// left.
+	put := func(nodes []int, gpus, pods int) int {
+		for ; pods > 0; pods-- {
+			best := -1
+			for i, x := range nodes {
+				if x >= gpus && (best < 0 || x < nodes[best]) {
+					best = i
+				}
+			}
+			if best < 0 {
+				return pods
+			}
+			nodes[best] -= gpus
+		}
+		return 0
+	}
+	racks := (f.Nodes + f.NodesPerRack - 1) / f.NodesPerRack
+	order, rooms := make([]int, racks), make([]int, racks)
+	saved := make([]int, f.NodesPerRack)
+	sum, placed := 0, 0
+	for _, g := range gangs {
+		for r := range racks {
+			order[r], rooms[r] = r, 0
+			for _, x := range rack(r) {
+				rooms[r] += x / g.GPUsPerWorker
+			}
+		}
+		slices.SortStableFunc(order, func(a, b int) int { return rooms[b] - rooms[a] })
+		k, fits := 0, 0
+		for ; fits < g.Workers && k < racks; k++ {
+			fits += rooms[order[k]]
+		}
+		if fits < g.Workers {
+			continue
+		}
+		chosen := order[:k]
+		if k == 1 {
+			best, bestStrands, bestFree := -1, 0, 0
+			for r := range racks {
+				if rooms[r] < g.Workers {
+					continue
+				}
+				nodes := rack(r)
+				copy(saved, nodes)
+				before, total := stranded(nodes)
+				put(nodes, g.GPUsPerWorker, g.Workers)
+				after, _ := stranded(nodes)
+				copy(nodes, saved)
+				if s := after - before; best < 0 || s < bestStrands || s == bestStrands && total < bestFree {
+					best, bestStrands, bestFree = r, s, total
+				}
+			}
+			chosen = []int{best}
+		}
+		left := g.Workers
+		for _, r := range chosen {
+			left = put(rack(r), g.GPUsPerWorker, left)
+		}
+		n, _ := stranded(free)
+		sum += n
+		placed++
+	}
+	end, _ = stranded(free)
+	return end, float64(sum) / float64(max(placed, 1))
 }
 
 // placeInTurn places gangs one after another on c, as the scheduler would, and counts the gangs

@@ -116,6 +116,9 @@ type options struct {
 	// apiServerArgs are appended to kube-apiserver's flags.
 	apiServerArgs []string
 	stream        bool
+	// rate is the gangs created per second when streaming; 0 for as fast as the API server takes
+	// them.
+	rate float64
 	// repeat is how many runs each contender gets, in rounds over the contenders.
 	repeat int
 	// namespaces is runSpec.namespaces.
@@ -141,6 +144,7 @@ func main() {
 	flag.StringVar(&o.binDir, "bin-dir", "", "directory with the control plane and convoy-scheduler; default bin/")
 	flag.StringVar(&o.jsonOut, "json", "", "also write the results to this file")
 	arrival := flag.String("arrival", "burst", "burst: every gang exists before the contender starts (throughput, time to drain a backlog); stream: gangs are created while it runs (latency from each gang's last pod created)")
+	flag.Float64Var(&o.rate, "rate", 0, "with -arrival stream, gangs arriving per second, a Poisson process of -seed (each gang's pods created one after another on its arrival); 0: as fast as the API server takes them, 32 gangs at a time")
 	flag.StringVar(&o.stateDir, "state-dir", "", "keep each run's control plane state and logs under this directory")
 	flag.IntVar(&o.verbosity, "v", -1, "every scheduler's log verbosity; -1: the --v deploy/scheduler's Deployment gives convoy-scheduler, as shipped")
 	flag.IntVar(&o.namespaces, "namespaces", 1, "spread the gangs over this many namespaces, round robin (bench-0, bench-1...); 1 puts them all in bench")
@@ -168,6 +172,9 @@ func main() {
 		o.stream = true
 	default:
 		fail(fmt.Errorf("-arrival: %q is neither burst nor stream", *arrival))
+	}
+	if o.rate < 0 || o.rate > 0 && !o.stream {
+		fail(fmt.Errorf("-rate: %v needs -arrival stream and a rate above 0", o.rate))
 	}
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))

@@ -86,7 +86,10 @@ type Result struct {
 	Namespaces int `json:"namespaces"`
 	// Stream is whether the gangs were created while the contender ran (-arrival stream).
 	Stream bool `json:"stream,omitempty"`
-	Pods   int  `json:"pods"`
+	// ArrivalRate is the gangs arriving per second when streaming (-rate); 0 for as fast as the
+	// API server took them.
+	ArrivalRate float64 `json:"arrivalGangsPerSecond,omitempty"`
+	Pods        int     `json:"pods"`
 	// DemandGPUs is what all gangs ask; CapacityGPUs what the fleet has.
 	DemandGPUs   int `json:"demandGPUs"`
 	CapacityGPUs int `json:"capacityGPUs"`
@@ -430,7 +433,7 @@ const (
 // targets states, for one fleet size and mix, each of Convoy's targets with its figure and whether
 // it was met: pods/s, gang p99 and CPU per pod against binder+events+watch; on fits, stranded GPUs
 // against first fit (the binder, else binder+events or binder+events+watch) and
-// coscheduling+binpack, and racks per gang against the fewest; streaming, gang p99 itself; with
+// coscheduling+binpack, and racks per gang against the fewest; streaming, gang p99 alone; with
 // convoy+dra, its pods/s and gang p99 against Convoy's and its racks per gang against the fewest.
 func targets(results []*Result, nodes int, mix string) string {
 	of := func(sc Scheduler) *Result {
@@ -453,19 +456,22 @@ func targets(results []*Result, nodes int, mix string) string {
 		}
 		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", nodes, mix, target, got, verdict)
 	}
-	if w := of(BinderEventsWatch); w != nil && w.PodsPerSec > 0 && w.GangP99 > 0 {
-		// Streaming, the gangs' arrival sets the pace of both.
-		if !c.Stream {
-			row(fmt.Sprintf("pods/s ≥ %.2f× %s's", targetPodsPerSec, BinderEventsWatch), fmt.Sprintf("%.2f× (%.0f of %.0f)", c.PodsPerSec/w.PodsPerSec, c.PodsPerSec, w.PodsPerSec), c.PodsPerSec >= targetPodsPerSec*w.PodsPerSec)
-		}
+	// Streaming, the gangs' arrival sets the pace, and CPU per pod counts the time between them:
+	// those targets are the backlog's.
+	if w := of(BinderEventsWatch); !c.Stream && w != nil && w.PodsPerSec > 0 && w.GangP99 > 0 {
+		row(fmt.Sprintf("pods/s ≥ %.2f× %s's", targetPodsPerSec, BinderEventsWatch), fmt.Sprintf("%.2f× (%.0f of %.0f)", c.PodsPerSec/w.PodsPerSec, c.PodsPerSec, w.PodsPerSec), c.PodsPerSec >= targetPodsPerSec*w.PodsPerSec)
 		row(fmt.Sprintf("gang p99 ≤ %.1f× %s's", targetGangP99, BinderEventsWatch), fmt.Sprintf("%.2f× (%.1f s against %.1f s)", c.GangP99/w.GangP99, c.GangP99, w.GangP99), c.GangP99 <= targetGangP99*w.GangP99)
 	}
-	if s, ok := c.CPUToLastBind["scheduler"]; ok && c.BoundPods > 0 {
+	if s, ok := c.CPUToLastBind["scheduler"]; ok && c.BoundPods > 0 && !c.Stream {
 		perPod := 1000 * s / float64(c.BoundPods)
 		row(fmt.Sprintf("scheduler CPU ≤ %.1f ms per pod", targetCPUPerPodMs), fmt.Sprintf("%.2f ms", perPod), perPod <= targetCPUPerPodMs)
 	}
 	if c.Stream {
-		row(fmt.Sprintf("gang p99 ≤ %.0f s, streaming", targetStreamP99Sec), fmt.Sprintf("%.2f s", c.GangP99), c.GangP99 <= targetStreamP99Sec)
+		pace := "as fast as created"
+		if c.ArrivalRate > 0 {
+			pace = fmt.Sprintf("%g gangs/s", c.ArrivalRate)
+		}
+		row(fmt.Sprintf("gang p99 ≤ %.0f s, streaming %s", targetStreamP99Sec, pace), fmt.Sprintf("%.2f s", c.GangP99), c.GangP99 <= targetStreamP99Sec)
 	}
 	if mix == "fits" {
 		// First fit is the binder's, with or without events and watch: the first of them that ran.

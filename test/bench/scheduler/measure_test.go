@@ -104,6 +104,29 @@ func TestTargets(t *testing.T) {
 	}
 }
 
+// TestStreamTargets: streaming, the gangs' arrival sets the pace, so there is no pods/s, relative
+// p99 or CPU target, and gang p99 is held to 1 s with the arrival rate named.
+func TestStreamTargets(t *testing.T) {
+	for _, tc := range []struct {
+		rate float64
+		p99  float64
+		want string
+	}{
+		{rate: 10, p99: 0.8, want: "| 1000 | fits | gang p99 ≤ 1 s, streaming 10 gangs/s | 0.80 s | met |"},
+		{p99: 3.5, want: "| 1000 | fits | gang p99 ≤ 1 s, streaming as fast as created | 3.50 s | **missed** |"},
+	} {
+		results := []*Result{
+			{Scheduler: Convoy, Nodes: 1000, Mix: "fits", Stream: true, ArrivalRate: tc.rate, PodsPerSec: 100, GangP99: tc.p99,
+				BoundPods: 1000, CPUToLastBind: map[string]float64{"scheduler": 1.5}},
+			{Scheduler: BinderEventsWatch, Nodes: 1000, Mix: "fits", Stream: true, ArrivalRate: tc.rate, PodsPerSec: 100, GangP99: 1},
+		}
+		got := targets(results, 1000, "fits")
+		if !strings.Contains(got, tc.want) || strings.Contains(got, "pods/s ≥") || strings.Contains(got, "×") || strings.Contains(got, "CPU") {
+			t.Errorf("targets(fits) at %v gangs/s = %q, want %q and no pods/s, relative p99 or CPU target", tc.rate, got, tc.want)
+		}
+	}
+}
+
 // TestDRATargets: convoy+dra's pods/s and gang p99 are held to 0.9× Convoy's on nvidia.com/gpu in
 // the same run, and its racks per gang to the fewest.
 func TestDRATargets(t *testing.T) {

@@ -19,6 +19,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -231,9 +232,12 @@ func run(ctx context.Context, o options, spec runSpec, sc Scheduler) (*Result, e
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if o.stream {
+		switch {
+		case o.stream && o.rate > 0:
+			createErr = streamGangs(runCtx, cl, spec, sc, created, o.rate, o.seed)
+		case o.stream:
 			createErr = createGangs(runCtx, cl, spec, sc, created)
-		} else {
+		default:
 			for i := range created {
 				created[i] = start
 			}
@@ -281,7 +285,7 @@ wait:
 	}
 	r := measure(spec, sc, rec, created, start)
 	r.MachineMillis = speed
-	r.Stream = o.stream
+	r.Stream, r.ArrivalRate = o.stream, o.rate
 	r.CPU = cpuSeconds(cpuBefore, cpuTimes(c))
 	r.CPUToLastBind = cpuSeconds(cpuBefore, cpuAtLastBind)
 	r.PeakRSSMiB = peakRSSMiB(c, "scheduler")
@@ -417,27 +421,68 @@ func parallel(ctx context.Context, n int, f func(int) error) error {
 // order, and records when each gang's last pod was created.
 func createGangs(ctx context.Context, cl client.Client, spec runSpec, sc Scheduler, created []time.Time) error {
 	return parallel(ctx, len(spec.gangs), func(i int) error {
-		g, ns := spec.gangs[i], spec.namespaceOf(i)
-		if err := createGangObjects(ctx, cl, sc, g, ns); err != nil {
-			return err
-		}
-		for r := range g.Workers {
-			pod := gangPod(g, r, ns)
-			if sc.dra() {
-				if err := cl.Create(ctx, claimGPUs(pod, g)); err != nil {
+		return createGang(ctx, cl, spec, sc, i, created)
+	})
+}
+
+// streamGangs creates the gangs as they arrive, rate a second on average, the time between two
+// arrivals drawn from an exponential distribution (a Poisson process) of seed: each gang on its
+// own goroutine, so that a slow API server delays its pods, not the next gang's arrival.
+func streamGangs(ctx context.Context, cl client.Client, spec runSpec, sc Scheduler, created []time.Time, rate float64, seed uint64) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r := rand.New(rand.NewPCG(seed, 0xa771))
+	errs := make(chan error, len(spec.gangs))
+	done := 0
+	at := time.Now()
+	for i := range spec.gangs {
+		at = at.Add(time.Duration(r.ExpFloat64() / rate * float64(time.Second)))
+		for arrived := false; !arrived; {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case err := <-errs:
+				if err != nil {
 					return err
 				}
+				done++
+			case <-time.After(time.Until(at)):
+				arrived = true
 			}
-			if sc == KubeScheduler137DRA {
-				pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(g.Name)}
-			}
-			if err := cl.Create(ctx, pod); err != nil {
+		}
+		go func() { errs <- createGang(ctx, cl, spec, sc, i, created) }()
+	}
+	for ; done < len(spec.gangs); done++ {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createGang creates gang i's PodGroup (or Workload), its pods one after another and, for DRA
+// contenders, their claims, and records when its last pod was created.
+func createGang(ctx context.Context, cl client.Client, spec runSpec, sc Scheduler, i int, created []time.Time) error {
+	g, ns := spec.gangs[i], spec.namespaceOf(i)
+	if err := createGangObjects(ctx, cl, sc, g, ns); err != nil {
+		return err
+	}
+	for r := range g.Workers {
+		pod := gangPod(g, r, ns)
+		if sc.dra() {
+			if err := cl.Create(ctx, claimGPUs(pod, g)); err != nil {
 				return err
 			}
 		}
-		created[i] = time.Now()
-		return nil
-	})
+		if sc == KubeScheduler137DRA {
+			pod.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: ptr.To(g.Name)}
+		}
+		if err := cl.Create(ctx, pod); err != nil {
+			return err
+		}
+	}
+	created[i] = time.Now()
+	return nil
 }
 
 // minimalConfig is kube-scheduler-minimal's KubeSchedulerConfiguration: every default plugin off,

@@ -137,6 +137,20 @@ func linkScore(l convoy.GPULink) int {
 	return planner.UnknownScore
 }
 
+// cachedGPUNode is the GPUNode informer's transform: it drops what newGPUNode never reads before
+// the cache keeps the object, its managedFields and each GPU's own NVLink list (the pairs in
+// status.links stay). On an 8-GPU NVSwitch node the agent's lists and the managedFields that
+// server-side apply keeps for them are most of the object.
+func cachedGPUNode(in any) (any, error) {
+	if g, ok := in.(*convoy.GPUNode); ok {
+		g.ManagedFields = nil
+		for i := range g.Status.GPUs {
+			g.Status.GPUs[i].NVLinks = nil
+		}
+	}
+	return in, nil
+}
+
 // newGPUNode converts a GPUNode. Only Healthy GPUs are schedulable: Unhealthy and Unknown are not.
 // NVLink domains are those of convoy.NVLinkDomains, which the node agent publishes too.
 func newGPUNode(g *convoy.GPUNode) *gpuNode {

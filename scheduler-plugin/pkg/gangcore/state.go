@@ -288,7 +288,10 @@ func (s *State) watch(ctx context.Context, cfg *rest.Config) error {
 	if err := schedv1alpha1.AddToScheme(scheme); err != nil {
 		return err
 	}
-	c, err := crcache.New(cfg, crcache.Options{Scheme: scheme})
+	// The cache keeps GPUNodes as cachedGPUNode leaves them: the largest objects it holds, and
+	// most of each is what the State never reads.
+	c, err := crcache.New(cfg, crcache.Options{Scheme: scheme,
+		ByObject: map[client.Object]crcache.ByObject{&convoy.GPUNode{}: {Transform: cachedGPUNode}}})
 	if err != nil {
 		return err
 	}

@@ -236,15 +236,6 @@ func firstFit(nodes, gpus int, gangs []synth.Gang) (end int, mean float64) {
 	for i := range free {
 		free[i] = gpus
 	}
-	stranded := func() int {
-		n := 0
-		for _, f := range free {
-			if f != 0 && f != gpus {
-				n += f
-			}
-		}
-		return n
-	}
 	saved := make([]int, nodes)
 	sum, placed := 0, 0
 	for _, g := range gangs {
@@ -262,10 +253,10 @@ func firstFit(nodes, gpus int, gangs []synth.Gang) (end int, mean float64) {
 			copy(free, saved)
 			continue
 		}
-		sum += stranded()
+		sum += strandedOn(free, gpus)
 		placed++
 	}
-	return stranded(), float64(sum) / float64(max(placed, 1))
+	return strandedOn(free, gpus), float64(sum) / float64(max(placed, 1))
 }
 
 // rackBound places gangs as the planner would without its node locality, to show what keeping each
@@ -280,15 +271,6 @@ func rackBound(f synth.Fleet, gangs []synth.Gang) (end int, mean float64) {
 		free[i] = f.GPUsPerNode
 	}
 	rack := func(r int) []int { return free[r*f.NodesPerRack : min((r+1)*f.NodesPerRack, f.Nodes)] }
-	stranded := func(nodes []int) (n, total int) {
-		for _, x := range nodes {
-			if x != 0 && x != f.GPUsPerNode {
-				n += x
-			}
-			total += x
-		}
-		return n, total
-	}
 	// put places pods of gpus GPUs on nodes, each on the node of least room, and returns the pods
 	// left.
 	put := func(nodes []int, gpus, pods int) int {
@@ -334,9 +316,12 @@ func rackBound(f synth.Fleet, gangs []synth.Gang) (end int, mean float64) {
 				}
 				nodes := rack(r)
 				copy(saved, nodes)
-				before, total := stranded(nodes)
+				before, total := strandedOn(nodes, f.GPUsPerNode), 0
+				for _, x := range nodes {
+					total += x
+				}
 				put(nodes, g.GPUsPerWorker, g.Workers)
-				after, _ := stranded(nodes)
+				after := strandedOn(nodes, f.GPUsPerNode)
 				copy(nodes, saved)
 				if s := after - before; best < 0 || s < bestStrands || s == bestStrands && total < bestFree {
 					best, bestStrands, bestFree = r, s, total
@@ -348,12 +333,22 @@ func rackBound(f synth.Fleet, gangs []synth.Gang) (end int, mean float64) {
 		for _, r := range chosen {
 			left = put(rack(r), g.GPUsPerWorker, left)
 		}
-		n, _ := stranded(free)
-		sum += n
+		sum += strandedOn(free, f.GPUsPerNode)
 		placed++
 	}
-	end, _ = stranded(free)
-	return end, float64(sum) / float64(max(placed, 1))
+	return strandedOn(free, f.GPUsPerNode), float64(sum) / float64(max(placed, 1))
+}
+
+// strandedOn counts the free GPUs of partly used nodes: free holds each node's free GPUs, of gpus
+// a node.
+func strandedOn(free []int, gpus int) int {
+	n := 0
+	for _, f := range free {
+		if f != 0 && f != gpus {
+			n += f
+		}
+	}
+	return n
 }
 
 // placeInTurn places gangs one after another on c, as the scheduler would, and counts the gangs

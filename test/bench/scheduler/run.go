@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -429,35 +430,19 @@ func createGangs(ctx context.Context, cl client.Client, spec runSpec, sc Schedul
 // arrivals drawn from an exponential distribution (a Poisson process) of seed: each gang on its
 // own goroutine, so that a slow API server delays its pods, not the next gang's arrival.
 func streamGangs(ctx context.Context, cl client.Client, spec runSpec, sc Scheduler, created []time.Time, rate float64, seed uint64) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	g, ctx := errgroup.WithContext(ctx)
 	r := rand.New(rand.NewPCG(seed, 0xa771))
-	errs := make(chan error, len(spec.gangs))
-	done := 0
 	at := time.Now()
 	for i := range spec.gangs {
 		at = at.Add(time.Duration(r.ExpFloat64() / rate * float64(time.Second)))
-		for arrived := false; !arrived; {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case err := <-errs:
-				if err != nil {
-					return err
-				}
-				done++
-			case <-time.After(time.Until(at)):
-				arrived = true
-			}
+		select {
+		case <-ctx.Done():
+			return g.Wait()
+		case <-time.After(time.Until(at)):
 		}
-		go func() { errs <- createGang(ctx, cl, spec, sc, i, created) }()
+		g.Go(func() error { return createGang(ctx, cl, spec, sc, i, created) })
 	}
-	for ; done < len(spec.gangs); done++ {
-		if err := <-errs; err != nil {
-			return err
-		}
-	}
-	return nil
+	return g.Wait()
 }
 
 // createGang creates gang i's PodGroup (or Workload), its pods one after another and, for DRA
